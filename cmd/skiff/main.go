@@ -1,0 +1,128 @@
+// Command skiff is the single binary of a skiff cluster: `skiff server` runs the control
+// plane; later roles (agent, lab) join it as subcommands.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/skiff-sh/skiff/controlplane/apiserver"
+	"github.com/skiff-sh/skiff/internal/version"
+)
+
+func main() {
+	if err := newRoot().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "skiff:", err)
+		os.Exit(1)
+	}
+}
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "skiff",
+		Short:         "A compact Kubernetes-compatible cluster for bare-metal, network-heavy sites",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(
+		&cobra.Command{
+			Use:   "version",
+			Short: "Print skiff's version",
+			Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), version.String()) },
+		},
+		serverCommand("server", "Run the control plane: embedded etcd (or --etcd-servers) and the API server"),
+		serverCommand("apiserver", "Run the API server alone (with embedded etcd unless --etcd-servers is set)"),
+	)
+	return root
+}
+
+// serverFlags are the flags of `skiff server` and `skiff apiserver`.
+type serverFlags struct {
+	dataDir, bindAddress, advertiseAddress    string
+	securePort                                int
+	serviceCIDR, nodePortRange                string
+	etcdServers                               []string
+	etcdCA, etcdCert, etcdKey                 string
+	etcdClientPort, etcdPeerPort, etcdMetrics int
+	compaction                                time.Duration
+	disableAgent                              bool
+	logLevel                                  string
+}
+
+func serverCommand(use, short string) *cobra.Command {
+	var f serverFlags
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := newLogger(f.logLevel)
+			if use == "server" && !f.disableAgent {
+				log.Warn("the node agent is not part of this build yet; running the control plane only (as with --disable-agent)")
+			}
+			o := apiserver.Options{
+				DataDir: f.dataDir, SecurePort: f.securePort,
+				ServiceCIDR: f.serviceCIDR, NodePortRange: f.nodePortRange,
+				EtcdServers: f.etcdServers, EtcdCAFile: f.etcdCA, EtcdCertFile: f.etcdCert, EtcdKeyFile: f.etcdKey,
+				EtcdClientPort: f.etcdClientPort, EtcdPeerPort: f.etcdPeerPort, EtcdMetricsPort: f.etcdMetrics,
+				CompactionInterval: f.compaction,
+			}
+			var err error
+			if o.BindAddress, err = parseIP("--bind-address", f.bindAddress); err != nil {
+				return err
+			}
+			if f.advertiseAddress != "" {
+				if o.AdvertiseAddress, err = parseIP("--advertise-address", f.advertiseAddress); err != nil {
+					return err
+				}
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return apiserver.Run(ctx, o, log)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.dataDir, "data-dir", "/var/lib/skiff/server", "directory for etcd data, the PKI and admin.kubeconfig")
+	fs.StringVar(&f.bindAddress, "bind-address", "0.0.0.0", "address the API server listens on")
+	fs.StringVar(&f.advertiseAddress, "advertise-address", "", "address other components reach the API server at (default: first non-loopback address)")
+	fs.IntVar(&f.securePort, "secure-port", 6443, "HTTPS port of the API server")
+	fs.StringVar(&f.serviceCIDR, "service-cidr", "10.96.0.0/12", "range ClusterIPs are allocated from")
+	fs.StringVar(&f.nodePortRange, "service-node-port-range", "30000-32767", "range NodePorts are allocated from")
+	fs.StringSliceVar(&f.etcdServers, "etcd-servers", nil, "external etcd client URLs; embedded etcd is used when empty")
+	fs.StringVar(&f.etcdCA, "etcd-cafile", "", "CA of the external etcd (default: <data-dir>/pki/etcd/ca.crt)")
+	fs.StringVar(&f.etcdCert, "etcd-certfile", "", "client certificate for etcd (default: <data-dir>/pki/apiserver-etcd-client.crt)")
+	fs.StringVar(&f.etcdKey, "etcd-keyfile", "", "client key for etcd (default: <data-dir>/pki/apiserver-etcd-client.key)")
+	fs.IntVar(&f.etcdClientPort, "etcd-client-port", 2379, "client port of the embedded etcd (127.0.0.1)")
+	fs.IntVar(&f.etcdPeerPort, "etcd-peer-port", 2380, "peer port of the embedded etcd (127.0.0.1)")
+	fs.IntVar(&f.etcdMetrics, "etcd-metrics-port", 2381, "plain-HTTP metrics port of the embedded etcd (127.0.0.1)")
+	fs.DurationVar(&f.compaction, "etcd-compaction-interval", 5*time.Minute, "how often the API server compacts etcd")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	if use == "server" {
+		fs.BoolVar(&f.disableAgent, "disable-agent", false, "do not run a node agent beside the control plane")
+	}
+	return cmd
+}
+
+func parseIP(flag, s string) (net.IP, error) {
+	ip := net.ParseIP(s)
+	if ip == nil {
+		return nil, fmt.Errorf("%s: %q is not an IP address", flag, s)
+	}
+	return ip, nil
+}
+
+func newLogger(level string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}

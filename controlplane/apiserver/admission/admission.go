@@ -1,0 +1,214 @@
+// Package admission holds skiff's admission plugins, run by the API server after
+// authentication and authorization: the mutating ones (ServiceAccount,
+// DefaultTolerationSeconds, Priority) fill in pods before validation, and the validating one
+// (NamespaceLifecycle) rejects writes into namespaces that are missing or being deleted. They
+// behave as upstream's plugins of the same names.
+package admission
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/utils/ptr"
+)
+
+// Chain returns skiff's admission chain; namespaces reads namespaces for NamespaceLifecycle.
+func Chain(namespaces NamespaceGetter) admission.Interface {
+	return admission.NewChainHandler(
+		ServiceAccount{},
+		DefaultTolerationSeconds{Seconds: 300},
+		Priority{},
+		&NamespaceLifecycle{Namespaces: namespaces},
+	)
+}
+
+func isPodCreate(a admission.Attributes) (*corev1.Pod, bool) {
+	if a.GetOperation() != admission.Create || a.GetResource().GroupResource() != corev1.Resource("pods") || a.GetSubresource() != "" {
+		return nil, false
+	}
+	pod, ok := a.GetObject().(*corev1.Pod)
+	return pod, ok
+}
+
+// ServiceAccount sets a pod's service account to "default" and mounts a projected volume
+// with its token, the cluster CA (kube-root-ca.crt) and the namespace.
+type ServiceAccount struct{}
+
+// TokenPath is where the projected service-account volume is mounted.
+const TokenPath = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+// Handles implements admission.Interface.
+func (ServiceAccount) Handles(op admission.Operation) bool { return op == admission.Create }
+
+// Admit implements admission.MutationInterface.
+func (ServiceAccount) Admit(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	pod, ok := isPodCreate(a)
+	if !ok {
+		return nil
+	}
+	if _, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+		return nil
+	}
+	if pod.Spec.ServiceAccountName == "" {
+		pod.Spec.ServiceAccountName = "default"
+	}
+	if pod.Spec.AutomountServiceAccountToken != nil && !*pod.Spec.AutomountServiceAccountToken {
+		return nil
+	}
+	mounted := func(c *corev1.Container) bool {
+		for _, m := range c.VolumeMounts {
+			if m.MountPath == TokenPath {
+				return true
+			}
+		}
+		return false
+	}
+	name := ""
+	for _, v := range pod.Spec.Volumes {
+		if strings.HasPrefix(v.Name, "kube-api-access-") {
+			name = v.Name
+		}
+	}
+	if name == "" {
+		name = "kube-api-access-" + rand.String(5)
+		pod.Spec.Volumes = append(pod.Spec.Volumes, TokenVolume(name))
+	}
+	mount := corev1.VolumeMount{Name: name, ReadOnly: true, MountPath: TokenPath}
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			if !mounted(&cs[i]) {
+				cs[i].VolumeMounts = append(cs[i].VolumeMounts, mount)
+			}
+		}
+	}
+	return nil
+}
+
+// TokenVolume is upstream's projected kube-api-access volume.
+func TokenVolume(name string) corev1.Volume {
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		DefaultMode: ptr.To[int32](0o644),
+		Sources: []corev1.VolumeProjection{
+			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{ExpirationSeconds: ptr.To[int64](3607), Path: "token"}},
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"},
+				Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+			{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "namespace",
+				FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}}},
+		},
+	}}}
+}
+
+// DefaultTolerationSeconds lets pods ride out a short node outage: they tolerate the
+// not-ready and unreachable NoExecute taints for Seconds unless they say otherwise.
+type DefaultTolerationSeconds struct{ Seconds int64 }
+
+// Handles implements admission.Interface.
+func (DefaultTolerationSeconds) Handles(op admission.Operation) bool { return op == admission.Create }
+
+// Admit implements admission.MutationInterface.
+func (d DefaultTolerationSeconds) Admit(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	pod, ok := isPodCreate(a)
+	if !ok {
+		return nil
+	}
+	for _, key := range []string{corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable} {
+		tolerated := false
+		for _, t := range pod.Spec.Tolerations {
+			if (t.Key == key || (t.Key == "" && t.Operator == corev1.TolerationOpExists)) &&
+				(t.Effect == "" || t.Effect == corev1.TaintEffectNoExecute) {
+				tolerated = true
+			}
+		}
+		if !tolerated {
+			pod.Spec.Tolerations = append(pod.Spec.Tolerations, corev1.Toleration{
+				Key: key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute,
+				TolerationSeconds: ptr.To(d.Seconds),
+			})
+		}
+	}
+	return nil
+}
+
+// Priority resolves the built-in priority classes into spec.priority (0 otherwise).
+type Priority struct{}
+
+// Handles implements admission.Interface.
+func (Priority) Handles(op admission.Operation) bool { return op == admission.Create }
+
+var builtinPriorities = map[string]int32{
+	"system-node-critical":    2000001000,
+	"system-cluster-critical": 2000000000,
+}
+
+// Admit implements admission.MutationInterface.
+func (Priority) Admit(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	pod, ok := isPodCreate(a)
+	if !ok {
+		return nil
+	}
+	want := int32(0)
+	if name := pod.Spec.PriorityClassName; name != "" {
+		p, known := builtinPriorities[name]
+		if !known {
+			return admission.NewForbidden(a, fmt.Errorf("no PriorityClass with name %s was found", name))
+		}
+		want = p
+	}
+	if pod.Spec.Priority != nil && *pod.Spec.Priority != want {
+		return admission.NewForbidden(a, fmt.Errorf("the integer value of priority (%d) must not be provided in pod spec; priority admission controller computed %d from the given PriorityClass name", *pod.Spec.Priority, want))
+	}
+	pod.Spec.Priority = &want
+	return nil
+}
+
+// NamespaceGetter reads a namespace; it returns a NotFound API error if there is none.
+type NamespaceGetter func(ctx context.Context, name string) (*corev1.Namespace, error)
+
+// NamespaceLifecycle rejects content in missing or terminating namespaces and protects the
+// built-in namespaces from deletion.
+type NamespaceLifecycle struct {
+	Namespaces NamespaceGetter
+}
+
+// Immortal namespaces can't be deleted.
+var Immortal = sets.New(metav1NamespaceDefault, "kube-system", "kube-public")
+
+const metav1NamespaceDefault = "default"
+
+// Handles implements admission.Interface.
+func (*NamespaceLifecycle) Handles(op admission.Operation) bool {
+	return op == admission.Create || op == admission.Delete
+}
+
+// Validate implements admission.ValidationInterface.
+func (l *NamespaceLifecycle) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	if a.GetResource().GroupResource() == corev1.Resource("namespaces") {
+		if a.GetOperation() == admission.Delete && a.GetSubresource() == "" && Immortal.Has(a.GetName()) {
+			return admission.NewForbidden(a, fmt.Errorf("this namespace may not be deleted"))
+		}
+		return nil
+	}
+	if a.GetOperation() != admission.Create || a.GetNamespace() == "" {
+		return nil
+	}
+	// Events and token/binding-style subresources follow upstream: events may still be
+	// written into a terminating namespace so its deletion can be reported.
+	ns, err := l.Namespaces(ctx, a.GetNamespace())
+	if apierrors.IsNotFound(err) {
+		return admission.NewForbidden(a, apierrors.NewNotFound(corev1.Resource("namespaces"), a.GetNamespace()))
+	}
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	if ns.Status.Phase == corev1.NamespaceTerminating && a.GetResource().Resource != "events" && a.GetSubresource() == "" {
+		return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(),
+			fmt.Errorf("unable to create new content in namespace %s because it is being terminated", a.GetNamespace()))
+	}
+	return nil
+}

@@ -1,0 +1,127 @@
+package apiserver
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+)
+
+// SystemNamespaces exist in every cluster.
+var SystemNamespaces = []string{"default", "kube-system", "kube-public", "kube-node-lease"}
+
+// bootstrap keeps the objects every cluster has in place, as upstream's bootstrap
+// controller does: the built-in namespaces and the `kubernetes` Service in default with its
+// Endpoints and EndpointSlice pointing at this API server. It reconciles every 10 s, so a
+// deleted object comes back.
+type bootstrap struct {
+	client    kubernetes.Interface
+	advertise net.IP
+	port      int
+	serviceIP string
+	log       *slog.Logger
+}
+
+func (b bootstrap) run(ctx context.Context) {
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		if err := b.reconcile(ctx); err != nil {
+			b.log.Warn("bootstrap objects", "err", err)
+		}
+	}, 10*time.Second)
+}
+
+func (b bootstrap) reconcile(ctx context.Context) error {
+	for _, name := range SystemNamespaces {
+		_, err := b.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default",
+			Labels: map[string]string{"component": "apiserver", "provider": "kubernetes"}},
+		Spec: corev1.ServiceSpec{
+			Type:      corev1.ServiceTypeClusterIP,
+			ClusterIP: b.serviceIP,
+			Ports: []corev1.ServicePort{{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP,
+				TargetPort: intstr.FromInt32(int32(b.port))}},
+			SessionAffinity: corev1.ServiceAffinityNone,
+		},
+	}
+	if _, err := b.client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	ip := b.advertise.String()
+	port := int32(b.port)
+	ep := &corev1.Endpoints{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default",
+			Labels: map[string]string{"endpointslice.kubernetes.io/skip-mirror": "true"}},
+		Subsets: []corev1.EndpointSubset{{
+			Addresses: []corev1.EndpointAddress{{IP: ip}},
+			Ports:     []corev1.EndpointPort{{Name: "https", Port: port, Protocol: corev1.ProtocolTCP}},
+		}},
+	}
+	if err := upsertEndpoints(ctx, b.client, ep); err != nil {
+		return err
+	}
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default",
+			Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes", discoveryv1.LabelManagedBy: "skiff-apiserver"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{ip},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)}}},
+		Ports: []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: &port, Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}
+	return upsertSlice(ctx, b.client, slice)
+}
+
+func upsertEndpoints(ctx context.Context, c kubernetes.Interface, want *corev1.Endpoints) error {
+	cur, err := c.CoreV1().Endpoints(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = c.CoreV1().Endpoints(want.Namespace).Create(ctx, want, metav1.CreateOptions{})
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if equalSubsets(cur.Subsets, want.Subsets) {
+		return nil
+	}
+	cur.Subsets = want.Subsets
+	_, err = c.CoreV1().Endpoints(want.Namespace).Update(ctx, cur, metav1.UpdateOptions{})
+	return err
+}
+
+func upsertSlice(ctx context.Context, c kubernetes.Interface, want *discoveryv1.EndpointSlice) error {
+	cur, err := c.DiscoveryV1().EndpointSlices(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = c.DiscoveryV1().EndpointSlices(want.Namespace).Create(ctx, want, metav1.CreateOptions{})
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if len(cur.Endpoints) == 1 && len(cur.Endpoints[0].Addresses) == 1 && cur.Endpoints[0].Addresses[0] == want.Endpoints[0].Addresses[0] &&
+		len(cur.Ports) == 1 && cur.Ports[0].Port != nil && *cur.Ports[0].Port == *want.Ports[0].Port {
+		return nil
+	}
+	cur.Endpoints, cur.Ports = want.Endpoints, want.Ports
+	_, err = c.DiscoveryV1().EndpointSlices(want.Namespace).Update(ctx, cur, metav1.UpdateOptions{})
+	return err
+}
+
+func equalSubsets(a, b []corev1.EndpointSubset) bool {
+	if len(a) != 1 || len(b) != 1 || len(a[0].Addresses) != 1 || len(a[0].Ports) != 1 {
+		return false
+	}
+	return a[0].Addresses[0].IP == b[0].Addresses[0].IP && a[0].Ports[0].Port == b[0].Ports[0].Port
+}

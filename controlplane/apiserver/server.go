@@ -1,0 +1,320 @@
+package apiserver
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/group"
+	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
+	"k8s.io/apiserver/pkg/authentication/request/union"
+	"k8s.io/apiserver/pkg/authentication/request/x509"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
+	"k8s.io/apiserver/pkg/registry/rest"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	"k8s.io/apiserver/pkg/server/options"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
+	"k8s.io/apiserver/pkg/util/compatibility"
+	"k8s.io/client-go/kubernetes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+
+	"github.com/skiff-sh/skiff/controlplane/allocator"
+	"github.com/skiff-sh/skiff/controlplane/apiserver/admission"
+	"github.com/skiff-sh/skiff/controlplane/etcd"
+	"github.com/skiff-sh/skiff/controlplane/openapi"
+	"github.com/skiff-sh/skiff/controlplane/pki"
+	"github.com/skiff-sh/skiff/controlplane/registry"
+	"github.com/skiff-sh/skiff/controlplane/scheme"
+	"github.com/skiff-sh/skiff/controlplane/serviceaccount"
+	"github.com/skiff-sh/skiff/controlplane/storage"
+)
+
+// Options configure the API server.
+type Options struct {
+	// DataDir holds pki/, etcd/ and admin.kubeconfig.
+	DataDir string
+	// BindAddress and SecurePort are where HTTPS is served (0.0.0.0:6443).
+	BindAddress net.IP
+	SecurePort  int
+	// AdvertiseAddress is the address other components reach the API server at; it backs
+	// the `kubernetes` Service's endpoints. Defaults to the first non-loopback address.
+	AdvertiseAddress net.IP
+	// ServiceCIDR is where ClusterIPs come from (10.96.0.0/12).
+	ServiceCIDR string
+	// NodePortRange is where NodePorts come from (30000-32767).
+	NodePortRange string
+	// EtcdServers, if set, point at an external etcd cluster instead of the embedded one.
+	EtcdServers []string
+	// EtcdCAFile, EtcdCertFile and EtcdKeyFile authenticate to an external etcd; they
+	// default to the PKI's etcd CA and apiserver-etcd-client pair.
+	EtcdCAFile, EtcdCertFile, EtcdKeyFile string
+	// EtcdClientPort, EtcdPeerPort and EtcdMetricsPort are the embedded member's ports.
+	EtcdClientPort, EtcdPeerPort, EtcdMetricsPort int
+	// CompactionInterval is how often the API server compacts etcd (5m as upstream).
+	CompactionInterval time.Duration
+	// ServiceAccountIssuer is the iss claim of service-account tokens.
+	ServiceAccountIssuer string
+}
+
+// Run starts etcd (if embedded) and the API server, and serves until ctx ends.
+func Run(ctx context.Context, o Options, log *slog.Logger) error {
+	if o.AdvertiseAddress == nil {
+		o.AdvertiseAddress = defaultAdvertiseAddress()
+	}
+	ipRange, err := allocator.NewIPRange(o.ServiceCIDR)
+	if err != nil {
+		return err
+	}
+	portRange, err := allocator.ParsePortRange(o.NodePortRange)
+	if err != nil {
+		return err
+	}
+	serviceIP := net.ParseIP(ipRange.First())
+	layout, err := pki.Ensure(pki.Options{Dir: filepath.Join(o.DataDir, "pki"),
+		APIServerIPs: []net.IP{o.AdvertiseAddress}, ServiceIP: serviceIP})
+	if err != nil {
+		return fmt.Errorf("pki: %w", err)
+	}
+	ca, err := pki.LoadCA(layout.CA())
+	if err != nil {
+		return err
+	}
+	server := "https://" + net.JoinHostPort(loopbackFor(o.BindAddress), strconv.Itoa(o.SecurePort))
+	if err := pki.WriteKubeconfig(filepath.Join(o.DataDir, "admin.kubeconfig"), server, ca, "kubernetes-admin", []string{"system:masters"}); err != nil {
+		return fmt.Errorf("admin kubeconfig: %w", err)
+	}
+
+	servers := o.EtcdServers
+	caFile, certFile, keyFile := o.EtcdCAFile, o.EtcdCertFile, o.EtcdKeyFile
+	if caFile == "" {
+		caFile = layout.EtcdCA().Cert
+	}
+	if certFile == "" {
+		certFile, keyFile = layout.APIServerEtcdClient().Cert, layout.APIServerEtcdClient().Key
+	}
+	if len(servers) == 0 {
+		e, err := etcd.Start(ctx, etcd.Options{
+			DataDir:    filepath.Join(o.DataDir, "etcd"),
+			ClientURL:  fmt.Sprintf("https://127.0.0.1:%d", o.EtcdClientPort),
+			PeerURL:    fmt.Sprintf("https://127.0.0.1:%d", o.EtcdPeerPort),
+			MetricsURL: fmt.Sprintf("http://127.0.0.1:%d", o.EtcdMetricsPort),
+			PKI:        layout,
+		}, log)
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		servers = []string{fmt.Sprintf("https://127.0.0.1:%d", o.EtcdClientPort)}
+	}
+	etcdTLS := storagebackend.TransportConfig{ServerList: servers, TrustedCAFile: caFile, CertFile: certFile, KeyFile: keyFile}
+	etcdClient, err := newEtcdClient(etcdTLS)
+	if err != nil {
+		return err
+	}
+	defer etcdClient.Close()
+
+	srv, _, err := newServer(o, layout, etcdTLS, etcdClient, ipRange, portRange)
+	if err != nil {
+		return err
+	}
+	srv.AddPostStartHookOrDie("skiff-bootstrap", func(hc genericapiserver.PostStartHookContext) error {
+		client, err := kubernetes.NewForConfig(hc.LoopbackClientConfig)
+		if err != nil {
+			return err
+		}
+		b := bootstrap{client: client, advertise: o.AdvertiseAddress, port: o.SecurePort, serviceIP: serviceIP.String(), log: log}
+		go b.run(hc)
+		return nil
+	})
+	prepared := srv.PrepareRun()
+	log.Info("API server starting", "address", server, "etcd", servers, "kubeconfig", filepath.Join(o.DataDir, "admin.kubeconfig"))
+	return prepared.RunWithContext(ctx)
+}
+
+// newServer builds the generic API server and installs skiff's API groups.
+func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportConfig, etcdClient *clientv3.Client,
+	ipRange *allocator.IPRange, portRange allocator.PortRange) (*genericapiserver.GenericAPIServer, *genericregistry.Store, error) {
+	cfg := genericapiserver.NewConfig(scheme.Codecs)
+	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
+	cfg.PublicAddress = o.AdvertiseAddress
+	cfg.ExternalAddress = net.JoinHostPort(o.AdvertiseAddress.String(), strconv.Itoa(o.SecurePort))
+
+	serving := options.NewSecureServingOptions()
+	serving.BindAddress = o.BindAddress
+	serving.BindPort = o.SecurePort
+	serving.ServerCert.CertKey = options.CertKey{CertFile: layout.APIServer().Cert, KeyFile: layout.APIServer().Key}
+	serving.MinTLSVersion = "VersionTLS12"
+	if err := serving.WithLoopback().ApplyTo(&cfg.SecureServing, &cfg.LoopbackClientConfig); err != nil {
+		return nil, nil, fmt.Errorf("serving: %w", err)
+	}
+
+	// Storage: etcd with upstream's key layout, protobuf values and a watch cache.
+	backend := storagebackend.NewDefaultConfig("/registry", nil)
+	backend.Transport = etcdTLS
+	if o.CompactionInterval > 0 {
+		backend.CompactionInterval = o.CompactionInterval
+	}
+	etcdOpts := options.NewEtcdOptions(backend)
+	etcdOpts.DefaultStorageMediaType = "application/vnd.kubernetes.protobuf"
+	factory := storage.NewFactory(*backend, scheme.Scheme, scheme.Codecs)
+	if err := etcdOpts.ApplyWithStorageFactoryTo(factory, cfg); err != nil {
+		return nil, nil, fmt.Errorf("storage: %w", err)
+	}
+
+	// The service-account lookup needs the serviceaccounts store, which exists only once the
+	// registry is built; the authenticator reads it through this indirection.
+	var accounts rest.Getter
+	lookup := func(ctx context.Context, ns, name string) (string, error) {
+		if accounts == nil {
+			return "", errors.New("service accounts not served yet")
+		}
+		obj, err := accounts.Get(genericapirequest.WithNamespace(ctx, ns), name, &metav1.GetOptions{ResourceVersion: "0"})
+		if apierrors.IsNotFound(err) {
+			obj, err = accounts.Get(genericapirequest.WithNamespace(ctx, ns), name, &metav1.GetOptions{})
+		}
+		if err != nil {
+			return "", err
+		}
+		return string(obj.(*corev1.ServiceAccount).UID), nil
+	}
+	issuerName := o.ServiceAccountIssuer
+	if issuerName == "" {
+		issuerName = serviceaccount.DefaultIssuer
+	}
+	authn, clientCA, err := newAuthenticator(layout, issuerName, lookup)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.Authentication.Authenticator = authn
+	cfg.Authentication.APIAudiences = authenticator.Audiences{issuerName}
+	if err := cfg.Authentication.ApplyClientCert(clientCA, cfg.SecureServing); err != nil {
+		return nil, nil, err
+	}
+	cfg.Authorization.Authorizer = authorizer.AuthorizerFunc(authenticatedAllowed)
+
+	namer := openapinamer.NewDefinitionNamer(scheme.Scheme)
+	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(openapi.GetOpenAPIDefinitions, namer)
+	cfg.OpenAPIConfig.Info.Title = "Kubernetes"
+	cfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(openapi.GetOpenAPIDefinitions, namer)
+	cfg.OpenAPIV3Config.Info.Title = "Kubernetes"
+
+	issuer, err := serviceaccount.NewIssuer(layout.SAKey(), issuerName)
+	if err != nil {
+		return nil, nil, err
+	}
+	allocs := registry.Allocators{
+		IPs:       allocator.New(ipRange, allocator.EtcdStore{Client: etcdClient}, "/registry/skiff/ranges/serviceips/"),
+		NodePorts: allocator.New(portRange, allocator.EtcdStore{Client: etcdClient}, "/registry/skiff/ranges/servicenodeports/"),
+	}
+	stores, err := registry.Storage(registry.Options{RESTOptions: cfg.RESTOptionsGetter, Allocators: allocs, Tokens: issuer})
+	if err != nil {
+		return nil, nil, err
+	}
+	coreStores := stores[corev1.SchemeGroupVersion]
+	accounts = coreStores["serviceaccounts"].(rest.Getter)
+	nsStore := coreStores["namespaces"].(*registry.REST).Store
+	cfg.AdmissionControl = admission.Chain(func(ctx context.Context, name string) (*corev1.Namespace, error) {
+		obj, err := nsStore.Get(ctx, name, &metav1.GetOptions{ResourceVersion: "0"})
+		if apierrors.IsNotFound(err) {
+			// The watch cache may lag a namespace created a moment ago.
+			obj, err = nsStore.Get(ctx, name, &metav1.GetOptions{})
+		}
+		if err != nil {
+			return nil, err
+		}
+		return obj.(*corev1.Namespace), nil
+	})
+
+	srv, err := cfg.Complete(nil).New("skiff-apiserver", genericapiserver.NewEmptyDelegate())
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, gv := range scheme.Served {
+		info := genericapiserver.NewDefaultAPIGroupInfo(gv.Group, scheme.Scheme, scheme.ParameterCodec, scheme.Codecs)
+		info.PrioritizedVersions = []schema.GroupVersion{gv}
+		info.VersionedResourcesStorageMap[gv.Version] = stores[gv]
+		if gv.Group == "" {
+			err = srv.InstallLegacyAPIGroup(genericapiserver.DefaultLegacyAPIPrefix, &info)
+		} else {
+			err = srv.InstallAPIGroup(&info)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("install %s: %w", gv, err)
+		}
+	}
+	return srv, nsStore, nil
+}
+
+// newAuthenticator accepts client certificates of the cluster CA (user = CN, groups = O) and
+// service-account tokens; everything else is anonymous and gets 401.
+func newAuthenticator(layout pki.Layout, issuer string, lookup serviceaccount.Lookup) (authenticator.Request, dynamiccertificates.CAContentProvider, error) {
+	ca, err := dynamiccertificates.NewDynamicCAContentFromFile("client-ca", layout.CA().Cert)
+	if err != nil {
+		return nil, nil, err
+	}
+	tokens, err := serviceaccount.NewAuthenticator(layout.SAPub(), issuer, []string{issuer}, lookup)
+	if err != nil {
+		return nil, nil, err
+	}
+	certs := x509.NewDynamic(ca.VerifyOptions, x509.CommonNameUserConversion)
+	return group.NewAuthenticatedGroupAdder(union.New(certs, bearertoken.New(tokens))), ca, nil
+}
+
+// authenticatedAllowed is skiff's authorizer until RBAC: every authenticated user may do
+// everything. Anonymous requests never get here (authentication rejects them with 401).
+func authenticatedAllowed(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+	if u := a.GetUser(); u != nil {
+		for _, g := range u.GetGroups() {
+			if g == user.AllAuthenticated || g == user.SystemPrivilegedGroup {
+				return authorizer.DecisionAllow, "", nil
+			}
+		}
+	}
+	return authorizer.DecisionNoOpinion, "only authenticated users are allowed", nil
+}
+
+func newEtcdClient(t storagebackend.TransportConfig) (*clientv3.Client, error) {
+	info := transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.TrustedCAFile}
+	tlsCfg, err := info.ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg.MinVersion = tls.VersionTLS12
+	return clientv3.New(clientv3.Config{Endpoints: t.ServerList, TLS: tlsCfg, DialTimeout: 10 * time.Second})
+}
+
+func defaultAdvertiseAddress() net.IP {
+	addrs, err := net.InterfaceAddrs()
+	if err == nil {
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+				return n.IP
+			}
+		}
+	}
+	return net.ParseIP("127.0.0.1")
+}
+
+func loopbackFor(bind net.IP) string {
+	if bind == nil || bind.IsUnspecified() {
+		return "127.0.0.1"
+	}
+	return bind.String()
+}

@@ -1,0 +1,3 @@
+package openapi
+
+//go:generate go tool openapi-gen --go-header-file ../../hack/boilerplate.go.txt --output-dir . --output-pkg github.com/skiff-sh/skiff/controlplane/openapi --output-file zz_generated.openapi.go --report-filename /dev/null k8s.io/api/core/v1 k8s.io/api/apps/v1 k8s.io/api/discovery/v1 k8s.io/api/coordination/v1 k8s.io/api/events/v1 k8s.io/api/networking/v1 k8s.io/api/autoscaling/v1 k8s.io/api/authentication/v1 k8s.io/apimachinery/pkg/apis/meta/v1 k8s.io/apimachinery/pkg/runtime k8s.io/apimachinery/pkg/version k8s.io/apimachinery/pkg/util/intstr k8s.io/apimachinery/pkg/api/resource

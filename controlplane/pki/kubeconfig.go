@@ -1,0 +1,39 @@
+package pki
+
+import (
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"os"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+func pemBlock(typ string, der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
+}
+
+// WriteKubeconfig issues a client certificate for user (CN) in groups (O) and writes a
+// kubeconfig for server at path, unless path exists already.
+func WriteKubeconfig(path, server string, ca *Authority, user string, groups []string) error {
+	if exists(path) {
+		return nil
+	}
+	certPEM, keyPEM, err := ca.Issue(x509.Certificate{
+		Subject:     pkix.Name{CommonName: user, Organization: groups},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+	if err != nil {
+		return err
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["skiff"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca.CertPEM()}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: certPEM, ClientKeyData: keyPEM}
+	cfg.Contexts[user+"@skiff"] = &clientcmdapi.Context{Cluster: "skiff", AuthInfo: user}
+	cfg.CurrentContext = user + "@skiff"
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return err
+	}
+	return os.Chmod(path, 0o600)
+}

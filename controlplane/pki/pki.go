@@ -1,0 +1,289 @@
+// Package pki lays out and loads the cluster's certificates the way kubeadm does under
+// /etc/kubernetes/pki: a cluster CA with the API server's serving and kubelet-client pairs, the
+// service-account signing key, and a separate etcd CA with server, peer, health-check and
+// apiserver-etcd-client pairs. Missing files are generated on first start; existing ones are
+// reused, so restarts keep every issued credential valid.
+package pki
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
+)
+
+// Options say what the certificates are issued for.
+type Options struct {
+	// Dir is the PKI directory, <data-dir>/pki.
+	Dir string
+	// APIServerIPs are extra IP SANs of the API server certificate (127.0.0.1 and the first
+	// service IP are always included).
+	APIServerIPs []net.IP
+	// APIServerNames are extra DNS SANs of the API server certificate.
+	APIServerNames []string
+	// ServiceIP is the first address of the service CIDR (the kubernetes Service).
+	ServiceIP net.IP
+}
+
+// Pair is a certificate and key file pair.
+type Pair struct{ Cert, Key string }
+
+// Layout names every file of the PKI, relative to Dir.
+type Layout struct {
+	Dir string
+}
+
+func (l Layout) pair(name string) Pair {
+	return Pair{Cert: filepath.Join(l.Dir, name+".crt"), Key: filepath.Join(l.Dir, name+".key")}
+}
+
+// CA is the cluster CA that signs API server, kubelet and user certificates.
+func (l Layout) CA() Pair { return l.pair("ca") }
+
+// APIServer is the API server's serving certificate.
+func (l Layout) APIServer() Pair { return l.pair("apiserver") }
+
+// APIServerKubeletClient is the API server's client certificate towards node agents.
+func (l Layout) APIServerKubeletClient() Pair { return l.pair("apiserver-kubelet-client") }
+
+// APIServerEtcdClient is the API server's client certificate towards etcd.
+func (l Layout) APIServerEtcdClient() Pair { return l.pair("apiserver-etcd-client") }
+
+// EtcdCA signs every etcd certificate.
+func (l Layout) EtcdCA() Pair { return l.pair("etcd/ca") }
+
+// EtcdServer is etcd's client-facing serving certificate.
+func (l Layout) EtcdServer() Pair { return l.pair("etcd/server") }
+
+// EtcdPeer is etcd's peer certificate.
+func (l Layout) EtcdPeer() Pair { return l.pair("etcd/peer") }
+
+// EtcdHealthcheckClient is the client certificate that etcdctl and probes use.
+func (l Layout) EtcdHealthcheckClient() Pair { return l.pair("etcd/healthcheck-client") }
+
+// SAKey and SAPub are the service-account token signing key pair.
+func (l Layout) SAKey() string { return filepath.Join(l.Dir, "sa.key") }
+
+// SAPub is the public half of SAKey.
+func (l Layout) SAPub() string { return filepath.Join(l.Dir, "sa.pub") }
+
+// Ensure creates whatever part of the PKI is missing and returns its layout.
+func Ensure(o Options) (Layout, error) {
+	l := Layout{Dir: o.Dir}
+	if err := os.MkdirAll(filepath.Join(o.Dir, "etcd"), 0o700); err != nil {
+		return l, err
+	}
+	ca, err := ensureCA(l.CA(), "kubernetes")
+	if err != nil {
+		return l, err
+	}
+	etcdCA, err := ensureCA(l.EtcdCA(), "etcd-ca")
+	if err != nil {
+		return l, err
+	}
+	host, _ := os.Hostname()
+	ips := append([]net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback}, o.APIServerIPs...)
+	if o.ServiceIP != nil {
+		ips = append(ips, o.ServiceIP)
+	}
+	names := append([]string{"kubernetes", "kubernetes.default", "kubernetes.default.svc",
+		"kubernetes.default.svc.cluster.local", "localhost", host}, o.APIServerNames...)
+	loopback := []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback}
+	leaves := []struct {
+		pair   Pair
+		ca     *authority
+		tmpl   x509.Certificate
+		usages []x509.ExtKeyUsage
+	}{
+		{l.APIServer(), ca, x509.Certificate{Subject: pkix.Name{CommonName: "kube-apiserver"}, DNSNames: names, IPAddresses: ips},
+			[]x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}},
+		{l.APIServerKubeletClient(), ca, x509.Certificate{Subject: pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}}},
+			[]x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}},
+		{l.EtcdServer(), etcdCA, x509.Certificate{Subject: pkix.Name{CommonName: host}, DNSNames: []string{host, "localhost"}, IPAddresses: loopback},
+			[]x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}},
+		{l.EtcdPeer(), etcdCA, x509.Certificate{Subject: pkix.Name{CommonName: host}, DNSNames: []string{host, "localhost"}, IPAddresses: loopback},
+			[]x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}},
+		{l.EtcdHealthcheckClient(), etcdCA, x509.Certificate{Subject: pkix.Name{CommonName: "kube-etcd-healthcheck-client"}},
+			[]x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}},
+		{l.APIServerEtcdClient(), etcdCA, x509.Certificate{Subject: pkix.Name{CommonName: "kube-apiserver-etcd-client"}},
+			[]x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}},
+	}
+	for _, leaf := range leaves {
+		if exists(leaf.pair.Cert) && exists(leaf.pair.Key) {
+			continue
+		}
+		leaf.tmpl.ExtKeyUsage = leaf.usages
+		certPEM, keyPEM, err := leaf.ca.Issue(leaf.tmpl)
+		if err != nil {
+			return l, fmt.Errorf("issue %s: %w", leaf.pair.Cert, err)
+		}
+		if err := writePair(leaf.pair, certPEM, keyPEM); err != nil {
+			return l, err
+		}
+	}
+	if !exists(l.SAKey()) {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			return l, err
+		}
+		keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
+		if err != nil {
+			return l, err
+		}
+		pubPEM, err := encodePublicKey(key.Public())
+		if err != nil {
+			return l, err
+		}
+		if err := keyutil.WriteKey(l.SAKey(), keyPEM); err != nil {
+			return l, err
+		}
+		if err := os.WriteFile(l.SAPub(), pubPEM, 0o644); err != nil {
+			return l, err
+		}
+	}
+	return l, nil
+}
+
+// LoadCA reads a CA pair so it can issue further certificates.
+func LoadCA(p Pair) (*Authority, error) {
+	a, err := loadCA(p)
+	if err != nil {
+		return nil, err
+	}
+	return (*Authority)(a), nil
+}
+
+// Authority issues certificates signed by a CA.
+type Authority authority
+
+// Issue signs a certificate for the template and returns PEM-encoded cert and key.
+func (a *Authority) Issue(tmpl x509.Certificate) (certPEM, keyPEM []byte, err error) {
+	return (*authority)(a).Issue(tmpl)
+}
+
+// CertPEM is the CA certificate in PEM form.
+func (a *Authority) CertPEM() []byte { return a.certPEM }
+
+type authority struct {
+	cert    *x509.Certificate
+	key     crypto.Signer
+	certPEM []byte
+}
+
+func ensureCA(p Pair, cn string) (*authority, error) {
+	if exists(p.Cert) && exists(p.Key) {
+		return loadCA(p)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: cn},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.AddDate(10, 0, 0),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return nil, err
+	}
+	cert, _ := x509.ParseCertificate(der)
+	certPEM := pemBlock("CERTIFICATE", cert.Raw)
+	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
+	if err != nil {
+		return nil, err
+	}
+	if err := writePair(p, certPEM, keyPEM); err != nil {
+		return nil, err
+	}
+	return &authority{cert: cert, key: key, certPEM: certPEM}, nil
+}
+
+func loadCA(p Pair) (*authority, error) {
+	certPEM, err := os.ReadFile(p.Cert)
+	if err != nil {
+		return nil, err
+	}
+	certs, err := certutil.ParseCertsPEM(certPEM)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p.Cert, err)
+	}
+	key, err := keyutil.PrivateKeyFromFile(p.Key)
+	if err != nil {
+		return nil, err
+	}
+	signer, ok := key.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("%s: not a signing key", p.Key)
+	}
+	return &authority{cert: certs[0], key: signer, certPEM: certPEM}, nil
+}
+
+func (a *authority) Issue(tmpl x509.Certificate) ([]byte, []byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	now := time.Now()
+	tmpl.SerialNumber = serial()
+	tmpl.NotBefore = now.Add(-time.Hour)
+	if tmpl.NotAfter.IsZero() {
+		tmpl.NotAfter = now.AddDate(1, 0, 0)
+	}
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
+	der, err := x509.CreateCertificate(rand.Reader, &tmpl, a.cert, key.Public(), a.key)
+	if err != nil {
+		return nil, nil, err
+	}
+	cert, _ := x509.ParseCertificate(der)
+	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pemBlock("CERTIFICATE", cert.Raw), keyPEM, nil
+}
+
+func writePair(p Pair, certPEM, keyPEM []byte) error {
+	if err := keyutil.WriteKey(p.Key, keyPEM); err != nil {
+		return err
+	}
+	return certutil.WriteCert(p.Cert, certPEM)
+}
+
+func encodePublicKey(pub crypto.PublicKey) ([]byte, error) {
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return nil, err
+	}
+	return pemBlock("PUBLIC KEY", der), nil
+}
+
+func serial() *big.Int {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	return n
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return !errors.Is(err, os.ErrNotExist)
+}

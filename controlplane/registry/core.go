@@ -1,0 +1,417 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/generic"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/apiserver/pkg/storage"
+
+	"github.com/skiff-sh/skiff/controlplane/printers"
+	"github.com/skiff-sh/skiff/controlplane/validation"
+)
+
+func namespaces(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
+	s := newStrategy(false, true)
+	s.prepareForCreate = func(obj runtime.Object) {
+		ns := obj.(*corev1.Namespace)
+		ns.Status = corev1.NamespaceStatus{Phase: corev1.NamespaceActive}
+	}
+	s.prepareForUpdate = func(obj, old runtime.Object) {
+		// spec.finalizers change only through the finalize subresource.
+		obj.(*corev1.Namespace).Spec = old.(*corev1.Namespace).Spec
+	}
+	s.validate = func(_ context.Context, obj runtime.Object) field.ErrorList {
+		return validation.Namespace(obj.(*corev1.Namespace))
+	}
+	s.validateUpdate = func(obj, old runtime.Object) field.ErrorList {
+		return validation.ObjectMetaUpdate(&obj.(*corev1.Namespace).ObjectMeta, &old.(*corev1.Namespace).ObjectMeta)
+	}
+	main, err := newREST(opts, resource{
+		gr: corev1.Resource("namespaces"), singular: "namespace",
+		newObj: func() runtime.Object { return &corev1.Namespace{} }, newList: func() runtime.Object { return &corev1.NamespaceList{} },
+		strategy: s, printer: printers.Namespaces, shortNames: []string{"ns"},
+		fields: func(obj runtime.Object) fields.Set {
+			return fields.Set{"status.phase": string(obj.(*corev1.Namespace).Status.Phase)}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	main.Store.ReturnDeletedObject = true
+	return map[string]rest.Storage{
+		"namespaces":        main,
+		"namespaces/status": newStatusREST(main, statusStrategy{strategy: s}),
+	}, nil
+}
+
+func nodes(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
+	s := newStrategy(false, true)
+	s.prepareForCreate = func(obj runtime.Object) {
+		n := obj.(*corev1.Node)
+		if n.Spec.PodCIDR != "" && len(n.Spec.PodCIDRs) == 0 {
+			n.Spec.PodCIDRs = []string{n.Spec.PodCIDR}
+		}
+	}
+	s.prepareForUpdate = func(obj, _ runtime.Object) { s.prepareForCreate(obj) }
+	s.validate = func(_ context.Context, obj runtime.Object) field.ErrorList {
+		return validation.Node(obj.(*corev1.Node))
+	}
+	s.validateUpdate = func(obj, old runtime.Object) field.ErrorList {
+		return validation.NodeUpdate(obj.(*corev1.Node), old.(*corev1.Node))
+	}
+	main, err := newREST(opts, resource{
+		gr: corev1.Resource("nodes"), singular: "node",
+		newObj: func() runtime.Object { return &corev1.Node{} }, newList: func() runtime.Object { return &corev1.NodeList{} },
+		strategy: s, printer: printers.Nodes, shortNames: []string{"no"},
+		fields: func(obj runtime.Object) fields.Set {
+			return fields.Set{"spec.unschedulable": fmt.Sprint(obj.(*corev1.Node).Spec.Unschedulable)}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return map[string]rest.Storage{
+		"nodes":        main,
+		"nodes/status": newStatusREST(main, statusStrategy{strategy: s}),
+	}, nil
+}
+
+// simple builds a namespaced resource without status.
+func simple(opts generic.RESTOptionsGetter, r resource, validate func(runtime.Object) field.ErrorList,
+	validateUpdate func(obj, old runtime.Object) field.ErrorList) (*REST, error) {
+	s := newStrategy(true, false)
+	s.validate = func(_ context.Context, obj runtime.Object) field.ErrorList { return validate(obj) }
+	s.validateUpdate = validateUpdate
+	r.strategy = s
+	return newREST(opts, r)
+}
+
+func configMapsSecretsAccounts(opts generic.RESTOptionsGetter, tokens TokenIssuer) (map[string]rest.Storage, error) {
+	cms, err := simple(opts, resource{
+		gr: corev1.Resource("configmaps"), singular: "configmap",
+		newObj: func() runtime.Object { return &corev1.ConfigMap{} }, newList: func() runtime.Object { return &corev1.ConfigMapList{} },
+		printer: printers.ConfigMaps, shortNames: []string{"cm"},
+	}, func(o runtime.Object) field.ErrorList { return validation.ConfigMap(o.(*corev1.ConfigMap)) },
+		func(obj, old runtime.Object) field.ErrorList {
+			n, o := obj.(*corev1.ConfigMap), old.(*corev1.ConfigMap)
+			errs := validation.ObjectMetaUpdate(&n.ObjectMeta, &o.ObjectMeta)
+			changed := !apiequality.Semantic.DeepEqual(n.Data, o.Data) || !apiequality.Semantic.DeepEqual(n.BinaryData, o.BinaryData)
+			return append(errs, validation.Immutable(o.Immutable, changed)...)
+		})
+	if err != nil {
+		return nil, err
+	}
+	secrets, err := simple(opts, resource{
+		gr: corev1.Resource("secrets"), singular: "secret",
+		newObj: func() runtime.Object { return &corev1.Secret{} }, newList: func() runtime.Object { return &corev1.SecretList{} },
+		printer: printers.Secrets,
+		fields: func(obj runtime.Object) fields.Set {
+			return fields.Set{"type": string(obj.(*corev1.Secret).Type)}
+		},
+	}, func(o runtime.Object) field.ErrorList { return validation.Secret(o.(*corev1.Secret)) },
+		func(obj, old runtime.Object) field.ErrorList {
+			n, o := obj.(*corev1.Secret), old.(*corev1.Secret)
+			errs := validation.ObjectMetaUpdate(&n.ObjectMeta, &o.ObjectMeta)
+			if n.Type != o.Type {
+				errs = append(errs, field.Invalid(field.NewPath("type"), n.Type, "field is immutable"))
+			}
+			return append(errs, validation.Immutable(o.Immutable, !apiequality.Semantic.DeepEqual(n.Data, o.Data))...)
+		})
+	if err != nil {
+		return nil, err
+	}
+	accounts, err := simple(opts, resource{
+		gr: corev1.Resource("serviceaccounts"), singular: "serviceaccount",
+		newObj: func() runtime.Object { return &corev1.ServiceAccount{} }, newList: func() runtime.Object { return &corev1.ServiceAccountList{} },
+		printer: printers.ServiceAccounts, shortNames: []string{"sa"},
+	}, func(o runtime.Object) field.ErrorList {
+		sa := o.(*corev1.ServiceAccount)
+		return validation.ObjectMeta(&sa.ObjectMeta, true, validation.DNSSubdomain)
+	}, metaUpdate)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]rest.Storage{"configmaps": cms, "secrets": secrets, "serviceaccounts": accounts}
+	if tokens != nil {
+		out["serviceaccounts/token"] = &TokenREST{accounts: accounts.Store, issuer: tokens}
+	}
+	return out, nil
+}
+
+func metaUpdate(obj, old runtime.Object) field.ErrorList {
+	n, _ := objectMeta(obj)
+	o, _ := objectMeta(old)
+	if n == nil || o == nil {
+		return nil
+	}
+	return validation.ObjectMetaUpdate(n, o)
+}
+
+func objectMeta(obj runtime.Object) (*metav1.ObjectMeta, bool) {
+	type metaObject interface{ GetObjectMeta() metav1.Object }
+	if m, ok := obj.(metaObject); ok {
+		om, ok := m.GetObjectMeta().(*metav1.ObjectMeta)
+		return om, ok
+	}
+	return nil, false
+}
+
+func endpointsAndEvents(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
+	es := newStrategy(true, false)
+	es.allowCreateOnUpdate = true
+	es.validate = func(_ context.Context, obj runtime.Object) field.ErrorList {
+		ep := obj.(*corev1.Endpoints)
+		return validation.ObjectMeta(&ep.ObjectMeta, true, validation.DNS1035Label)
+	}
+	es.validateUpdate = metaUpdate
+	endpoints, err := newREST(opts, resource{
+		gr: corev1.Resource("endpoints"), singular: "endpoints",
+		newObj: func() runtime.Object { return &corev1.Endpoints{} }, newList: func() runtime.Object { return &corev1.EndpointsList{} },
+		strategy: es, printer: printers.Endpoints, shortNames: []string{"ep"},
+	})
+	if err != nil {
+		return nil, err
+	}
+	events, err := simple(opts, resource{
+		gr: corev1.Resource("events"), singular: "event",
+		newObj: func() runtime.Object { return &corev1.Event{} }, newList: func() runtime.Object { return &corev1.EventList{} },
+		printer: printers.Events, shortNames: []string{"ev"}, ttl: 3600,
+		fields: func(obj runtime.Object) fields.Set {
+			e := obj.(*corev1.Event)
+			src := e.Source.Component
+			if src == "" {
+				src = e.ReportingController
+			}
+			return fields.Set{
+				"involvedObject.kind": e.InvolvedObject.Kind, "involvedObject.namespace": e.InvolvedObject.Namespace,
+				"involvedObject.name": e.InvolvedObject.Name, "involvedObject.uid": string(e.InvolvedObject.UID),
+				"involvedObject.apiVersion": e.InvolvedObject.APIVersion, "involvedObject.resourceVersion": e.InvolvedObject.ResourceVersion,
+				"involvedObject.fieldPath": e.InvolvedObject.FieldPath, "reason": e.Reason, "reportingComponent": e.ReportingController,
+				"source": src, "type": e.Type,
+			}
+		},
+	}, func(o runtime.Object) field.ErrorList {
+		e := o.(*corev1.Event)
+		errs := validation.ObjectMeta(&e.ObjectMeta, true, validation.DNSSubdomain)
+		if e.InvolvedObject.Namespace != "" && e.InvolvedObject.Namespace != e.Namespace {
+			errs = append(errs, field.Invalid(field.NewPath("involvedObject", "namespace"), e.InvolvedObject.Namespace, "does not match event.namespace"))
+		}
+		return errs
+	}, metaUpdate)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]rest.Storage{"endpoints": endpoints, "events": events}, nil
+}
+
+// podNodeName indexes pod watchers by node, as upstream's kubelet watch needs.
+func podNodeName(obj runtime.Object) string { return obj.(*corev1.Pod).Spec.NodeName }
+
+type podStrategy struct{ *strategy }
+
+// CheckGracefulDelete implements rest.RESTGracefulDeleteStrategy: a pod bound to a node is
+// deleted gracefully (its agent stops it, then deletes with grace 0); an unbound or finished
+// pod goes at once.
+func (podStrategy) CheckGracefulDelete(ctx context.Context, obj runtime.Object, options *metav1.DeleteOptions) bool {
+	if options == nil {
+		return false
+	}
+	pod := obj.(*corev1.Pod)
+	period := int64(corev1.DefaultTerminationGracePeriodSeconds)
+	if options.GracePeriodSeconds != nil {
+		period = *options.GracePeriodSeconds
+	} else if pod.Spec.TerminationGracePeriodSeconds != nil {
+		period = *pod.Spec.TerminationGracePeriodSeconds
+	}
+	if pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+		period = 0
+	}
+	if period < 0 {
+		period = 1
+	}
+	options.GracePeriodSeconds = &period
+	return true
+}
+
+func pods(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
+	s := newStrategy(true, true)
+	s.prepareForCreate = func(obj runtime.Object) {
+		p := obj.(*corev1.Pod)
+		p.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: qosClass(&p.Spec)}
+		p.Generation = 1
+	}
+	s.validate = func(_ context.Context, obj runtime.Object) field.ErrorList { return validation.Pod(obj.(*corev1.Pod)) }
+	s.validateUpdate = func(obj, old runtime.Object) field.ErrorList {
+		return validation.PodUpdate(obj.(*corev1.Pod), old.(*corev1.Pod))
+	}
+	main, err := newREST(opts, resource{
+		gr: corev1.Resource("pods"), singular: "pod",
+		newObj: func() runtime.Object { return &corev1.Pod{} }, newList: func() runtime.Object { return &corev1.PodList{} },
+		strategy: s, printer: printers.Pods, shortNames: []string{"po"}, categories: []string{"all"},
+		fields: func(obj runtime.Object) fields.Set {
+			p := obj.(*corev1.Pod)
+			return fields.Set{
+				"spec.nodeName": p.Spec.NodeName, "spec.restartPolicy": string(p.Spec.RestartPolicy),
+				"spec.schedulerName": p.Spec.SchedulerName, "spec.serviceAccountName": p.Spec.ServiceAccountName,
+				"spec.hostNetwork": fmt.Sprint(p.Spec.HostNetwork), "status.phase": string(p.Status.Phase),
+				"status.podIP": p.Status.PodIP, "status.nominatedNodeName": p.Status.NominatedNodeName,
+			}
+		},
+		triggers: storage.IndexerFuncs{"spec.nodeName": podNodeName},
+	})
+	if err != nil {
+		return nil, err
+	}
+	main.Store.DeleteStrategy = podStrategy{s}
+	main.Store.UpdateStrategy = s
+	status := newStatusREST(main, statusStrategy{strategy: s, validateStatus: func(obj, old runtime.Object) field.ErrorList {
+		n, o := obj.(*corev1.Pod), old.(*corev1.Pod)
+		errs := validation.ObjectMetaUpdate(&n.ObjectMeta, &o.ObjectMeta)
+		if n.Status.NominatedNodeName != "" {
+			for _, msg := range validation.DNSSubdomain(n.Status.NominatedNodeName, false) {
+				errs = append(errs, field.Invalid(field.NewPath("status", "nominatedNodeName"), n.Status.NominatedNodeName, msg))
+			}
+		}
+		return errs
+	}})
+	return map[string]rest.Storage{
+		"pods":         main,
+		"pods/status":  status,
+		"pods/binding": &BindingREST{store: main.Store},
+	}, nil
+}
+
+// qosClass is upstream's rule: Guaranteed when every container has equal cpu and memory
+// requests and limits, BestEffort when none has any, Burstable otherwise.
+func qosClass(spec *corev1.PodSpec) corev1.PodQOSClass {
+	all := append(append([]corev1.Container{}, spec.InitContainers...), spec.Containers...)
+	any, guaranteed := false, true
+	for _, c := range all {
+		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			req, hasReq := c.Resources.Requests[r]
+			lim, hasLim := c.Resources.Limits[r]
+			if (hasReq && !req.IsZero()) || (hasLim && !lim.IsZero()) {
+				any = true
+			}
+			if !hasLim || lim.IsZero() || (hasReq && req.Cmp(lim) != 0) {
+				guaranteed = false
+			}
+		}
+	}
+	switch {
+	case !any:
+		return corev1.PodQOSBestEffort
+	case guaranteed:
+		return corev1.PodQOSGuaranteed
+	}
+	return corev1.PodQOSBurstable
+}
+
+// BindingREST serves pods/binding: the scheduler's way to assign a pod to a node.
+type BindingREST struct {
+	store *genericregistry.Store
+}
+
+var _ rest.NamedCreater = &BindingREST{}
+
+// New implements rest.Storage.
+func (r *BindingREST) New() runtime.Object { return &corev1.Binding{} }
+
+// Destroy implements rest.Storage.
+func (r *BindingREST) Destroy() {}
+
+// Create binds the pod named in the URL to binding.target, once.
+func (r *BindingREST) Create(ctx context.Context, name string, obj runtime.Object, createValidation rest.ValidateObjectFunc, options *metav1.CreateOptions) (runtime.Object, error) {
+	b, ok := obj.(*corev1.Binding)
+	if !ok {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("not a Binding object: %T", obj))
+	}
+	if b.Name != name {
+		return nil, apierrors.NewBadRequest("name in URL does not match name in Binding object")
+	}
+	if b.Target.Kind != "" && b.Target.Kind != "Node" {
+		return nil, apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("Binding").GroupKind(), name,
+			field.ErrorList{field.NotSupported(field.NewPath("target", "kind"), b.Target.Kind, []string{"Node", "<empty>"})})
+	}
+	if b.Target.Name == "" {
+		return nil, apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("Binding").GroupKind(), name,
+			field.ErrorList{field.Required(field.NewPath("target", "name"), "")})
+	}
+	if createValidation != nil {
+		if err := createValidation(ctx, b.DeepCopyObject()); err != nil {
+			return nil, err
+		}
+	}
+	var pre *metav1.Preconditions
+	if b.UID != "" || b.ResourceVersion != "" {
+		pre = &metav1.Preconditions{}
+		if b.UID != "" {
+			pre.UID = &b.UID
+		}
+		if b.ResourceVersion != "" {
+			pre.ResourceVersion = &b.ResourceVersion
+		}
+	}
+	bind := func(ctx context.Context, newObj, oldObj runtime.Object) (runtime.Object, error) {
+		pod := oldObj.(*corev1.Pod).DeepCopy()
+		if pod.DeletionTimestamp != nil {
+			return nil, apierrors.NewConflict(corev1.Resource("pods/binding"), name, fmt.Errorf("pod %s is being deleted, cannot be assigned to a host", name))
+		}
+		if pod.Spec.NodeName != "" {
+			return nil, apierrors.NewConflict(corev1.Resource("pods/binding"), name, fmt.Errorf("pod %v is already assigned to node %q", name, pod.Spec.NodeName))
+		}
+		pod.Spec.NodeName = b.Target.Name
+		for k, v := range b.Annotations {
+			if pod.Annotations == nil {
+				pod.Annotations = map[string]string{}
+			}
+			pod.Annotations[k] = v
+		}
+		setCondition(&pod.Status, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()})
+		return pod, nil
+	}
+	// The pod's own strategy forbids changing spec.nodeName through updates, so binding
+	// goes around it with a strategy that only validates metadata.
+	st := *r.store
+	st.UpdateStrategy = bindStrategy{r.store.UpdateStrategy}
+	info := preconditioned{rest.DefaultUpdatedObjectInfo(nil, bind), pre}
+	if _, _, err := st.Update(ctx, name, info, nil, nil, false, &metav1.UpdateOptions{DryRun: options.DryRun}); err != nil {
+		return nil, err
+	}
+	return &metav1.Status{Status: metav1.StatusSuccess, Code: 201}, nil
+}
+
+type bindStrategy struct{ rest.RESTUpdateStrategy }
+
+func (bindStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {}
+func (bindStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	return metaUpdate(obj, old)
+}
+
+func setCondition(s *corev1.PodStatus, c corev1.PodCondition) {
+	for i := range s.Conditions {
+		if s.Conditions[i].Type == c.Type {
+			s.Conditions[i] = c
+			return
+		}
+	}
+	s.Conditions = append(s.Conditions, c)
+}
+
+// preconditioned adds UID/resourceVersion preconditions to an update.
+type preconditioned struct {
+	rest.UpdatedObjectInfo
+	pre *metav1.Preconditions
+}
+
+func (p preconditioned) Preconditions() *metav1.Preconditions { return p.pre }

@@ -1,0 +1,63 @@
+package registry
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apiserver/pkg/registry/rest"
+)
+
+// Options are what the registry's stores need.
+type Options struct {
+	// RESTOptions supplies each resource's storage (etcd + watch cache) and key prefix.
+	RESTOptions generic.RESTOptionsGetter
+	// Allocators reserve Service ClusterIPs and NodePorts.
+	Allocators Allocators
+	// Tokens signs TokenRequests; without it serviceaccounts/token is not served.
+	Tokens TokenIssuer
+}
+
+// Storage returns every served resource's storage, keyed by group version and then by
+// resource path ("pods", "pods/status").
+func Storage(o Options) (map[schema.GroupVersion]map[string]rest.Storage, error) {
+	out := map[schema.GroupVersion]map[string]rest.Storage{}
+	add := func(gv schema.GroupVersion, m map[string]rest.Storage, err error) error {
+		if err != nil {
+			return err
+		}
+		if out[gv] == nil {
+			out[gv] = map[string]rest.Storage{}
+		}
+		for k, v := range m {
+			out[gv][k] = v
+		}
+		return nil
+	}
+	core := corev1.SchemeGroupVersion
+	opts := o.RESTOptions
+	for _, step := range []func() error{
+		func() error { m, err := namespaces(opts); return add(core, m, err) },
+		func() error { m, err := nodes(opts); return add(core, m, err) },
+		func() error { m, err := pods(opts); return add(core, m, err) },
+		func() error { m, err := services(opts, o.Allocators); return add(core, m, err) },
+		func() error { m, err := endpointsAndEvents(opts); return add(core, m, err) },
+		func() error { m, err := configMapsSecretsAccounts(opts, o.Tokens); return add(core, m, err) },
+		func() error { m, err := apps(opts); return add(appsv1.SchemeGroupVersion, m, err) },
+		func() error { m, err := endpointSlices(opts); return add(discoveryv1.SchemeGroupVersion, m, err) },
+		func() error { m, err := leases(opts); return add(coordinationv1.SchemeGroupVersion, m, err) },
+		func() error { m, err := networkPolicies(opts); return add(networkingv1.SchemeGroupVersion, m, err) },
+		func() error {
+			return add(authenticationv1.SchemeGroupVersion, map[string]rest.Storage{"selfsubjectreviews": SelfSubjectReviewREST{}}, nil)
+		},
+	} {
+		if err := step(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,403 @@
+package validation
+
+import (
+	"fmt"
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+)
+
+var (
+	metaPath = field.NewPath("metadata")
+	specPath = field.NewPath("spec")
+)
+
+// Name validators by upstream's rule for each resource.
+var (
+	// DNSSubdomain is the rule for most names (pods, nodes, configmaps, deployments...).
+	DNSSubdomain = apivalidation.NameIsDNSSubdomain
+	// DNSLabel is the rule for namespaces.
+	DNSLabel = apivalidation.NameIsDNSLabel
+	// DNS1035Label is the rule for services.
+	DNS1035Label = apivalidation.NameIsDNS1035Label
+)
+
+// ObjectMeta validates name, namespace, labels, annotations, owners and finalizers.
+func ObjectMeta(m *metav1.ObjectMeta, namespaced bool, name apivalidation.ValidateNameFunc) field.ErrorList {
+	return apivalidation.ValidateObjectMeta(m, namespaced, name, metaPath)
+}
+
+// ObjectMetaUpdate also checks the fields that never change (name, namespace, uid, creation time).
+func ObjectMetaUpdate(m, old *metav1.ObjectMeta) field.ErrorList {
+	return apivalidation.ValidateObjectMetaUpdate(m, old, metaPath)
+}
+
+var (
+	restartPolicies = sets.New(corev1.RestartPolicyAlways, corev1.RestartPolicyOnFailure, corev1.RestartPolicyNever)
+	dnsPolicies     = sets.New(corev1.DNSClusterFirst, corev1.DNSClusterFirstWithHostNet, corev1.DNSDefault, corev1.DNSNone)
+	pullPolicies    = sets.New(corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever)
+	protocols       = sets.New(corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP)
+	tolerationOps   = sets.New(corev1.TolerationOpEqual, corev1.TolerationOpExists)
+	taintEffects    = sets.New(corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute)
+)
+
+// Pod validates a pod.
+func Pod(p *corev1.Pod) field.ErrorList {
+	errs := ObjectMeta(&p.ObjectMeta, true, DNSSubdomain)
+	return append(errs, PodSpec(&p.Spec, specPath)...)
+}
+
+// PodUpdate validates what a pod update may change: upstream allows only images, the active
+// deadline, added tolerations, the grace period and scheduling gates.
+func PodUpdate(p, old *corev1.Pod) field.ErrorList {
+	errs := ObjectMetaUpdate(&p.ObjectMeta, &old.ObjectMeta)
+	mutable := old.Spec.DeepCopy()
+	for i := range mutable.Containers {
+		if i < len(p.Spec.Containers) {
+			mutable.Containers[i].Image = p.Spec.Containers[i].Image
+		}
+	}
+	for i := range mutable.InitContainers {
+		if i < len(p.Spec.InitContainers) {
+			mutable.InitContainers[i].Image = p.Spec.InitContainers[i].Image
+		}
+	}
+	mutable.ActiveDeadlineSeconds = p.Spec.ActiveDeadlineSeconds
+	mutable.Tolerations = p.Spec.Tolerations
+	mutable.TerminationGracePeriodSeconds = p.Spec.TerminationGracePeriodSeconds
+	mutable.SchedulingGates = p.Spec.SchedulingGates
+	if !apiequality.Semantic.DeepEqual(mutable, &p.Spec) {
+		errs = append(errs, field.Forbidden(specPath, "pod updates may not change fields other than "+
+			"`spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,"+
+			"`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "+
+			"(allow it to be set to 1 if it was previously negative)"))
+	}
+	if old.Spec.NodeName != "" && p.Spec.NodeName != old.Spec.NodeName {
+		errs = append(errs, field.Invalid(specPath.Child("nodeName"), p.Spec.NodeName, "field is immutable"))
+	}
+	return errs
+}
+
+// PodTemplate validates the pod template of a workload; restartPolicy must be Always unless
+// allowedRestart says otherwise.
+func PodTemplate(t *corev1.PodTemplateSpec, fld *field.Path) field.ErrorList {
+	errs := apivalidation.ValidateAnnotations(t.Annotations, fld.Child("metadata", "annotations"))
+	errs = append(errs, metav1validation.ValidateLabels(t.Labels, fld.Child("metadata", "labels"))...)
+	errs = append(errs, PodSpec(&t.Spec, fld.Child("spec"))...)
+	if t.Spec.RestartPolicy != corev1.RestartPolicyAlways {
+		errs = append(errs, field.NotSupported(fld.Child("spec", "restartPolicy"), t.Spec.RestartPolicy,
+			[]string{string(corev1.RestartPolicyAlways)}))
+	}
+	return errs
+}
+
+// PodSpec validates the rules shared by pods and templates.
+func PodSpec(s *corev1.PodSpec, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	volumes := sets.New[string]()
+	for i, v := range s.Volumes {
+		vp := fld.Child("volumes").Index(i)
+		if v.Name == "" {
+			errs = append(errs, field.Required(vp.Child("name"), ""))
+		} else if volumes.Has(v.Name) {
+			errs = append(errs, field.Duplicate(vp.Child("name"), v.Name))
+		} else {
+			for _, msg := range validation.IsDNS1123Label(v.Name) {
+				errs = append(errs, field.Invalid(vp.Child("name"), v.Name, msg))
+			}
+		}
+		volumes.Insert(v.Name)
+	}
+	if len(s.Containers) == 0 {
+		errs = append(errs, field.Required(fld.Child("containers"), ""))
+	}
+	names := sets.New[string]()
+	errs = append(errs, containers(s.InitContainers, fld.Child("initContainers"), names, volumes)...)
+	errs = append(errs, containers(s.Containers, fld.Child("containers"), names, volumes)...)
+	if s.RestartPolicy != "" && !restartPolicies.Has(s.RestartPolicy) {
+		errs = append(errs, field.NotSupported(fld.Child("restartPolicy"), s.RestartPolicy, sets.List(restartPolicies)))
+	}
+	if s.DNSPolicy != "" && !dnsPolicies.Has(s.DNSPolicy) {
+		errs = append(errs, field.NotSupported(fld.Child("dnsPolicy"), s.DNSPolicy, sets.List(dnsPolicies)))
+	}
+	if s.NodeName != "" {
+		for _, msg := range DNSSubdomain(s.NodeName, false) {
+			errs = append(errs, field.Invalid(fld.Child("nodeName"), s.NodeName, msg))
+		}
+	}
+	errs = append(errs, metav1validation.ValidateLabels(s.NodeSelector, fld.Child("nodeSelector"))...)
+	if s.ServiceAccountName != "" {
+		for _, msg := range DNSSubdomain(s.ServiceAccountName, false) {
+			errs = append(errs, field.Invalid(fld.Child("serviceAccountName"), s.ServiceAccountName, msg))
+		}
+	}
+	if g := s.TerminationGracePeriodSeconds; g != nil && *g < 0 {
+		errs = append(errs, field.Invalid(fld.Child("terminationGracePeriodSeconds"), *g, "must be >= 0"))
+	}
+	for i, t := range s.Tolerations {
+		errs = append(errs, toleration(t, fld.Child("tolerations").Index(i))...)
+	}
+	return errs
+}
+
+func containers(cs []corev1.Container, fld *field.Path, names, volumes sets.Set[string]) field.ErrorList {
+	var errs field.ErrorList
+	for i, c := range cs {
+		cp := fld.Index(i)
+		switch {
+		case c.Name == "":
+			errs = append(errs, field.Required(cp.Child("name"), ""))
+		case names.Has(c.Name):
+			errs = append(errs, field.Duplicate(cp.Child("name"), c.Name))
+		default:
+			for _, msg := range validation.IsDNS1123Label(c.Name) {
+				errs = append(errs, field.Invalid(cp.Child("name"), c.Name, msg))
+			}
+		}
+		names.Insert(c.Name)
+		if c.Image == "" {
+			errs = append(errs, field.Required(cp.Child("image"), ""))
+		}
+		if c.ImagePullPolicy != "" && !pullPolicies.Has(c.ImagePullPolicy) {
+			errs = append(errs, field.NotSupported(cp.Child("imagePullPolicy"), c.ImagePullPolicy, sets.List(pullPolicies)))
+		}
+		portNames := sets.New[string]()
+		for j, p := range c.Ports {
+			pp := cp.Child("ports").Index(j)
+			errs = append(errs, port(p.ContainerPort, pp.Child("containerPort"))...)
+			if p.HostPort != 0 {
+				errs = append(errs, port(p.HostPort, pp.Child("hostPort"))...)
+			}
+			if !protocols.Has(p.Protocol) {
+				errs = append(errs, field.NotSupported(pp.Child("protocol"), p.Protocol, sets.List(protocols)))
+			}
+			if p.Name != "" {
+				for _, msg := range validation.IsValidPortName(p.Name) {
+					errs = append(errs, field.Invalid(pp.Child("name"), p.Name, msg))
+				}
+				if portNames.Has(p.Name) {
+					errs = append(errs, field.Duplicate(pp.Child("name"), p.Name))
+				}
+				portNames.Insert(p.Name)
+			}
+		}
+		for j, m := range c.VolumeMounts {
+			mp := cp.Child("volumeMounts").Index(j)
+			if !volumes.Has(m.Name) {
+				errs = append(errs, field.NotFound(mp.Child("name"), m.Name))
+			}
+			if m.MountPath == "" {
+				errs = append(errs, field.Required(mp.Child("mountPath"), ""))
+			}
+		}
+		for name, q := range c.Resources.Requests {
+			if q.Sign() < 0 {
+				errs = append(errs, field.Invalid(cp.Child("resources", "requests").Key(string(name)), q.String(), "must be greater than or equal to 0"))
+			}
+			if l, ok := c.Resources.Limits[name]; ok && q.Cmp(l) > 0 {
+				errs = append(errs, field.Invalid(cp.Child("resources", "requests").Key(string(name)), q.String(),
+					fmt.Sprintf("must be less than or equal to %s limit of %s", name, l.String())))
+			}
+		}
+		for j, e := range c.Env {
+			if e.Name == "" {
+				errs = append(errs, field.Required(cp.Child("env").Index(j).Child("name"), ""))
+			}
+		}
+	}
+	return errs
+}
+
+func toleration(t corev1.Toleration, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if t.Key != "" {
+		for _, msg := range validation.IsQualifiedName(t.Key) {
+			errs = append(errs, field.Invalid(fld.Child("key"), t.Key, msg))
+		}
+	}
+	if t.Operator != "" && !tolerationOps.Has(t.Operator) {
+		errs = append(errs, field.NotSupported(fld.Child("operator"), t.Operator, sets.List(tolerationOps)))
+	}
+	if t.Operator == corev1.TolerationOpExists && t.Value != "" {
+		errs = append(errs, field.Invalid(fld.Child("operator"), t.Operator, "value must be empty when `operator` is 'Exists'"))
+	}
+	if t.Effect != "" && !taintEffects.Has(t.Effect) {
+		errs = append(errs, field.NotSupported(fld.Child("effect"), t.Effect, sets.List(taintEffects)))
+	}
+	if t.TolerationSeconds != nil && t.Effect != corev1.TaintEffectNoExecute {
+		errs = append(errs, field.Invalid(fld.Child("effect"), t.Effect, "effect must be 'NoExecute' when `tolerationSeconds` is set"))
+	}
+	return errs
+}
+
+func port(p int32, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsValidPortNum(int(p)) {
+		errs = append(errs, field.Invalid(fld, p, msg))
+	}
+	return errs
+}
+
+var serviceTypes = sets.New(corev1.ServiceTypeClusterIP, corev1.ServiceTypeNodePort,
+	corev1.ServiceTypeLoadBalancer, corev1.ServiceTypeExternalName)
+
+// Service validates a Service. The ClusterIP is checked for syntax here; whether it lies in the
+// service CIDR and is free is the allocator's job.
+func Service(s *corev1.Service) field.ErrorList {
+	errs := ObjectMeta(&s.ObjectMeta, true, DNS1035Label)
+	if !serviceTypes.Has(s.Spec.Type) {
+		errs = append(errs, field.NotSupported(specPath.Child("type"), s.Spec.Type, sets.List(serviceTypes)))
+	}
+	if s.Spec.Type == corev1.ServiceTypeExternalName {
+		if s.Spec.ExternalName == "" {
+			errs = append(errs, field.Required(specPath.Child("externalName"), ""))
+		}
+	} else if len(s.Spec.Ports) == 0 && s.Spec.ClusterIP != corev1.ClusterIPNone {
+		errs = append(errs, field.Required(specPath.Child("ports"), ""))
+	}
+	names := sets.New[string]()
+	type portKey struct {
+		port  int32
+		proto corev1.Protocol
+	}
+	seen := map[portKey]bool{}
+	for i, p := range s.Spec.Ports {
+		pp := specPath.Child("ports").Index(i)
+		if len(s.Spec.Ports) > 1 && p.Name == "" {
+			errs = append(errs, field.Required(pp.Child("name"), ""))
+		} else if p.Name != "" {
+			for _, msg := range validation.IsDNS1123Label(p.Name) {
+				errs = append(errs, field.Invalid(pp.Child("name"), p.Name, msg))
+			}
+			if names.Has(p.Name) {
+				errs = append(errs, field.Duplicate(pp.Child("name"), p.Name))
+			}
+			names.Insert(p.Name)
+		}
+		errs = append(errs, port(p.Port, pp.Child("port"))...)
+		if !protocols.Has(p.Protocol) {
+			errs = append(errs, field.NotSupported(pp.Child("protocol"), p.Protocol, sets.List(protocols)))
+		}
+		k := portKey{p.Port, p.Protocol}
+		if seen[k] {
+			errs = append(errs, field.Duplicate(pp, fmt.Sprintf("%d/%s", p.Port, p.Protocol)))
+		}
+		seen[k] = true
+		if p.NodePort != 0 {
+			if s.Spec.Type != corev1.ServiceTypeNodePort && s.Spec.Type != corev1.ServiceTypeLoadBalancer {
+				errs = append(errs, field.Forbidden(pp.Child("nodePort"), "may not be used when `type` is 'ClusterIP'"))
+			}
+			errs = append(errs, port(p.NodePort, pp.Child("nodePort"))...)
+		}
+		if p.TargetPort.IntVal != 0 || p.TargetPort.StrVal != "" {
+			if p.TargetPort.StrVal != "" {
+				for _, msg := range validation.IsValidPortName(p.TargetPort.StrVal) {
+					errs = append(errs, field.Invalid(pp.Child("targetPort"), p.TargetPort.StrVal, msg))
+				}
+			} else {
+				errs = append(errs, port(p.TargetPort.IntVal, pp.Child("targetPort"))...)
+			}
+		}
+	}
+	if ip := s.Spec.ClusterIP; ip != "" && ip != corev1.ClusterIPNone {
+		if _, err := netip.ParseAddr(ip); err != nil {
+			errs = append(errs, field.Invalid(specPath.Child("clusterIP"), ip, "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
+		}
+	}
+	errs = append(errs, metav1validation.ValidateLabels(s.Spec.Selector, specPath.Child("selector"))...)
+	return errs
+}
+
+// ServiceUpdate adds the immutability of the ClusterIP once allocated.
+func ServiceUpdate(s, old *corev1.Service) field.ErrorList {
+	errs := ObjectMetaUpdate(&s.ObjectMeta, &old.ObjectMeta)
+	changingType := s.Spec.Type == corev1.ServiceTypeExternalName || old.Spec.Type == corev1.ServiceTypeExternalName
+	if !changingType && old.Spec.ClusterIP != "" && s.Spec.ClusterIP != old.Spec.ClusterIP {
+		errs = append(errs, field.Invalid(specPath.Child("clusterIPs").Index(0), s.Spec.ClusterIP, "may not change once set"))
+	}
+	return errs
+}
+
+// Namespace validates a namespace name.
+func Namespace(ns *corev1.Namespace) field.ErrorList {
+	return ObjectMeta(&ns.ObjectMeta, false, DNSLabel)
+}
+
+// Node validates a node.
+func Node(n *corev1.Node) field.ErrorList {
+	errs := ObjectMeta(&n.ObjectMeta, false, DNSSubdomain)
+	for i, cidr := range n.Spec.PodCIDRs {
+		if _, err := netip.ParsePrefix(cidr); err != nil {
+			errs = append(errs, field.Invalid(specPath.Child("podCIDRs").Index(i), cidr, "must be a valid CIDR"))
+		}
+	}
+	if n.Spec.PodCIDR != "" && len(n.Spec.PodCIDRs) > 0 && n.Spec.PodCIDR != n.Spec.PodCIDRs[0] {
+		errs = append(errs, field.Invalid(specPath.Child("podCIDRs"), n.Spec.PodCIDRs, "first entry must match spec.podCIDR"))
+	}
+	for i, t := range n.Spec.Taints {
+		tp := specPath.Child("taints").Index(i)
+		for _, msg := range validation.IsQualifiedName(t.Key) {
+			errs = append(errs, field.Invalid(tp.Child("key"), t.Key, msg))
+		}
+		if !taintEffects.Has(t.Effect) {
+			errs = append(errs, field.NotSupported(tp.Child("effect"), t.Effect, sets.List(taintEffects)))
+		}
+	}
+	return errs
+}
+
+// NodeUpdate keeps podCIDR immutable once set, as upstream.
+func NodeUpdate(n, old *corev1.Node) field.ErrorList {
+	errs := ObjectMetaUpdate(&n.ObjectMeta, &old.ObjectMeta)
+	if old.Spec.PodCIDR != "" && n.Spec.PodCIDR != old.Spec.PodCIDR {
+		errs = append(errs, field.Forbidden(specPath.Child("podCIDR"), "node updates may not change podCIDR except from \"\" to valid"))
+	}
+	return errs
+}
+
+// ConfigMap validates keys of data and binaryData.
+func ConfigMap(cm *corev1.ConfigMap) field.ErrorList {
+	errs := ObjectMeta(&cm.ObjectMeta, true, DNSSubdomain)
+	for k := range cm.Data {
+		errs = append(errs, dataKey(k, field.NewPath("data").Key(k))...)
+	}
+	for k := range cm.BinaryData {
+		if _, dup := cm.Data[k]; dup {
+			errs = append(errs, field.Invalid(field.NewPath("binaryData").Key(k), k, "duplicate of key present in data"))
+		}
+		errs = append(errs, dataKey(k, field.NewPath("binaryData").Key(k))...)
+	}
+	return errs
+}
+
+// Secret validates keys of data.
+func Secret(s *corev1.Secret) field.ErrorList {
+	errs := ObjectMeta(&s.ObjectMeta, true, DNSSubdomain)
+	for k := range s.Data {
+		errs = append(errs, dataKey(k, field.NewPath("data").Key(k))...)
+	}
+	return errs
+}
+
+func dataKey(k string, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsConfigMapKey(k) {
+		errs = append(errs, field.Invalid(fld, k, msg))
+	}
+	return errs
+}
+
+// Immutable returns a Forbidden error when an immutable ConfigMap or Secret changes.
+func Immutable(immutable *bool, changed bool) field.ErrorList {
+	if immutable != nil && *immutable && changed {
+		return field.ErrorList{field.Forbidden(field.NewPath("data"), "field is immutable when `immutable` is set")}
+	}
+	return nil
+}

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what skiff's build and tests need on a fresh Debian machine, idempotently:
+# Debian's etcd (etcd-server for multi-member tests, etcd-client for etcdctl) and the Go
+# modules. Go itself is expected at /usr/local/go, as on every machine of this kind.
+set -euo pipefail
+export PATH=/usr/local/go/bin:$PATH
+
+need=()
+command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
+command -v etcdctl >/dev/null 2>&1 || need+=(etcd-client)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "install-deps: apt-get install ${need[*]}"
+  # Debian's packages would start their own etcd on 2379; skiff's tests run their own.
+  policy=/usr/sbin/policy-rc.d
+  created=0
+  if [ ! -e "$policy" ]; then printf '#!/bin/sh\nexit 101\n' > "$policy"; chmod +x "$policy"; created=1; fi
+  trap '[ $created = 1 ] && rm -f "$policy"' EXIT
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null || true
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+go mod download
