@@ -9,12 +9,14 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/skiff-sh/skiff/controlplane/apiserver"
+	"github.com/skiff-sh/skiff/controlplane/pki"
 	"github.com/skiff-sh/skiff/internal/version"
 )
 
@@ -40,6 +42,7 @@ func newRoot() *cobra.Command {
 		},
 		serverCommand("server", "Run the control plane: embedded etcd (or --etcd-servers) and the API server"),
 		serverCommand("apiserver", "Run the API server alone (with embedded etcd unless --etcd-servers is set)"),
+		certsCommand(),
 	)
 	return root
 }
@@ -125,4 +128,34 @@ func newLogger(level string) *slog.Logger {
 		l = slog.LevelInfo
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}
+
+// certsCommand writes the PKI without starting anything, like `kubeadm init phase certs all`;
+// an external etcd cluster can then be started with <data-dir>/pki/etcd.
+func certsCommand() *cobra.Command {
+	var dataDir, advertise string
+	cmd := &cobra.Command{
+		Use:   "certs",
+		Short: "Create the cluster PKI under <data-dir>/pki (existing files are kept)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var ips []net.IP
+			if advertise != "" {
+				ip, err := parseIP("--advertise-address", advertise)
+				if err != nil {
+					return err
+				}
+				ips = append(ips, ip)
+			}
+			l, err := pki.Ensure(pki.Options{Dir: filepath.Join(dataDir, "pki"), APIServerIPs: ips, ServiceIP: net.ParseIP("10.96.0.1")})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "PKI ready in", l.Dir)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dataDir, "data-dir", "/var/lib/skiff/server", "directory to create pki/ in")
+	cmd.Flags().StringVar(&advertise, "advertise-address", "", "extra IP SAN for the API server certificate")
+	return cmd
 }

@@ -177,6 +177,7 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 	if err := etcdOpts.ApplyWithStorageFactoryTo(factory, cfg); err != nil {
 		return nil, nil, fmt.Errorf("storage: %w", err)
 	}
+	cfg.RESTOptionsGetter = storage.ResumableOptions{RESTOptionsGetter: cfg.RESTOptionsGetter}
 
 	// The service-account lookup needs the serviceaccounts store, which exists only once the
 	// registry is built; the authenticator reads it through this indirection.
@@ -246,6 +247,9 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 	if err != nil {
 		return nil, nil, err
 	}
+	// Watches are long-running: without a short shutdown timeout, SIGTERM would wait the
+	// full request timeout (60 s) for every open watch to end on its own.
+	srv.ShutdownTimeout = 2 * time.Second
 	for _, gv := range scheme.Served {
 		info := genericapiserver.NewDefaultAPIGroupInfo(gv.Group, scheme.Scheme, scheme.ParameterCodec, scheme.Codecs)
 		info.PrioritizedVersions = []schema.GroupVersion{gv}

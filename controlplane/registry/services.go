@@ -48,7 +48,10 @@ func services(opts generic.RESTOptionsGetter, alloc Allocators) (map[string]rest
 	if err != nil {
 		return nil, err
 	}
-	h := serviceHooks{alloc: alloc}
+	h := serviceHooks{alloc: alloc, exists: func(ctx context.Context, name string) bool {
+		_, err := main.Store.Get(ctx, name, &metav1.GetOptions{})
+		return err == nil
+	}}
 	main.Store.BeginCreate = h.beginCreate
 	main.Store.BeginUpdate = h.beginUpdate
 	main.Store.AfterDelete = h.afterDelete
@@ -60,7 +63,12 @@ func services(opts generic.RESTOptionsGetter, alloc Allocators) (map[string]rest
 
 // serviceHooks reserve a Service's ClusterIP and NodePorts before it is stored and release
 // them when it is deleted or the write fails.
-type serviceHooks struct{ alloc Allocators }
+type serviceHooks struct {
+	alloc Allocators
+	// exists reports whether a Service of that name is stored, so creating it twice says
+	// AlreadyExists rather than that its ClusterIP is taken.
+	exists func(ctx context.Context, name string) bool
+}
 
 // needsClusterIP is false for ExternalName and headless Services.
 func needsClusterIP(s *corev1.Service) bool {
@@ -205,6 +213,9 @@ func (h serviceHooks) beginCreate(ctx context.Context, obj runtime.Object, optio
 	}
 	if needsClusterIP(svc) {
 		if err := h.allocIP(ctx, t, svc, dryRun); err != nil {
+			if svc.Name != "" && h.exists(ctx, svc.Name) {
+				return nil, apierrors.NewAlreadyExists(corev1.Resource("services"), svc.Name)
+			}
 			return nil, err
 		}
 	}

@@ -89,7 +89,14 @@ type Server struct {
 // /readyz passes. extra flags are appended (e.g. --etcd-servers).
 func StartServer(tb testing.TB, extra ...string) *Server {
 	tb.Helper()
-	dir := tb.TempDir()
+	s := NewServer(tb, tb.TempDir(), extra...)
+	s.Start()
+	return s
+}
+
+// NewServer prepares a server in dir without starting it (see Start).
+func NewServer(tb testing.TB, dir string, extra ...string) *Server {
+	tb.Helper()
 	s := &Server{Dir: dir, Port: FreePort(tb), EtcdPort: FreePort(tb), tb: tb}
 	s.Kubeconfig = filepath.Join(dir, "admin.kubeconfig")
 	s.args = append([]string{"server", "--disable-agent", "--data-dir", dir,
@@ -100,8 +107,15 @@ func StartServer(tb testing.TB, extra ...string) *Server {
 		"--etcd-metrics-port", strconv.Itoa(FreePort(tb)),
 	}, extra...)
 	tb.Cleanup(s.Stop)
-	s.Start()
 	return s
+}
+
+// Certs creates the cluster PKI in dir with `skiff certs`.
+func Certs(tb testing.TB, dir string) {
+	tb.Helper()
+	if out, err := exec.Command(Binary(tb), "certs", "--data-dir", dir).CombinedOutput(); err != nil {
+		tb.Fatalf("skiff certs: %v\n%s", err, out)
+	}
 }
 
 // Start (re)starts the server process with the same flags and data and waits for /readyz.
