@@ -28,10 +28,18 @@ type Printer struct {
 
 var _ rest.TableConvertor = Printer{}
 
-// New builds a printer; row returns the cells after NAME for one object.
+// New builds a printer whose first column is NAME; row returns the cells after it.
 func New(row func(obj runtime.Object) []any, cols ...Column) Printer {
-	defs := []metav1.TableColumnDefinition{{Name: "Name", Type: "string", Format: "name",
-		Description: metav1.ObjectMeta{}.SwaggerDoc()["name"]}}
+	p := Custom(func(o runtime.Object) []any {
+		m, _ := meta.Accessor(o)
+		return append([]any{m.GetName()}, row(o)...)
+	}, append([]Column{{Name: "Name", Format: "name", Description: metav1.ObjectMeta{}.SwaggerDoc()["name"]}}, cols...)...)
+	return p
+}
+
+// Custom builds a printer with exactly the given columns (events put NAME last, as upstream).
+func Custom(row func(obj runtime.Object) []any, cols ...Column) Printer {
+	var defs []metav1.TableColumnDefinition
 	for _, c := range cols {
 		typ := c.Type
 		if typ == "" {
@@ -53,11 +61,7 @@ func (p Printer) ConvertToTable(ctx context.Context, obj runtime.Object, opts ru
 		t.ColumnDefinitions = p.columns
 	}
 	add := func(o runtime.Object) error {
-		m, err := meta.Accessor(o)
-		if err != nil {
-			return err
-		}
-		cells := append([]any{m.GetName()}, p.row(o)...)
+		cells := p.row(o)
 		if len(cells) != len(p.columns) {
 			return fmt.Errorf("printer for %T produced %d cells for %d columns", o, len(cells), len(p.columns))
 		}

@@ -311,45 +311,62 @@ var Leases = New(func(o runtime.Object) []any {
 	AgeColumn,
 )
 
-// Events prints LAST SEEN TYPE REASON OBJECT MESSAGE, as `kubectl get events`.
-var Events = New(func(o runtime.Object) []any {
-	e := o.(*corev1.Event)
+// eventColumns are upstream's: LAST SEEN TYPE REASON OBJECT MESSAGE, wide adds SUBOBJECT,
+// SOURCE, FIRST SEEN, COUNT and NAME.
+var eventColumns = []Column{
+	{Name: "Last Seen"}, {Name: "Type"}, {Name: "Reason"}, {Name: "Object"},
+	{Name: "Subobject", Wide: true}, {Name: "Source", Wide: true}, {Name: "Message"},
+	{Name: "First Seen", Wide: true}, {Name: "Count", Type: "integer", Wide: true}, {Name: "Name", Wide: true},
+}
+
+// Events prints core/v1 events as `kubectl get events` does.
+var Events = Custom(func(o runtime.Object) []any { return eventRow(o.(*corev1.Event)) }, eventColumns...)
+
+func eventRow(e *corev1.Event) []any {
 	last := e.LastTimestamp
+	if last.IsZero() && e.Series != nil {
+		last = metav1.Time{Time: e.Series.LastObservedTime.Time}
+	}
 	if last.IsZero() {
 		last = metav1.Time{Time: e.EventTime.Time}
 	}
 	if last.IsZero() {
 		last = e.CreationTimestamp
 	}
+	first := e.FirstTimestamp
+	if first.IsZero() {
+		first = metav1.Time{Time: e.EventTime.Time}
+	}
 	obj := strings.ToLower(e.InvolvedObject.Kind) + "/" + e.InvolvedObject.Name
 	source := e.Source.Component
 	if source == "" {
 		source = e.ReportingController
 	}
+	if e.Source.Host != "" {
+		source += ", " + e.Source.Host
+	}
 	count := int64(e.Count)
+	if e.Series != nil {
+		count = int64(e.Series.Count)
+	}
 	if count == 0 {
 		count = 1
 	}
-	return []any{Age(last), e.Type, e.Reason, obj, strings.TrimSpace(e.Message),
-		e.InvolvedObject.FieldPath, source, Age(e.FirstTimestamp), count, e.Name}
-},
-	Column{Name: "Last Seen"}, Column{Name: "Type"}, Column{Name: "Reason"}, Column{Name: "Object"}, Column{Name: "Message"},
-	Column{Name: "Subobject", Wide: true}, Column{Name: "Source", Wide: true}, Column{Name: "First Seen", Wide: true},
-	Column{Name: "Count", Type: "integer", Wide: true}, Column{Name: "Name", Wide: true},
-)
+	return []any{Age(last), e.Type, e.Reason, obj, e.InvolvedObject.FieldPath, source, strings.TrimSpace(e.Message),
+		Age(first), count, e.Name}
+}
 
 // EventsV1 prints events.k8s.io/v1 events with the same columns.
-var EventsV1 = New(func(o runtime.Object) []any {
+var EventsV1 = Custom(func(o runtime.Object) []any {
 	e := o.(*eventsv1.Event)
-	last := e.EventTime.Time
+	core := &corev1.Event{ObjectMeta: e.ObjectMeta, EventTime: e.EventTime, ReportingController: e.ReportingController,
+		Reason: e.Reason, InvolvedObject: e.Regarding, Message: e.Note, Type: e.Type, Source: e.DeprecatedSource,
+		FirstTimestamp: e.DeprecatedFirstTimestamp, LastTimestamp: e.DeprecatedLastTimestamp, Count: e.DeprecatedCount}
 	if e.Series != nil {
-		last = e.Series.LastObservedTime.Time
+		core.Series = &corev1.EventSeries{Count: e.Series.Count, LastObservedTime: e.Series.LastObservedTime}
 	}
-	obj := strings.ToLower(e.Regarding.Kind) + "/" + e.Regarding.Name
-	return []any{Age(metav1.Time{Time: last}), e.Type, e.Reason, obj, strings.TrimSpace(e.Note)}
-},
-	Column{Name: "Last Seen"}, Column{Name: "Type"}, Column{Name: "Reason"}, Column{Name: "Object"}, Column{Name: "Message"},
-)
+	return eventRow(core)
+}, eventColumns...)
 
 // Namespaces prints NAME STATUS AGE.
 var Namespaces = New(func(o runtime.Object) []any {

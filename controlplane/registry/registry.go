@@ -6,6 +6,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/registry/generic"
@@ -51,6 +52,9 @@ func Storage(o Options) (map[schema.GroupVersion]map[string]rest.Storage, error)
 		func() error { m, err := endpointSlices(opts); return add(discoveryv1.SchemeGroupVersion, m, err) },
 		func() error { m, err := leases(opts); return add(coordinationv1.SchemeGroupVersion, m, err) },
 		func() error { m, err := networkPolicies(opts); return add(networkingv1.SchemeGroupVersion, m, err) },
+		func() error {
+			return add(eventsv1.SchemeGroupVersion, map[string]rest.Storage{"events": &EventsV1REST{core: out[core]["events"].(*REST)}}, nil)
+		},
 		func() error {
 			return add(authenticationv1.SchemeGroupVersion, map[string]rest.Storage{"selfsubjectreviews": SelfSubjectReviewREST{}}, nil)
 		},

@@ -16,6 +16,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -311,6 +312,24 @@ func TestAPISemantics(t *testing.T) {
 		bad.BearerToken = tr.Status.Token[:len(tr.Status.Token)-4] + "AAAA"
 		if _, err := kubernetes.NewForConfigOrDie(bad).CoreV1().Pods("default").List(ctx, metav1.ListOptions{}); !apierrors.IsUnauthorized(err) {
 			t.Fatalf("forged token: %v, want 401", err)
+		}
+	})
+
+	t.Run("events.k8s.io and core events share storage", func(t *testing.T) {
+		ev := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Name: "ev1", Namespace: "default"},
+			EventTime: metav1.NewMicroTime(time.Now()), ReportingController: "skiff.dev/test", ReportingInstance: "t-1",
+			Action: "Testing", Reason: "Tested", Type: "Normal", Note: "hello",
+			Regarding: corev1.ObjectReference{Kind: "Pod", Name: "p1", Namespace: "default"}}
+		if _, err := client.EventsV1().Events("default").Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		l, err := client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=p1"})
+		if err != nil || len(l.Items) != 1 || l.Items[0].Message != "hello" || l.Items[0].ReportingController != "skiff.dev/test" {
+			t.Fatalf("core view of an events.k8s.io event: %v %+v", err, l)
+		}
+		v1l, err := client.EventsV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=p1"})
+		if err != nil || len(v1l.Items) != 1 || v1l.Items[0].Note != "hello" {
+			t.Fatalf("events.k8s.io list by regarding.name: %v %+v", err, v1l)
 		}
 	})
 
