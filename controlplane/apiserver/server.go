@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -153,6 +154,9 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 	ipRange *allocator.IPRange, portRange allocator.PortRange) (*genericapiserver.GenericAPIServer, *genericregistry.Store, error) {
 	cfg := genericapiserver.NewConfig(scheme.Codecs)
 	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
+	cfg.BuildHandlerChainFunc = func(api http.Handler, c *genericapiserver.Config) http.Handler {
+		return genericapiserver.DefaultBuildHandlerChain(withDiscoveryV2beta1(api), c)
+	}
 	cfg.PublicAddress = o.AdvertiseAddress
 	cfg.ExternalAddress = net.JoinHostPort(o.AdvertiseAddress.String(), strconv.Itoa(o.SecurePort))
 

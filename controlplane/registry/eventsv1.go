@@ -136,7 +136,9 @@ func (r *EventsV1REST) Update(ctx context.Context, name string, objInfo rest.Upd
 	updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
 	var uv rest.ValidateObjectUpdateFunc
 	if updateValidation != nil {
-		uv = func(ctx context.Context, obj, old runtime.Object) error { return updateValidation(ctx, toV1(obj), toV1(old)) }
+		uv = func(ctx context.Context, obj, old runtime.Object) error {
+			return updateValidation(ctx, toV1(obj), toV1(old))
+		}
 	}
 	out, created, err := r.core.Update(ctx, name, v1UpdatedObjectInfo{objInfo}, wrapValidation(createValidation), uv, forceAllowCreate, options)
 	return toV1(out), created, err
@@ -235,4 +237,3 @@ func EventFromV1(in *eventsv1.Event) *corev1.Event {
 	}
 	return out
 }
-

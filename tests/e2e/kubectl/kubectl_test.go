@@ -88,7 +88,12 @@ func testKubectl(t *testing.T, minor int) {
 		}
 	}
 
-	// Discovery.
+	// Discovery: aggregated (v2 for new kubectl, v2beta1 for 1.27-1.29) answers in two requests,
+	// not one per group version.
+	trace := run("get", "pods", "-v=6", "--cache-dir", t.TempDir())
+	if strings.Contains(trace, "/apis/apps/v1?") || !strings.Contains(trace, "/apis?timeout") {
+		t.Fatalf("kubectl 1.%d did not use aggregated discovery:\n%s", minor, trace)
+	}
 	out := run("api-resources")
 	contains(out, "pods", "po", "deployments", "deploy", "apps/v1", "endpointslices", "discovery.k8s.io/v1",
 		"leases", "coordination.k8s.io/v1", "networkpolicies", "netpol", "nodes", "no ")
