@@ -128,3 +128,6 @@ func (c *EtcdCluster) Revision(tb testing.TB) int64 {
 	tb.Fatalf("no revision in:\n%s", out)
 	return 0
 }
+
+// PID is the process ID of member i.
+func (c *EtcdCluster) PID(i int) int { return c.Members[i].cmd.Process.Pid }
