@@ -39,7 +39,7 @@ var Pods = New(func(o runtime.Object) []any {
 		}
 		gates = fmt.Sprintf("%d/%d", n, len(p.Spec.ReadinessGates))
 	}
-	return []any{fmt.Sprintf("%d/%d", ready, len(p.Spec.Containers)), PodStatus(p), restarts, Age(p.CreationTimestamp),
+	return []any{fmt.Sprintf("%d/%d", ready, len(p.Spec.Containers)), PodStatus(p), strconv.FormatInt(restarts, 10), Age(p.CreationTimestamp),
 		none(p.Status.PodIP), none(p.Spec.NodeName), none(p.Status.NominatedNodeName), gates}
 },
 	Column{Name: "Ready", Description: "The aggregate readiness state of this pod for accepting traffic."},
@@ -52,22 +52,38 @@ var Pods = New(func(o runtime.Object) []any {
 	Column{Name: "Readiness Gates", Wide: true, Description: "Readiness gates of the pod."},
 )
 
-// PodStatus is the STATUS column of a pod: the reason of the first waiting or terminated
-// container, Terminating while being deleted, the phase otherwise.
+// PodStatus is the STATUS column of a pod: "Init:<reason>" or "Init:<done>/<total>" while init
+// containers run, then the reason of the first waiting or terminated container, Terminating
+// while being deleted, the phase otherwise.
 func PodStatus(p *corev1.Pod) string {
 	reason := string(p.Status.Phase)
 	if p.Status.Reason != "" {
 		reason = p.Status.Reason
 	}
-	for i := len(p.Status.InitContainerStatuses) - 1; i >= 0; i-- {
-		cs := p.Status.InitContainerStatuses[i]
-		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
-			reason = "Init:" + t.Reason
-		} else if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "PodInitializing" {
-			reason = "Init:" + w.Reason
+	// As upstream: the first init container that has not succeeded (sidecars once started
+	// excepted) names the status, and the app containers only count once initialization is over.
+	initializing := false
+	for i, cs := range p.Status.InitContainerStatuses {
+		if t := cs.State.Terminated; t != nil && t.ExitCode == 0 {
+			continue
 		}
+		if cs.Started != nil && *cs.Started && restartableInit(p, cs.Name) {
+			continue
+		}
+		initializing = true
+		switch t, w := cs.State.Terminated, cs.State.Waiting; {
+		case t != nil && t.Reason != "":
+			reason = "Init:" + t.Reason
+		case t != nil:
+			reason = fmt.Sprintf("Init:ExitCode:%d", t.ExitCode)
+		case w != nil && w.Reason != "" && w.Reason != "PodInitializing":
+			reason = "Init:" + w.Reason
+		default:
+			reason = fmt.Sprintf("Init:%d/%d", i, len(p.Spec.InitContainers))
+		}
+		break
 	}
-	for i := len(p.Status.ContainerStatuses) - 1; i >= 0; i-- {
+	for i := len(p.Status.ContainerStatuses) - 1; i >= 0 && (!initializing || podInitialized(p)); i-- {
 		cs := p.Status.ContainerStatuses[i]
 		switch {
 		case cs.State.Waiting != nil && cs.State.Waiting.Reason != "":
@@ -80,6 +96,24 @@ func PodStatus(p *corev1.Pod) string {
 		reason = "Terminating"
 	}
 	return reason
+}
+
+func restartableInit(p *corev1.Pod, name string) bool {
+	for _, c := range p.Spec.InitContainers {
+		if c.Name == name {
+			return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+		}
+	}
+	return false
+}
+
+func podInitialized(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodInitialized {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // Nodes prints NAME STATUS ROLES AGE VERSION, wide: INTERNAL-IP EXTERNAL-IP OS-IMAGE

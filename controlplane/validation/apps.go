@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -95,7 +96,7 @@ func intOrPercent(v *intstr.IntOrString, fld *field.Path) field.ErrorList {
 		return field.ErrorList{field.Invalid(fld, v.IntVal, "must be greater than or equal to 0")}
 	}
 	if v.Type == intstr.String {
-		if _, err := intstr.GetScaledValueFromIntOrPercent(v, 100, true); err != nil {
+		if len(validation.IsValidPercent(v.StrVal)) > 0 {
 			return field.ErrorList{field.Invalid(fld, v.StrVal, "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')")}
 		}
 	}
