@@ -72,6 +72,17 @@ type Options struct {
 	CompactionInterval time.Duration
 	// ServiceAccountIssuer is the iss claim of service-account tokens.
 	ServiceAccountIssuer string
+	// PostStart, if set, runs once the server serves requests, with a context that ends at
+	// shutdown; `skiff server` starts the scheduler and controllers there.
+	PostStart func(ctx context.Context)
+}
+
+// Kubeconfigs the API server writes for the control plane's clients, as kubeadm writes
+// admin.conf, scheduler.conf and controller-manager.conf.
+var componentKubeconfigs = map[string]string{
+	"admin.kubeconfig":              "kubernetes-admin",
+	"scheduler.kubeconfig":          "system:kube-scheduler",
+	"controller-manager.kubeconfig": "system:kube-controller-manager",
 }
 
 // Run starts etcd (if embedded) and the API server, and serves until ctx ends.
@@ -98,8 +109,14 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return err
 	}
 	server := "https://" + net.JoinHostPort(loopbackFor(o.BindAddress), strconv.Itoa(o.SecurePort))
-	if err := pki.WriteKubeconfig(filepath.Join(o.DataDir, "admin.kubeconfig"), server, ca, "kubernetes-admin", []string{"system:masters"}); err != nil {
-		return fmt.Errorf("admin kubeconfig: %w", err)
+	for file, user := range componentKubeconfigs {
+		var groups []string
+		if user == "kubernetes-admin" {
+			groups = []string{"system:masters"}
+		}
+		if err := pki.WriteKubeconfig(filepath.Join(o.DataDir, file), server, ca, user, groups); err != nil {
+			return fmt.Errorf("%s: %w", file, err)
+		}
 	}
 
 	servers := o.EtcdServers
@@ -141,9 +158,15 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			return err
 		}
 		b := bootstrap{client: client, advertise: o.AdvertiseAddress, port: o.SecurePort, serviceIP: serviceIP.String(), log: log}
-		go b.run(hc)
+		go b.run(ctx) // hc ends when the hooks have run; the loop lives as long as the server
 		return nil
 	})
+	if o.PostStart != nil {
+		srv.AddPostStartHookOrDie("skiff-control-plane", func(hc genericapiserver.PostStartHookContext) error {
+			go o.PostStart(ctx)
+			return nil
+		})
+	}
 	prepared := srv.PrepareRun()
 	log.Info("API server starting", "address", server, "etcd", servers, "kubeconfig", filepath.Join(o.DataDir, "admin.kubeconfig"))
 	return prepared.RunWithContext(ctx)
@@ -234,7 +257,7 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 	}
 	coreStores := stores[corev1.SchemeGroupVersion]
 	accounts = coreStores["serviceaccounts"].(rest.Getter)
-	nsStore := coreStores["namespaces"].(*registry.REST).Store
+	nsStore := coreStores["namespaces"].(*registry.NamespaceREST).Store
 	cfg.AdmissionControl = admission.Chain(func(ctx context.Context, name string) (*corev1.Namespace, error) {
 		obj, err := nsStore.Get(ctx, name, &metav1.GetOptions{ResourceVersion: "0"})
 		if apierrors.IsNotFound(err) {

@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -25,6 +26,10 @@ func namespaces(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error)
 	s.prepareForCreate = func(obj runtime.Object) {
 		ns := obj.(*corev1.Namespace)
 		ns.Status = corev1.NamespaceStatus{Phase: corev1.NamespaceActive}
+		// The namespace controller's finalizer: deletion waits until the namespace is empty.
+		if !slices.Contains(ns.Spec.Finalizers, corev1.FinalizerKubernetes) {
+			ns.Spec.Finalizers = append(ns.Spec.Finalizers, corev1.FinalizerKubernetes)
+		}
 	}
 	s.prepareForUpdate = func(obj, old runtime.Object) {
 		// spec.finalizers change only through the finalize subresource.
@@ -48,9 +53,12 @@ func namespaces(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error)
 		return nil, err
 	}
 	main.Store.ReturnDeletedObject = true
+	finalize := newStatusREST(main, statusStrategy{strategy: s})
+	finalize.store.UpdateStrategy = finalizeStrategy{s}
 	return map[string]rest.Storage{
-		"namespaces":        main,
-		"namespaces/status": newStatusREST(main, statusStrategy{strategy: s}),
+		"namespaces":          &NamespaceREST{REST: main},
+		"namespaces/status":   newStatusREST(main, statusStrategy{strategy: s}),
+		"namespaces/finalize": finalize,
 	}, nil
 }
 
