@@ -1,0 +1,175 @@
+// Package controllermanager runs skiff's controllers in one process, as
+// kube-controller-manager: only while holding the kube-system/kube-controller-manager Lease,
+// each controller in its own loop with its own service-account identity, sharing informers,
+// with health and metrics on https://127.0.0.1:10257.
+package controllermanager
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/skiff-sh/skiff/controlplane/controllers/daemonset"
+	"github.com/skiff-sh/skiff/controlplane/controllers/deployment"
+	"github.com/skiff-sh/skiff/controlplane/controllers/endpointslice"
+	"github.com/skiff-sh/skiff/controlplane/controllers/garbagecollector"
+	"github.com/skiff-sh/skiff/controlplane/controllers/namespace"
+	"github.com/skiff-sh/skiff/controlplane/controllers/nodeipam"
+	"github.com/skiff-sh/skiff/controlplane/controllers/nodelifecycle"
+	"github.com/skiff-sh/skiff/controlplane/controllers/replicaset"
+	"github.com/skiff-sh/skiff/controlplane/controllers/rootcacert"
+	"github.com/skiff-sh/skiff/controlplane/controllers/serviceaccount"
+	"github.com/skiff-sh/skiff/controlplane/healthserver"
+	"github.com/skiff-sh/skiff/controlplane/leader"
+)
+
+// Options configure the controller manager.
+type Options struct {
+	// ClusterCIDR and NodeCIDRMaskSize drive node IPAM (10.244.0.0/16, /24).
+	ClusterCIDR      string
+	NodeCIDRMaskSize int
+	// NodeMonitorGracePeriod is how long a node Lease may go unrenewed (40 s).
+	NodeMonitorGracePeriod time.Duration
+	// RootCAFile is published as kube-root-ca.crt in every namespace.
+	RootCAFile string
+	// SecureAddress serves health and metrics (127.0.0.1:10257).
+	SecureAddress string
+	// UseServiceAccountCredentials gives each controller its own service account.
+	UseServiceAccountCredentials bool
+}
+
+// Run serves health and campaigns for leadership; while leading, runs every controller.
+func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) error {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = 100, 200
+	root, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	caPEM, err := os.ReadFile(o.RootCAFile)
+	if err != nil {
+		return fmt.Errorf("root CA: %w", err)
+	}
+	var leading sync.WaitGroup
+	go func() {
+		if err := healthserver.Serve(ctx, o.SecureAddress, nil, log); err != nil {
+			log.Error("controller-manager health server", "err", err)
+		}
+	}()
+	return leader.Run(ctx, root, leader.Options{Namespace: "kube-system", Name: "kube-controller-manager"}, log, func(ctx context.Context) {
+		leading.Add(1)
+		defer leading.Done()
+		if err := runControllers(ctx, cfg, root, o, caPEM, log); err != nil {
+			log.Error("controllers", "err", err)
+		}
+	})
+}
+
+func runControllers(ctx context.Context, cfg *rest.Config, root kubernetes.Interface, o Options, caPEM []byte, log *slog.Logger) error {
+	factory := informers.NewSharedInformerFactory(root, 0)
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: root.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+
+	// clientFor gives a controller its own identity, or the manager's when that is off.
+	clientFor := func(name string) (kubernetes.Interface, *rest.Config, error) {
+		if !o.UseServiceAccountCredentials {
+			return root, cfg, nil
+		}
+		c, err := serviceAccountConfig(ctx, root, cfg, name)
+		if err != nil {
+			return nil, nil, err
+		}
+		cs, err := kubernetes.NewForConfig(c)
+		return cs, c, err
+	}
+	recorder := func(name string) record.EventRecorder {
+		return broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: name})
+	}
+	core, apps := factory.Core().V1(), factory.Apps().V1()
+	type runner interface{ Run(ctx context.Context) }
+	var controllers []runner
+	add := func(name string, build func(c kubernetes.Interface, cfg *rest.Config) (runner, error)) error {
+		c, ccfg, err := clientFor(name)
+		if err != nil {
+			return err
+		}
+		r, err := build(c, ccfg)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		controllers = append(controllers, r)
+		return nil
+	}
+	steps := []struct {
+		name  string
+		build func(c kubernetes.Interface, cfg *rest.Config) (runner, error)
+	}{
+		{serviceaccount.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
+			return serviceaccount.New(c, core.Namespaces(), core.ServiceAccounts(), log), nil
+		}},
+		{rootcacert.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
+			return rootcacert.New(c, core.Namespaces(), core.ConfigMaps(), caPEM, log), nil
+		}},
+		{namespace.Name, func(c kubernetes.Interface, ccfg *rest.Config) (runner, error) {
+			md, err := metadata.NewForConfig(ccfg)
+			if err != nil {
+				return nil, err
+			}
+			return namespace.New(c, md, core.Namespaces(), log), nil
+		}},
+		{nodeipam.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
+			return nodeipam.New(c, core.Nodes(), o.ClusterCIDR, o.NodeCIDRMaskSize, log)
+		}},
+		{nodelifecycle.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
+			return nodelifecycle.New(c, core.Nodes(), factory.Coordination().V1().Leases(), core.Pods(), recorder(nodelifecycle.Name),
+				nodelifecycle.Options{GracePeriod: o.NodeMonitorGracePeriod}, log), nil
+		}},
+		{replicaset.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
+			return replicaset.New(c, apps.ReplicaSets(), core.Pods(), recorder(replicaset.Name), log), nil
+		}},
+		{deployment.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
+			return deployment.New(c, apps.Deployments(), apps.ReplicaSets(), core.Pods(), recorder(deployment.Name), log), nil
+		}},
+		{daemonset.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
+			return daemonset.New(c, apps.DaemonSets(), core.Nodes(), core.Pods(), recorder(daemonset.Name), log), nil
+		}},
+		{garbagecollector.Name, func(c kubernetes.Interface, ccfg *rest.Config) (runner, error) {
+			md, err := metadata.NewForConfig(ccfg)
+			if err != nil {
+				return nil, err
+			}
+			return garbagecollector.New(md, c.Discovery(), log), nil
+		}},
+		{endpointslice.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
+			return endpointslice.New(c, core.Services(), core.Pods(), factory.Discovery().V1().EndpointSlices(), core.Endpoints(), log), nil
+		}},
+	}
+	for _, s := range steps {
+		if err := add(s.name, s.build); err != nil {
+			return err
+		}
+	}
+	factory.Start(ctx.Done())
+	var wg sync.WaitGroup
+	for _, c := range controllers {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.Run(ctx) }()
+	}
+	log.Info("controllers started", "count", len(controllers))
+	wg.Wait()
+	factory.Shutdown()
+	return nil
+}

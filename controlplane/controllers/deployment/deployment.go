@@ -1,0 +1,372 @@
+// Package deployment rolls Deployments out through ReplicaSets, as upstream's deployment
+// controller: one ReplicaSet per pod template (named <deployment>-<pod-template-hash>), the
+// rolling-update and recreate strategies, revision annotations that `kubectl rollout
+// history|undo` read, the revision history limit, and the status and conditions that
+// `kubectl rollout status` waits on.
+package deployment
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/skiff-sh/skiff/controlplane/controllers/loop"
+	"github.com/skiff-sh/skiff/controlplane/controllers/podutil"
+)
+
+// Name is the controller's name (and its service account's).
+const Name = "deployment-controller"
+
+// Controller reconciles Deployments.
+type Controller struct {
+	client   kubernetes.Interface
+	deploys  appslisters.DeploymentLister
+	rsLister appslisters.ReplicaSetLister
+	pods     corelisters.PodLister
+	synced   []cache.InformerSynced
+	recorder record.EventRecorder
+	loop     *loop.Loop
+	log      *slog.Logger
+}
+
+// New wires the controller to Deployment, ReplicaSet and pod informers.
+func New(client kubernetes.Interface, d appsinformers.DeploymentInformer, rs appsinformers.ReplicaSetInformer, pods coreinformers.PodInformer,
+	recorder record.EventRecorder, log *slog.Logger) *Controller {
+	c := &Controller{client: client, deploys: d.Lister(), rsLister: rs.Lister(), pods: pods.Lister(), recorder: recorder,
+		synced: []cache.InformerSynced{d.Informer().HasSynced, rs.Informer().HasSynced, pods.Informer().HasSynced},
+		log:    log.With("controller", Name)}
+	c.loop = loop.New(Name, c.sync, log)
+	_, _ = d.Informer().AddEventHandler(c.loop.Handler())
+	owner := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if m, ok := obj.(metav1.Object); ok {
+			if ref := metav1.GetControllerOf(m); ref != nil && ref.Kind == "Deployment" {
+				c.loop.Add(m.GetNamespace() + "/" + ref.Name)
+			}
+		}
+	}
+	_, _ = rs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: owner, UpdateFunc: func(_, o any) { owner(o) }, DeleteFunc: owner})
+	// Recreate waits for old pods to be gone: their deletion wakes the deployment.
+	_, _ = pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if p, ok := obj.(*corev1.Pod); ok {
+			if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "ReplicaSet" {
+				if rs, err := c.rsLister.ReplicaSets(p.Namespace).Get(ref.Name); err == nil {
+					owner(rs)
+				}
+			}
+		}
+	}})
+	return c
+}
+
+// Run runs the controller until ctx ends.
+func (c *Controller) Run(ctx context.Context) {
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return
+	}
+	c.loop.Run(ctx, 5)
+}
+
+func (c *Controller) sync(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	d, err := c.deploys.Deployments(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if d.DeletionTimestamp != nil {
+		return nil
+	}
+	all, err := c.rsLister.ReplicaSets(ns).List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	var owned []*appsv1.ReplicaSet
+	for _, rs := range all {
+		if podutil.IsControlledBy(rs, d.UID) && rs.DeletionTimestamp == nil {
+			owned = append(owned, rs)
+		}
+	}
+	newRS, old, err := c.newReplicaSet(ctx, d, owned)
+	if err != nil {
+		return err
+	}
+	if !d.Spec.Paused {
+		if err := c.rollout(ctx, d, newRS, old); err != nil {
+			return err
+		}
+		if err := c.cleanup(ctx, d, old); err != nil {
+			return err
+		}
+	}
+	return c.updateStatus(ctx, d, newRS, old)
+}
+
+// newReplicaSet finds the ReplicaSet of the current template, creating it (with the next
+// revision) when there is none; an old one whose template matches again (rollout undo) is
+// reused and given the next revision.
+func (c *Controller) newReplicaSet(ctx context.Context, d *appsv1.Deployment, owned []*appsv1.ReplicaSet) (*appsv1.ReplicaSet, []*appsv1.ReplicaSet, error) {
+	var newRS *appsv1.ReplicaSet
+	var old []*appsv1.ReplicaSet
+	maxOld := int64(0)
+	for _, rs := range owned {
+		if newRS == nil && EqualIgnoreHash(&rs.Spec.Template, &d.Spec.Template) {
+			newRS = rs
+			continue
+		}
+		old = append(old, rs)
+		maxOld = max(maxOld, Revision(rs))
+	}
+	revision := strconv.FormatInt(maxOld+1, 10)
+	if newRS != nil {
+		if Revision(newRS) <= maxOld || newRS.Annotations[DesiredReplicasAnnotation] != strconv.Itoa(int(replicasOf(d))) {
+			cp := newRS.DeepCopy()
+			if cp.Annotations == nil {
+				cp.Annotations = map[string]string{}
+			}
+			if Revision(newRS) <= maxOld {
+				if prev := cp.Annotations[RevisionAnnotation]; prev != "" {
+					hist := cp.Annotations[RevisionHistoryAnnotation]
+					if hist != "" {
+						hist += ","
+					}
+					cp.Annotations[RevisionHistoryAnnotation] = hist + prev
+				}
+				cp.Annotations[RevisionAnnotation] = revision
+			}
+			setReplicaAnnotations(cp, d)
+			updated, err := c.client.AppsV1().ReplicaSets(cp.Namespace).Update(ctx, cp, metav1.UpdateOptions{})
+			if err != nil {
+				return nil, nil, err
+			}
+			newRS = updated
+		}
+		return newRS, old, c.setRevision(ctx, d, newRS.Annotations[RevisionAnnotation])
+	}
+	hash := TemplateHash(&d.Spec.Template, d.Status.CollisionCount)
+	tmpl := d.Spec.Template.DeepCopy()
+	if tmpl.Labels == nil {
+		tmpl.Labels = map[string]string{}
+	}
+	tmpl.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = hash
+	sel := d.Spec.Selector.DeepCopy()
+	if sel.MatchLabels == nil {
+		sel.MatchLabels = map[string]string{}
+	}
+	sel.MatchLabels[appsv1.DefaultDeploymentUniqueLabelKey] = hash
+	replicas := int32(0)
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            d.Name + "-" + hash,
+			Namespace:       d.Namespace,
+			Labels:          tmpl.Labels,
+			Annotations:     map[string]string{RevisionAnnotation: revision},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(d, appsv1.SchemeGroupVersion.WithKind("Deployment"))},
+		},
+		Spec: appsv1.ReplicaSetSpec{Replicas: &replicas, MinReadySeconds: d.Spec.MinReadySeconds, Selector: sel, Template: *tmpl},
+	}
+	if cause := d.Annotations[ChangeCauseAnnotation]; cause != "" {
+		rs.Annotations[ChangeCauseAnnotation] = cause
+	}
+	setReplicaAnnotations(rs, d)
+	created, err := c.client.AppsV1().ReplicaSets(d.Namespace).Create(ctx, rs, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		// A ReplicaSet of that name with another template: bump collisionCount, as upstream.
+		cp := d.DeepCopy()
+		n := int32(1)
+		if cp.Status.CollisionCount != nil {
+			n = *cp.Status.CollisionCount + 1
+		}
+		cp.Status.CollisionCount = &n
+		_, uerr := c.client.AppsV1().Deployments(d.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{})
+		return nil, nil, fmt.Errorf("replica set name collision for %s: %w", rs.Name, errorsJoin(err, uerr))
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	c.log.Info("created replica set", "deployment", d.Namespace+"/"+d.Name, "replicaset", created.Name, "revision", revision)
+	return created, old, c.setRevision(ctx, d, revision)
+}
+
+func setReplicaAnnotations(rs *appsv1.ReplicaSet, d *appsv1.Deployment) {
+	surge, _ := ResolveFenceposts(d)
+	rs.Annotations[DesiredReplicasAnnotation] = strconv.Itoa(int(replicasOf(d)))
+	rs.Annotations[MaxReplicasAnnotation] = strconv.Itoa(int(replicasOf(d) + surge))
+}
+
+func errorsJoin(a, b error) error {
+	if b == nil {
+		return a
+	}
+	return fmt.Errorf("%v; %v", a, b)
+}
+
+func (c *Controller) setRevision(ctx context.Context, d *appsv1.Deployment, revision string) error {
+	if d.Annotations[RevisionAnnotation] == revision {
+		return nil
+	}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, RevisionAnnotation, revision)
+	_, err := c.client.AppsV1().Deployments(d.Namespace).Patch(ctx, d.Name, "application/merge-patch+json", []byte(patch), metav1.PatchOptions{})
+	return err
+}
+
+func (c *Controller) scale(ctx context.Context, d *appsv1.Deployment, rs *appsv1.ReplicaSet, n int32) error {
+	if rsReplicas(rs) == n {
+		return nil
+	}
+	cp := rs.DeepCopy()
+	from := rsReplicas(rs)
+	cp.Spec.Replicas = &n
+	setReplicaAnnotations(cp, d)
+	if _, err := c.client.AppsV1().ReplicaSets(rs.Namespace).Update(ctx, cp, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
+	verb := "up"
+	if n < from {
+		verb = "down"
+	}
+	c.recorder.Eventf(d, corev1.EventTypeNormal, "ScalingReplicaSet", "Scaled %s replica set %s from %d to %d", verb, rs.Name, from, n)
+	return nil
+}
+
+func (c *Controller) rollout(ctx context.Context, d *appsv1.Deployment, newRS *appsv1.ReplicaSet, old []*appsv1.ReplicaSet) error {
+	if d.Spec.Strategy.Type == appsv1.RecreateDeploymentStrategyType {
+		for _, rs := range old {
+			if err := c.scale(ctx, d, rs, 0); err != nil {
+				return err
+			}
+		}
+		// The new pods start only once every old pod is gone.
+		pods, err := c.pods.Pods(d.Namespace).List(labels.Everything())
+		if err != nil {
+			return err
+		}
+		for _, p := range pods {
+			for _, rs := range old {
+				if podutil.IsControlledBy(p, rs.UID) && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+					return nil
+				}
+			}
+		}
+		return c.scale(ctx, d, newRS, replicasOf(d))
+	}
+	plan := PlanRollingUpdate(d, newRS, old)
+	// Scale up first, then down, as upstream.
+	if err := c.scale(ctx, d, newRS, plan[newRS.Name]); err != nil {
+		return err
+	}
+	for _, rs := range old {
+		if err := c.scale(ctx, d, rs, plan[rs.Name]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cleanup deletes old, scaled-down ReplicaSets beyond revisionHistoryLimit, oldest first.
+func (c *Controller) cleanup(ctx context.Context, d *appsv1.Deployment, old []*appsv1.ReplicaSet) error {
+	limit := int32(10)
+	if d.Spec.RevisionHistoryLimit != nil {
+		limit = *d.Spec.RevisionHistoryLimit
+	}
+	var idle []*appsv1.ReplicaSet
+	for _, rs := range old {
+		if rsReplicas(rs) == 0 && rs.Status.Replicas == 0 {
+			idle = append(idle, rs)
+		}
+	}
+	if int32(len(idle)) <= limit {
+		return nil
+	}
+	sortOldestFirst(idle)
+	for _, rs := range idle[:int32(len(idle))-limit] {
+		err := c.client.AppsV1().ReplicaSets(rs.Namespace).Delete(ctx, rs.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &rs.UID}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// Status computes the deployment's status from its ReplicaSets.
+func Status(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, old []*appsv1.ReplicaSet) appsv1.DeploymentStatus {
+	s := appsv1.DeploymentStatus{ObservedGeneration: d.Generation, CollisionCount: d.Status.CollisionCount}
+	for _, rs := range append([]*appsv1.ReplicaSet{newRS}, old...) {
+		s.Replicas += rs.Status.Replicas
+		s.ReadyReplicas += rs.Status.ReadyReplicas
+		s.AvailableReplicas += rs.Status.AvailableReplicas
+	}
+	s.UpdatedReplicas = newRS.Status.Replicas
+	want := replicasOf(d)
+	s.UnavailableReplicas = max(s.Replicas, want) - s.AvailableReplicas
+	if s.UnavailableReplicas < 0 {
+		s.UnavailableReplicas = 0
+	}
+	_, unavailable := ResolveFenceposts(d)
+	now := metav1.Now()
+	cond := func(t appsv1.DeploymentConditionType, status corev1.ConditionStatus, reason, msg string) {
+		c := appsv1.DeploymentCondition{Type: t, Status: status, Reason: reason, Message: msg, LastUpdateTime: now, LastTransitionTime: now}
+		for _, prev := range d.Status.Conditions {
+			if prev.Type == t {
+				if prev.Status == status {
+					c.LastTransitionTime = prev.LastTransitionTime
+				}
+				if prev.Status == status && prev.Reason == reason && prev.Message == msg {
+					c.LastUpdateTime = prev.LastUpdateTime
+				}
+			}
+		}
+		s.Conditions = append(s.Conditions, c)
+	}
+	if s.AvailableReplicas >= want-unavailable {
+		cond(appsv1.DeploymentAvailable, corev1.ConditionTrue, "MinimumReplicasAvailable", "Deployment has minimum availability.")
+	} else {
+		cond(appsv1.DeploymentAvailable, corev1.ConditionFalse, "MinimumReplicasUnavailable", "Deployment does not have minimum availability.")
+	}
+	complete := s.UpdatedReplicas == want && s.Replicas == want && s.AvailableReplicas == want && s.ObservedGeneration >= d.Generation
+	if complete {
+		cond(appsv1.DeploymentProgressing, corev1.ConditionTrue, "NewReplicaSetAvailable", fmt.Sprintf("ReplicaSet %q has successfully progressed.", newRS.Name))
+	} else {
+		cond(appsv1.DeploymentProgressing, corev1.ConditionTrue, "ReplicaSetUpdated", fmt.Sprintf("ReplicaSet %q is progressing.", newRS.Name))
+	}
+	return s
+}
+
+func (c *Controller) updateStatus(ctx context.Context, d *appsv1.Deployment, newRS *appsv1.ReplicaSet, old []*appsv1.ReplicaSet) error {
+	s := Status(d, newRS, old)
+	if apiequality.Semantic.DeepEqual(s, d.Status) {
+		return nil
+	}
+	cp := d.DeepCopy()
+	cp.Status = s
+	_, err := c.client.AppsV1().Deployments(d.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,195 @@
+// Package endpointslice publishes, for every Service with a selector, EndpointSlices of its
+// pods (ready, serving and terminating endpoints with ports, nodeName and targetRef, at most
+// 100 a slice) and the legacy Endpoints object, as upstream's endpointslice and endpoints
+// controllers do.
+package endpointslice
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/skiff-sh/skiff/controlplane/controllers/loop"
+)
+
+// Name is the controller's name (and its service account's).
+const Name = "endpointslice-controller"
+
+// ManagedBy is the managed-by label value of the slices this controller owns.
+const ManagedBy = "endpointslice-controller.k8s.io"
+
+// Controller reconciles EndpointSlices and Endpoints.
+type Controller struct {
+	client    kubernetes.Interface
+	services  corelisters.ServiceLister
+	pods      corelisters.PodLister
+	slices    discoverylisters.EndpointSliceLister
+	endpoints corelisters.EndpointsLister
+	synced    []cache.InformerSynced
+	loop      *loop.Loop
+}
+
+// New wires the controller.
+func New(client kubernetes.Interface, svc coreinformers.ServiceInformer, pods coreinformers.PodInformer,
+	slices discoveryinformers.EndpointSliceInformer, eps coreinformers.EndpointsInformer, log *slog.Logger) *Controller {
+	c := &Controller{client: client, services: svc.Lister(), pods: pods.Lister(), slices: slices.Lister(), endpoints: eps.Lister(),
+		synced: []cache.InformerSynced{svc.Informer().HasSynced, pods.Informer().HasSynced, slices.Informer().HasSynced, eps.Informer().HasSynced}}
+	c.loop = loop.New(Name, c.sync, log)
+	_, _ = svc.Informer().AddEventHandler(c.loop.Handler())
+	onPod := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		list, _ := c.services.Services(p.Namespace).List(labels.Everything())
+		for _, s := range list {
+			if s.Spec.Selector != nil && labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(p.Labels)) {
+				c.loop.Add(s.Namespace + "/" + s.Name)
+			}
+		}
+	}
+	_, _ = pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: onPod,
+		UpdateFunc: func(old, obj any) {
+			onPod(old) // labels may have changed: the old services lose the pod
+			onPod(obj)
+		},
+		DeleteFunc: onPod,
+	})
+	onSlice := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if s, ok := obj.(*discoveryv1.EndpointSlice); ok && s.Labels[discoveryv1.LabelManagedBy] == ManagedBy {
+			c.loop.Add(s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName])
+		}
+	}
+	_, _ = slices.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, o any) { onSlice(o) }, DeleteFunc: onSlice})
+	return c
+}
+
+// Run runs the controller until ctx ends.
+func (c *Controller) Run(ctx context.Context) {
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return
+	}
+	c.loop.Run(ctx, 5)
+}
+
+func (c *Controller) sync(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	svc, err := c.services.Services(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil // owner references let the garbage collector remove our slices
+	}
+	if err != nil {
+		return err
+	}
+	if svc.Spec.Selector == nil || svc.DeletionTimestamp != nil {
+		return nil
+	}
+	pods, err := c.pods.Pods(ns).List(labels.SelectorFromSet(svc.Spec.Selector))
+	if err != nil {
+		return err
+	}
+	groups := Desired(svc, pods)
+	return errors.Join(c.reconcileSlices(ctx, svc, Chunk(groups, MaxEndpointsPerSlice)), c.reconcileEndpoints(ctx, svc, groups))
+}
+
+func (c *Controller) reconcileSlices(ctx context.Context, svc *corev1.Service, want []Group) error {
+	existing, err := c.slices.EndpointSlices(svc.Namespace).List(labels.SelectorFromSet(labels.Set{
+		discoveryv1.LabelServiceName: svc.Name, discoveryv1.LabelManagedBy: ManagedBy}))
+	if err != nil {
+		return err
+	}
+	sort.Slice(existing, func(i, j int) bool { return existing[i].Name < existing[j].Name })
+	if len(want) == 0 {
+		// A Service without endpoints keeps one empty slice carrying its ports, as upstream.
+		want = []Group{{Ports: portsFor(svc, &corev1.Pod{})}}
+	}
+	owner := metav1.NewControllerRef(svc, corev1.SchemeGroupVersion.WithKind("Service"))
+	var errs []error
+	for i, g := range want {
+		slice := &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{
+				GenerateName:    svc.Name + "-",
+				Namespace:       svc.Namespace,
+				Labels:          map[string]string{discoveryv1.LabelServiceName: svc.Name, discoveryv1.LabelManagedBy: ManagedBy},
+				OwnerReferences: []metav1.OwnerReference{*owner},
+			},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   g.Endpoints,
+			Ports:       g.Ports,
+		}
+		for k, v := range svc.Labels {
+			if _, reserved := slice.Labels[k]; !reserved {
+				slice.Labels[k] = v
+			}
+		}
+		if i < len(existing) {
+			cur := existing[i]
+			if apiequality.Semantic.DeepEqual(cur.Endpoints, slice.Endpoints) && apiequality.Semantic.DeepEqual(cur.Ports, slice.Ports) &&
+				apiequality.Semantic.DeepEqual(cur.Labels, slice.Labels) {
+				continue
+			}
+			upd := cur.DeepCopy()
+			upd.Endpoints, upd.Ports, upd.Labels = slice.Endpoints, slice.Ports, slice.Labels
+			if _, err := c.client.DiscoveryV1().EndpointSlices(svc.Namespace).Update(ctx, upd, metav1.UpdateOptions{}); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if _, err := c.client.DiscoveryV1().EndpointSlices(svc.Namespace).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, extra := range existing[min(len(want), len(existing)):] {
+		if err := c.client.DiscoveryV1().EndpointSlices(svc.Namespace).Delete(ctx, extra.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Controller) reconcileEndpoints(ctx context.Context, svc *corev1.Service, groups []Group) error {
+	subsets := LegacyEndpoints(groups)
+	cur, err := c.endpoints.Endpoints(svc.Namespace).Get(svc.Name)
+	if apierrors.IsNotFound(err) {
+		ep := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: svc.Name, Namespace: svc.Namespace, Labels: svc.Labels}, Subsets: subsets}
+		_, err = c.client.CoreV1().Endpoints(svc.Namespace).Create(ctx, ep, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if apiequality.Semantic.DeepEqual(cur.Subsets, subsets) {
+		return nil
+	}
+	upd := cur.DeepCopy()
+	upd.Subsets = subsets
+	_, err = c.client.CoreV1().Endpoints(svc.Namespace).Update(ctx, upd, metav1.UpdateOptions{})
+	return err
+}
