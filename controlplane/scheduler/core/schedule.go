@@ -1,0 +1,646 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Reason strings are upstream's, verbatim: users grep events for them and tooling (cluster
+// autoscalers, dashboards) parses them.
+const (
+	ReasonUnschedulable       = "node(s) were unschedulable"
+	ReasonNodeName            = "node(s) didn't match the requested node name"
+	ReasonNodeAffinity        = "node(s) didn't match Pod's node affinity/selector"
+	ReasonNodePorts           = "node(s) didn't have free ports for the requested pod ports"
+	ReasonTooManyPods         = "Too many pods"
+	ReasonInsufficientCPU     = "Insufficient cpu"
+	ReasonInsufficientMemory  = "Insufficient memory"
+	ReasonInsufficientStorage = "Insufficient ephemeral-storage"
+	// ReasonAffinityConflict rejects a pod whose required terms pin metadata.name to disjoint
+	// node sets before any node is looked at.
+	ReasonAffinityConflict = "pod affinity terms conflict"
+	// ReasonNotInNodeNames is what nodes outside a metadata.name restriction count as.
+	ReasonNotInNodeNames = "node(s) didn't satisfy plugin(s) [NodeAffinity]"
+)
+
+// UntoleratedTaintReason renders the TaintToleration filter's reason for taint.
+func UntoleratedTaintReason(key, value string) string {
+	return fmt.Sprintf("node(s) had untolerated taint {%s: %s}", key, value)
+}
+
+// ErrNoNodesAvailable is returned when the snapshot has no nodes at all; upstream reports this
+// instead of a "0/0 nodes are available" FitError.
+var ErrNoNodesAvailable = errors.New("no nodes available to schedule pods")
+
+// Options tunes one decision.
+type Options struct {
+	// PercentageOfNodesToScore: 0 means upstream's adaptive default: 50 - numNodes/125 percent,
+	// at least 5%, and never fewer than 100 nodes (or all nodes if fewer). 100 or more means all.
+	PercentageOfNodesToScore int
+	// Start is the index in Nodes() where the search for feasible nodes begins (the caller
+	// rotates it, as upstream's nextStartNodeIndex, so load spreads and every node gets looked
+	// at even when only a fraction is searched per pod).
+	Start int
+}
+
+// Result is a decision and what it cost.
+type Result struct {
+	Node      string // chosen node; empty on error
+	Evaluated int    // nodes filtered
+	Feasible  int    // nodes that passed filters
+	NextStart int    // where the next search should start; set on FitError too
+}
+
+// FitError says why no node fits. Error() renders upstream's message exactly, e.g.
+// "0/3 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 2 Insufficient cpu."
+type FitError struct {
+	NumAllNodes int
+	// Reasons maps each reason to the number of nodes that failed with it. A node failing the
+	// resource filter counts once for every resource it lacks; for the other filters only the
+	// first failing one counts, in upstream's filter order.
+	Reasons map[string]int
+	// PreFilterMsg is set when the pod was rejected before any node was filtered; upstream
+	// then prints only that message.
+	PreFilterMsg string
+}
+
+func (e *FitError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "0/%d nodes are available:", e.NumAllNodes)
+	if e.PreFilterMsg != "" {
+		b.WriteString(" " + e.PreFilterMsg + ".")
+		return b.String()
+	}
+	histogram := make([]string, 0, len(e.Reasons))
+	for reason, count := range e.Reasons {
+		histogram = append(histogram, fmt.Sprintf("%d %s", count, reason))
+	}
+	// Upstream sorts the rendered "N reason" strings, count included, so "10 ..." sorts before
+	// "2 ...": keep it, since people diff these messages.
+	sort.Strings(histogram)
+	if len(histogram) > 0 {
+		b.WriteString(" " + strings.Join(histogram, ", ") + ".")
+	}
+	return b.String()
+}
+
+const (
+	minFeasibleNodesToFind           = 100
+	minFeasibleNodesPercentageToFind = 5
+)
+
+// NumFeasibleNodesToFind is how many feasible nodes the search stops at: scoring every node of
+// a large cluster buys little placement quality for a lot of latency, so upstream scores a
+// shrinking fraction as clusters grow.
+func NumFeasibleNodesToFind(percentage, numAllNodes int) int {
+	if numAllNodes < minFeasibleNodesToFind || percentage >= 100 {
+		return numAllNodes
+	}
+	if percentage <= 0 {
+		percentage = 50 - numAllNodes/125
+		if percentage < minFeasibleNodesPercentageToFind {
+			percentage = minFeasibleNodesPercentageToFind
+		}
+	}
+	n := numAllNodes * percentage / 100
+	if n < minFeasibleNodesToFind {
+		return minFeasibleNodesToFind
+	}
+	return n
+}
+
+// Score weights of upstream's default profile.
+const (
+	maxNodeScore         = 100
+	weightBalanced       = 1
+	weightLeastAllocated = 1
+	weightSpread         = 2
+	weightImageLocality  = 1
+	weightNodeAffinity   = 2
+	weightTaint          = 3
+)
+
+// System-default topology spreading: per node with maxSkew 3, per zone with maxSkew 5. The
+// maxSkew-1 offsets damp the score so small skews barely matter.
+const (
+	hostnameSkewOffset = 3 - 1
+	zoneSkewOffset     = 5 - 1
+)
+
+// Image locality thresholds, upstream's: below 23MB an image is cheap to pull anyway; above
+// 1000MB per container the benefit saturates.
+const (
+	mb                      int64 = 1024 * 1024
+	imageMinThreshold             = 23 * mb
+	imageMaxContainerThresh       = 1000 * mb
+)
+
+type reasonCode int
+
+const (
+	rUnschedulable reasonCode = iota
+	rNodeName
+	rAffinity
+	rPorts
+	rTooManyPods
+	rCPU
+	rMemory
+	rEphemeral
+	numReasonCodes
+)
+
+var reasonText = [numReasonCodes]string{
+	rUnschedulable: ReasonUnschedulable,
+	rNodeName:      ReasonNodeName,
+	rAffinity:      ReasonNodeAffinity,
+	rPorts:         ReasonNodePorts,
+	rTooManyPods:   ReasonTooManyPods,
+	rCPU:           ReasonInsufficientCPU,
+	rMemory:        ReasonInsufficientMemory,
+	rEphemeral:     ReasonInsufficientStorage,
+}
+
+type taintKV struct{ key, value string }
+
+// scratch is per-decision working memory kept in the Snapshot so that steady-state decisions
+// do not allocate.
+type scratch struct {
+	feasible    []*NodeInfo
+	cands       []*NodeInfo
+	scores      []nodeScore
+	counts      [numReasonCodes]int
+	taintFails  map[taintKV]int
+	scalarFails map[corev1.ResourceName]int
+	zoneCounts  map[string]int64
+}
+
+func (sc *scratch) reset() {
+	sc.feasible = sc.feasible[:0]
+	sc.cands = sc.cands[:0]
+	sc.counts = [numReasonCodes]int{}
+	if sc.taintFails == nil {
+		sc.taintFails = make(map[taintKV]int)
+		sc.scalarFails = make(map[corev1.ResourceName]int)
+		sc.zoneCounts = make(map[string]int64)
+	}
+	if len(sc.taintFails) > 0 {
+		clear(sc.taintFails)
+	}
+	if len(sc.scalarFails) > 0 {
+		clear(sc.scalarFails)
+	}
+}
+
+// nodeScore holds one feasible node's scores: base is already weighted, the others are raw
+// values that need normalizing across all feasible nodes.
+type nodeScore struct {
+	base, spread, affinity, taints int64
+}
+
+type imageRef struct {
+	name   string
+	scaled int64 // size scaled by the share of nodes that have it
+}
+
+// podQuery is the incoming pod digested once per decision, so the per-node loops only compare.
+type podQuery struct {
+	req      Resources
+	scalar   []scalarQty
+	zeroReq  bool
+	scoreCPU int64 // requests with scoring defaults, for least-allocated
+	scoreMem int64
+	// bestEffort pods skip balanced allocation: with nothing requested every node would look
+	// equally balanced and upstream found the scorer then piles pods up (kubernetes#129138).
+	bestEffort bool
+
+	nodeName         string
+	tolerations      []corev1.Toleration
+	tolUnschedulable bool
+	preferTols       []corev1.Toleration // tolerations that can cover PreferNoSchedule taints
+	required         *requiredAffinity
+	preferred        []weightedTerm
+	ports            []hostPortKey
+	owner            types.UID
+	images           []imageRef
+	numContainers    int
+}
+
+var unschedulableTaint = corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}
+
+func (s *Snapshot) newPodQuery(pod *corev1.Pod) podQuery {
+	actual := podVec(pod, false, false)
+	q := podQuery{
+		req:         Resources{MilliCPU: actual.cpu, Memory: actual.mem, EphemeralStorage: actual.eph, Pods: 1},
+		scalar:      actual.scalar,
+		nodeName:    pod.Spec.NodeName,
+		tolerations: pod.Spec.Tolerations,
+		required:    parseRequiredAffinity(pod),
+		preferred:   parsePreferred(pod),
+		ports:       hostPorts(pod),
+		owner:       controllerOwner(pod),
+	}
+	q.zeroReq = actual.cpu == 0 && actual.mem == 0 && actual.eph == 0 && len(actual.scalar) == 0
+	q.bestEffort = actual.cpu == 0 && actual.mem == 0
+	if actual.has&hasCPU != 0 && actual.has&hasMem != 0 && allContainersNameCPUAndMemory(pod) {
+		q.scoreCPU, q.scoreMem = actual.cpu, actual.mem
+	} else {
+		sv := podVec(pod, true, true)
+		q.scoreCPU, q.scoreMem = sv.cpu, sv.mem
+	}
+	q.tolUnschedulable = toleratedBy(q.tolerations, &unschedulableTaint)
+	for i := range q.tolerations {
+		if e := q.tolerations[i].Effect; e == "" || e == corev1.TaintEffectPreferNoSchedule {
+			q.preferTols = append(q.preferTols, q.tolerations[i])
+		}
+	}
+	q.numContainers = len(pod.Spec.InitContainers) + len(pod.Spec.Containers)
+	if len(s.images) > 0 && s.numNodes > 0 {
+		addImage := func(image string) {
+			name := normalizedImageName(image)
+			if st := s.images[name]; st != nil {
+				spread := float64(st.nodes) / float64(s.numNodes)
+				q.images = append(q.images, imageRef{name: name, scaled: int64(float64(st.size) * spread)})
+			}
+		}
+		for i := range pod.Spec.InitContainers {
+			addImage(pod.Spec.InitContainers[i].Image)
+		}
+		for i := range pod.Spec.Containers {
+			addImage(pod.Spec.Containers[i].Image)
+		}
+	}
+	return q
+}
+
+// allContainersNameCPUAndMemory is the common case where the scoring defaults change nothing,
+// which saves aggregating the pod a second time.
+func allContainersNameCPUAndMemory(pod *corev1.Pod) bool {
+	if len(pod.Status.ContainerStatuses)+len(pod.Status.InitContainerStatuses) > 0 {
+		return false
+	}
+	named := func(cs []corev1.Container) bool {
+		for i := range cs {
+			r := cs[i].Resources.Requests
+			if _, ok := r[corev1.ResourceCPU]; !ok {
+				return false
+			}
+			if _, ok := r[corev1.ResourceMemory]; !ok {
+				return false
+			}
+		}
+		return true
+	}
+	return named(pod.Spec.Containers) && named(pod.Spec.InitContainers)
+}
+
+// normalizedImageName adds the implicit ":latest" tag, as upstream does before looking an image
+// up in the node's image list.
+func normalizedImageName(name string) string {
+	if strings.LastIndex(name, ":") <= strings.LastIndex(name, "/") {
+		return name + ":latest"
+	}
+	return name
+}
+
+// Schedule picks a node for pod or returns *FitError (ErrNoNodesAvailable for an empty
+// snapshot). The Result carries Evaluated and NextStart on failure too, because upstream
+// advances its start index either way so that the next pod looks at other nodes first.
+func Schedule(s *Snapshot, pod *corev1.Pod, o Options) (Result, error) {
+	if pod == nil {
+		return Result{}, errors.New("core: nil pod")
+	}
+	if s == nil || s.numNodes == 0 {
+		return Result{}, ErrNoNodesAvailable
+	}
+	nodes := s.Nodes()
+	numAll := len(nodes)
+	start := o.Start % numAll
+	if start < 0 {
+		start += numAll
+	}
+	q := s.newPodQuery(pod)
+	sc := &s.scratch
+	sc.reset()
+
+	candidates := nodes
+	candStart := start
+	restricted := false
+	if names, ok := nodeNameRestriction(pod); ok {
+		if len(names) == 0 {
+			return Result{NextStart: start}, &FitError{
+				NumAllNodes:  numAll,
+				Reasons:      map[string]int{ReasonAffinityConflict: numAll},
+				PreFilterMsg: ReasonAffinityConflict,
+			}
+		}
+		restricted = true
+		for _, name := range names {
+			if n := s.Node(name); n != nil {
+				sc.cands = append(sc.cands, n)
+			}
+		}
+		slices.SortFunc(sc.cands, func(a, b *NodeInfo) int { return a.pos - b.pos })
+		candidates = sc.cands
+		if len(candidates) > 0 {
+			candStart = start % len(candidates)
+		}
+	}
+
+	toFind := NumFeasibleNodesToFind(o.PercentageOfNodesToScore, len(candidates))
+	evaluated := 0
+	for evaluated < len(candidates) && len(sc.feasible) < toFind {
+		n := candidates[(candStart+evaluated)%len(candidates)]
+		evaluated++
+		if q.fits(n, sc) {
+			sc.feasible = append(sc.feasible, n)
+		}
+	}
+	res := Result{Evaluated: evaluated, Feasible: len(sc.feasible), NextStart: (start + evaluated) % numAll}
+	if len(sc.feasible) == 0 {
+		absent := 0
+		if restricted {
+			absent = numAll - evaluated
+		}
+		return res, sc.fitError(numAll, absent)
+	}
+	if len(sc.feasible) == 1 {
+		// Nothing to compare: upstream skips scoring too.
+		res.Node = sc.feasible[0].name
+		return res, nil
+	}
+	res.Node = sc.feasible[s.pickBest(&q, sc)].name
+	return res, nil
+}
+
+func (sc *scratch) fitError(numAll, absent int) *FitError {
+	e := &FitError{NumAllNodes: numAll, Reasons: make(map[string]int)}
+	for code, c := range sc.counts {
+		if c > 0 {
+			e.Reasons[reasonText[code]] += c
+		}
+	}
+	for kv, c := range sc.taintFails {
+		e.Reasons[UntoleratedTaintReason(kv.key, kv.value)] += c
+	}
+	for name, c := range sc.scalarFails {
+		e.Reasons["Insufficient "+string(name)] += c
+	}
+	if absent > 0 {
+		e.Reasons[ReasonNotInNodeNames] += absent
+	}
+	return e
+}
+
+// fits runs the filters in upstream's order, recording why n failed into sc.
+func (q *podQuery) fits(n *NodeInfo, sc *scratch) bool {
+	if n.unschedulable && !q.tolUnschedulable {
+		sc.counts[rUnschedulable]++
+		return false
+	}
+	if q.nodeName != "" && q.nodeName != n.name {
+		sc.counts[rNodeName]++
+		return false
+	}
+	for i := range n.hardTaints {
+		t := &n.hardTaints[i]
+		if !toleratedBy(q.tolerations, t) {
+			sc.taintFails[taintKV{t.Key, t.Value}]++
+			return false
+		}
+	}
+	if q.required != nil && !q.required.matches(n.Node) {
+		sc.counts[rAffinity]++
+		return false
+	}
+	if len(q.ports) > 0 && n.portConflict(q.ports) {
+		sc.counts[rPorts]++
+		return false
+	}
+	return q.fitsResources(n, sc)
+}
+
+// fitsResources reports every resource n lacks, not just the first, as upstream does, so the
+// message tells the whole story ("Insufficient cpu, Insufficient memory").
+func (q *podQuery) fitsResources(n *NodeInfo, sc *scratch) bool {
+	ok := true
+	if n.Requested.Pods+1 > n.Allocatable.Pods {
+		sc.counts[rTooManyPods]++
+		ok = false
+	}
+	if q.zeroReq {
+		return ok
+	}
+	if q.req.MilliCPU > 0 && q.req.MilliCPU > n.Allocatable.MilliCPU-n.Requested.MilliCPU {
+		sc.counts[rCPU]++
+		ok = false
+	}
+	if q.req.Memory > 0 && q.req.Memory > n.Allocatable.Memory-n.Requested.Memory {
+		sc.counts[rMemory]++
+		ok = false
+	}
+	if q.req.EphemeralStorage > 0 && q.req.EphemeralStorage > n.Allocatable.EphemeralStorage-n.Requested.EphemeralStorage {
+		sc.counts[rEphemeral]++
+		ok = false
+	}
+	for _, s := range q.scalar {
+		if s.value == 0 {
+			continue
+		}
+		if s.value > n.allocScalar[s.name]-n.reqScalar[s.name] {
+			sc.scalarFails[s.name]++
+			ok = false
+		}
+	}
+	return ok
+}
+
+// pickBest scores the feasible nodes and returns the index of the highest total. Ties go to
+// the earliest node in search order; since callers rotate Start, that still spreads.
+func (s *Snapshot) pickBest(q *podQuery, sc *scratch) int {
+	feasible := sc.feasible
+	scores := slices.Grow(sc.scores[:0], len(feasible))[:len(feasible)]
+	sc.scores = scores
+
+	spreading := q.owner != ""
+	var hostWeight, zoneWeight float64
+	zoned := false
+	if spreading {
+		// Upstream's normalizing weight, log(domains+2): the more domains there are, the more a
+		// single extra pod in one of them matters relative to the maxSkew offset.
+		hostWeight = math.Log(float64(len(feasible) + 2))
+		zoned = s.countZoneOwners(q, sc)
+		if zoned {
+			zoneWeight = math.Log(float64(len(sc.zoneCounts) + 2))
+		}
+	}
+
+	var minSpread, maxSpread int64 = math.MaxInt64, 0
+	var maxAffinity, maxTaints int64
+	for i, n := range feasible {
+		ns := &scores[i]
+		ns.base = weightLeastAllocated * leastAllocated(q, n)
+		if !q.bestEffort {
+			ns.base += weightBalanced * balancedAllocation(q, n)
+		}
+		if len(q.images) > 0 {
+			ns.base += weightImageLocality * imageLocality(q, n)
+		}
+		if spreading {
+			raw := float64(n.owners[q.owner])*hostWeight + hostnameSkewOffset
+			if zoned && n.zone != "" {
+				raw += float64(sc.zoneCounts[n.zone])*zoneWeight + zoneSkewOffset
+			}
+			ns.spread = int64(math.Round(raw))
+			minSpread = min(minSpread, ns.spread)
+			maxSpread = max(maxSpread, ns.spread)
+		}
+		if len(q.preferred) > 0 {
+			ns.affinity = 0
+			for j := range q.preferred {
+				if q.preferred[j].term.matches(n.Node) {
+					ns.affinity += q.preferred[j].weight
+				}
+			}
+			maxAffinity = max(maxAffinity, ns.affinity)
+		}
+		ns.taints = 0
+		for j := range n.softTaints {
+			if !toleratedBy(q.preferTols, &n.softTaints[j]) {
+				ns.taints++
+			}
+		}
+		maxTaints = max(maxTaints, ns.taints)
+	}
+
+	best, bestTotal := 0, int64(math.MinInt64)
+	for i := range scores {
+		ns := &scores[i]
+		total := ns.base
+		if spreading {
+			// Fewer matching pods -> lower raw -> higher score; min+max-raw keeps the range.
+			norm := int64(maxNodeScore)
+			if maxSpread > 0 {
+				norm = maxNodeScore * (maxSpread + minSpread - ns.spread) / maxSpread
+			}
+			total += weightSpread * norm
+		}
+		if maxAffinity > 0 {
+			total += weightNodeAffinity * (maxNodeScore * ns.affinity / maxAffinity)
+		}
+		taintScore := int64(maxNodeScore)
+		if maxTaints > 0 {
+			taintScore = maxNodeScore - maxNodeScore*ns.taints/maxTaints
+		}
+		total += weightTaint * taintScore
+		if total > bestTotal {
+			best, bestTotal = i, total
+		}
+	}
+	return best
+}
+
+// countZoneOwners fills sc.zoneCounts with, for every zone among the feasible nodes, the
+// number of the pod's siblings in that zone. Like upstream it counts over all nodes of the
+// zone, not just the feasible ones, honouring the pod's required node affinity/selector (the
+// default nodeAffinityPolicy). It reports whether any feasible node is zoned.
+func (s *Snapshot) countZoneOwners(q *podQuery, sc *scratch) bool {
+	if len(sc.zoneCounts) > 0 {
+		clear(sc.zoneCounts)
+	}
+	for _, n := range sc.feasible {
+		if n.zone != "" {
+			sc.zoneCounts[n.zone] = 0
+		}
+	}
+	if len(sc.zoneCounts) == 0 {
+		return false
+	}
+	if q.required == nil {
+		for z := range sc.zoneCounts {
+			sc.zoneCounts[z] = int64(s.zoneOwners[zoneOwner{z, q.owner}])
+		}
+		return true
+	}
+	for _, n := range s.order {
+		if n.zone == "" {
+			continue
+		}
+		if _, ok := sc.zoneCounts[n.zone]; !ok {
+			continue
+		}
+		if c := n.owners[q.owner]; c > 0 && q.required.matches(n.Node) {
+			sc.zoneCounts[n.zone] += int64(c)
+		}
+	}
+	return true
+}
+
+// leastAllocated favours nodes with more room left, cpu and memory weighted equally, on
+// requests with the scoring defaults so best-effort pods still count.
+func leastAllocated(q *podQuery, n *NodeInfo) int64 {
+	var sum, weights int64
+	if a := n.Allocatable.MilliCPU; a != 0 {
+		sum += leastRequested(n.non0CPU+q.scoreCPU, a)
+		weights++
+	}
+	if a := n.Allocatable.Memory; a != 0 {
+		sum += leastRequested(n.non0Mem+q.scoreMem, a)
+		weights++
+	}
+	if weights == 0 {
+		return 0
+	}
+	return sum / weights
+}
+
+func leastRequested(requested, capacity int64) int64 {
+	if capacity == 0 || requested > capacity {
+		return 0
+	}
+	return (capacity - requested) * maxNodeScore / capacity
+}
+
+// balancedAllocation favours nodes whose cpu and memory would be used in similar proportions,
+// so neither is stranded: 1 minus the standard deviation of the two fractions (which for two
+// values is half their difference). It works on real requests, like upstream.
+func balancedAllocation(q *podQuery, n *NodeInfo) int64 {
+	var fractions [2]float64
+	k := 0
+	if a := n.Allocatable.MilliCPU; a != 0 {
+		fractions[k] = min(float64(n.Requested.MilliCPU+q.req.MilliCPU)/float64(a), 1)
+		k++
+	}
+	if a := n.Allocatable.Memory; a != 0 {
+		fractions[k] = min(float64(n.Requested.Memory+q.req.Memory)/float64(a), 1)
+		k++
+	}
+	std := 0.0
+	if k == 2 {
+		std = math.Abs(fractions[0]-fractions[1]) / 2
+	}
+	return int64((1 - std) * maxNodeScore)
+}
+
+// imageLocality favours nodes that already have the pod's images, by size and by how widely
+// the image is spread (an image on one node out of many should not attract every replica).
+func imageLocality(q *podQuery, n *NodeInfo) int64 {
+	var sum int64
+	for _, img := range q.images {
+		if _, ok := n.images[img.name]; ok {
+			sum += img.scaled
+		}
+	}
+	maxThreshold := imageMaxContainerThresh * int64(q.numContainers)
+	if maxThreshold <= imageMinThreshold {
+		return 0
+	}
+	sum = min(max(sum, imageMinThreshold), maxThreshold)
+	return maxNodeScore * (sum - imageMinThreshold) / (maxThreshold - imageMinThreshold)
+}
