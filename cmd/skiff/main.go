@@ -14,9 +14,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/skiff-sh/skiff/controlplane/apiserver"
+	"github.com/skiff-sh/skiff/controlplane/controllermanager"
 	"github.com/skiff-sh/skiff/controlplane/pki"
+	"github.com/skiff-sh/skiff/controlplane/scheduler"
 	"github.com/skiff-sh/skiff/internal/version"
 )
 
@@ -43,6 +47,8 @@ func newRoot() *cobra.Command {
 		serverCommand("server", "Run the control plane: embedded etcd (or --etcd-servers) and the API server"),
 		serverCommand("apiserver", "Run the API server alone (with embedded etcd unless --etcd-servers is set)"),
 		certsCommand(),
+		controllerManagerCommand(),
+		schedulerCommand(),
 	)
 	return root
 }
@@ -58,6 +64,8 @@ type serverFlags struct {
 	compaction                                time.Duration
 	disableAgent                              bool
 	logLevel                                  string
+	cm                                        controllermanager.Options
+	sched                                     scheduler.Options
 }
 
 func serverCommand(use, short string) *cobra.Command {
@@ -87,6 +95,9 @@ func serverCommand(use, short string) *cobra.Command {
 					return err
 				}
 			}
+			if use == "server" {
+				o.PostStart = func(ctx context.Context) { runControlPlane(ctx, f, log) }
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return apiserver.Run(ctx, o, log)
@@ -110,7 +121,96 @@ func serverCommand(use, short string) *cobra.Command {
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	if use == "server" {
 		fs.BoolVar(&f.disableAgent, "disable-agent", false, "do not run a node agent beside the control plane")
+		addControllerManagerFlags(fs, &f.cm)
+		addSchedulerFlags(fs, &f.sched)
 	}
+	return cmd
+}
+
+// runControlPlane starts the controller manager and the scheduler of `skiff server`, each
+// with its own kubeconfig and each behind its own leader election.
+func runControlPlane(ctx context.Context, f serverFlags, log *slog.Logger) {
+	cm := f.cm
+	cm.RootCAFile = filepath.Join(f.dataDir, "pki", "ca.crt")
+	go func() {
+		cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(f.dataDir, "controller-manager.kubeconfig"))
+		if err == nil {
+			err = controllermanager.Run(ctx, cfg, cm, log.With("component", "controller-manager"))
+		}
+		if err != nil {
+			log.Error("controller-manager", "err", err)
+		}
+	}()
+	go func() {
+		cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(f.dataDir, "scheduler.kubeconfig"))
+		if err == nil {
+			err = scheduler.Run(ctx, cfg, f.sched, log.With("component", "scheduler"))
+		}
+		if err != nil {
+			log.Error("scheduler", "err", err)
+		}
+	}()
+}
+
+func addControllerManagerFlags(fs *pflag.FlagSet, o *controllermanager.Options) {
+	fs.StringVar(&o.ClusterCIDR, "cluster-cidr", "10.244.0.0/16", "range node pod CIDRs are carved from")
+	fs.IntVar(&o.NodeCIDRMaskSize, "node-cidr-mask-size", 24, "size of each node's pod CIDR")
+	fs.DurationVar(&o.NodeMonitorGracePeriod, "node-monitor-grace-period", 40*time.Second, "how long a node Lease may go unrenewed before the node is Unknown")
+	fs.StringVar(&o.SecureAddress, "controller-manager-address", "127.0.0.1:10257", "HTTPS address of the controller manager's health and metrics")
+	fs.BoolVar(&o.UseServiceAccountCredentials, "use-service-account-credentials", true, "run each controller with its own service account")
+}
+
+func addSchedulerFlags(fs *pflag.FlagSet, o *scheduler.Options) {
+	fs.StringVar(&o.SecureAddress, "scheduler-address", "127.0.0.1:10259", "HTTPS address of the scheduler's health and metrics")
+}
+
+func controllerManagerCommand() *cobra.Command {
+	var o controllermanager.Options
+	var kubeconfig, caFile, logLevel string
+	cmd := &cobra.Command{
+		Use:   "controller-manager",
+		Short: "Run the controllers alone (leader-elected on kube-system/kube-controller-manager)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+			if err != nil {
+				return err
+			}
+			o.RootCAFile = caFile
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return controllermanager.Run(ctx, cfg, o, newLogger(logLevel))
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&kubeconfig, "kubeconfig", "/var/lib/skiff/server/controller-manager.kubeconfig", "kubeconfig to reach the API server")
+	fs.StringVar(&caFile, "root-ca-file", "/var/lib/skiff/server/pki/ca.crt", "cluster CA published as kube-root-ca.crt")
+	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	addControllerManagerFlags(fs, &o)
+	return cmd
+}
+
+func schedulerCommand() *cobra.Command {
+	var o scheduler.Options
+	var kubeconfig, logLevel string
+	cmd := &cobra.Command{
+		Use:   "scheduler",
+		Short: "Run the scheduler alone (leader-elected on kube-system/kube-scheduler)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return scheduler.Run(ctx, cfg, o, newLogger(logLevel))
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&kubeconfig, "kubeconfig", "/var/lib/skiff/server/scheduler.kubeconfig", "kubeconfig to reach the API server")
+	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	addSchedulerFlags(fs, &o)
 	return cmd
 }
 

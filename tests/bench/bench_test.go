@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -97,7 +97,10 @@ func BenchmarkAPI(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	get, err := timeN(n, func(i int) error { _, err := cms.Get(ctx, fmt.Sprintf("bench-%d", i%seq+1), metav1.GetOptions{}); return err })
+	get, err := timeN(n, func(i int) error {
+		_, err := cms.Get(ctx, fmt.Sprintf("bench-%d", i%seq+1), metav1.GetOptions{})
+		return err
+	})
 	if err != nil {
 		b.Fatal(err)
 	}

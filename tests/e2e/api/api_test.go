@@ -68,13 +68,19 @@ func TestAPISemantics(t *testing.T) {
 		if _, err := pods.Create(ctx, pod(got.Name), metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
 			t.Fatalf("second create: %v, want AlreadyExists", err)
 		}
-		stale := got.DeepCopy()
-		got.Labels["v"] = "1"
-		if _, err := pods.Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+		// Optimistic concurrency, on an object no controller touches meanwhile.
+		cms := client.CoreV1().ConfigMaps("default")
+		cm, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "occ"}}, metav1.CreateOptions{})
+		if err != nil {
 			t.Fatal(err)
 		}
-		stale.Labels["v"] = "2"
-		_, err = pods.Update(ctx, stale, metav1.UpdateOptions{})
+		stale := cm.DeepCopy()
+		cm.Data = map[string]string{"v": "1"}
+		if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		stale.Data = map[string]string{"v": "2"}
+		_, err = cms.Update(ctx, stale, metav1.UpdateOptions{})
 		if !apierrors.IsConflict(err) {
 			t.Fatalf("stale update: %v, want 409 Conflict", err)
 		}

@@ -105,6 +105,8 @@ func NewServer(tb testing.TB, dir string, extra ...string) *Server {
 		"--etcd-client-port", strconv.Itoa(s.EtcdPort),
 		"--etcd-peer-port", strconv.Itoa(FreePort(tb)),
 		"--etcd-metrics-port", strconv.Itoa(FreePort(tb)),
+		"--controller-manager-address", "127.0.0.1:" + strconv.Itoa(FreePort(tb)),
+		"--scheduler-address", "127.0.0.1:" + strconv.Itoa(FreePort(tb)),
 	}, extra...)
 	tb.Cleanup(s.Stop)
 	return s
@@ -200,6 +202,18 @@ func (s *Server) Stop() {
 	}
 	if s.tb.Failed() {
 		s.tb.Logf("--- server log (tail) ---\n%s", tail(s.Log(), 60))
+	}
+}
+
+// Kill stops the server abruptly (SIGKILL), as a crashed machine would.
+func (s *Server) Kill() {
+	if s.cmd == nil || s.cmd.Process == nil || s.cmd.ProcessState != nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+	if s.log != nil {
+		s.log.Close()
 	}
 }
 
