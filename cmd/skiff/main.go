@@ -55,17 +55,18 @@ func newRoot() *cobra.Command {
 
 // serverFlags are the flags of `skiff server` and `skiff apiserver`.
 type serverFlags struct {
-	dataDir, bindAddress, advertiseAddress    string
-	securePort                                int
-	serviceCIDR, nodePortRange                string
-	etcdServers                               []string
-	etcdCA, etcdCert, etcdKey                 string
-	etcdClientPort, etcdPeerPort, etcdMetrics int
-	compaction                                time.Duration
-	disableAgent                              bool
-	logLevel                                  string
-	cm                                        controllermanager.Options
-	sched                                     scheduler.Options
+	dataDir, bindAddress, advertiseAddress     string
+	securePort                                 int
+	serviceCIDR, nodePortRange                 string
+	etcdServers                                []string
+	etcdCA, etcdCert, etcdKey                  string
+	etcdClientPort, etcdPeerPort, etcdMetrics  int
+	compaction                                 time.Duration
+	disableAgent                               bool
+	logLevel                                   string
+	cm                                         controllermanager.Options
+	disableScheduler, disableControllerManager bool
+	sched                                      scheduler.Options
 }
 
 func serverCommand(use, short string) *cobra.Command {
@@ -123,6 +124,8 @@ func serverCommand(use, short string) *cobra.Command {
 		fs.BoolVar(&f.disableAgent, "disable-agent", false, "do not run a node agent beside the control plane")
 		addControllerManagerFlags(fs, &f.cm)
 		addSchedulerFlags(fs, &f.sched)
+		fs.BoolVar(&f.disableScheduler, "disable-scheduler", false, "do not run the scheduler (run `skiff scheduler` elsewhere)")
+		fs.BoolVar(&f.disableControllerManager, "disable-controller-manager", false, "do not run the controllers (run `skiff controller-manager` elsewhere)")
 	}
 	return cmd
 }
@@ -132,24 +135,32 @@ func serverCommand(use, short string) *cobra.Command {
 func runControlPlane(ctx context.Context, f serverFlags, log *slog.Logger) {
 	cm := f.cm
 	cm.RootCAFile = filepath.Join(f.dataDir, "pki", "ca.crt")
-	go func() {
-		cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(f.dataDir, "controller-manager.kubeconfig"))
-		if err == nil {
-			err = controllermanager.Run(ctx, cfg, cm, log.With("component", "controller-manager"))
-		}
-		if err != nil {
-			log.Error("controller-manager", "err", err)
-		}
-	}()
-	go func() {
-		cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(f.dataDir, "scheduler.kubeconfig"))
-		if err == nil {
-			err = scheduler.Run(ctx, cfg, f.sched, log.With("component", "scheduler"))
-		}
-		if err != nil {
-			log.Error("scheduler", "err", err)
-		}
-	}()
+	if !f.disableControllerManager {
+		go runControllerManager(ctx, f, cm, log)
+	}
+	if !f.disableScheduler {
+		go runScheduler(ctx, f, log)
+	}
+}
+
+func runControllerManager(ctx context.Context, f serverFlags, cm controllermanager.Options, log *slog.Logger) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(f.dataDir, "controller-manager.kubeconfig"))
+	if err == nil {
+		err = controllermanager.Run(ctx, cfg, cm, log.With("component", "controller-manager"))
+	}
+	if err != nil {
+		log.Error("controller-manager", "err", err)
+	}
+}
+
+func runScheduler(ctx context.Context, f serverFlags, log *slog.Logger) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(f.dataDir, "scheduler.kubeconfig"))
+	if err == nil {
+		err = scheduler.Run(ctx, cfg, f.sched, log.With("component", "scheduler"))
+	}
+	if err != nil {
+		log.Error("scheduler", "err", err)
+	}
 }
 
 func addControllerManagerFlags(fs *pflag.FlagSet, o *controllermanager.Options) {

@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/group"
 	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
@@ -158,6 +159,13 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			return err
 		}
 		b := bootstrap{client: client, advertise: o.AdvertiseAddress, port: o.SecurePort, serviceIP: serviceIP.String(), log: log}
+		// The first reconcile finishes before the hook returns, so /readyz passes only once the
+		// built-in namespaces and the kubernetes Service exist.
+		if err := wait.PollUntilContextTimeout(hc, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			return b.reconcile(ctx) == nil, nil
+		}); err != nil {
+			return fmt.Errorf("bootstrap objects: %w", err)
+		}
 		go b.run(ctx) // hc ends when the hooks have run; the loop lives as long as the server
 		return nil
 	})
@@ -304,7 +312,7 @@ func newAuthenticator(layout pki.Layout, issuer string, lookup serviceaccount.Lo
 	if err != nil {
 		return nil, nil, err
 	}
-	certs := x509.NewDynamic(ca.VerifyOptions, x509.CommonNameUserConversion)
+	certs := newCachedCertAuthenticator(x509.NewDynamic(ca.VerifyOptions, x509.CommonNameUserConversion), 10*time.Second)
 	return group.NewAuthenticatedGroupAdder(union.New(certs, bearertoken.New(tokens))), ca, nil
 }
 

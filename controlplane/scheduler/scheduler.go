@@ -37,7 +37,7 @@ const DefaultSchedulerName = corev1.DefaultSchedulerName
 type Options struct {
 	// SecureAddress serves health and metrics (127.0.0.1:10259).
 	SecureAddress string
-	// Parallelism bounds concurrent bind calls (16).
+	// Parallelism bounds concurrent bind calls (64).
 	Parallelism int
 }
 
@@ -78,7 +78,7 @@ type Scheduler struct {
 // New builds a scheduler; Run starts it.
 func New(client kubernetes.Interface, o Options, log *slog.Logger) *Scheduler {
 	if o.Parallelism == 0 {
-		o.Parallelism = 16
+		o.Parallelism = 64
 	}
 	b := record.NewBroadcaster()
 	return &Scheduler{client: client, opts: o, log: log, queue: newQueue(), snapshot: core.NewSnapshot(nil, nil), events: b,

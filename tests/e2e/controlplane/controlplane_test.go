@@ -128,6 +128,16 @@ func TestSchedulerAndControllers(t *testing.T) {
 		})
 	}
 
+	// Health and metrics of both components over HTTPS on loopback.
+	for _, addr := range []string{s.SchedulerAddr, s.ControllerManagerAddr} {
+		if code, body := framework.HTTPSGet(t, "https://"+addr+"/healthz"); code != 200 || body != "ok" {
+			t.Fatalf("%s/healthz: %d %q", addr, code, body)
+		}
+		if code, body := framework.HTTPSGet(t, "https://"+addr+"/metrics"); code != 200 || !strings.Contains(body, "# TYPE") {
+			t.Fatalf("%s/metrics: %d", addr, code)
+		}
+	}
+
 	// serviceaccount and root-ca-cert-publisher: every namespace has both.
 	kubectl("create", "namespace", "team-a")
 	eventually(t, 30*time.Second, "default service account and kube-root-ca.crt", func() (bool, string) {
@@ -135,6 +145,22 @@ func TestSchedulerAndControllers(t *testing.T) {
 		cm, err2 := c.CoreV1().ConfigMaps("team-a").Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
 		return err1 == nil && err2 == nil && strings.Contains(cm.Data["ca.crt"], "BEGIN CERTIFICATE"), fmt.Sprint(err1, err2)
 	})
+
+	// A DaemonSet runs one pod on every node.
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "agentd"}, Spec: appsv1.DaemonSetSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agentd"}},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "agentd"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "d", Image: "skiff/testserver:1"}}}}}}
+	if _, err := c.AppsV1().DaemonSets("default").Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "one daemon pod per node", func() (bool, string) {
+		per, live, _ := placement(ctx, c, "default", "agentd")
+		d, _ := c.AppsV1().DaemonSets("default").Get(ctx, "agentd", metav1.GetOptions{})
+		return live == 3 && per["node-1"] == 1 && per["node-2"] == 1 && per["node-3"] == 1 && d.Status.NumberReady == 3,
+			fmt.Sprint(per, " ready ", d.Status.NumberReady)
+	})
+	kubectl("delete", "daemonset", "agentd")
 
 	// A Deployment of 6 spreads 2/2/2.
 	if _, err := c.AppsV1().Deployments("default").Create(ctx, deployment("web", 6, 2), metav1.CreateOptions{}); err != nil {
@@ -298,6 +324,26 @@ func TestSchedulerAndControllers(t *testing.T) {
 		_, live, items := placement(ctx, c, "default", "web")
 		for _, p := range items {
 			if p.Spec.Containers[0].Image != "skiff/testserver:1" {
+				return false, p.Name
+			}
+		}
+		return live == 6, fmt.Sprint(live)
+	})
+
+	// rollout restart replaces every pod.
+	before := map[string]bool{}
+	_, _, items := placement(ctx, c, "default", "web")
+	for _, p := range items {
+		before[p.Name] = true
+	}
+	kubectl("rollout", "restart", "deployment/web")
+	if out := kubectl("rollout", "status", "deployment/web", "--timeout=120s"); !strings.Contains(out, "successfully rolled out") {
+		t.Fatalf("rollout status after restart:\n%s", out)
+	}
+	eventually(t, 60*time.Second, "all pods replaced by restart", func() (bool, string) {
+		_, live, items := placement(ctx, c, "default", "web")
+		for _, p := range items {
+			if before[p.Name] {
 				return false, p.Name
 			}
 		}

@@ -79,6 +79,8 @@ type Server struct {
 	Port       int
 	EtcdPort   int
 	Kubeconfig string
+	// SchedulerAddr and ControllerManagerAddr serve health and metrics over HTTPS.
+	SchedulerAddr, ControllerManagerAddr string
 	args       []string
 	cmd        *exec.Cmd
 	log        *os.File
@@ -97,7 +99,9 @@ func StartServer(tb testing.TB, extra ...string) *Server {
 // NewServer prepares a server in dir without starting it (see Start).
 func NewServer(tb testing.TB, dir string, extra ...string) *Server {
 	tb.Helper()
-	s := &Server{Dir: dir, Port: FreePort(tb), EtcdPort: FreePort(tb), tb: tb}
+	s := &Server{Dir: dir, Port: FreePort(tb), EtcdPort: FreePort(tb), tb: tb,
+		SchedulerAddr:         "127.0.0.1:" + strconv.Itoa(FreePort(tb)),
+		ControllerManagerAddr: "127.0.0.1:" + strconv.Itoa(FreePort(tb))}
 	s.Kubeconfig = filepath.Join(dir, "admin.kubeconfig")
 	s.args = append([]string{"server", "--disable-agent", "--data-dir", dir,
 		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
@@ -105,8 +109,8 @@ func NewServer(tb testing.TB, dir string, extra ...string) *Server {
 		"--etcd-client-port", strconv.Itoa(s.EtcdPort),
 		"--etcd-peer-port", strconv.Itoa(FreePort(tb)),
 		"--etcd-metrics-port", strconv.Itoa(FreePort(tb)),
-		"--controller-manager-address", "127.0.0.1:" + strconv.Itoa(FreePort(tb)),
-		"--scheduler-address", "127.0.0.1:" + strconv.Itoa(FreePort(tb)),
+		"--controller-manager-address", s.ControllerManagerAddr,
+		"--scheduler-address", s.SchedulerAddr,
 	}, extra...)
 	tb.Cleanup(s.Stop)
 	return s
@@ -256,6 +260,21 @@ func (s *Server) Client(tb testing.TB) kubernetes.Interface {
 		tb.Fatal(err)
 	}
 	return c
+}
+
+// HTTPSGet fetches a URL without verifying the server (the components' self-signed health
+// endpoints) and returns status and body.
+func HTTPSGet(tb testing.TB, url string) (int, string) {
+	tb.Helper()
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 5 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	_, _ = b.ReadFrom(resp.Body)
+	return resp.StatusCode, b.String()
 }
 
 // AnonymousStatus returns the HTTP status of an unauthenticated GET.
