@@ -171,11 +171,15 @@ func TestSchedulerAndControllers(t *testing.T) {
 		return live == 6 && per["node-1"] == 2 && per["node-2"] == 2 && per["node-3"] == 2, fmt.Sprint(per)
 	})
 	pods, _ := c.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
-	scheduled, err := c.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "reason=Scheduled,involvedObject.name=" + pods.Items[0].Name})
-	if err != nil || len(scheduled.Items) == 0 ||
-		scheduled.Items[0].Message != fmt.Sprintf("Successfully assigned default/%s to %s", pods.Items[0].Name, pods.Items[0].Spec.NodeName) {
-		t.Fatalf("Scheduled event: %v %+v", err, scheduled)
-	}
+	first := pods.Items[0]
+	eventually(t, 30*time.Second, "Scheduled event", func() (bool, string) {
+		ev, err := c.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "reason=Scheduled,involvedObject.name=" + first.Name})
+		if err != nil || len(ev.Items) == 0 {
+			return false, fmt.Sprint(err)
+		}
+		want := fmt.Sprintf("Successfully assigned default/%s to %s", first.Name, first.Spec.NodeName)
+		return ev.Items[0].Message == want && ev.Items[0].Source.Component == "default-scheduler", ev.Items[0].Message
+	})
 	eventually(t, 60*time.Second, "deployment available", func() (bool, string) {
 		d, err := c.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{})
 		return err == nil && d.Status.AvailableReplicas == 6 && d.Status.UpdatedReplicas == 6, fmt.Sprintf("%+v", d.Status)
