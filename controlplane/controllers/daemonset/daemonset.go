@@ -30,6 +30,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/controlplane/controllers/loop"
@@ -51,13 +52,16 @@ type Controller struct {
 	synced   []cache.InformerSynced
 	recorder record.EventRecorder
 	loop     *loop.Loop
+	// backoff spaces out replacing failed daemon pods, per DaemonSet and node.
+	backoff *flowcontrol.Backoff
 }
 
 // New wires the controller.
 func New(client kubernetes.Interface, ds appsinformers.DaemonSetInformer, nodes coreinformers.NodeInformer, pods coreinformers.PodInformer,
 	recorder record.EventRecorder, log *slog.Logger) *Controller {
 	c := &Controller{client: client, dsLister: ds.Lister(), nodes: nodes.Lister(), pods: pods.Lister(), recorder: recorder,
-		synced: []cache.InformerSynced{ds.Informer().HasSynced, nodes.Informer().HasSynced, pods.Informer().HasSynced}}
+		backoff: flowcontrol.NewBackOff(time.Second, 15*time.Minute),
+		synced:  []cache.InformerSynced{ds.Informer().HasSynced, nodes.Informer().HasSynced, pods.Informer().HasSynced}}
 	c.loop = loop.New(Name, c.sync, log)
 	_, _ = ds.Informer().AddEventHandler(c.loop.Handler())
 	all := func(any) {
@@ -267,14 +271,34 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return err
 	}
 	byNode := map[string][]*corev1.Pod{}
+	backingOff := map[string]bool{}
+	var errs []error
 	for _, p := range all {
-		if podutil.IsControlledBy(p, ds.UID) && podutil.IsActive(p) {
+		if !podutil.IsControlledBy(p, ds.UID) {
+			continue
+		}
+		if p.Status.Phase == corev1.PodFailed && p.DeletionTimestamp == nil {
+			// A failed daemon pod is deleted and replaced, but with a per-node backoff so a
+			// node that keeps rejecting it does not get an endless stream of new pods.
+			node := podNode(p)
+			bk := string(ds.UID) + "/" + node
+			if c.backoff.IsInBackOffSinceUpdate(bk, c.backoff.Clock.Now()) {
+				backingOff[node] = true
+				c.loop.AddAfter(key, c.backoff.Get(bk))
+				continue
+			}
+			c.backoff.Next(bk, c.backoff.Clock.Now())
+			c.recorder.Eventf(ds, corev1.EventTypeWarning, "FailedDaemonPod", "Found failed daemon pod %s/%s on node %s, will try to kill it", p.Namespace, p.Name, node)
+			errs = append(errs, c.deletePods(ctx, ds, []*corev1.Pod{p}))
+			backingOff[node] = true
+			continue
+		}
+		if podutil.IsActive(p) {
 			byNode[podNode(p)] = append(byNode[podNode(p)], p)
 		}
 	}
 	hash := TemplateHash(ds)
 	now := time.Now()
-	var errs []error
 	status := appsv1.DaemonSetStatus{ObservedGeneration: ds.Generation, CollisionCount: ds.Status.CollisionCount}
 	maxUnavailable := 1
 	if ru := ds.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.MaxUnavailable != nil {
@@ -293,7 +317,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		}
 		switch {
 		case run && len(pods) == 0:
-			if ds.DeletionTimestamp == nil {
+			if ds.DeletionTimestamp == nil && !backingOff[n.Name] {
 				if _, err := c.client.CoreV1().Pods(ns).Create(ctx, newPod(ds, n.Name, hash), metav1.CreateOptions{}); err != nil {
 					errs = append(errs, err)
 				} else {

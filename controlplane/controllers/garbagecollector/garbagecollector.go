@@ -207,10 +207,11 @@ func (c *Controller) resource(o object) metadata.ResourceInterface {
 }
 
 // attemptToDelete deletes a dependent whose owners are all gone (or going in the
-// foreground), and drops references to gone owners from one that still has a live owner.
+// foreground), and drops references to gone and foreground-deleting owners from one that
+// still has a live owner.
 func (c *Controller) attemptToDelete(ctx context.Context, dep object) error {
-	var gone []types.UID
-	alive, foreground := 0, 0
+	var gone, waiting []types.UID
+	alive := 0
 	for _, ref := range dep.owners {
 		st, err := c.ownerState(ctx, dep, ref)
 		if err != nil {
@@ -220,23 +221,25 @@ func (c *Controller) attemptToDelete(ctx context.Context, dep object) error {
 		case ownerGone:
 			gone = append(gone, ref.UID)
 		case ownerForeground:
-			foreground++
+			waiting = append(waiting, ref.UID)
 		case ownerOrphaning, ownerAlive:
 			alive++
 		}
 	}
 	switch {
-	case alive > 0 && len(gone) > 0:
+	case alive > 0 && len(gone)+len(waiting) > 0:
+		// The dependent stays. References to owners that are gone, and to owners being
+		// deleted in the foreground (which would otherwise wait for it forever), are dropped.
 		var keep []metav1.OwnerReference
 		for _, ref := range dep.owners {
-			if !slices.Contains(gone, ref.UID) {
+			if !slices.Contains(gone, ref.UID) && !slices.Contains(waiting, ref.UID) {
 				keep = append(keep, ref)
 			}
 		}
 		return c.patchMeta(ctx, dep, map[string]any{"ownerReferences": keep})
 	case alive > 0:
 		return nil
-	case foreground > 0:
+	case len(waiting) > 0:
 		return c.delete(ctx, dep, metav1.DeletePropagationForeground)
 	default:
 		return c.delete(ctx, dep, metav1.DeletePropagationBackground)

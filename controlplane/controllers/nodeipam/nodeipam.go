@@ -85,6 +85,11 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	}
 	if node.Spec.PodCIDR != "" {
 		if c.held[name] != node.Spec.PodCIDR {
+			// A block held for an earlier node of this name (deleted and recreated with a
+			// block of its own before the deletion was seen) is free again.
+			if old, ok := c.held[name]; ok {
+				_ = c.set.Release(old)
+			}
 			_ = c.set.Occupy(node.Spec.PodCIDR)
 			c.held[name] = node.Spec.PodCIDR
 		}

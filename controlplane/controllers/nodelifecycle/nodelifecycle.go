@@ -139,9 +139,13 @@ func (c *Controller) monitorNode(ctx context.Context, n *corev1.Node, now time.T
 	}
 	ready := ReadyStatus(n)
 	if now.Sub(c.lastHeard(n, lease, now)) > c.opts.GracePeriod && ready != corev1.ConditionUnknown {
-		if err := c.markUnknown(ctx, n, now); err != nil {
+		// Continue from the node the status update returned: the cached one carries the old
+		// resourceVersion, and the taint update below would fail with a conflict.
+		updated, err := c.markUnknown(ctx, n, now)
+		if err != nil {
 			return err
 		}
+		n = updated
 		ready = corev1.ConditionUnknown
 		c.recorder.Eventf(n, corev1.EventTypeNormal, "NodeNotReady", "Node %s status is now: NodeNotReady", n.Name)
 	}
@@ -159,7 +163,7 @@ func (c *Controller) monitorNode(ctx context.Context, n *corev1.Node, now time.T
 	return c.evict(ctx, n, now)
 }
 
-func (c *Controller) markUnknown(ctx context.Context, n *corev1.Node, now time.Time) error {
+func (c *Controller) markUnknown(ctx context.Context, n *corev1.Node, now time.Time) (*corev1.Node, error) {
 	cp := n.DeepCopy()
 	types := []corev1.NodeConditionType{corev1.NodeReady, corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure}
 	for _, t := range types {
@@ -180,8 +184,7 @@ func (c *Controller) markUnknown(ctx context.Context, n *corev1.Node, now time.T
 				LastHeartbeatTime: metav1.NewTime(n.CreationTimestamp.Time), LastTransitionTime: metav1.NewTime(now)})
 		}
 	}
-	_, err := c.client.CoreV1().Nodes().UpdateStatus(ctx, cp, metav1.UpdateOptions{})
-	return err
+	return c.client.CoreV1().Nodes().UpdateStatus(ctx, cp, metav1.UpdateOptions{})
 }
 
 // evict deletes the pods whose toleration of the node's NoExecute taints ran out.
