@@ -81,10 +81,10 @@ type Server struct {
 	Kubeconfig string
 	// SchedulerAddr and ControllerManagerAddr serve health and metrics over HTTPS.
 	SchedulerAddr, ControllerManagerAddr string
-	args       []string
-	cmd        *exec.Cmd
-	log        *os.File
-	tb         testing.TB
+	args                                 []string
+	cmd                                  *exec.Cmd
+	log                                  *os.File
+	tb                                   testing.TB
 }
 
 // StartServer starts `skiff server --disable-agent` on free loopback ports and waits until

@@ -1,0 +1,43 @@
+// Package protocol is what skiff-cni and the node agent say to each other over the agent's
+// Unix socket: the plugin asks for a pod sandbox's address on ADD and gives it back on DEL.
+// The agent owns IPAM; the plugin owns the interfaces.
+package protocol
+
+// DefaultSocket is where the agent listens.
+const DefaultSocket = "/run/skiff/agent/cni.sock"
+
+// Paths of the agent's CNI endpoints.
+const (
+	AddPath = "/v1/cni/add"
+	DelPath = "/v1/cni/del"
+)
+
+// AddRequest asks for a sandbox's address.
+type AddRequest struct {
+	ContainerID  string `json:"containerID"`
+	Netns        string `json:"netns"`
+	IfName       string `json:"ifName"`
+	PodNamespace string `json:"podNamespace,omitempty"`
+	PodName      string `json:"podName,omitempty"`
+	PodUID       string `json:"podUID,omitempty"`
+}
+
+// AddResponse is the sandbox's address and gateway.
+type AddResponse struct {
+	// IP is the pod's address (a /32 of the node's pod CIDR).
+	IP string `json:"ip"`
+	// Gateway is the link-local next hop pods route through (169.254.1.1).
+	Gateway string `json:"gateway"`
+	// MTU of the pod interface; 0 means the kernel default.
+	MTU int `json:"mtu,omitempty"`
+}
+
+// DelRequest releases a sandbox's address.
+type DelRequest struct {
+	ContainerID string `json:"containerID"`
+}
+
+// Error is the body of a non-2xx answer.
+type Error struct {
+	Message string `json:"message"`
+}
