@@ -25,8 +25,9 @@ help: ## list the targets
 deps: ## install what building and testing need (apt packages, Go modules); idempotent
 	@hack/install-deps.sh
 
-build: ## build bin/skiff
+build: ## build bin/skiff and bin/skiff-cni
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/skiff
+	$(GO) build -trimpath -ldflags '-s -w' -o bin/skiff-cni ./cmd/skiff-cni
 
 run: deps build ## run `skiff server --disable-agent` with data under $(DATA_DIR)
 	@echo "skiff: starting the control plane; in another shell:"

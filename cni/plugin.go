@@ -1,0 +1,259 @@
+package cni
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/cni/pkg/version"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"github.com/skiff-sh/skiff/cni/protocol"
+)
+
+// inNetns runs f on a thread switched into the network namespace at path.
+func inNetns(path string, f func() error) error {
+	target, err := netns.GetFromPath(path)
+	if err != nil {
+		return fmt.Errorf("open netns %s: %w", path, err)
+	}
+	defer target.Close()
+	errc := make(chan error, 1)
+	go func() {
+		// The thread is locked and never unlocked: if switching back fails, the runtime
+		// discards it instead of reusing a thread in the wrong namespace.
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer orig.Close()
+		if err := netns.Set(target); err != nil {
+			errc <- fmt.Errorf("enter netns %s: %w", path, err)
+			return
+		}
+		ferr := f()
+		if err := netns.Set(orig); err != nil {
+			errc <- errors.Join(ferr, fmt.Errorf("return from netns: %w", err))
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	return <-errc
+}
+
+func k8sArgs(args string) (K8sArgs, error) {
+	var a K8sArgs
+	if err := types.LoadArgs(args, &a); err != nil {
+		return a, fmt.Errorf("skiff-cni: bad CNI_ARGS: %w", err)
+	}
+	return a, nil
+}
+
+// Add implements CNI ADD.
+func Add(args *skel.CmdArgs) error {
+	conf, err := ParseConfig(args.StdinData)
+	if err != nil {
+		return err
+	}
+	result, err := add(conf, args)
+	if err != nil {
+		return err
+	}
+	return types.PrintResult(result, conf.CNIVersion)
+}
+
+func add(conf *NetConf, args *skel.CmdArgs) (*current.Result, error) {
+	if args.Netns == "" || args.IfName == "" || args.ContainerID == "" {
+		return nil, errors.New("skiff-cni: ADD needs CNI_CONTAINERID, CNI_NETNS and CNI_IFNAME")
+	}
+	ka, err := k8sArgs(args.Args)
+	if err != nil {
+		return nil, err
+	}
+	agent := newAgentClient(conf.AgentSocket)
+	var resp protocol.AddResponse
+	err = agent.call(protocol.AddPath, protocol.AddRequest{ContainerID: args.ContainerID, Netns: args.Netns, IfName: args.IfName,
+		PodNamespace: string(ka.K8S_POD_NAMESPACE), PodName: string(ka.K8S_POD_NAME), PodUID: string(ka.K8S_POD_UID)}, &resp)
+	if err != nil {
+		return nil, err
+	}
+	ip, gw := net.ParseIP(resp.IP).To4(), net.ParseIP(resp.Gateway).To4()
+	if ip == nil || gw == nil {
+		return nil, fmt.Errorf("skiff-cni: node agent gave a bad address %q / gateway %q", resp.IP, resp.Gateway)
+	}
+	mtu := conf.MTU
+	if mtu == 0 {
+		mtu = resp.MTU
+	}
+	result, err := setUp(args, ip, gw, mtu)
+	if err != nil {
+		// Leave nothing behind: the runtime will retry ADD from scratch.
+		_ = tearDown(args.ContainerID)
+		_ = agent.call(protocol.DelPath, protocol.DelRequest{ContainerID: args.ContainerID}, nil)
+		return nil, err
+	}
+	return result, nil
+}
+
+// setUp creates the veth pair and addresses both ends.
+func setUp(args *skel.CmdArgs, ip, gw net.IP, mtu int) (*current.Result, error) {
+	hostName := HostVethName(args.ContainerID)
+	tmpName := "t" + hostName[1:]
+	target, err := netns.GetFromPath(args.Netns)
+	if err != nil {
+		return nil, fmt.Errorf("skiff-cni: open netns %s: %w", args.Netns, err)
+	}
+	defer target.Close()
+	if old, err := netlink.LinkByName(hostName); err == nil {
+		_ = netlink.LinkDel(old) // a half-done earlier ADD of the same sandbox
+	}
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: hostName, MTU: mtu}, PeerName: tmpName}
+	if err := netlink.LinkAdd(veth); err != nil {
+		return nil, fmt.Errorf("skiff-cni: create veth %s: %w", hostName, err)
+	}
+	host, err := netlink.LinkByName(hostName)
+	if err != nil {
+		return nil, err
+	}
+	peer, err := netlink.LinkByName(tmpName)
+	if err != nil {
+		return nil, err
+	}
+	if err := netlink.LinkSetNsFd(peer, int(target)); err != nil {
+		return nil, fmt.Errorf("skiff-cni: move %s into %s: %w", tmpName, args.Netns, err)
+	}
+	if err := netlink.LinkSetUp(host); err != nil {
+		return nil, err
+	}
+	hostMAC := host.Attrs().HardwareAddr
+	var podMAC net.HardwareAddr
+	err = inNetns(args.Netns, func() error {
+		l, err := netlink.LinkByName(tmpName)
+		if err != nil {
+			return err
+		}
+		if err := netlink.LinkSetName(l, args.IfName); err != nil {
+			return fmt.Errorf("rename to %s: %w", args.IfName, err)
+		}
+		if err := netlink.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: ip, Mask: net.CIDRMask(32, 32)}}); err != nil {
+			return fmt.Errorf("address %s: %w", ip, err)
+		}
+		if err := netlink.LinkSetUp(l); err != nil {
+			return err
+		}
+		if lo, err := netlink.LinkByName("lo"); err == nil {
+			_ = netlink.LinkSetUp(lo)
+		}
+		// The gateway exists only as this neighbour entry: the host end answers for it.
+		if err := netlink.NeighSet(&netlink.Neigh{LinkIndex: l.Attrs().Index, IP: gw, HardwareAddr: hostMAC,
+			State: netlink.NUD_PERMANENT}); err != nil {
+			return fmt.Errorf("gateway neighbour: %w", err)
+		}
+		if err := netlink.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: &net.IPNet{IP: gw, Mask: net.CIDRMask(32, 32)},
+			Scope: netlink.SCOPE_LINK}); err != nil {
+			return fmt.Errorf("gateway route: %w", err)
+		}
+		if err := netlink.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Gw: gw}); err != nil {
+			return fmt.Errorf("default route: %w", err)
+		}
+		podMAC = l.Attrs().HardwareAddr
+		if l2, err := netlink.LinkByName(args.IfName); err == nil {
+			podMAC = l2.Attrs().HardwareAddr
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("skiff-cni: set up %s in %s: %w", args.IfName, args.Netns, err)
+	}
+	if err := netlink.RouteReplace(&netlink.Route{LinkIndex: host.Attrs().Index, Dst: &net.IPNet{IP: ip, Mask: net.CIDRMask(32, 32)},
+		Scope: netlink.SCOPE_LINK}); err != nil {
+		return nil, fmt.Errorf("skiff-cni: host route to %s: %w", ip, err)
+	}
+	_ = os.WriteFile("/proc/sys/net/ipv4/conf/"+hostName+"/proxy_arp", []byte("1"), 0o644)
+	idx := 1
+	return &current.Result{
+		CNIVersion: current.ImplementedSpecVersion,
+		Interfaces: []*current.Interface{
+			{Name: hostName, Mac: hostMAC.String()},
+			{Name: args.IfName, Mac: podMAC.String(), Sandbox: args.Netns},
+		},
+		IPs:    []*current.IPConfig{{Address: net.IPNet{IP: ip, Mask: net.CIDRMask(32, 32)}, Gateway: gw, Interface: &idx}},
+		Routes: []*types.Route{{Dst: net.IPNet{IP: net.IPv4zero, Mask: net.CIDRMask(0, 32)}, GW: gw}},
+	}, nil
+}
+
+// tearDown removes the host end (the kernel removes its peer and the host route with it).
+func tearDown(containerID string) error {
+	l, err := netlink.LinkByName(HostVethName(containerID))
+	var notFound netlink.LinkNotFoundError
+	if errors.As(err, &notFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return netlink.LinkDel(l)
+}
+
+// Del implements CNI DEL: idempotent, and it succeeds when things are already gone.
+func Del(args *skel.CmdArgs) error {
+	conf, err := ParseConfig(args.StdinData)
+	if err != nil {
+		return err
+	}
+	if err := tearDown(args.ContainerID); err != nil {
+		return fmt.Errorf("skiff-cni: remove veth: %w", err)
+	}
+	return newAgentClient(conf.AgentSocket).call(protocol.DelPath, protocol.DelRequest{ContainerID: args.ContainerID}, nil)
+}
+
+// Check implements CNI CHECK: the host end, its route and the pod's address must be there.
+func Check(args *skel.CmdArgs) error {
+	conf, err := ParseConfig(args.StdinData)
+	if err != nil {
+		return err
+	}
+	if conf.RawPrevResult == nil {
+		return errors.New("skiff-cni: CHECK needs prevResult")
+	}
+	if err := version.ParsePrevResult(&conf.NetConf); err != nil {
+		return err
+	}
+	prev, err := current.NewResultFromResult(conf.PrevResult)
+	if err != nil {
+		return err
+	}
+	if len(prev.IPs) == 0 {
+		return errors.New("skiff-cni: prevResult has no address")
+	}
+	want := prev.IPs[0].Address.IP
+	if _, err := netlink.LinkByName(HostVethName(args.ContainerID)); err != nil {
+		return fmt.Errorf("skiff-cni: host veth %s: %w", HostVethName(args.ContainerID), err)
+	}
+	return inNetns(args.Netns, func() error {
+		l, err := netlink.LinkByName(args.IfName)
+		if err != nil {
+			return fmt.Errorf("skiff-cni: %s in %s: %w", args.IfName, args.Netns, err)
+		}
+		addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
+		if err != nil {
+			return err
+		}
+		for _, a := range addrs {
+			if a.IP.Equal(want) {
+				return nil
+			}
+		}
+		return fmt.Errorf("skiff-cni: %s lacks %s", args.IfName, want)
+	})
+}
+

@@ -1,0 +1,262 @@
+package cni
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"github.com/skiff-sh/skiff/agent/cniserver"
+	"github.com/skiff-sh/skiff/agent/ipam"
+)
+
+// testNetns makes a named network namespace owned by the test and removes it afterwards.
+func testNetns(t *testing.T, role string) string {
+	t.Helper()
+	name := fmt.Sprintf("skiff-cni-%s-%d-%d", role, os.Getpid(), rand.IntN(1<<30))
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	path := "/run/netns/" + name
+	if err := inNetns(path, func() error {
+		lo, err := netlink.LinkByName("lo")
+		if err != nil {
+			return err
+		}
+		return netlink.LinkSetUp(lo)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// onThreadIn runs f on a locked thread inside the namespace, as the plugin process would run
+// in the host's namespace.
+func onThreadIn(t *testing.T, path string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		ns, err := netns.GetFromPath(path)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer ns.Close()
+		if err := netns.Set(ns); err != nil {
+			t.Error(err)
+			return
+		}
+		f()
+	}()
+	<-done
+}
+
+func startAgent(t *testing.T) (string, *ipam.Allocator) {
+	t.Helper()
+	dir := t.TempDir()
+	alloc, err := ipam.New("10.244.7.0/24", ipam.FileStore{Path: filepath.Join(dir, "ipam.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "cni.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = cniserver.Serve(ctx, sock, (&cniserver.Server{IPAM: alloc}).Handler()) }()
+	for i := 0; i < 100; i++ {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return sock, alloc
+}
+
+func TestPrivilegedAddCheckDel(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test needs root (every machine here has it)")
+	}
+	hostNS, podNS := testNetns(t, "host"), testNetns(t, "pod")
+	sock, alloc := startAgent(t)
+	conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"skiff","type":"skiff-cni","agentSocket":%q}`, sock)
+	args := &skel.CmdArgs{ContainerID: "0123456789abcdef", Netns: podNS, IfName: "eth0",
+		Args: "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=test", StdinData: []byte(conf)}
+	hostVeth := HostVethName(args.ContainerID)
+
+	var res *current.Result
+	onThreadIn(t, hostNS, func() {
+		c, err := ParseConfig(args.StdinData)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if res, err = add(c, args); err != nil {
+			t.Error(err)
+			return
+		}
+		// A repeated ADD of the same sandbox gets the same address.
+		again, err := add(c, args)
+		if err != nil || !again.IPs[0].Address.IP.Equal(res.IPs[0].Address.IP) {
+			t.Errorf("repeated ADD: %v %v", err, again)
+		}
+		// Host side: the veth and a /32 route to the pod.
+		l, err := netlink.LinkByName(hostVeth)
+		if err != nil {
+			t.Errorf("host veth: %v", err)
+			return
+		}
+		routes, _ := netlink.RouteList(l, netlink.FAMILY_V4)
+		if len(routes) != 1 || routes[0].Dst.String() != "10.244.7.1/32" {
+			t.Errorf("host routes via %s: %v", hostVeth, routes)
+		}
+	})
+	if t.Failed() {
+		return
+	}
+	if got := res.IPs[0].Address.String(); got != "10.244.7.1/32" {
+		t.Fatalf("pod address %s", got)
+	}
+	if al, ok := alloc.Get(args.ContainerID); !ok || al.PodName != "test" || al.PodNamespace != "default" {
+		t.Fatalf("agent allocation %+v %v", al, ok)
+	}
+	// Pod side: eth0 with the /32 and a default route through the link-local gateway.
+	if err := inNetns(podNS, func() error {
+		l, err := netlink.LinkByName("eth0")
+		if err != nil {
+			return err
+		}
+		routes, err := netlink.RouteList(l, netlink.FAMILY_V4)
+		if err != nil {
+			return err
+		}
+		var got []string
+		for _, r := range routes {
+			if r.Dst == nil || r.Dst.String() == "0.0.0.0/0" {
+				got = append(got, "default via "+r.Gw.String())
+			} else {
+				got = append(got, r.Dst.String())
+			}
+		}
+		if s := strings.Join(got, ","); !strings.Contains(s, "default via 169.254.1.1") || !strings.Contains(s, "169.254.1.1/32") {
+			return fmt.Errorf("pod routes %s", s)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Traffic: a TCP server in the pod answers a client in the host namespace.
+	var ln net.Listener
+	if err := inNetns(podNS, func() (err error) { ln, err = net.Listen("tcp", "10.244.7.1:8080"); return }); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			_, _ = c.Write([]byte("hello from the pod\n"))
+			c.Close()
+		}
+	}()
+	onThreadIn(t, hostNS, func() {
+		lo, _ := netlink.LinkByName("lo")
+		if err := netlink.AddrAdd(lo, &netlink.Addr{IPNet: &net.IPNet{IP: net.ParseIP("198.18.0.1"), Mask: net.CIDRMask(32, 32)}}); err != nil {
+			t.Error(err)
+			return
+		}
+		c, err := net.DialTimeout("tcp", "10.244.7.1:8080", 5*time.Second)
+		if err != nil {
+			t.Errorf("host -> pod: %v", err)
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 64)
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, _ := c.Read(buf)
+		if got := string(buf[:n]); got != "hello from the pod\n" {
+			t.Errorf("read %q", got)
+		}
+	})
+
+	// CHECK with the ADD result.
+	prev, _ := json.Marshal(res)
+	checkConf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"skiff","type":"skiff-cni","agentSocket":%q,"prevResult":%s}`, sock, prev)
+	onThreadIn(t, hostNS, func() {
+		ca := *args
+		ca.StdinData = []byte(checkConf)
+		if err := Check(&ca); err != nil {
+			t.Errorf("CHECK: %v", err)
+		}
+	})
+
+	// DEL removes the interfaces, the route and the allocation; a second DEL is fine.
+	onThreadIn(t, hostNS, func() {
+		for i := 0; i < 2; i++ {
+			if err := Del(args); err != nil {
+				t.Errorf("DEL %d: %v", i+1, err)
+			}
+		}
+		if _, err := netlink.LinkByName(hostVeth); err == nil {
+			t.Error("host veth left after DEL")
+		}
+	})
+	if _, ok := alloc.Get(args.ContainerID); ok {
+		t.Fatal("address not released by DEL")
+	}
+	_ = inNetns(podNS, func() error {
+		if _, err := netlink.LinkByName("eth0"); err == nil {
+			t.Error("pod eth0 left after DEL")
+		}
+		return nil
+	})
+}
+
+func TestPrivilegedAddFailsCleanly(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test needs root (every machine here has it)")
+	}
+	hostNS, podNS := testNetns(t, "host"), testNetns(t, "pod")
+	args := &skel.CmdArgs{ContainerID: "feedfacecafe", Netns: podNS, IfName: "eth0"}
+	onThreadIn(t, hostNS, func() {
+		// No agent behind the socket: a clear error and no veth.
+		c, _ := ParseConfig([]byte(`{"cniVersion":"1.0.0","name":"skiff","agentSocket":"/nonexistent/skiff.sock"}`))
+		_, err := add(c, args)
+		if err == nil || !strings.Contains(err.Error(), "node agent") {
+			t.Errorf("ADD without an agent: %v", err)
+		}
+		if _, err := netlink.LinkByName(HostVethName(args.ContainerID)); err == nil {
+			t.Error("veth leaked by a failed ADD")
+		}
+	})
+	// A missing network namespace: the agent's allocation is rolled back.
+	sock, alloc := startAgent(t)
+	onThreadIn(t, hostNS, func() {
+		c, _ := ParseConfig([]byte(fmt.Sprintf(`{"cniVersion":"1.0.0","name":"skiff","agentSocket":%q}`, sock)))
+		bad := *args
+		bad.Netns = "/run/netns/skiff-does-not-exist"
+		if _, err := add(c, &bad); err == nil {
+			t.Error("ADD into a missing netns succeeded")
+		}
+		if _, ok := alloc.Get(bad.ContainerID); ok {
+			t.Error("allocation kept after a failed ADD")
+		}
+		if _, err := netlink.LinkByName(HostVethName(bad.ContainerID)); err == nil {
+			t.Error("veth leaked by a failed ADD")
+		}
+	})
+}
