@@ -256,4 +256,3 @@ func Check(args *skel.CmdArgs) error {
 		return fmt.Errorf("skiff-cni: %s lacks %s", args.IfName, want)
 	})
 }
-
