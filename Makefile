@@ -25,9 +25,12 @@ help: ## list the targets
 deps: ## install what building and testing need (apt packages, Go modules); idempotent
 	@hack/install-deps.sh
 
-build: ## build bin/skiff and bin/skiff-cni
+build: ## build bin/skiff, bin/skiff-cni and the pause and netutil images (bin/images)
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/skiff
 	$(GO) build -trimpath -ldflags '-s -w' -o bin/skiff-cni ./cmd/skiff-cni
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o bin/pause ./cmd/pause
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o bin/netutil ./cmd/netutil
+	./$(BIN) images build --pause bin/pause --netutil bin/netutil --out bin/images
 
 run: deps build ## run `skiff server --disable-agent` with data under $(DATA_DIR)
 	@echo "skiff: starting the control plane; in another shell:"

@@ -21,6 +21,7 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/controllermanager"
 	"github.com/skiff-sh/skiff/controlplane/pki"
 	"github.com/skiff-sh/skiff/controlplane/scheduler"
+	"github.com/skiff-sh/skiff/images"
 	"github.com/skiff-sh/skiff/internal/version"
 )
 
@@ -49,6 +50,7 @@ func newRoot() *cobra.Command {
 		certsCommand(),
 		controllerManagerCommand(),
 		schedulerCommand(),
+		imagesCommand(),
 	)
 	return root
 }
@@ -268,5 +270,27 @@ func certsCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "/var/lib/skiff/server", "directory to create pki/ in")
 	cmd.Flags().StringVar(&advertise, "advertise-address", "", "extra IP SAN for the API server certificate")
+	return cmd
+}
+
+func imagesCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "images", Short: "skiff's own container images"}
+	var pauseBin, netutilBin, out string
+	build := &cobra.Command{
+		Use:   "build",
+		Short: "Assemble the pause and netutil images (OCI archives) from static binaries",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			files, err := images.Build(pauseBin, netutilBin, out)
+			for _, f := range files {
+				fmt.Fprintln(cmd.OutOrStdout(), f)
+			}
+			return err
+		},
+	}
+	build.Flags().StringVar(&pauseBin, "pause", "bin/pause", "static pause binary")
+	build.Flags().StringVar(&netutilBin, "netutil", "bin/netutil", "static netutil binary")
+	build.Flags().StringVar(&out, "out", "bin/images", "directory for pause.tar and netutil.tar")
+	cmd.AddCommand(build)
 	return cmd
 }

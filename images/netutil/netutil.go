@@ -1,0 +1,241 @@
+// Package netutil is the test image's one program, in the spirit of upstream's agnhost: with
+// no arguments it serves HTTP on :8080 (/hostname, /clientip, /echo?msg=); its subcommands
+// fetch a URL, connect to a TCP or UDP port, resolve a name, run TCP/UDP echo servers, or
+// sleep. End-to-end tests of pods, Services and policy run it inside pods.
+package netutil
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Main runs the command line args (without the program name) and returns the exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, args, stdout); err != nil {
+		fmt.Fprintln(stderr, "netutil:", err)
+		return 1
+	}
+	return 0
+}
+
+const usage = `usage: netutil [serve [--port 8080]]
+       netutil fetch URL
+       netutil connect HOST:PORT [--udp] [--timeout 5s]
+       netutil dns NAME
+       netutil echo [--port 7] [--udp]
+       netutil sleep [DURATION]`
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	if len(args) == 0 {
+		args = []string{"serve"}
+	}
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	port := fs.Int("port", 0, "port")
+	udp := fs.Bool("udp", false, "use UDP")
+	timeout := fs.Duration("timeout", 5*time.Second, "timeout")
+	// Flags may come after positional arguments (netutil connect HOST:PORT --udp).
+	valueFlags := map[string]bool{"port": true, "timeout": true}
+	var pos, flags []string
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") {
+			pos = append(pos, a)
+			continue
+		}
+		flags = append(flags, a)
+		if name := strings.TrimLeft(a, "-"); valueFlags[name] && i+1 < len(args) {
+			i++
+			flags = append(flags, args[i])
+		}
+	}
+	if err := fs.Parse(flags); err != nil {
+		return fmt.Errorf("%v\n%s", err, usage)
+	}
+	switch args[0] {
+	case "serve":
+		p := *port
+		if p == 0 {
+			p = 8080
+		}
+		return Serve(ctx, fmt.Sprintf(":%d", p))
+	case "fetch":
+		if len(pos) != 1 {
+			return errors.New(usage)
+		}
+		return Fetch(ctx, pos[0], *timeout, out)
+	case "connect":
+		if len(pos) != 1 {
+			return errors.New(usage)
+		}
+		return Connect(pos[0], *udp, *timeout, out)
+	case "dns":
+		if len(pos) != 1 {
+			return errors.New(usage)
+		}
+		addrs, err := net.DefaultResolver.LookupHost(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(out, strings.Join(addrs, "\n"))
+		return nil
+	case "echo":
+		p := *port
+		if p == 0 {
+			p = 7
+		}
+		return Echo(ctx, fmt.Sprintf(":%d", p), *udp)
+	case "sleep":
+		d := time.Duration(1<<63 - 1)
+		if len(pos) == 1 {
+			var err error
+			if d, err = time.ParseDuration(pos[0]); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(d):
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown command %q\n%s", args[0], usage)
+}
+
+// Handler serves /hostname, /clientip and /echo?msg=.
+func Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/hostname", func(w http.ResponseWriter, r *http.Request) {
+		h, _ := os.Hostname()
+		fmt.Fprint(w, h)
+	})
+	mux.HandleFunc("/clientip", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, r.RemoteAddr)
+	})
+	mux.HandleFunc("/echo", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, r.URL.Query().Get("msg"))
+	})
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
+	return mux
+}
+
+// Serve runs the HTTP server until ctx ends.
+func Serve(ctx context.Context, addr string) error {
+	srv := &http.Server{Addr: addr, Handler: Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Fetch prints the body of a GET.
+func Fetch(ctx context.Context, url string, timeout time.Duration, out io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(out, resp.Body); err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return nil
+}
+
+// Connect opens a TCP connection (or sends a UDP probe and waits for the echo) and reports it.
+func Connect(addr string, udp bool, timeout time.Duration, out io.Writer) error {
+	if !udp {
+		c, err := net.DialTimeout("tcp", addr, timeout)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "connected to %s from %s\n", c.RemoteAddr(), c.LocalAddr())
+		return c.Close()
+	}
+	c, err := net.DialTimeout("udp", addr, timeout)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if _, err := c.Write([]byte("netutil\n")); err != nil {
+		return err
+	}
+	buf := make([]byte, 512)
+	n, err := c.Read(buf)
+	if err != nil {
+		return fmt.Errorf("no UDP answer from %s: %w", addr, err)
+	}
+	fmt.Fprintf(out, "udp answer from %s: %s", addr, buf[:n])
+	return nil
+}
+
+// Echo runs a TCP (line) or UDP (datagram) echo server until ctx ends.
+func Echo(ctx context.Context, addr string, udp bool) error {
+	if udp {
+		pc, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return err
+		}
+		go func() { <-ctx.Done(); pc.Close() }()
+		buf := make([]byte, 64<<10)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+			_, _ = pc.WriteTo(buf[:n], from)
+		}
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	go func() { <-ctx.Done(); ln.Close() }()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		go func() {
+			defer c.Close()
+			sc := bufio.NewScanner(c)
+			for sc.Scan() {
+				if _, err := fmt.Fprintln(c, sc.Text()); err != nil {
+					return
+				}
+			}
+		}()
+	}
+}

@@ -1,0 +1,110 @@
+package netutil
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestHandler(t *testing.T) {
+	srv := httptest.NewServer(Handler())
+	defer srv.Close()
+	host, _ := os.Hostname()
+	for path, want := range map[string]string{"/hostname": host, "/echo?msg=hi%20there": "hi there", "/healthz": "ok"} {
+		var out bytes.Buffer
+		if err := Fetch(context.Background(), srv.URL+path, 5*time.Second, &out); err != nil || out.String() != want {
+			t.Errorf("%s: %q %v, want %q", path, out.String(), err, want)
+		}
+	}
+	var out bytes.Buffer
+	if err := Fetch(context.Background(), srv.URL+"/clientip", 5*time.Second, &out); err != nil || !strings.HasPrefix(out.String(), "127.0.0.1:") {
+		t.Errorf("/clientip: %q %v", out.String(), err)
+	}
+	if err := Fetch(context.Background(), srv.URL+"/missing", 5*time.Second, &out); err == nil {
+		t.Error("404 reported as success")
+	}
+}
+
+func freeAddr(t *testing.T, network string) string {
+	t.Helper()
+	if network == "udp" {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pc.Close()
+		return pc.LocalAddr().String()
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func TestEchoAndConnect(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, udp := range []bool{false, true} {
+		network := "tcp"
+		if udp {
+			network = "udp"
+		}
+		addr := freeAddr(t, network)
+		go func() { _ = Echo(ctx, addr, udp) }()
+		var out bytes.Buffer
+		var err error
+		for i := 0; i < 50; i++ {
+			out.Reset()
+			if err = Connect(addr, udp, time.Second, &out); err == nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("%s connect: %v", network, err)
+		}
+		if udp && !strings.Contains(out.String(), "udp answer") {
+			t.Errorf("udp: %q", out.String())
+		}
+		if !udp && !strings.Contains(out.String(), "connected to") {
+			t.Errorf("tcp: %q", out.String())
+		}
+	}
+	if err := Connect(freeAddr(t, "tcp"), false, time.Second, &bytes.Buffer{}); err == nil {
+		t.Error("connect to a closed port succeeded")
+	}
+}
+
+func TestMain_CommandLine(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := Main([]string{"bogus"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "unknown command") {
+		t.Errorf("bogus: %d %q", code, errb.String())
+	}
+	if code := Main([]string{"sleep", "10ms"}, &out, &errb); code != 0 {
+		t.Errorf("sleep: %d", code)
+	}
+	errb.Reset()
+	if code := Main([]string{"fetch"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "usage") {
+		t.Errorf("fetch without URL: %d %q", code, errb.String())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addr := freeAddr(t, "udp")
+	go func() { _ = Echo(ctx, addr, true) }()
+	time.Sleep(50 * time.Millisecond)
+	out.Reset()
+	if code := Main([]string{"connect", addr, "--udp", "--timeout", "2s"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "udp answer") {
+		t.Errorf("connect with trailing flags: %d %q %q", code, out.String(), errb.String())
+	}
+	out.Reset()
+	if code := Main([]string{"dns", "localhost"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "127.0.0.1") {
+		t.Errorf("dns localhost: %d %q %q", code, out.String(), errb.String())
+	}
+}

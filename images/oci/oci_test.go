@@ -1,0 +1,112 @@
+package oci
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+)
+
+func readArchive(t *testing.T, b []byte) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	tr := tar.NewReader(bytes.NewReader(b))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(tr)
+		out[h.Name] = data
+	}
+}
+
+func TestWriteArchive(t *testing.T) {
+	img := Image{Name: "localhost/skiff/netutil:1", Entrypoint: []string{"/bin/netutil"}, Env: []string{"PATH=/bin"},
+		Files: []File{{Path: "/bin/netutil", Mode: 0o755, Data: []byte("#!binary")}}}
+	var a, b bytes.Buffer
+	if err := Write(&a, img); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a.Bytes(), b.Bytes()) {
+		t.Fatal("the same inputs gave different archives")
+	}
+	files := readArchive(t, a.Bytes())
+	var index struct {
+		Manifests []Descriptor `json:"manifests"`
+	}
+	if err := json.Unmarshal(files["index.json"], &index); err != nil || len(index.Manifests) != 1 {
+		t.Fatalf("index.json: %v %s", err, files["index.json"])
+	}
+	m := index.Manifests[0]
+	if m.Annotations["io.containerd.image.name"] != "localhost/skiff/netutil:1" {
+		t.Fatalf("name annotation %v", m.Annotations)
+	}
+	blob := func(d string) []byte {
+		t.Helper()
+		b, ok := files["blobs/sha256/"+strings.TrimPrefix(d, "sha256:")]
+		if !ok || digest(b) != d {
+			t.Fatalf("blob %s missing or corrupt", d)
+		}
+		return b
+	}
+	var manifest struct {
+		Config Descriptor   `json:"config"`
+		Layers []Descriptor `json:"layers"`
+	}
+	if err := json.Unmarshal(blob(m.Digest), &manifest); err != nil {
+		t.Fatal(err)
+	}
+	var config struct {
+		Config struct{ Entrypoint []string } `json:"config"`
+		RootFS struct {
+			DiffIDs []string `json:"diff_ids"`
+		} `json:"rootfs"`
+	}
+	if err := json.Unmarshal(blob(manifest.Config.Digest), &config); err != nil || config.Config.Entrypoint[0] != "/bin/netutil" {
+		t.Fatalf("config: %v %+v", err, config)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(blob(manifest.Layers[0].Digest)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(zr)
+	if digest(raw) != config.RootFS.DiffIDs[0] {
+		t.Fatal("diff_id does not match the uncompressed layer")
+	}
+	layer := readArchive(t, raw)
+	if string(layer["bin/netutil"]) != "#!binary" {
+		t.Fatalf("layer files %v", layer)
+	}
+	if _, ok := layer["bin/"]; !ok {
+		t.Fatal("layer lacks the bin/ directory entry")
+	}
+}
+
+func TestValidateName(t *testing.T) {
+	for _, ok := range []string{"localhost/skiff/pause:1", "registry.k8s.io/pause:3.10", "localhost:5000/x/y:tag"} {
+		if err := ValidateName(ok); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"pause", "pause:1", "skiff/pause", "localhost/skiff/pause:", "Localhost/Skiff/x:1", "a b/c:1", "x/y@sha256:00"} {
+		if err := ValidateName(bad); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+	if err := Write(io.Discard, Image{Name: "pause:1"}); err == nil {
+		t.Error("short name accepted by Write")
+	}
+	if err := Write(io.Discard, Image{Name: "localhost/x:1", Files: []File{{Path: "/"}}}); err == nil {
+		t.Error("bad file path accepted")
+	}
+}
