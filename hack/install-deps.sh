@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # Installs what skiff's build and tests need on a fresh Debian machine, idempotently:
-# Debian's etcd (etcd-server for multi-member tests, etcd-client for etcdctl) and the Go
-# modules. Go itself is expected at /usr/local/go, as on every machine of this kind.
+# Debian's etcd (etcd-server for multi-member tests, etcd-client for etcdctl), containerd and
+# runc (the node agent's runtime), iproute2, and the Go modules. Go itself is expected at
+# /usr/local/go, as on every machine of this kind. No package's own service is started: skiff
+# runs its own etcd and containerd.
 set -euo pipefail
 export PATH=/usr/local/go/bin:$PATH
 
 need=()
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 command -v etcdctl >/dev/null 2>&1 || need+=(etcd-client)
+command -v containerd >/dev/null 2>&1 || need+=(containerd)
+command -v runc >/dev/null 2>&1 || need+=(runc)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
 if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps: apt-get install ${need[*]}"
-  # Debian's packages would start their own etcd on 2379; skiff's tests run their own.
+  # Debian's packages would start their own etcd and containerd; skiff runs its own.
   policy=/usr/sbin/policy-rc.d
   created=0
   if [ ! -e "$policy" ]; then printf '#!/bin/sh\nexit 101\n' > "$policy"; chmod +x "$policy"; created=1; fi

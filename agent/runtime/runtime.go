@@ -1,0 +1,241 @@
+// Package runtime supervises the node's containerd: it writes a config of its own (version 2,
+// its own root, state and socket, so it never collides with a system containerd), starts
+// Debian's containerd with it — inside a given network namespace when the node is one of the
+// lab's — restarts it if it dies, and imports skiff's images into the k8s.io namespace, where
+// CRI looks for them.
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Options configure the supervised containerd.
+type Options struct {
+	// Dir holds config.toml, root/, state/ and containerd.sock.
+	Dir string
+	// CNIBinDir and CNIConfDir are where CRI finds skiff-cni and its config.
+	CNIBinDir, CNIConfDir string
+	// SandboxImage is the pause image (localhost/skiff/pause:1).
+	SandboxImage string
+	// PodLogDir is where CRI writes container logs (/var/log/pods).
+	PodLogDir string
+	// Netns, if set, is the network namespace (a /run/netns path) containerd runs in. It is
+	// entered with nsenter --net, not `ip netns exec`, which remounts /sys and hides cgroups.
+	Netns string
+	// Binary is the containerd executable (containerd on PATH).
+	Binary string
+}
+
+// Config renders containerd's configuration.
+func Config(o Options) string {
+	return fmt.Sprintf(`version = 2
+root = %q
+state = %q
+
+[grpc]
+  address = %q
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %q
+  # These machines lack CAP_SYS_RESOURCE: without this RunPodSandbox fails ("can't get final
+  # child's PID from pipe").
+  restrict_oom_score_adj = true
+  enable_selinux = false
+
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+  SystemdCgroup = false
+
+[plugins."io.containerd.grpc.v1.cri".cni]
+  bin_dir = %q
+  conf_dir = %q
+  max_conf_num = 1
+`, filepath.Join(o.Dir, "root"), filepath.Join(o.Dir, "state"), Socket(o), o.SandboxImage, o.CNIBinDir, o.CNIConfDir)
+}
+
+// Socket is the containerd socket of these options.
+func Socket(o Options) string { return filepath.Join(o.Dir, "containerd.sock") }
+
+// Containerd is a supervised containerd.
+type Containerd struct {
+	opts   Options
+	log    *slog.Logger
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	done   chan struct{}
+	cancel context.CancelFunc
+}
+
+// Start writes the config, starts containerd and waits until its CRI service answers; a
+// supervisor restarts it (with backoff) until ctx ends or Close is called.
+func Start(ctx context.Context, o Options, log *slog.Logger) (*Containerd, error) {
+	if o.Binary == "" {
+		o.Binary = "containerd"
+	}
+	for _, d := range []string{o.Dir, o.CNIBinDir, o.CNIConfDir} {
+		if d != "" {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := os.WriteFile(filepath.Join(o.Dir, "config.toml"), []byte(Config(o)), 0o644); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	c := &Containerd{opts: o, log: log, done: make(chan struct{}), cancel: cancel}
+	if err := c.spawn(); err != nil {
+		cancel()
+		return nil, err
+	}
+	if err := c.waitReady(ctx, time.Minute); err != nil {
+		c.Close()
+		return nil, err
+	}
+	go c.supervise(ctx)
+	return c, nil
+}
+
+func (c *Containerd) spawn() error {
+	args := []string{"--config", filepath.Join(c.opts.Dir, "config.toml")}
+	name := c.opts.Binary
+	if c.opts.Netns != "" {
+		args = append([]string{"--net=" + c.opts.Netns, "--", c.opts.Binary}, args...)
+		name = "nsenter"
+	}
+	logf, err := os.OpenFile(filepath.Join(c.opts.Dir, "containerd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// containerd dies with the agent; its shims (and so the containers) outlive both, as with
+	// a kubelet restart.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start containerd: %w", err)
+	}
+	go func() { _ = cmd.Wait(); logf.Close() }()
+	c.mu.Lock()
+	c.cmd = cmd
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *Containerd) waitReady(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for time.Now().Before(deadline) {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		v, err := c.Version(cctx)
+		cancel()
+		if err == nil && v.RuntimeName != "" {
+			return nil
+		}
+		last = err
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("containerd not ready after %s (log: %s): %v", timeout, filepath.Join(c.opts.Dir, "containerd.log"), last)
+}
+
+func (c *Containerd) supervise(ctx context.Context) {
+	defer close(c.done)
+	backoff := time.Second
+	for {
+		c.mu.Lock()
+		cmd := c.cmd
+		c.mu.Unlock()
+		for cmd.ProcessState == nil {
+			select {
+			case <-ctx.Done():
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+				deadline := time.Now().Add(10 * time.Second)
+				for cmd.ProcessState == nil && time.Now().Before(deadline) {
+					time.Sleep(50 * time.Millisecond)
+				}
+				if cmd.ProcessState == nil {
+					_ = cmd.Process.Kill()
+				}
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		c.log.Warn("containerd exited, restarting", "state", cmd.ProcessState.String(), "backoff", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 30*time.Second)
+		if err := c.spawn(); err != nil {
+			c.log.Error("restart containerd", "err", err)
+		}
+	}
+}
+
+// PID is containerd's current process ID.
+func (c *Containerd) PID() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cmd.Process.Pid
+}
+
+// Close stops containerd and the supervisor.
+func (c *Containerd) Close() {
+	c.cancel()
+	select {
+	case <-c.done:
+	case <-time.After(15 * time.Second):
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cmd != nil && c.cmd.ProcessState == nil {
+		_ = c.cmd.Process.Kill()
+	}
+}
+
+// Endpoint is the CRI address (grpc-go needs an absolute unix:// URL).
+func (c *Containerd) Endpoint() string { return "unix://" + Socket(c.opts) }
+
+// Dial connects a gRPC client to the CRI service.
+func (c *Containerd) Dial() (*grpc.ClientConn, error) {
+	return grpc.NewClient(c.Endpoint(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+}
+
+// Version asks CRI for the runtime's name and version.
+func (c *Containerd) Version(ctx context.Context) (*runtimeapi.VersionResponse, error) {
+	conn, err := c.Dial()
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	return runtimeapi.NewRuntimeServiceClient(conn).Version(ctx, &runtimeapi.VersionRequest{})
+}
+
+// ImportImage imports an OCI or Docker archive into the k8s.io namespace with Debian's ctr.
+func (c *Containerd) ImportImage(ctx context.Context, file string) error {
+	out, err := exec.CommandContext(ctx, "ctr", "--address", Socket(c.opts), "-n", "k8s.io", "images", "import", "--all-platforms", file).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("import %s: %v: %s", file, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}

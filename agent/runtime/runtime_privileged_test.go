@@ -1,0 +1,84 @@
+package runtime
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/skiff-sh/skiff/images/oci"
+)
+
+func TestConfig(t *testing.T) {
+	c := Config(Options{Dir: "/d", CNIBinDir: "/cni/bin", CNIConfDir: "/cni/conf", SandboxImage: "localhost/skiff/pause:1"})
+	for _, want := range []string{`root = "/d/root"`, `state = "/d/state"`, `address = "/d/containerd.sock"`,
+		`sandbox_image = "localhost/skiff/pause:1"`, "restrict_oom_score_adj = true", "SystemdCgroup = false",
+		`bin_dir = "/cni/bin"`, `conf_dir = "/cni/conf"`} {
+		if !strings.Contains(c, want) {
+			t.Errorf("config lacks %q:\n%s", want, c)
+		}
+	}
+}
+
+// TestPrivilegedContainerd runs Debian's containerd under the supervisor: CRI answers, an
+// image built by skiff imports under its full name, and a killed containerd comes back.
+func TestPrivilegedContainerd(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test needs root (every machine here has it)")
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	c, err := Start(ctx, Options{Dir: filepath.Join(dir, "containerd"), CNIBinDir: filepath.Join(dir, "cni", "bin"),
+		CNIConfDir: filepath.Join(dir, "cni", "net.d"), SandboxImage: "localhost/skiff/pause:1"}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	v, err := c.Version(ctx)
+	if err != nil || v.RuntimeName != "containerd" {
+		t.Fatalf("CRI version: %v %+v", err, v)
+	}
+	img := filepath.Join(dir, "img.tar")
+	if err := oci.WriteFile(img, oci.Image{Name: "localhost/skiff/test:1", Entrypoint: []string{"/hello"},
+		Files: []oci.File{{Path: "/hello", Mode: 0o755, Data: []byte("#!/bin/sh\necho hi\n")}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ImportImage(ctx, img); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := c.Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	st, err := runtimeapi.NewImageServiceClient(conn).ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: "localhost/skiff/test:1"}})
+	if err != nil || st.Image == nil {
+		t.Fatalf("CRI does not see the imported image: %v %+v", err, st)
+	}
+
+	old := c.PID()
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if pid := c.PID(); pid != old {
+			if err := c.waitReady(ctx, 30*time.Second); err == nil {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("containerd was not restarted")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
