@@ -35,6 +35,8 @@ type K8sArgs struct {
 	K8S_POD_UID                types.UnmarshallableString //nolint:revive
 }
 
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
 // ParseConfig parses and checks a network configuration, with a precise error for bad input.
 func ParseConfig(b []byte) (*NetConf, error) {
 	var c NetConf

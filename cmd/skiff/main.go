@@ -15,8 +15,10 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/skiff-sh/skiff/agent"
 	"github.com/skiff-sh/skiff/controlplane/apiserver"
 	"github.com/skiff-sh/skiff/controlplane/controllermanager"
 	"github.com/skiff-sh/skiff/controlplane/pki"
@@ -51,6 +53,7 @@ func newRoot() *cobra.Command {
 		controllerManagerCommand(),
 		schedulerCommand(),
 		imagesCommand(),
+		agentCommand(),
 	)
 	return root
 }
@@ -68,6 +71,7 @@ type serverFlags struct {
 	logLevel                                   string
 	cm                                         controllermanager.Options
 	disableScheduler, disableControllerManager bool
+	agent                                      agentFlags
 	sched                                      scheduler.Options
 }
 
@@ -79,9 +83,6 @@ func serverCommand(use, short string) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := newLogger(f.logLevel)
-			if use == "server" && !f.disableAgent {
-				log.Warn("the node agent is not part of this build yet; running the control plane only (as with --disable-agent)")
-			}
 			o := apiserver.Options{
 				DataDir: f.dataDir, SecurePort: f.securePort,
 				ServiceCIDR: f.serviceCIDR, NodePortRange: f.nodePortRange,
@@ -100,6 +101,9 @@ func serverCommand(use, short string) *cobra.Command {
 			}
 			if use == "server" {
 				o.PostStart = func(ctx context.Context) { runControlPlane(ctx, f, log) }
+				if !f.disableAgent {
+					o.NodeName = f.agent.nodeName
+				}
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -126,6 +130,7 @@ func serverCommand(use, short string) *cobra.Command {
 		fs.BoolVar(&f.disableAgent, "disable-agent", false, "do not run a node agent beside the control plane")
 		addControllerManagerFlags(fs, &f.cm)
 		addSchedulerFlags(fs, &f.sched)
+		addAgentFlags(fs, &f.agent, "agent-")
 		fs.BoolVar(&f.disableScheduler, "disable-scheduler", false, "do not run the scheduler (run `skiff scheduler` elsewhere)")
 		fs.BoolVar(&f.disableControllerManager, "disable-controller-manager", false, "do not run the controllers (run `skiff controller-manager` elsewhere)")
 	}
@@ -143,6 +148,91 @@ func runControlPlane(ctx context.Context, f serverFlags, log *slog.Logger) {
 	if !f.disableScheduler {
 		go runScheduler(ctx, f, log)
 	}
+	if !f.disableAgent {
+		go func() {
+			cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(f.dataDir, "node.kubeconfig"))
+			if err == nil {
+				// The server's own node runs only what tolerates the control plane, as kubeadm's.
+				taints := []corev1.Taint{{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}}
+				err = agent.Run(ctx, cfg, f.agent.options(taints), log.With("component", "agent"))
+			}
+			if err != nil {
+				log.Error("agent", "err", err)
+			}
+		}()
+	}
+}
+
+// agentFlags are the node agent's flags, shared by `skiff agent` and `skiff server`.
+type agentFlags struct {
+	dataDir, nodeName, nodeIP, netns, cniPlugin, podLogDir string
+	imageDirs                                              []string
+}
+
+func exeDir() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "."
+	}
+	return filepath.Dir(exe)
+}
+
+func addAgentFlags(fs *pflag.FlagSet, f *agentFlags, prefix string) {
+	host, _ := os.Hostname()
+	fs.StringVar(&f.dataDir, prefix+"data-dir", "/var/lib/skiff/agent", "directory for the agent's containerd, CNI and IPAM state")
+	fs.StringVar(&f.nodeName, "node-name", host, "name of this node")
+	fs.StringVar(&f.nodeIP, "node-ip", "", "address of this node (default: first non-loopback address)")
+	fs.StringVar(&f.netns, prefix+"netns", "", "network namespace (/run/netns/NAME) for the node's containerd and pods, as in the lab")
+	fs.StringVar(&f.cniPlugin, "cni-plugin", filepath.Join(exeDir(), "skiff-cni"), "skiff-cni binary to install")
+	fs.StringSliceVar(&f.imageDirs, prefix+"images-dir", nil, "directories of image archives to import at start (default: <data-dir>/images and images/ beside the binary)")
+	fs.StringVar(&f.podLogDir, "pod-log-dir", "/var/log/pods", "where container logs are written")
+}
+
+func (f agentFlags) options(taints []corev1.Taint) agent.Options {
+	dirs := f.imageDirs
+	if len(dirs) == 0 {
+		dirs = []string{filepath.Join(f.dataDir, "images"), filepath.Join(exeDir(), "images")}
+	}
+	ip := f.nodeIP
+	if ip == "" {
+		ip = firstAddress()
+	}
+	return agent.Options{DataDir: f.dataDir, NodeName: f.nodeName, InternalIP: ip, Taints: taints, Netns: f.netns,
+		CNIPlugin: f.cniPlugin, ImageDirs: dirs, PodLogDir: f.podLogDir}
+}
+
+func firstAddress() string {
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+			return n.IP.String()
+		}
+	}
+	return "127.0.0.1"
+}
+
+func agentCommand() *cobra.Command {
+	var f agentFlags
+	var kubeconfig, logLevel string
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run the node agent: containerd, CNI, node registration and pods",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return agent.Run(ctx, cfg, f.options(nil), newLogger(logLevel))
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&kubeconfig, "kubeconfig", "/var/lib/skiff/agent/node.kubeconfig", "kubeconfig with the node's credentials")
+	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	addAgentFlags(fs, &f, "")
+	return cmd
 }
 
 func runControllerManager(ctx context.Context, f serverFlags, cm controllermanager.Options, log *slog.Logger) {

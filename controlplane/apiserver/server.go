@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -73,6 +74,9 @@ type Options struct {
 	CompactionInterval time.Duration
 	// ServiceAccountIssuer is the iss claim of service-account tokens.
 	ServiceAccountIssuer string
+	// NodeName, if set, gets a node.kubeconfig (CN=system:node:<name>, O=system:nodes) for
+	// the agent that `skiff server` runs beside the control plane.
+	NodeName string
 	// PostStart, if set, runs once the server serves requests, with a context that ends at
 	// shutdown; `skiff server` starts the scheduler and controllers there.
 	PostStart func(ctx context.Context)
@@ -110,10 +114,20 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return err
 	}
 	server := "https://" + net.JoinHostPort(loopbackFor(o.BindAddress), strconv.Itoa(o.SecurePort))
-	for file, user := range componentKubeconfigs {
+	kubeconfigs := map[string]string{}
+	for k, v := range componentKubeconfigs {
+		kubeconfigs[k] = v
+	}
+	if o.NodeName != "" {
+		kubeconfigs["node.kubeconfig"] = "system:node:" + o.NodeName
+	}
+	for file, user := range kubeconfigs {
 		var groups []string
-		if user == "kubernetes-admin" {
+		switch {
+		case user == "kubernetes-admin":
 			groups = []string{"system:masters"}
+		case strings.HasPrefix(user, "system:node:"):
+			groups = []string{"system:nodes"}
 		}
 		if err := pki.WriteKubeconfig(filepath.Join(o.DataDir, file), server, ca, user, groups); err != nil {
 			return fmt.Errorf("%s: %w", file, err)

@@ -1,0 +1,151 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/skiff-sh/skiff/agent/cniserver"
+	"github.com/skiff-sh/skiff/agent/ipam"
+	"github.com/skiff-sh/skiff/agent/node"
+	"github.com/skiff-sh/skiff/agent/pods"
+	"github.com/skiff-sh/skiff/agent/runtime"
+	"github.com/skiff-sh/skiff/images"
+)
+
+// Options configure the agent.
+type Options struct {
+	// DataDir holds containerd's state, the CNI binaries and config, IPAM and the socket.
+	DataDir string
+	// NodeName and InternalIP identify the node.
+	NodeName, InternalIP string
+	// Taints are set when the node registers.
+	Taints []corev1.Taint
+	// Netns, if set, runs containerd (and so every pod's host-side network) in that namespace.
+	Netns string
+	// CNIPlugin is the skiff-cni binary to install.
+	CNIPlugin string
+	// ImageDirs are searched for image archives (*.tar) to import at start.
+	ImageDirs []string
+	// PodLogDir is where container logs go (/var/log/pods).
+	PodLogDir string
+}
+
+// Run runs the agent until ctx ends.
+func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) error {
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	cniBin, cniConf := filepath.Join(o.DataDir, "cni", "bin"), filepath.Join(o.DataDir, "cni", "net.d")
+	socket := filepath.Join(o.DataDir, "cni.sock")
+	if err := installCNI(o.CNIPlugin, cniBin, cniConf, socket); err != nil {
+		return err
+	}
+	ctr, err := runtime.Start(ctx, runtime.Options{Dir: filepath.Join(o.DataDir, "containerd"), CNIBinDir: cniBin, CNIConfDir: cniConf,
+		SandboxImage: images.Pause, PodLogDir: o.PodLogDir, Netns: o.Netns}, log)
+	if err != nil {
+		return err
+	}
+	defer ctr.Close()
+	for _, dir := range o.ImageDirs {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.tar"))
+		for _, f := range files {
+			if err := ctr.ImportImage(ctx, f); err != nil {
+				log.Warn("image import", "file", f, "err", err)
+			} else {
+				log.Info("image imported", "file", f)
+			}
+		}
+	}
+	v, err := ctr.Version(ctx)
+	if err != nil {
+		return err
+	}
+	nopts := node.Options{Name: o.NodeName, InternalIP: o.InternalIP, RuntimeVersion: "containerd://" + v.RuntimeVersion, Taints: o.Taints}
+	if _, err := node.Register(ctx, client, nopts, log); err != nil {
+		return err
+	}
+	go node.Heartbeat(ctx, client, nopts, log)
+
+	// Pod addresses come from the node's block, which the nodeipam controller assigns.
+	var podCIDR string
+	if err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		n, err := client.CoreV1().Nodes().Get(ctx, o.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		podCIDR = n.Spec.PodCIDR
+		return podCIDR != "", nil
+	}); err != nil {
+		return err
+	}
+	alloc, err := ipam.New(podCIDR, ipam.FileStore{Path: filepath.Join(o.DataDir, "ipam.json")})
+	if err != nil {
+		return err
+	}
+	go func() {
+		if err := cniserver.Serve(ctx, socket, (&cniserver.Server{IPAM: alloc, Log: log}).Handler()); err != nil {
+			log.Error("cni server", "err", err)
+		}
+	}()
+	log.Info("agent ready", "node", o.NodeName, "podCIDR", podCIDR, "runtime", nopts.RuntimeVersion)
+
+	conn, err := ctr.Dial()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	pods.New(client, runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn),
+		pods.Options{NodeName: o.NodeName, HostIP: o.InternalIP, PodLogDir: o.PodLogDir}, log).Run(ctx)
+	return nil
+}
+
+// installCNI copies skiff-cni into the bin dir (also as "loopback", which CRI runs for lo)
+// and writes the network config.
+func installCNI(plugin, binDir, confDir, socket string) error {
+	for _, d := range []string{binDir, confDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	src, err := os.Open(plugin)
+	if err != nil {
+		return fmt.Errorf("skiff-cni plugin: %w", err)
+	}
+	defer src.Close()
+	tmp := filepath.Join(binDir, ".skiff-cni.tmp")
+	dst, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		return err
+	}
+	dst.Close()
+	if err := os.Rename(tmp, filepath.Join(binDir, "skiff-cni")); err != nil {
+		return err
+	}
+	_ = os.Remove(filepath.Join(binDir, "loopback"))
+	if err := os.Symlink("skiff-cni", filepath.Join(binDir, "loopback")); err != nil {
+		return err
+	}
+	conf, _ := json.MarshalIndent(map[string]any{
+		"cniVersion": "1.0.0", "name": "skiff",
+		"plugins": []map[string]any{{"type": "skiff-cni", "agentSocket": socket}},
+	}, "", "  ")
+	return os.WriteFile(filepath.Join(confDir, "10-skiff.conflist"), conf, 0o644)
+}

@@ -1,0 +1,220 @@
+// Package node registers the agent's Node object and keeps it alive: addresses, capacity,
+// node info and conditions at start, and a Lease in kube-node-lease renewed every 10 s (40 s
+// duration) that the node-lifecycle controller watches.
+package node
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+
+	"github.com/skiff-sh/skiff/internal/version"
+)
+
+// Options describe the node.
+type Options struct {
+	Name       string
+	InternalIP string
+	// RuntimeVersion is "containerd://<version>".
+	RuntimeVersion string
+	// Taints are set at registration (control-plane nodes: node-role.kubernetes.io/control-plane:NoSchedule).
+	Taints []corev1.Taint
+	// Labels are added to the standard ones.
+	Labels map[string]string
+	// MaxPods is the pods capacity (110).
+	MaxPods int
+}
+
+// Capacity reads CPUs and memory of this machine.
+func Capacity(maxPods int) corev1.ResourceList {
+	mem := int64(0)
+	if f, err := os.Open("/proc/meminfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if fields := strings.Fields(sc.Text()); len(fields) >= 2 && fields[0] == "MemTotal:" {
+				kb, _ := strconv.ParseInt(fields[1], 10, 64)
+				mem = kb * 1024
+			}
+		}
+		f.Close()
+	}
+	return corev1.ResourceList{
+		corev1.ResourceCPU:              *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI),
+		corev1.ResourceMemory:           *resource.NewQuantity(mem, resource.BinarySI),
+		corev1.ResourcePods:             *resource.NewQuantity(int64(maxPods), resource.DecimalSI),
+		corev1.ResourceEphemeralStorage: *resource.NewQuantity(10<<30, resource.BinarySI),
+	}
+}
+
+func kernelVersion() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
+
+func osImage() string {
+	b, err := os.ReadFile("/etc/os-release")
+	if err != nil {
+		return "Linux"
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "PRETTY_NAME="); ok {
+			return strings.Trim(v, `"`)
+		}
+	}
+	return "Linux"
+}
+
+// Status is the node's status as the agent reports it.
+func Status(o Options) corev1.NodeStatus {
+	if o.MaxPods == 0 {
+		o.MaxPods = 110
+	}
+	capacity := Capacity(o.MaxPods)
+	now := metav1.Now()
+	cond := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason, msg string) corev1.NodeCondition {
+		return corev1.NodeCondition{Type: t, Status: s, Reason: reason, Message: msg, LastHeartbeatTime: now, LastTransitionTime: now}
+	}
+	return corev1.NodeStatus{
+		Capacity:    capacity,
+		Allocatable: capacity,
+		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: o.InternalIP},
+			{Type: corev1.NodeHostName, Address: o.Name}},
+		Conditions: []corev1.NodeCondition{
+			cond(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+			cond(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+			cond(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+			cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "skiff agent is posting ready status"),
+		},
+		NodeInfo: corev1.NodeSystemInfo{
+			KernelVersion: kernelVersion(), OSImage: osImage(), OperatingSystem: "linux", Architecture: runtime.GOARCH,
+			ContainerRuntimeVersion: o.RuntimeVersion, KubeletVersion: kubeletVersion(), KubeProxyVersion: "",
+		},
+	}
+}
+
+func kubeletVersion() string {
+	v := version.String()
+	if i := strings.Index(v, "Kubernetes API "); i >= 0 {
+		rest := v[i+len("Kubernetes API "):]
+		if j := strings.IndexAny(rest, ",)"); j > 0 {
+			return rest[:j]
+		}
+	}
+	return "v0.0.0"
+}
+
+// Register creates the Node, or updates an existing one's labels and status (an agent
+// restart), and returns it.
+func Register(ctx context.Context, c kubernetes.Interface, o Options, log *slog.Logger) (*corev1.Node, error) {
+	labels := map[string]string{
+		"kubernetes.io/hostname": o.Name, "kubernetes.io/os": "linux", "kubernetes.io/arch": runtime.GOARCH,
+		"beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": runtime.GOARCH,
+	}
+	for k, v := range o.Labels {
+		labels[k] = v
+	}
+	var out *corev1.Node
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := c.CoreV1().Nodes().Get(ctx, o.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			n, err = c.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: o.Name, Labels: labels},
+				Spec: corev1.NodeSpec{Taints: o.Taints}}, metav1.CreateOptions{})
+			if err == nil {
+				log.Info("node registered", "node", o.Name)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		n = n.DeepCopy()
+		if n.Labels == nil {
+			n.Labels = map[string]string{}
+		}
+		for k, v := range labels {
+			n.Labels[k] = v
+		}
+		// Other writers (nodeipam, node-lifecycle) change the node meanwhile: conflicts retry.
+		if n, err = c.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+		n.Status = Status(o)
+		out, err = c.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("register node %s: %w", o.Name, err)
+	}
+	return out, nil
+}
+
+// Heartbeat renews the node's Lease every 10 s and re-posts Ready status every minute, until
+// ctx ends.
+func Heartbeat(ctx context.Context, c kubernetes.Interface, o Options, log *slog.Logger) {
+	leases := c.CoordinationV1().Leases("kube-node-lease")
+	renew := func() error {
+		now := metav1.NowMicro()
+		l, err := leases.Get(ctx, o.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: o.Name, Namespace: "kube-node-lease"},
+				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(o.Name), LeaseDurationSeconds: ptr.To[int32](40), RenewTime: &now}},
+				metav1.CreateOptions{})
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		l.Spec.RenewTime = &now
+		l.Spec.HolderIdentity = ptr.To(o.Name)
+		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+		return err
+	}
+	lastStatus := time.Now()
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for {
+		if err := renew(); err != nil && ctx.Err() == nil {
+			log.Warn("renew node lease", "err", err)
+		}
+		// Re-post Ready every minute, and at once when the control plane marked the node
+		// otherwise while this agent was unreachable.
+		if n, err := c.CoreV1().Nodes().Get(ctx, o.Name, metav1.GetOptions{}); err == nil && (time.Since(lastStatus) > time.Minute || !ready(n)) {
+			n.Status.Conditions = Status(o).Conditions
+			if _, err := c.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err == nil {
+				lastStatus = time.Now()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func ready(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

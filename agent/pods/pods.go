@@ -1,0 +1,422 @@
+// Package pods runs the pods bound to this node through CRI, as the kubelet's pod workers do:
+// a sandbox per pod (its network set up by skiff-cni), the image checked or pulled per
+// imagePullPolicy, init containers in order, then the containers; exited containers are
+// restarted per restartPolicy with upstream's backoff; the pod's status (phase, conditions,
+// IPs, container states) is written through the status subresource; a pod being deleted is
+// stopped within its grace period and then removed from the API, as the kubelet does.
+package pods
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/skiff-sh/skiff/controlplane/controllers/loop"
+)
+
+// Options configure the pod manager.
+type Options struct {
+	NodeName string
+	// HostIP is the node's address, reported as status.hostIP.
+	HostIP string
+	// PodLogDir is the root of pod logs (/var/log/pods).
+	PodLogDir string
+	// ResyncPeriod is how often each pod's containers are checked (2 s).
+	ResyncPeriod time.Duration
+}
+
+// Manager runs this node's pods.
+type Manager struct {
+	client   kubernetes.Interface
+	runtime  runtimeapi.RuntimeServiceClient
+	images   runtimeapi.ImageServiceClient
+	opts     Options
+	log      *slog.Logger
+	recorder record.EventRecorder
+	events   record.EventBroadcaster
+	lister   corelisters.PodLister
+	loop     *loop.Loop
+
+	mu      sync.Mutex
+	backoff map[string]time.Time // container key -> earliest restart
+	delay   map[string]time.Duration
+	pulled  map[types.UID]bool // pods whose images were reported present
+}
+
+// New builds a manager over CRI clients.
+func New(client kubernetes.Interface, rt runtimeapi.RuntimeServiceClient, img runtimeapi.ImageServiceClient, o Options, log *slog.Logger) *Manager {
+	if o.ResyncPeriod == 0 {
+		o.ResyncPeriod = 2 * time.Second
+	}
+	if o.PodLogDir == "" {
+		o.PodLogDir = "/var/log/pods"
+	}
+	b := record.NewBroadcaster()
+	m := &Manager{client: client, runtime: rt, images: img, opts: o, log: log.With("component", "pods"), events: b,
+		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: o.NodeName}),
+		backoff:  map[string]time.Time{}, delay: map[string]time.Duration{}, pulled: map[types.UID]bool{}}
+	m.loop = loop.New("pods", m.sync, log)
+	return m
+}
+
+// Run watches this node's pods and runs them until ctx ends.
+func (m *Manager) Run(ctx context.Context) {
+	m.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: m.client.CoreV1().Events("")})
+	defer m.events.Shutdown()
+	factory := informers.NewSharedInformerFactoryWithOptions(m.client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", m.opts.NodeName).String()
+	}))
+	inf := factory.Core().V1().Pods()
+	m.lister = inf.Lister()
+	_, _ = inf.Informer().AddEventHandler(m.loop.Handler())
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), inf.Informer().HasSynced) {
+		return
+	}
+	go func() {
+		t := time.NewTicker(m.opts.ResyncPeriod)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				pods, _ := m.lister.List(everything())
+				for _, p := range pods {
+					m.loop.Enqueue(p)
+				}
+			}
+		}
+	}()
+	m.loop.Run(ctx, 4)
+	factory.Shutdown()
+}
+
+func (m *Manager) sync(ctx context.Context, key string) error {
+	ns, name, _ := cache.SplitMetaNamespaceKey(key)
+	pod, err := m.lister.Pods(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return m.cleanupOrphans(ctx, ns, name)
+	}
+	if err != nil {
+		return err
+	}
+	if pod.DeletionTimestamp != nil {
+		return m.terminate(ctx, pod)
+	}
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return nil
+	}
+	return m.run(ctx, pod)
+}
+
+func logDir(root string, p *corev1.Pod) string {
+	return filepath.Join(root, fmt.Sprintf("%s_%s_%s", p.Namespace, p.Name, p.UID))
+}
+
+// sandbox returns the pod's ready sandbox, if any.
+func (m *Manager) sandbox(ctx context.Context, uid types.UID) (*runtimeapi.PodSandbox, error) {
+	resp, err := m.runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
+		LabelSelector: map[string]string{"io.kubernetes.pod.uid": string(uid)}}})
+	if err != nil {
+		return nil, err
+	}
+	var best *runtimeapi.PodSandbox
+	for _, s := range resp.Items {
+		if s.State == runtimeapi.PodSandboxState_SANDBOX_READY && (best == nil || s.CreatedAt > best.CreatedAt) {
+			best = s
+		}
+	}
+	return best, nil
+}
+
+func sandboxConfig(p *corev1.Pod, logRoot string) *runtimeapi.PodSandboxConfig {
+	hostname := p.Name
+	if p.Spec.Hostname != "" {
+		hostname = p.Spec.Hostname
+	}
+	nsMode := runtimeapi.NamespaceMode_POD
+	if p.Spec.HostNetwork {
+		nsMode = runtimeapi.NamespaceMode_NODE
+	}
+	return &runtimeapi.PodSandboxConfig{
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: p.Name, Namespace: p.Namespace, Uid: string(p.UID)},
+		Hostname:     hostname,
+		LogDirectory: logDir(logRoot, p),
+		Labels: map[string]string{"io.kubernetes.pod.name": p.Name, "io.kubernetes.pod.namespace": p.Namespace,
+			"io.kubernetes.pod.uid": string(p.UID)},
+		Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+			NamespaceOptions: &runtimeapi.NamespaceOption{Network: nsMode, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD}}},
+	}
+}
+
+// run makes the pod's sandbox and containers exist and reports its status.
+func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
+	sb, err := m.sandbox(ctx, pod.UID)
+	if err != nil {
+		return err
+	}
+	cfg := sandboxConfig(pod, m.opts.PodLogDir)
+	if sb == nil {
+		resp, err := m.runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg})
+		if err != nil {
+			m.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
+			return m.writeStatus(ctx, pod, nil, nil, "ContainerCreating")
+		}
+		sb = &runtimeapi.PodSandbox{Id: resp.PodSandboxId}
+	}
+	st, err := m.runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.Id})
+	if err != nil {
+		return err
+	}
+	list, err := m.runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: sb.Id}})
+	if err != nil {
+		return err
+	}
+	latest := map[string]*runtimeapi.Container{}
+	for _, c := range list.Containers {
+		if cur := latest[c.Metadata.Name]; cur == nil || c.Metadata.Attempt > cur.Metadata.Attempt {
+			latest[c.Metadata.Name] = c
+		}
+	}
+	// Init containers run one after another to completion.
+	for _, c := range pod.Spec.InitContainers {
+		cur := latest[c.Name]
+		if cur != nil && cur.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+			s, err := m.runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: cur.Id})
+			if err == nil && s.Status.ExitCode == 0 {
+				continue
+			}
+		}
+		if cur == nil || cur.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+			if err := m.start(ctx, pod, sb.Id, cfg, c, cur); err != nil {
+				return err
+			}
+		}
+		return m.writeStatus(ctx, pod, st.Status, latest, "PodInitializing")
+	}
+	for _, c := range pod.Spec.Containers {
+		cur := latest[c.Name]
+		switch {
+		case cur == nil:
+			if err := m.start(ctx, pod, sb.Id, cfg, c, nil); err != nil {
+				m.log.Warn("start container", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "err", err)
+			}
+		case cur.State == runtimeapi.ContainerState_CONTAINER_EXITED && m.shouldRestart(ctx, pod, cur):
+			if err := m.start(ctx, pod, sb.Id, cfg, c, cur); err != nil {
+				m.log.Warn("restart container", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "err", err)
+			}
+		}
+	}
+	list, err = m.runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: sb.Id}})
+	if err != nil {
+		return err
+	}
+	latest = map[string]*runtimeapi.Container{}
+	for _, c := range list.Containers {
+		if cur := latest[c.Metadata.Name]; cur == nil || c.Metadata.Attempt > cur.Metadata.Attempt {
+			latest[c.Metadata.Name] = c
+		}
+	}
+	return m.writeStatus(ctx, pod, st.Status, latest, "")
+}
+
+// shouldRestart applies restartPolicy and upstream's crash backoff (10 s doubling to 5 min).
+func (m *Manager) shouldRestart(ctx context.Context, pod *corev1.Pod, c *runtimeapi.Container) bool {
+	s, err := m.runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id})
+	if err != nil {
+		return false
+	}
+	switch pod.Spec.RestartPolicy {
+	case corev1.RestartPolicyNever:
+		return false
+	case corev1.RestartPolicyOnFailure:
+		if s.Status.ExitCode == 0 {
+			return false
+		}
+	}
+	key := string(pod.UID) + "/" + c.Metadata.Name
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	if until, ok := m.backoff[key]; ok && now.Before(until) {
+		m.recorder.Eventf(pod, corev1.EventTypeWarning, "BackOff", "Back-off restarting failed container %s in pod %s_%s(%s)",
+			c.Metadata.Name, pod.Name, pod.Namespace, pod.UID)
+		return false
+	}
+	d := m.delay[key]
+	if d == 0 {
+		d = 10 * time.Second
+	} else {
+		d = min(d*2, 5*time.Minute)
+	}
+	// A container that ran long enough resets its backoff, as upstream (10 min).
+	if fin := time.Unix(0, s.Status.FinishedAt); s.Status.StartedAt > 0 && fin.Sub(time.Unix(0, s.Status.StartedAt)) > 10*time.Minute {
+		d = 10 * time.Second
+	}
+	m.delay[key] = d
+	m.backoff[key] = now.Add(d)
+	return true
+}
+
+func (m *Manager) ensureImage(ctx context.Context, pod *corev1.Pod, c corev1.Container) error {
+	st, err := m.images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: c.Image}})
+	present := err == nil && st.Image != nil
+	if present && c.ImagePullPolicy != corev1.PullAlways {
+		m.recorder.Eventf(pod, corev1.EventTypeNormal, "Pulled", "Container image %q already present on machine", c.Image)
+		return nil
+	}
+	if c.ImagePullPolicy == corev1.PullNever {
+		m.recorder.Eventf(pod, corev1.EventTypeWarning, "ErrImageNeverPull", "Container image %q is not present with pull policy of Never", c.Image)
+		return fmt.Errorf("image %s not present and pull policy is Never", c.Image)
+	}
+	m.recorder.Eventf(pod, corev1.EventTypeNormal, "Pulling", "Pulling image %q", c.Image)
+	start := time.Now()
+	resp, err := m.images.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: c.Image}})
+	if err != nil {
+		if present {
+			// Always, but no registry: run what is here, as a kubelet with a cached image would
+			// after a failed pull? Upstream fails; skiff's nodes reach no registry by design.
+			m.recorder.Eventf(pod, corev1.EventTypeNormal, "Pulled", "Container image %q already present on machine", c.Image)
+			return nil
+		}
+		m.recorder.Eventf(pod, corev1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", c.Image, err)
+		return fmt.Errorf("ErrImagePull: %w", err)
+	}
+	m.recorder.Eventf(pod, corev1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %s (%s)", c.Image,
+		time.Since(start).Round(time.Millisecond), resp.ImageRef)
+	return nil
+}
+
+func (m *Manager) start(ctx context.Context, pod *corev1.Pod, sandboxID string, sbCfg *runtimeapi.PodSandboxConfig, c corev1.Container, prev *runtimeapi.Container) error {
+	if err := m.ensureImage(ctx, pod, c); err != nil {
+		return err
+	}
+	attempt := uint32(0)
+	if prev != nil {
+		attempt = prev.Metadata.Attempt + 1
+		_, _ = m.runtime.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: prev.Id})
+	}
+	var envs []*runtimeapi.KeyValue
+	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			envs = append(envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(e.Value)})
+		}
+	}
+	cfg := &runtimeapi.ContainerConfig{
+		Metadata:   &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: attempt},
+		Image:      &runtimeapi.ImageSpec{Image: c.Image},
+		Command:    c.Command,
+		Args:       c.Args,
+		WorkingDir: c.WorkingDir,
+		Envs:       envs,
+		LogPath:    filepath.Join(c.Name, fmt.Sprintf("%d.log", attempt)),
+		Labels: map[string]string{"io.kubernetes.pod.name": pod.Name, "io.kubernetes.pod.namespace": pod.Namespace,
+			"io.kubernetes.pod.uid": string(pod.UID), "io.kubernetes.container.name": c.Name},
+		Linux: &runtimeapi.LinuxContainerConfig{},
+	}
+	created, err := m.runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sandboxID, Config: cfg, SandboxConfig: sbCfg})
+	if err != nil {
+		m.recorder.Eventf(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
+		return err
+	}
+	m.recorder.Eventf(pod, corev1.EventTypeNormal, "Created", "Created container %s", c.Name)
+	if _, err := m.runtime.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: created.ContainerId}); err != nil {
+		m.recorder.Eventf(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
+		return err
+	}
+	m.recorder.Eventf(pod, corev1.EventTypeNormal, "Started", "Started container %s", c.Name)
+	return nil
+}
+
+// terminate stops the pod's containers within the grace period, removes its sandbox (which
+// runs CNI DEL) and then deletes the pod object for good.
+func (m *Manager) terminate(ctx context.Context, pod *corev1.Pod) error {
+	grace := int64(30)
+	if pod.DeletionGracePeriodSeconds != nil {
+		grace = *pod.DeletionGracePeriodSeconds
+	}
+	if err := m.stopAll(ctx, pod.UID, grace, pod); err != nil {
+		return err
+	}
+	err := m.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+func (m *Manager) stopAll(ctx context.Context, uid types.UID, grace int64, pod *corev1.Pod) error {
+	resp, err := m.runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
+		LabelSelector: map[string]string{"io.kubernetes.pod.uid": string(uid)}}})
+	if err != nil {
+		return err
+	}
+	for _, sb := range resp.Items {
+		list, err := m.runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: sb.Id}})
+		if err != nil {
+			return err
+		}
+		var wg sync.WaitGroup
+		for _, c := range list.Containers {
+			if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING && pod != nil {
+				m.recorder.Eventf(pod, corev1.EventTypeNormal, "Killing", "Stopping container %s", c.Metadata.Name)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = m.runtime.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: c.Id, Timeout: grace})
+			}()
+		}
+		wg.Wait()
+		if _, err := m.runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
+			return err
+		}
+		if _, err := m.runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
+			return err
+		}
+	}
+	m.mu.Lock()
+	for k := range m.backoff {
+		if len(k) > len(uid) && k[:len(uid)] == string(uid) {
+			delete(m.backoff, k)
+			delete(m.delay, k)
+		}
+	}
+	m.mu.Unlock()
+	return nil
+}
+
+// cleanupOrphans removes sandboxes of a pod that is gone from the API (deleted with grace 0).
+func (m *Manager) cleanupOrphans(ctx context.Context, ns, name string) error {
+	resp, err := m.runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
+		LabelSelector: map[string]string{"io.kubernetes.pod.namespace": ns, "io.kubernetes.pod.name": name}}})
+	if err != nil {
+		return err
+	}
+	for _, sb := range resp.Items {
+		if err := m.stopAll(ctx, types.UID(sb.Metadata.Uid), 0, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}

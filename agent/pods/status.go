@@ -1,0 +1,166 @@
+package pods
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+func everything() labels.Selector { return labels.Everything() }
+
+// containerStatus converts a CRI container into the API's status.
+func (m *Manager) containerStatus(ctx context.Context, spec corev1.Container, c *runtimeapi.Container, waitingReason string) corev1.ContainerStatus {
+	cs := corev1.ContainerStatus{Name: spec.Name, Image: spec.Image}
+	if c == nil {
+		cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: waitingReason}
+		return cs
+	}
+	cs.RestartCount = int32(c.Metadata.Attempt)
+	cs.ContainerID = "containerd://" + c.Id
+	cs.ImageID = c.ImageRef
+	s, err := m.runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id})
+	if err != nil {
+		cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}
+		return cs
+	}
+	st := s.Status
+	switch st.State {
+	case runtimeapi.ContainerState_CONTAINER_RUNNING:
+		cs.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Unix(0, st.StartedAt))}
+		cs.Ready = true
+		started := true
+		cs.Started = &started
+	case runtimeapi.ContainerState_CONTAINER_EXITED:
+		reason := st.Reason
+		if reason == "" {
+			reason = "Error"
+			if st.ExitCode == 0 {
+				reason = "Completed"
+			}
+		}
+		term := &corev1.ContainerStateTerminated{ExitCode: st.ExitCode, Reason: reason, Message: st.Message,
+			StartedAt: metav1.NewTime(time.Unix(0, st.StartedAt)), FinishedAt: metav1.NewTime(time.Unix(0, st.FinishedAt)), ContainerID: cs.ContainerID}
+		cs.State.Terminated = term
+	default:
+		cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}
+	}
+	return cs
+}
+
+// writeStatus computes the pod's status from CRI and writes it if it changed.
+func (m *Manager) writeStatus(ctx context.Context, pod *corev1.Pod, sb *runtimeapi.PodSandboxStatus, latest map[string]*runtimeapi.Container, waiting string) error {
+	s := pod.Status.DeepCopy()
+	s.HostIP = m.opts.HostIP
+	if m.opts.HostIP != "" {
+		s.HostIPs = []corev1.HostIP{{IP: m.opts.HostIP}}
+	}
+	if sb != nil && sb.Network != nil && sb.Network.Ip != "" {
+		s.PodIP = sb.Network.Ip
+		s.PodIPs = []corev1.PodIP{{IP: sb.Network.Ip}}
+	}
+	if s.StartTime == nil {
+		now := metav1.Now()
+		s.StartTime = &now
+	}
+	reason := waiting
+	if reason == "" {
+		reason = "ContainerCreating"
+	}
+	var statuses, initStatuses []corev1.ContainerStatus
+	for _, c := range pod.Spec.InitContainers {
+		initStatuses = append(initStatuses, m.containerStatus(ctx, c, latest[c.Name], "PodInitializing"))
+	}
+	running, ready, exited, failed := 0, 0, 0, 0
+	for _, c := range pod.Spec.Containers {
+		cs := m.containerStatus(ctx, c, latest[c.Name], reason)
+		if cs.State.Terminated != nil && cs.State.Terminated.ExitCode != 0 && pod.Spec.RestartPolicy == corev1.RestartPolicyAlways {
+			// Waiting for a restart after a crash.
+			last := cs.State
+			cs.LastTerminationState = last
+			cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
+				Message: "back-off restarting failed container " + c.Name}}
+		}
+		for _, prev := range pod.Status.ContainerStatuses {
+			if prev.Name == cs.Name && prev.LastTerminationState.Terminated != nil && cs.LastTerminationState.Terminated == nil {
+				cs.LastTerminationState = prev.LastTerminationState
+			}
+		}
+		switch {
+		case cs.State.Running != nil:
+			running++
+			if cs.Ready {
+				ready++
+			}
+		case cs.State.Terminated != nil:
+			exited++
+			if cs.State.Terminated.ExitCode != 0 {
+				failed++
+			}
+		}
+		statuses = append(statuses, cs)
+	}
+	s.ContainerStatuses, s.InitContainerStatuses = statuses, initStatuses
+	n := len(pod.Spec.Containers)
+	switch {
+	case exited == n && failed == 0 && pod.Spec.RestartPolicy != corev1.RestartPolicyAlways:
+		s.Phase = corev1.PodSucceeded
+	case exited == n && failed > 0 && pod.Spec.RestartPolicy == corev1.RestartPolicyNever:
+		s.Phase = corev1.PodFailed
+	case running > 0 || exited > 0:
+		s.Phase = corev1.PodRunning
+	default:
+		s.Phase = corev1.PodPending
+	}
+	initialized := waiting != "PodInitializing"
+	setCond(s, corev1.PodScheduled, true)
+	setCond(s, corev1.PodInitialized, initialized)
+	setCond(s, corev1.ContainersReady, ready == n)
+	setCond(s, corev1.PodReady, ready == n)
+	if sb != nil {
+		setCond(s, corev1.PodReadyToStartContainers, true)
+	}
+	if apiequality.Semantic.DeepEqual(stripTimes(*s), stripTimes(pod.Status)) {
+		return nil
+	}
+	cp := pod.DeepCopy()
+	cp.Status = *s
+	_, err := m.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+func setCond(s *corev1.PodStatus, t corev1.PodConditionType, ok bool) {
+	status := corev1.ConditionFalse
+	if ok {
+		status = corev1.ConditionTrue
+	}
+	for i := range s.Conditions {
+		if s.Conditions[i].Type == t {
+			if s.Conditions[i].Status != status {
+				s.Conditions[i].Status = status
+				s.Conditions[i].LastTransitionTime = metav1.Now()
+			}
+			return
+		}
+	}
+	s.Conditions = append(s.Conditions, corev1.PodCondition{Type: t, Status: status, LastTransitionTime: metav1.Now()})
+}
+
+// stripTimes drops fields that change without meaning, so unchanged pods are not rewritten.
+func stripTimes(s corev1.PodStatus) corev1.PodStatus {
+	s = *s.DeepCopy()
+	for i := range s.Conditions {
+		s.Conditions[i].LastTransitionTime = metav1.Time{}
+		s.Conditions[i].LastProbeTime = metav1.Time{}
+	}
+	s.StartTime = nil
+	return s
+}

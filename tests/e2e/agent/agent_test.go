@@ -1,0 +1,126 @@
+// Package agent is the end-to-end suite of the node agent with real containerd and runc: the
+// seed's path of `kubectl run`, from the API server through the scheduler and the agent to a
+// running container with an address from the node's pod CIDR, and back out on delete.
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/skiff-sh/skiff/tests/e2e/framework"
+)
+
+func eventually(t *testing.T, timeout time.Duration, what string, f func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, state := f()
+		if ok {
+			return
+		}
+		last = state
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("%s: not reached within %s; last state: %s", what, timeout, last)
+}
+
+func TestKubectlRunThroughTheAgent(t *testing.T) {
+	nsName, nsPath := framework.Netns(t)
+	dir := t.TempDir()
+	s := framework.NewServerWithAgent(t, dir, nsPath)
+	s.Start()
+	c := s.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	kc := framework.Kubectl(t, 33)
+	kubectl := func(args ...string) string {
+		t.Helper()
+		out, err := s.Run(ctx, kc, args...)
+		if err != nil {
+			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+		}
+		return out
+	}
+
+	var node *corev1.Node
+	eventually(t, 90*time.Second, "the agent's node Ready with a pod CIDR", func() (bool, string) {
+		list, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil || len(list.Items) != 1 {
+			return false, fmt.Sprint(err)
+		}
+		node = &list.Items[0]
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				return node.Spec.PodCIDR != "", node.Spec.PodCIDR
+			}
+		}
+		return false, "not ready"
+	})
+	if !strings.HasPrefix(node.Status.NodeInfo.ContainerRuntimeVersion, "containerd://") {
+		t.Errorf("runtime version %q", node.Status.NodeInfo.ContainerRuntimeVersion)
+	}
+	hasTaint := false
+	for _, taint := range node.Spec.Taints {
+		hasTaint = hasTaint || taint.Key == "node-role.kubernetes.io/control-plane"
+	}
+	if !hasTaint {
+		t.Error("the server's own node lacks the control-plane taint")
+	}
+	kubectl("taint", "nodes", node.Name, "node-role.kubernetes.io/control-plane-")
+
+	kubectl("run", "test", "--image=localhost/skiff/netutil:1")
+	var pod *corev1.Pod
+	eventually(t, 90*time.Second, "pod Running with an IP", func() (bool, string) {
+		p, err := c.CoreV1().Pods("default").Get(ctx, "test", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		pod = p
+		return p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "", fmt.Sprintf("%s %s", p.Status.Phase, p.Status.PodIP)
+	})
+	cidr := netip.MustParsePrefix(node.Spec.PodCIDR)
+	if ip, err := netip.ParseAddr(pod.Status.PodIP); err != nil || !cidr.Contains(ip) {
+		t.Fatalf("pod IP %s not in the node's pod CIDR %s", pod.Status.PodIP, cidr)
+	}
+	if out := kubectl("get", "pod", "test"); !strings.Contains(out, "1/1     Running") {
+		t.Errorf("kubectl get pod:\n%s", out)
+	}
+	eventually(t, 30*time.Second, "events of the path", func() (bool, string) {
+		out, _ := s.Run(ctx, kc, "get", "events", "--field-selector", "involvedObject.name=test")
+		for _, want := range []string{"Scheduled", "Pulled", "already present on machine", "Created", "Started"} {
+			if !strings.Contains(out, want) {
+				return false, out
+			}
+		}
+		return true, ""
+	})
+
+	// The pod serves HTTP on its address, reachable from its node's network namespace.
+	netutil := filepath.Join(filepath.Dir(framework.Binary(t)), "netutil")
+	out, err := exec.Command("ip", "netns", "exec", nsName, netutil, "fetch", "http://"+pod.Status.PodIP+":8080/hostname").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "test" {
+		t.Fatalf("fetch /hostname from the pod: %v %q", err, out)
+	}
+
+	kubectl("delete", "pod", "test", "--timeout=60s")
+	if _, err := c.CoreV1().Pods("default").Get(ctx, "test", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("pod still there after delete: %v", err)
+	}
+	eventually(t, 30*time.Second, "the pod's veth and route gone", func() (bool, string) {
+		links, _ := exec.Command("ip", "-n", nsName, "-o", "link").CombinedOutput()
+		routes, _ := exec.Command("ip", "-n", nsName, "route").CombinedOutput()
+		return !strings.Contains(string(links), " sk") && !strings.Contains(string(routes), pod.Status.PodIP),
+			string(links) + string(routes)
+	})
+}

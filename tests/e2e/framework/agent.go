@@ -1,0 +1,123 @@
+package framework
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// AgentArtifacts returns the skiff-cni binary and the directory of skiff's image archives that
+// belong with the skiff binary under test: the ones `make build` put beside $SKIFF_BIN, or ones
+// built here once.
+func AgentArtifacts(tb testing.TB) (cniPlugin, imagesDir string) {
+	tb.Helper()
+	dir := filepath.Dir(Binary(tb))
+	cniPlugin, imagesDir = filepath.Join(dir, "skiff-cni"), filepath.Join(dir, "images")
+	if _, err := os.Stat(filepath.Join(imagesDir, "netutil.tar")); err == nil {
+		if _, err := os.Stat(cniPlugin); err == nil {
+			return cniPlugin, imagesDir
+		}
+	}
+	artifactsOnce.Do(func() {
+		_, file, _, _ := runtime.Caller(0)
+		root := filepath.Join(filepath.Dir(file), "..", "..", "..")
+		for _, b := range []struct{ out, pkg string }{{"skiff-cni", "./cmd/skiff-cni"}, {"pause", "./cmd/pause"}, {"netutil", "./cmd/netutil"}} {
+			cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.out), b.pkg)
+			cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				artifactsErr = fmt.Errorf("go build %s: %v\n%s", b.pkg, err, out)
+				return
+			}
+		}
+		out, err := exec.Command(Binary(tb), "images", "build", "--pause", filepath.Join(dir, "pause"),
+			"--netutil", filepath.Join(dir, "netutil"), "--out", imagesDir).CombinedOutput()
+		if err != nil {
+			artifactsErr = fmt.Errorf("skiff images build: %v\n%s", err, out)
+		}
+	})
+	if artifactsErr != nil {
+		tb.Fatal(artifactsErr)
+	}
+	return cniPlugin, imagesDir
+}
+
+var (
+	artifactsOnce = onceFunc{}
+	artifactsErr  error
+)
+
+type onceFunc struct{ done bool }
+
+func (o *onceFunc) Do(f func()) {
+	if !o.done {
+		o.done = true
+		f()
+	}
+}
+
+// Netns makes a network namespace owned by the test (lo up, plus a lab-range address on lo so
+// the namespace can originate traffic) and removes it when the test ends.
+func Netns(tb testing.TB) (name, path string) {
+	tb.Helper()
+	name = fmt.Sprintf("skiff-e2e-%d-%d", os.Getpid(), rand.IntN(1<<30))
+	for _, args := range [][]string{{"netns", "add", name}, {"-n", name, "link", "set", "lo", "up"},
+		{"-n", name, "addr", "add", "198.18.0.1/32", "dev", "lo"}} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			tb.Fatalf("ip %v: %v %s", args, err, out)
+		}
+	}
+	tb.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	return name, "/run/netns/" + name
+}
+
+// NewServerWithAgent prepares `skiff server` with its node agent, whose containerd and pods
+// live in the network namespace at netnsPath; everything stays under dir. Leftover
+// containerd, shims and containers of the test are killed, and their mounts undone, at cleanup.
+func NewServerWithAgent(tb testing.TB, dir, netnsPath string, extra ...string) *Server {
+	tb.Helper()
+	cni, images := AgentArtifacts(tb)
+	s := NewServer(tb, dir, append([]string{"--agent-data-dir", filepath.Join(dir, "agent"), "--agent-netns", netnsPath,
+		"--pod-log-dir", filepath.Join(dir, "logs"), "--cni-plugin", cni, "--agent-images-dir", images}, extra...)...)
+	for i, a := range s.args {
+		if a == "--disable-agent" {
+			s.args = append(s.args[:i], s.args[i+1:]...)
+			break
+		}
+	}
+	tb.Cleanup(func() { KillUnder(filepath.Join(dir, "agent")) })
+	return s
+}
+
+// KillUnder kills every process whose command line mentions dir (containerd, its shims,
+// containers started from there) and lazily unmounts whatever is mounted below dir.
+func KillUnder(dir string) {
+	entries, _ := os.ReadDir("/proc")
+	self := os.Getpid()
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(b), dir) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	mounts, _ := os.ReadFile("/proc/self/mounts")
+	lines := strings.Split(string(mounts), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		f := strings.Fields(lines[i])
+		if len(f) > 1 && strings.HasPrefix(f[1], dir) {
+			_ = syscall.Unmount(f[1], syscall.MNT_DETACH)
+		}
+	}
+}
