@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/skiff-sh/skiff/agent/api"
 	"github.com/skiff-sh/skiff/agent/cniserver"
 	"github.com/skiff-sh/skiff/agent/ipam"
 	"github.com/skiff-sh/skiff/agent/node"
@@ -41,6 +42,12 @@ type Options struct {
 	ImageDirs []string
 	// PodLogDir is where container logs go (/var/log/pods).
 	PodLogDir string
+	// APIAddress serves the agent API (0.0.0.0:10250); APIPort is its port, published in the
+	// Node's daemonEndpoints.
+	APIAddress string
+	APIPort    int
+	// ServingCert, ServingKey and ClientCA secure the agent API.
+	ServingCert, ServingKey, ClientCA string
 }
 
 // Run runs the agent until ctx ends.
@@ -74,7 +81,8 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	if err != nil {
 		return err
 	}
-	nopts := node.Options{Name: o.NodeName, InternalIP: o.InternalIP, RuntimeVersion: "containerd://" + v.RuntimeVersion, Taints: o.Taints}
+	nopts := node.Options{Name: o.NodeName, InternalIP: o.InternalIP, RuntimeVersion: "containerd://" + v.RuntimeVersion, Taints: o.Taints,
+		APIPort: o.APIPort}
 	if _, err := node.Register(ctx, client, nopts, log); err != nil {
 		return err
 	}
@@ -108,6 +116,14 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		return err
 	}
 	defer conn.Close()
+	if o.ServingCert != "" {
+		go func() {
+			h := (&api.Server{Runtime: runtimeapi.NewRuntimeServiceClient(conn)}).Handler()
+			if err := api.Serve(ctx, o.APIAddress, o.ServingCert, o.ServingKey, o.ClientCA, h); err != nil {
+				log.Error("agent API", "err", err)
+			}
+		}()
+	}
 	pods.New(client, runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn),
 		pods.Options{NodeName: o.NodeName, HostIP: o.InternalIP, PodLogDir: o.PodLogDir}, log).Run(ctx)
 	return nil

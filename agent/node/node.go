@@ -39,6 +39,8 @@ type Options struct {
 	Labels map[string]string
 	// MaxPods is the pods capacity (110).
 	MaxPods int
+	// APIPort is the agent API's port (10250), published as daemonEndpoints.kubeletEndpoint.
+	APIPort int
 }
 
 // Capacity reads CPUs and memory of this machine.
@@ -104,6 +106,7 @@ func Status(o Options) corev1.NodeStatus {
 			cond(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
 			cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "skiff agent is posting ready status"),
 		},
+		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(o.APIPort)}},
 		NodeInfo: corev1.NodeSystemInfo{
 			KernelVersion: kernelVersion(), OSImage: osImage(), OperatingSystem: "linux", Architecture: runtime.GOARCH,
 			ContainerRuntimeVersion: o.RuntimeVersion, KubeletVersion: kubeletVersion(), KubeProxyVersion: "",

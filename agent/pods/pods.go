@@ -123,7 +123,9 @@ func (m *Manager) sync(ctx context.Context, key string) error {
 		return m.terminate(ctx, pod)
 	}
 	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-		return nil
+		// A finished pod keeps its containers (and logs) until it is deleted, but gives its
+		// network back at once, as the kubelet does.
+		return m.stopSandboxes(ctx, pod.UID)
 	}
 	return m.run(ctx, pod)
 }
@@ -403,6 +405,22 @@ func (m *Manager) stopAll(ctx context.Context, uid types.UID, grace int64, pod *
 		}
 	}
 	m.mu.Unlock()
+	return nil
+}
+
+// stopSandboxes stops a pod's ready sandboxes, which runs CNI DEL and frees the address.
+func (m *Manager) stopSandboxes(ctx context.Context, uid types.UID) error {
+	resp, err := m.runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
+		State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
+		LabelSelector: map[string]string{"io.kubernetes.pod.uid": string(uid)}}})
+	if err != nil {
+		return err
+	}
+	for _, sb := range resp.Items {
+		if _, err := m.runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -103,6 +103,11 @@ func serverCommand(use, short string) *cobra.Command {
 				o.PostStart = func(ctx context.Context) { runControlPlane(ctx, f, log) }
 				if !f.disableAgent {
 					o.NodeName = f.agent.nodeName
+					if ip := net.ParseIP(f.agent.nodeIP); ip != nil {
+						o.NodeIPs = []net.IP{ip}
+					} else if ip := net.ParseIP(firstAddress()); ip != nil {
+						o.NodeIPs = []net.IP{ip}
+					}
 				}
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -154,7 +159,10 @@ func runControlPlane(ctx context.Context, f serverFlags, log *slog.Logger) {
 			if err == nil {
 				// The server's own node runs only what tolerates the control plane, as kubeadm's.
 				taints := []corev1.Taint{{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}}
-				err = agent.Run(ctx, cfg, f.agent.options(taints), log.With("component", "agent"))
+				af := f.agent
+				pkiDir := filepath.Join(f.dataDir, "pki")
+				af.servingCert, af.servingKey, af.clientCA = filepath.Join(pkiDir, "agent.crt"), filepath.Join(pkiDir, "agent.key"), filepath.Join(pkiDir, "ca.crt")
+				err = agent.Run(ctx, cfg, af.options(taints), log.With("component", "agent"))
 			}
 			if err != nil {
 				log.Error("agent", "err", err)
@@ -167,6 +175,8 @@ func runControlPlane(ctx context.Context, f serverFlags, log *slog.Logger) {
 type agentFlags struct {
 	dataDir, nodeName, nodeIP, netns, cniPlugin, podLogDir string
 	imageDirs                                              []string
+	port                                                   int
+	servingCert, servingKey, clientCA                      string
 }
 
 func exeDir() string {
@@ -186,6 +196,12 @@ func addAgentFlags(fs *pflag.FlagSet, f *agentFlags, prefix string) {
 	fs.StringVar(&f.cniPlugin, "cni-plugin", filepath.Join(exeDir(), "skiff-cni"), "skiff-cni binary to install")
 	fs.StringSliceVar(&f.imageDirs, prefix+"images-dir", nil, "directories of image archives to import at start (default: <data-dir>/images and images/ beside the binary)")
 	fs.StringVar(&f.podLogDir, "pod-log-dir", "/var/log/pods", "where container logs are written")
+	fs.IntVar(&f.port, prefix+"port", 10250, "HTTPS port of the agent API (container logs)")
+	if prefix == "" {
+		fs.StringVar(&f.servingCert, "tls-cert-file", "/var/lib/skiff/agent/pki/agent.crt", "agent API serving certificate")
+		fs.StringVar(&f.servingKey, "tls-private-key-file", "/var/lib/skiff/agent/pki/agent.key", "agent API serving key")
+		fs.StringVar(&f.clientCA, "client-ca-file", "/var/lib/skiff/agent/pki/ca.crt", "CA of the clients the agent API accepts")
+	}
 }
 
 func (f agentFlags) options(taints []corev1.Taint) agent.Options {
@@ -198,7 +214,8 @@ func (f agentFlags) options(taints []corev1.Taint) agent.Options {
 		ip = firstAddress()
 	}
 	return agent.Options{DataDir: f.dataDir, NodeName: f.nodeName, InternalIP: ip, Taints: taints, Netns: f.netns,
-		CNIPlugin: f.cniPlugin, ImageDirs: dirs, PodLogDir: f.podLogDir}
+		CNIPlugin: f.cniPlugin, ImageDirs: dirs, PodLogDir: f.podLogDir,
+		APIAddress: fmt.Sprintf(":%d", f.port), APIPort: f.port, ServingCert: f.servingCert, ServingKey: f.servingKey, ClientCA: f.clientCA}
 }
 
 func firstAddress() string {

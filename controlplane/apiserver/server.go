@@ -3,11 +3,14 @@ package apiserver
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -24,7 +27,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/group"
 	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
 	"k8s.io/apiserver/pkg/authentication/request/union"
-	"k8s.io/apiserver/pkg/authentication/request/x509"
+	x509auth "k8s.io/apiserver/pkg/authentication/request/x509"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
@@ -77,6 +80,8 @@ type Options struct {
 	// NodeName, if set, gets a node.kubeconfig (CN=system:node:<name>, O=system:nodes) for
 	// the agent that `skiff server` runs beside the control plane.
 	NodeName string
+	// NodeIPs are extra IP SANs of that agent's serving certificate (pki/agent.crt).
+	NodeIPs []net.IP
 	// PostStart, if set, runs once the server serves requests, with a context that ends at
 	// shutdown; `skiff server` starts the scheduler and controllers there.
 	PostStart func(ctx context.Context)
@@ -120,6 +125,11 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 	if o.NodeName != "" {
 		kubeconfigs["node.kubeconfig"] = "system:node:" + o.NodeName
+	}
+	if o.NodeName != "" {
+		if err := writeAgentServingCert(layout, ca, o.NodeName, o.NodeIPs); err != nil {
+			return err
+		}
 	}
 	for file, user := range kubeconfigs {
 		var groups []string
@@ -273,7 +283,11 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 		IPs:       allocator.New(ipRange, allocator.EtcdStore{Client: etcdClient}, "/registry/skiff/ranges/serviceips/"),
 		NodePorts: allocator.New(portRange, allocator.EtcdStore{Client: etcdClient}, "/registry/skiff/ranges/servicenodeports/"),
 	}
-	stores, err := registry.Storage(registry.Options{RESTOptions: cfg.RESTOptionsGetter, Allocators: allocs, Tokens: issuer})
+	nodeTLS, err := kubeletClientTLS(layout)
+	if err != nil {
+		return nil, nil, err
+	}
+	stores, err := registry.Storage(registry.Options{RESTOptions: cfg.RESTOptionsGetter, Allocators: allocs, Tokens: issuer, NodeTLS: nodeTLS})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -326,7 +340,7 @@ func newAuthenticator(layout pki.Layout, issuer string, lookup serviceaccount.Lo
 	if err != nil {
 		return nil, nil, err
 	}
-	certs := newCachedCertAuthenticator(x509.NewDynamic(ca.VerifyOptions, x509.CommonNameUserConversion), 10*time.Second)
+	certs := newCachedCertAuthenticator(x509auth.NewDynamic(ca.VerifyOptions, x509auth.CommonNameUserConversion), 10*time.Second)
 	return group.NewAuthenticatedGroupAdder(union.New(certs, bearertoken.New(tokens))), ca, nil
 }
 
@@ -370,4 +384,43 @@ func loopbackFor(bind net.IP) string {
 		return "127.0.0.1"
 	}
 	return bind.String()
+}
+
+// kubeletClientTLS is the API server's client side towards node agents: the
+// apiserver-kubelet-client pair, verifying agents against the cluster CA.
+func kubeletClientTLS(l pki.Layout) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(l.APIServerKubeletClient().Cert, l.APIServerKubeletClient().Key)
+	if err != nil {
+		return nil, err
+	}
+	caPEM, err := os.ReadFile(l.CA().Cert)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
+
+// writeAgentServingCert issues the serving pair of the agent beside this server (pki/agent.crt),
+// unless it exists.
+func writeAgentServingCert(l pki.Layout, ca *pki.Authority, node string, ips []net.IP) error {
+	crt, key := filepath.Join(l.Dir, "agent.crt"), filepath.Join(l.Dir, "agent.key")
+	if _, err := os.Stat(crt); err == nil {
+		return nil
+	}
+	ips = append([]net.IP{net.ParseIP("127.0.0.1")}, ips...)
+	certPEM, keyPEM, err := ca.Issue(x509.Certificate{
+		Subject:     pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}},
+		DNSNames:    []string{node, "localhost"},
+		IPAddresses: ips,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(key, keyPEM, 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(crt, certPEM, 0o644)
 }

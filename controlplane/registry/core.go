@@ -251,7 +251,7 @@ func (podStrategy) CheckGracefulDelete(ctx context.Context, obj runtime.Object, 
 	return true
 }
 
-func pods(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
+func pods(opts generic.RESTOptionsGetter, nodes *NodeConnection) (map[string]rest.Storage, error) {
 	s := newStrategy(true, true)
 	s.prepareForCreate = func(obj runtime.Object) {
 		p := obj.(*corev1.Pod)
@@ -296,6 +296,7 @@ func pods(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
 		"pods":         main,
 		"pods/status":  status,
 		"pods/binding": &BindingREST{store: main.Store},
+		"pods/log":     &LogREST{pods: main.Store, nodes: nodes},
 	}, nil
 }
 

@@ -1,6 +1,8 @@
 package registry
 
 import (
+	"crypto/tls"
+
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -21,6 +23,8 @@ type Options struct {
 	Allocators Allocators
 	// Tokens signs TokenRequests; without it serviceaccounts/token is not served.
 	Tokens TokenIssuer
+	// NodeTLS is the API server's client TLS towards node agents (pods/log).
+	NodeTLS *tls.Config
 }
 
 // Storage returns every served resource's storage, keyed by group version and then by
@@ -44,7 +48,17 @@ func Storage(o Options) (map[schema.GroupVersion]map[string]rest.Storage, error)
 	for _, step := range []func() error{
 		func() error { m, err := namespaces(opts); return add(core, m, err) },
 		func() error { m, err := nodes(opts); return add(core, m, err) },
-		func() error { m, err := pods(opts); return add(core, m, err) },
+		func() error {
+			nc := &NodeConnection{TLS: o.NodeTLS}
+			if o.NodeTLS == nil {
+				nc = nil
+			}
+			m, err := pods(opts, nc)
+			if err == nil && nc != nil {
+				nc.Nodes = out[core]["nodes"].(*REST).Store
+			}
+			return add(core, m, err)
+		},
 		func() error { m, err := services(opts, o.Allocators); return add(core, m, err) },
 		func() error { m, err := endpointsAndEvents(opts); return add(core, m, err) },
 		func() error { m, err := configMapsSecretsAccounts(opts, o.Tokens); return add(core, m, err) },

@@ -92,6 +92,9 @@ func AddToScheme(s *runtime.Scheme) error {
 	if err := addFieldLabelConversions(s); err != nil {
 		return err
 	}
+	if err := addParameterConversions(s); err != nil {
+		return err
+	}
 	for _, gv := range Served {
 		if err := s.SetVersionPriority(gv); err != nil {
 			return err

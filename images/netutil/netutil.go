@@ -71,6 +71,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if p == 0 {
 			p = 8080
 		}
+		fmt.Fprintf(out, "netutil serving HTTP on :%d\n", p)
 		return Serve(ctx, fmt.Sprintf(":%d", p))
 	case "fetch":
 		if len(pos) != 1 {

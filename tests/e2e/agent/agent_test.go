@@ -113,6 +113,23 @@ func TestKubectlRunThroughTheAgent(t *testing.T) {
 		t.Fatalf("fetch /hostname from the pod: %v %q", err, out)
 	}
 
+	// kubectl logs, through the API server's pods/log proxy to the agent API.
+	eventually(t, 30*time.Second, "kubectl logs test", func() (bool, string) {
+		out, err := s.Run(ctx, kc, "logs", "test")
+		return err == nil && strings.Contains(out, "netutil serving HTTP on :8080"), out
+	})
+	kubectl("run", "once", "--restart=Never", "--image=localhost/skiff/netutil:1", "--", "dns", "localhost")
+	eventually(t, 60*time.Second, "a run-to-completion pod Succeeds", func() (bool, string) {
+		p, err := c.CoreV1().Pods("default").Get(ctx, "once", metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodSucceeded, fmt.Sprint(err, " ", p.Status.Phase)
+	})
+	if out := kubectl("logs", "once"); strings.TrimSpace(out) != "127.0.0.1" {
+		t.Fatalf("logs of the completed pod: %q", out)
+	}
+	if out := kubectl("get", "pod", "once"); !strings.Contains(out, "Completed") {
+		t.Errorf("kubectl get pod once:\n%s", out)
+	}
+
 	kubectl("delete", "pod", "test", "--timeout=60s")
 	if _, err := c.CoreV1().Pods("default").Get(ctx, "test", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("pod still there after delete: %v", err)

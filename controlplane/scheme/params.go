@@ -1,0 +1,73 @@
+package scheme
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/conversion"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// addParameterConversions decodes the query parameters of pods/log into PodLogOptions (upstream
+// generates this conversion inside k8s.io/kubernetes).
+func addParameterConversions(s *runtime.Scheme) error {
+	return s.AddConversionFunc((*url.Values)(nil), (*corev1.PodLogOptions)(nil), func(a, b any, _ conversion.Scope) error {
+		return PodLogOptionsFromQuery(*a.(*url.Values), b.(*corev1.PodLogOptions))
+	})
+}
+
+// PodLogOptionsFromQuery parses ?container=&follow=&previous=&sinceSeconds=&sinceTime=
+// &timestamps=&tailLines=&limitBytes=, with a precise error for a malformed value.
+func PodLogOptionsFromQuery(q url.Values, o *corev1.PodLogOptions) error {
+	boolean := func(name string, dst *bool) error {
+		if v := q.Get(name); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("%s: %q is not a boolean", name, v)
+			}
+			*dst = b
+		}
+		return nil
+	}
+	integer := func(name string) (*int64, error) {
+		v := q.Get(name)
+		if v == "" {
+			return nil, nil
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %q is not an integer", name, v)
+		}
+		return &n, nil
+	}
+	o.Container = q.Get("container")
+	for name, dst := range map[string]*bool{"follow": &o.Follow, "previous": &o.Previous, "timestamps": &o.Timestamps,
+		"insecureSkipTLSVerifyBackend": &o.InsecureSkipTLSVerifyBackend} {
+		if err := boolean(name, dst); err != nil {
+			return err
+		}
+	}
+	var err error
+	if o.SinceSeconds, err = integer("sinceSeconds"); err != nil {
+		return err
+	}
+	if o.TailLines, err = integer("tailLines"); err != nil {
+		return err
+	}
+	if o.LimitBytes, err = integer("limitBytes"); err != nil {
+		return err
+	}
+	if v := q.Get("sinceTime"); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return fmt.Errorf("sinceTime: %q is not an RFC 3339 time", v)
+		}
+		mt := metav1.NewTime(t)
+		o.SinceTime = &mt
+	}
+	return nil
+}
