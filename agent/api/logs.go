@@ -220,4 +220,3 @@ func (s *Server) logPath(ctx context.Context, ns, pod, container string, previou
 	}
 	return st.Status.LogPath, pick.Id, nil
 }
-
