@@ -118,7 +118,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	defer conn.Close()
 	if o.ServingCert != "" {
 		go func() {
-			h := (&api.Server{Runtime: runtimeapi.NewRuntimeServiceClient(conn)}).Handler()
+			h := (&api.Server{Runtime: runtimeapi.NewRuntimeServiceClient(conn), Netns: o.Netns}).Handler()
 			if err := api.Serve(ctx, o.APIAddress, o.ServingCert, o.ServingKey, o.ClientCA, h); err != nil {
 				log.Error("agent API", "err", err)
 			}

@@ -1,5 +1,5 @@
 // Package api is the node agent's HTTPS API (port 10250), which the API server calls as its
-// kubelet client to stream container logs (kubectl logs). Only clients with a certificate of
+// kubelet client to stream container logs (kubectl logs) and run commands (kubectl exec). Only clients with a certificate of
 // the cluster CA are served: the API server's apiserver-kubelet-client and administrators.
 package api
 
@@ -20,12 +20,15 @@ import (
 // Server serves the agent API.
 type Server struct {
 	Runtime runtimeapi.RuntimeServiceClient
+	// Netns is the runtime's network namespace, if it has its own (the lab's nodes).
+	Netns string
 }
 
 // Handler routes the API.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", s.containerLogs)
+	mux.HandleFunc("/exec/{namespace}/{pod}/{container}", s.exec)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
 	return mux
 }

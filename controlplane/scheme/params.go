@@ -15,9 +15,33 @@ import (
 // addParameterConversions decodes the query parameters of pods/log into PodLogOptions (upstream
 // generates this conversion inside k8s.io/kubernetes).
 func addParameterConversions(s *runtime.Scheme) error {
-	return s.AddConversionFunc((*url.Values)(nil), (*corev1.PodLogOptions)(nil), func(a, b any, _ conversion.Scope) error {
+	if err := s.AddConversionFunc((*url.Values)(nil), (*corev1.PodLogOptions)(nil), func(a, b any, _ conversion.Scope) error {
 		return PodLogOptionsFromQuery(*a.(*url.Values), b.(*corev1.PodLogOptions))
+	}); err != nil {
+		return err
+	}
+	return s.AddConversionFunc((*url.Values)(nil), (*corev1.PodExecOptions)(nil), func(a, b any, _ conversion.Scope) error {
+		return PodExecOptionsFromQuery(*a.(*url.Values), b.(*corev1.PodExecOptions))
 	})
+}
+
+// PodExecOptionsFromQuery parses ?command=...&container=&stdin=&stdout=&stderr=&tty=.
+func PodExecOptionsFromQuery(q url.Values, o *corev1.PodExecOptions) error {
+	o.Container = q.Get("container")
+	o.Command = q["command"]
+	for name, dst := range map[string]*bool{"stdin": &o.Stdin, "stdout": &o.Stdout, "stderr": &o.Stderr, "tty": &o.TTY} {
+		if v := q.Get(name); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("%s: %q is not a boolean", name, v)
+			}
+			*dst = b
+		}
+	}
+	if len(o.Command) == 0 {
+		return fmt.Errorf("command: at least one argument is required")
+	}
+	return nil
 }
 
 // PodLogOptionsFromQuery parses ?container=&follow=&previous=&sinceSeconds=&sinceTime=

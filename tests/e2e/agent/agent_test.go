@@ -118,6 +118,18 @@ func TestKubectlRunThroughTheAgent(t *testing.T) {
 		out, err := s.Run(ctx, kc, "logs", "test")
 		return err == nil && strings.Contains(out, "netutil serving HTTP on :8080"), out
 	})
+	// kubectl exec: 1.33 speaks WebSocket (translated to SPDY by the API server), 1.27 SPDY.
+	for _, minor := range []int{33, 27} {
+		out, err := s.Run(ctx, framework.Kubectl(t, minor), "exec", "test", "--", "/bin/netutil", "dns", "localhost")
+		if err != nil || strings.TrimSpace(out) != "127.0.0.1" {
+			t.Fatalf("kubectl 1.%d exec: %v %q", minor, err, out)
+		}
+	}
+	failOut, err := s.Run(ctx, kc, "exec", "test", "--", "/bin/netutil", "bogus")
+	if err == nil || !strings.Contains(failOut, "exit code 1") {
+		t.Fatalf("exec of a failing command: %v %q", err, failOut)
+	}
+
 	kubectl("run", "once", "--restart=Never", "--image=localhost/skiff/netutil:1", "--", "dns", "localhost")
 	eventually(t, 60*time.Second, "a run-to-completion pod Succeeds", func() (bool, string) {
 		p, err := c.CoreV1().Pods("default").Get(ctx, "once", metav1.GetOptions{})

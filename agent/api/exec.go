@@ -1,0 +1,88 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/vishvananda/netns"
+	"k8s.io/apimachinery/pkg/util/proxy"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// exec serves /exec/{namespace}/{pod}/{container}: it asks CRI for an exec session and proxies
+// the client's upgraded (SPDY) connection to containerd's streaming server, as the kubelet does.
+func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
+	ns, pod, container := r.PathValue("namespace"), r.PathValue("pod"), r.PathValue("container")
+	q := r.URL.Query()
+	flag := func(name string) bool { b, _ := strconv.ParseBool(q.Get(name)); return b }
+	cmd := q["command"]
+	if len(cmd) == 0 {
+		http.Error(w, "command: at least one argument is required", http.StatusBadRequest)
+		return
+	}
+	list, err := s.Runtime.ListContainers(r.Context(), &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
+		State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+		LabelSelector: map[string]string{"io.kubernetes.pod.namespace": ns, "io.kubernetes.pod.name": pod, "io.kubernetes.container.name": container}}})
+	if err != nil || len(list.Containers) == 0 {
+		http.Error(w, fmt.Sprintf("container %q in pod %q is not running", container, pod), http.StatusNotFound)
+		return
+	}
+	resp, err := s.Runtime.Exec(r.Context(), &runtimeapi.ExecRequest{ContainerId: list.Containers[0].Id, Cmd: cmd,
+		Tty: flag("tty"), Stdin: flag("stdin"), Stdout: flag("stdout"), Stderr: flag("stderr")})
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	loc, err := url.Parse(resp.Url)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	tr := &http.Transport{DialContext: s.dialer()}
+	proxy.NewUpgradeAwareHandler(loc, tr, false, true, httpResponder{}).ServeHTTP(w, r)
+}
+
+type httpResponder struct{}
+
+func (httpResponder) Error(w http.ResponseWriter, _ *http.Request, err error) {
+	http.Error(w, err.Error(), http.StatusBadGateway)
+}
+
+// dialer reaches containerd's streaming server, which listens on 127.0.0.1 inside the
+// runtime's network namespace: a socket opened there stays there, whichever thread uses it.
+func (s *Server) dialer() func(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := &net.Dialer{Timeout: 10 * time.Second}
+	if s.Netns == "" {
+		return d.DialContext
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		type result struct {
+			c   net.Conn
+			err error
+		}
+		ch := make(chan result, 1)
+		go func() {
+			runtime.LockOSThread() // the thread is discarded when the goroutine ends
+			target, err := netns.GetFromPath(s.Netns)
+			if err != nil {
+				ch <- result{nil, err}
+				return
+			}
+			defer target.Close()
+			if err := netns.Set(target); err != nil {
+				ch <- result{nil, err}
+				return
+			}
+			c, err := d.DialContext(ctx, network, addr)
+			ch <- result{c, err}
+		}()
+		r := <-ch
+		return r.c, r.err
+	}
+}

@@ -1,0 +1,92 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/httpstream/wsstream"
+	"k8s.io/apimachinery/pkg/util/proxy"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
+	"k8s.io/apiserver/pkg/registry/rest"
+	translator "k8s.io/apiserver/pkg/util/proxy"
+)
+
+// ExecREST serves pods/exec by proxying the upgraded connection to the node agent. kubectl
+// 1.30+ speaks WebSocket (v5.channel.k8s.io); the agent, like the kubelet, speaks SPDY, so
+// such requests are translated here, as upstream does.
+type ExecREST struct {
+	pods  *genericregistry.Store
+	nodes *NodeConnection
+}
+
+var _ rest.Connecter = &ExecREST{}
+
+// New implements rest.Storage.
+func (r *ExecREST) New() runtime.Object { return &corev1.PodExecOptions{} }
+
+// Destroy implements rest.Storage.
+func (r *ExecREST) Destroy() {}
+
+// NewConnectOptions implements rest.Connecter.
+func (r *ExecREST) NewConnectOptions() (runtime.Object, bool, string) { return &corev1.PodExecOptions{}, false, "" }
+
+// ConnectMethods implements rest.Connecter.
+func (r *ExecREST) ConnectMethods() []string { return []string{"GET", "POST"} }
+
+// Connect implements rest.Connecter.
+func (r *ExecREST) Connect(ctx context.Context, name string, opts runtime.Object, responder rest.Responder) (http.Handler, error) {
+	o, ok := opts.(*corev1.PodExecOptions)
+	if !ok {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid options object: %#v", opts))
+	}
+	obj, err := r.pods.Get(ctx, name, &metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	pod := obj.(*corev1.Pod)
+	container := o.Container
+	if container == "" {
+		if len(pod.Spec.Containers) != 1 {
+			var names []string
+			for _, c := range pod.Spec.Containers {
+				names = append(names, c.Name)
+			}
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("a container name must be specified for pod %s, choose one of: [%s]", name, strings.Join(names, " ")))
+		}
+		container = pod.Spec.Containers[0].Name
+	}
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("cannot exec into a container in a completed pod; current phase is %s", pod.Status.Phase))
+	}
+	if pod.Spec.NodeName == "" || r.nodes == nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("pod %s does not have a host assigned", name))
+	}
+	loc, tr, err := r.nodes.location(ctx, pod.Spec.NodeName)
+	if err != nil {
+		return nil, err
+	}
+	ns, _ := genericapirequest.NamespaceFrom(ctx)
+	loc.Path = fmt.Sprintf("/exec/%s/%s/%s", ns, name, container)
+	q := url.Values{"command": o.Command}
+	for k, v := range map[string]bool{"stdin": o.Stdin, "stdout": o.Stdout, "stderr": o.Stderr, "tty": o.TTY} {
+		if v {
+			q.Set(k, "1")
+		}
+	}
+	loc.RawQuery = q.Encode()
+	upgrade := proxy.NewUpgradeAwareHandler(loc, tr, false, true, errorResponder{responder})
+	stream := translator.NewStreamTranslatorHandler(loc, tr, 0, translator.Options{Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr, Tty: o.TTY})
+	return translator.NewTranslatingHandler(upgrade, stream, wsstream.IsWebSocketRequestWithStreamCloseProtocol), nil
+}
+
+type errorResponder struct{ rest.Responder }
+
+func (e errorResponder) Error(w http.ResponseWriter, req *http.Request, err error) { e.Responder.Error(err) }
