@@ -36,7 +36,9 @@ func (r *ExecREST) New() runtime.Object { return &corev1.PodExecOptions{} }
 func (r *ExecREST) Destroy() {}
 
 // NewConnectOptions implements rest.Connecter.
-func (r *ExecREST) NewConnectOptions() (runtime.Object, bool, string) { return &corev1.PodExecOptions{}, false, "" }
+func (r *ExecREST) NewConnectOptions() (runtime.Object, bool, string) {
+	return &corev1.PodExecOptions{}, false, ""
+}
 
 // ConnectMethods implements rest.Connecter.
 func (r *ExecREST) ConnectMethods() []string { return []string{"GET", "POST"} }
@@ -89,4 +91,6 @@ func (r *ExecREST) Connect(ctx context.Context, name string, opts runtime.Object
 
 type errorResponder struct{ rest.Responder }
 
-func (e errorResponder) Error(w http.ResponseWriter, req *http.Request, err error) { e.Responder.Error(err) }
+func (e errorResponder) Error(w http.ResponseWriter, req *http.Request, err error) {
+	e.Responder.Error(err)
+}
