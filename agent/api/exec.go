@@ -86,3 +86,36 @@ func (s *Server) dialer() func(ctx context.Context, network, addr string) (net.C
 		return r.c, r.err
 	}
 }
+
+// portForward serves /portForward/{namespace}/{pod}: a CRI port-forward session to the pod's
+// sandbox, proxied like exec.
+func (s *Server) portForward(w http.ResponseWriter, r *http.Request) {
+	ns, pod := r.PathValue("namespace"), r.PathValue("pod")
+	sbs, err := s.Runtime.ListPodSandbox(r.Context(), &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
+		State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
+		LabelSelector: map[string]string{"io.kubernetes.pod.namespace": ns, "io.kubernetes.pod.name": pod}}})
+	if err != nil || len(sbs.Items) == 0 {
+		http.Error(w, fmt.Sprintf("pod %q has no running sandbox", pod), http.StatusNotFound)
+		return
+	}
+	var ports []int32
+	for _, v := range r.URL.Query()["port"] {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 1 || n > 65535 {
+			http.Error(w, fmt.Sprintf("port %q is not a port number", v), http.StatusBadRequest)
+			return
+		}
+		ports = append(ports, int32(n))
+	}
+	resp, err := s.Runtime.PortForward(r.Context(), &runtimeapi.PortForwardRequest{PodSandboxId: sbs.Items[0].Id, Port: ports})
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	loc, err := url.Parse(resp.Url)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	proxy.NewUpgradeAwareHandler(loc, &http.Transport{DialContext: s.dialer()}, false, true, httpResponder{}).ServeHTTP(w, r)
+}

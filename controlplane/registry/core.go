@@ -293,11 +293,12 @@ func pods(opts generic.RESTOptionsGetter, nodes *NodeConnection) (map[string]res
 		return errs
 	}})
 	return map[string]rest.Storage{
-		"pods":         main,
-		"pods/status":  status,
-		"pods/binding": &BindingREST{store: main.Store},
-		"pods/log":     &LogREST{pods: main.Store, nodes: nodes},
-		"pods/exec":    &ExecREST{pods: main.Store, nodes: nodes},
+		"pods":             main,
+		"pods/status":      status,
+		"pods/binding":     &BindingREST{store: main.Store},
+		"pods/log":         &LogREST{pods: main.Store, nodes: nodes},
+		"pods/exec":        &ExecREST{pods: main.Store, nodes: nodes},
+		"pods/portforward": &PortForwardREST{pods: main.Store, nodes: nodes},
 	}, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,8 +21,23 @@ func addParameterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
-	return s.AddConversionFunc((*url.Values)(nil), (*corev1.PodExecOptions)(nil), func(a, b any, _ conversion.Scope) error {
+	if err := s.AddConversionFunc((*url.Values)(nil), (*corev1.PodExecOptions)(nil), func(a, b any, _ conversion.Scope) error {
 		return PodExecOptionsFromQuery(*a.(*url.Values), b.(*corev1.PodExecOptions))
+	}); err != nil {
+		return err
+	}
+	return s.AddConversionFunc((*url.Values)(nil), (*corev1.PodPortForwardOptions)(nil), func(a, b any, _ conversion.Scope) error {
+		o := b.(*corev1.PodPortForwardOptions)
+		for _, v := range (*a.(*url.Values))["ports"] {
+			for _, p := range strings.Split(v, ",") {
+				n, err := strconv.ParseInt(strings.TrimSpace(p), 10, 32)
+				if err != nil || n < 1 || n > 65535 {
+					return fmt.Errorf("ports: %q is not a port number", p)
+				}
+				o.Ports = append(o.Ports, int32(n))
+			}
+		}
+		return nil
 	})
 }
 

@@ -130,6 +130,22 @@ func TestKubectlRunThroughTheAgent(t *testing.T) {
 		t.Fatalf("exec of a failing command: %v %q", err, failOut)
 	}
 
+	// kubectl port-forward, with both protocols.
+	for _, minor := range []int{33, 27} {
+		local := framework.FreePort(t)
+		pf := exec.CommandContext(ctx, framework.Kubectl(t, minor), "port-forward", "pod/test", fmt.Sprintf("%d:8080", local))
+		pf.Env = append(pf.Environ(), "KUBECONFIG="+s.Kubeconfig)
+		if err := pf.Start(); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, fmt.Sprintf("kubectl 1.%d port-forward", minor), func() (bool, string) {
+			out, err := exec.Command(netutil, "fetch", fmt.Sprintf("http://127.0.0.1:%d/hostname", local)).CombinedOutput()
+			return err == nil && strings.TrimSpace(string(out)) == "test", string(out)
+		})
+		_ = pf.Process.Kill()
+		_ = pf.Wait()
+	}
+
 	kubectl("run", "once", "--restart=Never", "--image=localhost/skiff/netutil:1", "--", "dns", "localhost")
 	eventually(t, 60*time.Second, "a run-to-completion pod Succeeds", func() (bool, string) {
 		p, err := c.CoreV1().Pods("default").Get(ctx, "once", metav1.GetOptions{})

@@ -1,0 +1,72 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/httpstream/wsstream"
+	"k8s.io/apimachinery/pkg/util/proxy"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
+	"k8s.io/apiserver/pkg/registry/rest"
+	translator "k8s.io/apiserver/pkg/util/proxy"
+)
+
+// PortForwardREST serves pods/portforward by proxying to the node agent; kubectl 1.31+'s
+// WebSocket tunnel is unwrapped to SPDY here, as upstream does.
+type PortForwardREST struct {
+	pods  *genericregistry.Store
+	nodes *NodeConnection
+}
+
+var _ rest.Connecter = &PortForwardREST{}
+
+// New implements rest.Storage.
+func (r *PortForwardREST) New() runtime.Object { return &corev1.PodPortForwardOptions{} }
+
+// Destroy implements rest.Storage.
+func (r *PortForwardREST) Destroy() {}
+
+// NewConnectOptions implements rest.Connecter.
+func (r *PortForwardREST) NewConnectOptions() (runtime.Object, bool, string) {
+	return &corev1.PodPortForwardOptions{}, false, ""
+}
+
+// ConnectMethods implements rest.Connecter.
+func (r *PortForwardREST) ConnectMethods() []string { return []string{"GET", "POST"} }
+
+// Connect implements rest.Connecter.
+func (r *PortForwardREST) Connect(ctx context.Context, name string, opts runtime.Object, responder rest.Responder) (http.Handler, error) {
+	o, ok := opts.(*corev1.PodPortForwardOptions)
+	if !ok {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid options object: %#v", opts))
+	}
+	obj, err := r.pods.Get(ctx, name, &metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	pod := obj.(*corev1.Pod)
+	if pod.Spec.NodeName == "" || r.nodes == nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("pod %s does not have a host assigned", name))
+	}
+	loc, tr, err := r.nodes.location(ctx, pod.Spec.NodeName)
+	if err != nil {
+		return nil, err
+	}
+	ns, _ := genericapirequest.NamespaceFrom(ctx)
+	loc.Path = fmt.Sprintf("/portForward/%s/%s", ns, name)
+	q := url.Values{}
+	for _, p := range o.Ports {
+		q.Add("port", strconv.Itoa(int(p)))
+	}
+	loc.RawQuery = q.Encode()
+	upgrade := proxy.NewUpgradeAwareHandler(loc, tr, false, true, errorResponder{responder})
+	return translator.NewTranslatingHandler(upgrade, translator.NewTunnelingHandler(upgrade), wsstream.IsWebSocketRequestWithTunnelingProtocol), nil
+}
