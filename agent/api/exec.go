@@ -6,11 +6,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"runtime"
 	"strconv"
 	"time"
 
-	"github.com/vishvananda/netns"
+	"github.com/skiff-sh/skiff/agent/netnsdial"
 	"k8s.io/apimachinery/pkg/util/proxy"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -55,36 +54,9 @@ func (httpResponder) Error(w http.ResponseWriter, _ *http.Request, err error) {
 }
 
 // dialer reaches containerd's streaming server, which listens on 127.0.0.1 inside the
-// runtime's network namespace: a socket opened there stays there, whichever thread uses it.
+// runtime's network namespace.
 func (s *Server) dialer() func(ctx context.Context, network, addr string) (net.Conn, error) {
-	d := &net.Dialer{Timeout: 10 * time.Second}
-	if s.Netns == "" {
-		return d.DialContext
-	}
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		type result struct {
-			c   net.Conn
-			err error
-		}
-		ch := make(chan result, 1)
-		go func() {
-			runtime.LockOSThread() // the thread is discarded when the goroutine ends
-			target, err := netns.GetFromPath(s.Netns)
-			if err != nil {
-				ch <- result{nil, err}
-				return
-			}
-			defer target.Close()
-			if err := netns.Set(target); err != nil {
-				ch <- result{nil, err}
-				return
-			}
-			c, err := d.DialContext(ctx, network, addr)
-			ch <- result{c, err}
-		}()
-		r := <-ch
-		return r.c, r.err
-	}
+	return netnsdial.Dialer(s.Netns, 10*time.Second)
 }
 
 // portForward serves /portForward/{namespace}/{pod}: a CRI port-forward session to the pod's

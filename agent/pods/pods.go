@@ -29,6 +29,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/skiff-sh/skiff/agent/netnsdial"
 	"github.com/skiff-sh/skiff/controlplane/controllers/loop"
 )
 
@@ -41,6 +42,8 @@ type Options struct {
 	PodLogDir string
 	// ResyncPeriod is how often each pod's containers are checked (2 s).
 	ResyncPeriod time.Duration
+	// Netns is the runtime's network namespace, from which probes reach pods ("" for here).
+	Netns string
 }
 
 // Manager runs this node's pods.
@@ -59,6 +62,7 @@ type Manager struct {
 	backoff map[string]time.Time // container key -> earliest restart
 	delay   map[string]time.Duration
 	pulled  map[types.UID]bool // pods whose images were reported present
+	prober  *prober
 }
 
 // New builds a manager over CRI clients.
@@ -73,6 +77,7 @@ func New(client kubernetes.Interface, rt runtimeapi.RuntimeServiceClient, img ru
 	m := &Manager{client: client, runtime: rt, images: img, opts: o, log: log.With("component", "pods"), events: b,
 		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: o.NodeName}),
 		backoff:  map[string]time.Time{}, delay: map[string]time.Duration{}, pulled: map[types.UID]bool{}}
+	m.prober = newProber(rt, netnsdial.Dialer(o.Netns, 5*time.Second))
 	m.loop = loop.New("pods", m.sync, log)
 	return m
 }
@@ -238,6 +243,16 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 			latest[c.Metadata.Name] = c
 		}
 	}
+	for _, c := range pod.Spec.Containers {
+		if rc := latest[c.Name]; m.probe(ctx, pod, c, rc) {
+			grace := int64(30)
+			if pod.Spec.TerminationGracePeriodSeconds != nil {
+				grace = *pod.Spec.TerminationGracePeriodSeconds
+			}
+			_, _ = m.runtime.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: rc.Id, Timeout: grace})
+			m.loop.Add(pod.Namespace + "/" + pod.Name)
+		}
+	}
 	return m.writeStatus(ctx, pod, st.Status, latest, "")
 }
 
@@ -397,6 +412,7 @@ func (m *Manager) stopAll(ctx context.Context, uid types.UID, grace int64, pod *
 			return err
 		}
 	}
+	m.prober.forget(string(uid))
 	m.mu.Lock()
 	for k := range m.backoff {
 		if len(k) > len(uid) && k[:len(uid)] == string(uid) {

@@ -79,7 +79,11 @@ func (m *Manager) writeStatus(ctx context.Context, pod *corev1.Pod, sb *runtimea
 	running, ready, exited, failed := 0, 0, 0, 0
 	for _, c := range pod.Spec.Containers {
 		cs := m.containerStatus(ctx, c, latest[c.Name], reason)
-		if cs.State.Terminated != nil && cs.State.Terminated.ExitCode != 0 && pod.Spec.RestartPolicy == corev1.RestartPolicyAlways {
+		if cs.Ready && latest[c.Name] != nil {
+			cs.Ready = m.prober.ready(pod, c, latest[c.Name].Id)
+		}
+		if t := cs.State.Terminated; t != nil && (pod.Spec.RestartPolicy == corev1.RestartPolicyAlways ||
+			(pod.Spec.RestartPolicy == corev1.RestartPolicyOnFailure && t.ExitCode != 0)) {
 			// Waiting for a restart after a crash.
 			last := cs.State
 			cs.LastTerminationState = last

@@ -5,13 +5,20 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -146,6 +153,64 @@ func TestKubectlRunThroughTheAgent(t *testing.T) {
 		_ = pf.Wait()
 	}
 
+	// Killing the container's process gets it restarted.
+	pid := containerPID(t, ctx, filepath.Join(dir, "agent", "containerd", "containerd.sock"), "test")
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "restart after the process was killed", func() (bool, string) {
+		p, err := c.CoreV1().Pods("default").Get(ctx, "test", metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) == 0 {
+			return false, fmt.Sprint(err)
+		}
+		cs := p.Status.ContainerStatuses[0]
+		return cs.RestartCount == 1 && cs.State.Running != nil, fmt.Sprintf("restarts %d %+v", cs.RestartCount, cs.State)
+	})
+
+	// Probes: readiness gates Ready, a failing liveness probe restarts.
+	probePod := func(name string, readiness, liveness *corev1.Probe) {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "c", Image: "localhost/skiff/netutil:1", ImagePullPolicy: corev1.PullIfNotPresent,
+			Ports:          []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+			ReadinessProbe: readiness, LivenessProbe: liveness}}}}
+		if _, err := c.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	probePod("ready", &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("http")}},
+		PeriodSeconds: 1}, nil)
+	probePod("never-ready", &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(9999)}},
+		PeriodSeconds: 1}, nil)
+	probePod("unhealthy", nil, &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/netutil", "connect", "127.0.0.1:9"}}},
+		PeriodSeconds: 1, FailureThreshold: 1})
+	readyOf := func(name string) (bool, *corev1.Pod) {
+		p, err := c.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodReady {
+				return cond.Status == corev1.ConditionTrue, p
+			}
+		}
+		return false, p
+	}
+	eventually(t, 60*time.Second, "readiness probe passes", func() (bool, string) { ok, _ := readyOf("ready"); return ok, "" })
+	eventually(t, 60*time.Second, "liveness probe restarts", func() (bool, string) {
+		_, p := readyOf("unhealthy")
+		if p == nil || len(p.Status.ContainerStatuses) == 0 {
+			return false, ""
+		}
+		ev, _ := s.Run(ctx, kc, "get", "events", "--field-selector", "involvedObject.name=unhealthy")
+		return p.Status.ContainerStatuses[0].RestartCount >= 1, fmt.Sprint(p.Status.ContainerStatuses[0].RestartCount, "\n", ev)
+	})
+	if ok, p := readyOf("never-ready"); ok || p.Status.Phase != corev1.PodRunning {
+		t.Fatalf("never-ready: ready=%v phase=%s", ok, p.Status.Phase)
+	}
+	for _, n := range []string{"ready", "never-ready", "unhealthy"} {
+		kubectl("delete", "pod", n, "--grace-period=1")
+	}
+
 	kubectl("run", "once", "--restart=Never", "--image=localhost/skiff/netutil:1", "--", "dns", "localhost")
 	eventually(t, 60*time.Second, "a run-to-completion pod Succeeds", func() (bool, string) {
 		p, err := c.CoreV1().Pods("default").Get(ctx, "once", metav1.GetOptions{})
@@ -168,4 +233,32 @@ func TestKubectlRunThroughTheAgent(t *testing.T) {
 		return !strings.Contains(string(links), " sk") && !strings.Contains(string(routes), pod.Status.PodIP),
 			string(links) + string(routes)
 	})
+}
+
+// containerPID asks the node's containerd (CRI) for the host PID of a pod's container.
+func containerPID(t *testing.T, ctx context.Context, socket, pod string) int {
+	t.Helper()
+	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rt := runtimeapi.NewRuntimeServiceClient(conn)
+	list, err := rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
+		State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+		LabelSelector: map[string]string{"io.kubernetes.pod.name": pod}}})
+	if err != nil || len(list.Containers) != 1 {
+		t.Fatalf("running containers of %s: %v %v", pod, err, list)
+	}
+	st, err := rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: list.Containers[0].Id, Verbose: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		Pid int `json:"pid"`
+	}
+	if err := json.Unmarshal([]byte(st.Info["info"]), &info); err != nil || info.Pid == 0 {
+		t.Fatalf("container pid: %v %s", err, st.Info["info"])
+	}
+	return info.Pid
 }

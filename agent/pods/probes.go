@@ -1,0 +1,219 @@
+package pods
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// probeKind distinguishes the three probes of a container.
+type probeKind string
+
+const (
+	liveness  probeKind = "Liveness"
+	readiness probeKind = "Readiness"
+	startup   probeKind = "Startup"
+)
+
+// probeState is the running tally of one probe of one container instance.
+type probeState struct {
+	containerID string
+	last        time.Time
+	successes   int32
+	failures    int32
+	ok          bool // last verdict after thresholds
+}
+
+// prober remembers probe results across syncs.
+type prober struct {
+	mu     sync.Mutex
+	states map[string]*probeState // pod uid/container/kind
+	dial   func(ctx context.Context, network, addr string) (net.Conn, error)
+	rt     runtimeapi.RuntimeServiceClient
+}
+
+func newProber(rt runtimeapi.RuntimeServiceClient, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *prober {
+	return &prober{states: map[string]*probeState{}, dial: dial, rt: rt}
+}
+
+// Tally applies one probe result to a state with upstream's thresholds; it returns the
+// verdict (for readiness: ready; for liveness and startup: healthy).
+func Tally(st *probeState, p *corev1.Probe, success bool) bool {
+	if success {
+		st.successes++
+		st.failures = 0
+		if st.successes >= max(p.SuccessThreshold, 1) {
+			st.ok = true
+		}
+	} else {
+		st.failures++
+		st.successes = 0
+		if st.failures >= max(p.FailureThreshold, 1) {
+			st.ok = false
+		}
+	}
+	return st.ok
+}
+
+// check runs a probe if it is due and returns the current verdict and whether it just failed
+// its threshold. Until the first verdict, readiness is false and liveness is healthy.
+func (pr *prober) check(ctx context.Context, pod *corev1.Pod, c corev1.Container, containerID string, started time.Time, kind probeKind, p *corev1.Probe) (ok bool, failedNow bool, detail string) {
+	key := string(pod.UID) + "/" + c.Name + "/" + string(kind)
+	pr.mu.Lock()
+	st := pr.states[key]
+	if st == nil || st.containerID != containerID {
+		st = &probeState{containerID: containerID, ok: kind != readiness}
+		pr.states[key] = st
+	}
+	due := time.Since(started) >= time.Duration(p.InitialDelaySeconds)*time.Second &&
+		time.Since(st.last) >= time.Duration(max(p.PeriodSeconds, 1))*time.Second
+	if !due {
+		ok := st.ok
+		pr.mu.Unlock()
+		return ok, false, ""
+	}
+	st.last = time.Now()
+	pr.mu.Unlock()
+	success, detail := pr.run(ctx, pod, c, containerID, p)
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	was := st.ok
+	now := Tally(st, p, success)
+	return now, was && !now, detail
+}
+
+func (pr *prober) forget(uid string) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	for k := range pr.states {
+		if len(k) > len(uid) && k[:len(uid)] == uid {
+			delete(pr.states, k)
+		}
+	}
+}
+
+// run executes a probe once.
+func (pr *prober) run(ctx context.Context, pod *corev1.Pod, c corev1.Container, containerID string, p *corev1.Probe) (bool, string) {
+	timeout := time.Duration(max(p.TimeoutSeconds, 1)) * time.Second
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	port := func(ps intstr.IntOrString) (int, error) {
+		if ps.Type == intstr.Int {
+			return int(ps.IntVal), nil
+		}
+		for _, cp := range c.Ports {
+			if cp.Name == ps.StrVal {
+				return int(cp.ContainerPort), nil
+			}
+		}
+		return 0, fmt.Errorf("port %q not found", ps.StrVal)
+	}
+	host := pod.Status.PodIP
+	switch {
+	case p.Exec != nil:
+		resp, err := pr.rt.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: containerID, Cmd: p.Exec.Command, Timeout: int64(timeout.Seconds())})
+		if err != nil {
+			return false, err.Error()
+		}
+		if resp.ExitCode != 0 {
+			return false, fmt.Sprintf("command %q exited with %d: %s", p.Exec.Command, resp.ExitCode, resp.Stdout)
+		}
+		return true, ""
+	case p.TCPSocket != nil:
+		n, err := port(p.TCPSocket.Port)
+		if err != nil {
+			return false, err.Error()
+		}
+		if p.TCPSocket.Host != "" {
+			host = p.TCPSocket.Host
+		}
+		conn, err := pr.dial(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(n)))
+		if err != nil {
+			return false, err.Error()
+		}
+		conn.Close()
+		return true, ""
+	case p.HTTPGet != nil:
+		n, err := port(p.HTTPGet.Port)
+		if err != nil {
+			return false, err.Error()
+		}
+		if p.HTTPGet.Host != "" {
+			host = p.HTTPGet.Host
+		}
+		scheme := "http"
+		if p.HTTPGet.Scheme == corev1.URISchemeHTTPS {
+			scheme = "https"
+		}
+		url := fmt.Sprintf("%s://%s%s", scheme, net.JoinHostPort(host, strconv.Itoa(n)), p.HTTPGet.Path)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, h := range p.HTTPGet.HTTPHeaders {
+			req.Header.Add(h.Name, h.Value)
+		}
+		client := &http.Client{Transport: &http.Transport{DialContext: pr.dial, DisableKeepAlives: true}}
+		resp, err := client.Do(req)
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		if resp.StatusCode < 200 || resp.StatusCode >= 400 {
+			return false, fmt.Sprintf("HTTP probe failed with statuscode: %d", resp.StatusCode)
+		}
+		return true, ""
+	}
+	return true, ""
+}
+
+// ready reports the readiness verdict of a container (true when it has no readiness probe).
+func (pr *prober) ready(pod *corev1.Pod, c corev1.Container, containerID string) bool {
+	if c.ReadinessProbe == nil {
+		return true
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	st := pr.states[string(pod.UID)+"/"+c.Name+"/"+string(readiness)]
+	return st != nil && st.containerID == containerID && st.ok
+}
+
+// probe runs a running container's probes; it returns true if liveness (or startup) failed
+// and the container must be restarted.
+func (m *Manager) probe(ctx context.Context, pod *corev1.Pod, c corev1.Container, rc *runtimeapi.Container) bool {
+	if rc == nil || rc.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		return false
+	}
+	started := time.Unix(0, rc.CreatedAt)
+	if c.StartupProbe != nil {
+		ok, failed, detail := m.prober.check(ctx, pod, c, rc.Id, started, startup, c.StartupProbe)
+		if failed {
+			m.recorder.Eventf(pod, corev1.EventTypeWarning, "Unhealthy", "Startup probe failed: %s", detail)
+			return true
+		}
+		if !ok {
+			return false // liveness and readiness wait for startup
+		}
+	}
+	if c.LivenessProbe != nil {
+		if _, failed, detail := m.prober.check(ctx, pod, c, rc.Id, started, liveness, c.LivenessProbe); failed {
+			m.recorder.Eventf(pod, corev1.EventTypeWarning, "Unhealthy", "Liveness probe failed: %s", detail)
+			m.recorder.Eventf(pod, corev1.EventTypeNormal, "Killing", "Container %s failed liveness probe, will be restarted", c.Name)
+			return true
+		}
+	}
+	if c.ReadinessProbe != nil {
+		if _, failed, detail := m.prober.check(ctx, pod, c, rc.Id, started, readiness, c.ReadinessProbe); failed {
+			m.recorder.Eventf(pod, corev1.EventTypeWarning, "Unhealthy", "Readiness probe failed: %s", detail)
+		}
+	}
+	return false
+}
