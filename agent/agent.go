@@ -23,6 +23,7 @@ import (
 	"github.com/skiff-sh/skiff/agent/node"
 	"github.com/skiff-sh/skiff/agent/pods"
 	"github.com/skiff-sh/skiff/agent/runtime"
+	"github.com/skiff-sh/skiff/agent/volumes"
 	"github.com/skiff-sh/skiff/images"
 )
 
@@ -125,7 +126,8 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		}()
 	}
 	pods.New(client, runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn),
-		pods.Options{NodeName: o.NodeName, HostIP: o.InternalIP, PodLogDir: o.PodLogDir, Netns: o.Netns}, log).Run(ctx)
+		pods.Options{NodeName: o.NodeName, HostIP: o.InternalIP, PodLogDir: o.PodLogDir, Netns: o.Netns,
+			Volumes: volumes.New(client, filepath.Join(o.DataDir, "pods"))}, log).Run(ctx)
 	return nil
 }
 

@@ -30,6 +30,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/skiff-sh/skiff/agent/netnsdial"
+	"github.com/skiff-sh/skiff/agent/volumes"
 	"github.com/skiff-sh/skiff/controlplane/controllers/loop"
 )
 
@@ -44,6 +45,8 @@ type Options struct {
 	ResyncPeriod time.Duration
 	// Netns is the runtime's network namespace, from which probes reach pods ("" for here).
 	Netns string
+	// Volumes materializes pod volumes; nil runs containers without them.
+	Volumes *volumes.Manager
 }
 
 // Manager runs this node's pods.
@@ -63,6 +66,8 @@ type Manager struct {
 	delay   map[string]time.Duration
 	pulled  map[types.UID]bool // pods whose images were reported present
 	prober  *prober
+	// prepared is when each pod's volumes were last written.
+	prepared map[types.UID]time.Time
 }
 
 // New builds a manager over CRI clients.
@@ -78,6 +83,7 @@ func New(client kubernetes.Interface, rt runtimeapi.RuntimeServiceClient, img ru
 		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: o.NodeName}),
 		backoff:  map[string]time.Time{}, delay: map[string]time.Duration{}, pulled: map[types.UID]bool{}}
 	m.prober = newProber(rt, netnsdial.Dialer(o.Netns, 5*time.Second))
+	m.prepared = map[types.UID]time.Time{}
 	m.loop = loop.New("pods", m.sync, log)
 	return m
 }
@@ -175,8 +181,33 @@ func sandboxConfig(p *corev1.Pod, logRoot string) *runtimeapi.PodSandboxConfig {
 	}
 }
 
+// prepareVolumes writes the pod's volumes when it is new and every 30 s after, so mounted
+// configMaps, secrets and tokens follow their sources without an API read every resync.
+func (m *Manager) prepareVolumes(ctx context.Context, pod *corev1.Pod) error {
+	if m.opts.Volumes == nil {
+		return nil
+	}
+	m.mu.Lock()
+	last := m.prepared[pod.UID]
+	m.mu.Unlock()
+	if time.Since(last) < 30*time.Second {
+		return nil
+	}
+	if err := m.opts.Volumes.Prepare(ctx, pod); err != nil {
+		m.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedMount", "MountVolume.SetUp failed: %v", err)
+		return err
+	}
+	m.mu.Lock()
+	m.prepared[pod.UID] = time.Now()
+	m.mu.Unlock()
+	return nil
+}
+
 // run makes the pod's sandbox and containers exist and reports its status.
 func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
+	if err := m.prepareVolumes(ctx, pod); err != nil {
+		return m.writeStatus(ctx, pod, nil, nil, "ContainerCreating")
+	}
 	sb, err := m.sandbox(ctx, pod.UID)
 	if err != nil {
 		return err
@@ -338,7 +369,16 @@ func (m *Manager) start(ctx context.Context, pod *corev1.Pod, sandboxID string, 
 			envs = append(envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(e.Value)})
 		}
 	}
+	var mounts []*runtimeapi.Mount
+	if m.opts.Volumes != nil {
+		var err error
+		if mounts, err = m.opts.Volumes.Mounts(pod, c); err != nil {
+			m.recorder.Eventf(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
+			return err
+		}
+	}
 	cfg := &runtimeapi.ContainerConfig{
+		Mounts:     mounts,
 		Metadata:   &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: attempt},
 		Image:      &runtimeapi.ImageSpec{Image: c.Image},
 		Command:    c.Command,
@@ -413,7 +453,11 @@ func (m *Manager) stopAll(ctx context.Context, uid types.UID, grace int64, pod *
 		}
 	}
 	m.prober.forget(string(uid))
+	if m.opts.Volumes != nil {
+		m.opts.Volumes.Cleanup(string(uid))
+	}
 	m.mu.Lock()
+	delete(m.prepared, uid)
 	for k := range m.backoff {
 		if len(k) > len(uid) && k[:len(uid)] == string(uid) {
 			delete(m.backoff, k)

@@ -36,6 +36,7 @@ const usage = `usage: netutil [serve [--port 8080]]
        netutil connect HOST:PORT [--udp] [--timeout 5s]
        netutil dns NAME
        netutil echo [--port 7] [--udp]
+       netutil cat FILE...
        netutil sleep [DURATION]`
 
 func run(ctx context.Context, args []string, out io.Writer) error {
@@ -99,6 +100,17 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			p = 7
 		}
 		return Echo(ctx, fmt.Sprintf(":%d", p), *udp)
+	case "cat":
+		for _, f := range pos {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			if _, err := out.Write(b); err != nil {
+				return err
+			}
+		}
+		return nil
 	case "sleep":
 		d := time.Duration(1<<63 - 1)
 		if len(pos) == 1 {

@@ -153,6 +153,34 @@ func TestKubectlRunThroughTheAgent(t *testing.T) {
 		_ = pf.Wait()
 	}
 
+	// Volumes: the service-account volume the admission added, and a configMap.
+	if out := kubectl("exec", "test", "--", "/bin/netutil", "cat", "/var/run/secrets/kubernetes.io/serviceaccount/namespace"); out != "default" {
+		t.Errorf("namespace file: %q", out)
+	}
+	if out := kubectl("exec", "test", "--", "/bin/netutil", "cat", "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"); !strings.Contains(out, "BEGIN CERTIFICATE") {
+		t.Errorf("ca.crt: %q", out)
+	}
+	if out := kubectl("exec", "test", "--", "/bin/netutil", "cat", "/var/run/secrets/kubernetes.io/serviceaccount/token"); strings.Count(out, ".") != 2 {
+		t.Errorf("token is not a JWT: %q", out)
+	}
+	if _, err := c.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg"},
+		Data: map[string]string{"greeting": "hello from a configmap"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	withCM := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "with-cm"}, Spec: corev1.PodSpec{
+		Volumes: []corev1.Volume{{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}, {Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+		Containers: []corev1.Container{{Name: "c", Image: "localhost/skiff/netutil:1", ImagePullPolicy: corev1.PullIfNotPresent,
+			VolumeMounts: []corev1.VolumeMount{{Name: "cfg", MountPath: "/etc/cfg"}, {Name: "scratch", MountPath: "/scratch"}}}}}}
+	if _, err := c.CoreV1().Pods("default").Create(ctx, withCM, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "configMap mounted", func() (bool, string) {
+		out, err := s.Run(ctx, kc, "exec", "with-cm", "--", "/bin/netutil", "cat", "/etc/cfg/greeting")
+		return err == nil && out == "hello from a configmap", out
+	})
+	kubectl("delete", "pod", "with-cm", "--grace-period=1")
+
 	// Killing the container's process gets it restarted.
 	pid := containerPID(t, ctx, filepath.Join(dir, "agent", "containerd", "containerd.sock"), "test")
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
