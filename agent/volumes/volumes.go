@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -262,8 +263,8 @@ func writeDir(dir string, files map[string][]byte) error {
 	}
 	for name, data := range files {
 		clean := filepath.Clean("/" + name)[1:]
-		if clean == "" || strings.HasPrefix(clean, "..") {
-			return fmt.Errorf("bad path %q", name)
+		if clean == "" || filepath.IsAbs(name) || slices.Contains(strings.Split(name, "/"), "..") {
+			return fmt.Errorf("bad path %q: must be relative and must not contain '..'", name)
 		}
 		p := filepath.Join(dir, clean)
 		if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, data) {
