@@ -363,15 +363,13 @@ func (m *Manager) start(ctx context.Context, pod *corev1.Pod, sandboxID string, 
 		attempt = prev.Metadata.Attempt + 1
 		_, _ = m.runtime.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: prev.Id})
 	}
-	var envs []*runtimeapi.KeyValue
-	for _, e := range c.Env {
-		if e.ValueFrom == nil {
-			envs = append(envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(e.Value)})
-		}
+	envs, err := m.containerEnv(ctx, pod, c)
+	if err != nil {
+		m.recorder.Eventf(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
+		return err
 	}
 	var mounts []*runtimeapi.Mount
 	if m.opts.Volumes != nil {
-		var err error
 		if mounts, err = m.opts.Volumes.Mounts(pod, c); err != nil {
 			m.recorder.Eventf(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
 			return err

@@ -37,6 +37,7 @@ const usage = `usage: netutil [serve [--port 8080]]
        netutil dns NAME
        netutil echo [--port 7] [--udp]
        netutil cat FILE...
+       netutil env NAME...
        netutil sleep [DURATION]`
 
 func run(ctx context.Context, args []string, out io.Writer) error {
@@ -100,6 +101,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			p = 7
 		}
 		return Echo(ctx, fmt.Sprintf(":%d", p), *udp)
+	case "env":
+		for _, name := range pos {
+			fmt.Fprintln(out, os.Getenv(name))
+		}
+		return nil
 	case "cat":
 		for _, f := range pos {
 			b, err := os.ReadFile(f)

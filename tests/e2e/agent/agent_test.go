@@ -153,6 +153,11 @@ func TestKubectlRunThroughTheAgent(t *testing.T) {
 		_ = pf.Wait()
 	}
 
+	// Environment: the kubernetes Service's variables, as upstream sets them.
+	if out := kubectl("exec", "test", "--", "/bin/netutil", "env", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"); out != "10.96.0.1\n443\n" {
+		t.Errorf("service environment: %q", out)
+	}
+
 	// Volumes: the service-account volume the admission added, and a configMap.
 	if out := kubectl("exec", "test", "--", "/bin/netutil", "cat", "/var/run/secrets/kubernetes.io/serviceaccount/namespace"); out != "default" {
 		t.Errorf("namespace file: %q", out)

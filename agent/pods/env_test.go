@@ -1,0 +1,37 @@
+package pods
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestServiceEnv(t *testing.T) {
+	env := ServiceEnv([]*corev1.Service{
+		{ObjectMeta: metav1.ObjectMeta{Name: "my-web"}, Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.20",
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}, {Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "headless"}, Spec: corev1.ServiceSpec{ClusterIP: "None", Ports: []corev1.ServicePort{{Port: 1}}}},
+	})
+	for k, v := range map[string]string{
+		"MY_WEB_SERVICE_HOST": "10.96.0.20", "MY_WEB_SERVICE_PORT": "80", "MY_WEB_SERVICE_PORT_HTTP": "80",
+		"MY_WEB_PORT": "tcp://10.96.0.20:80", "MY_WEB_PORT_53_UDP": "udp://10.96.0.20:53", "MY_WEB_PORT_53_UDP_PROTO": "udp",
+		"MY_WEB_PORT_80_TCP_ADDR": "10.96.0.20", "MY_WEB_PORT_80_TCP_PORT": "80",
+	} {
+		if env[k] != v {
+			t.Errorf("%s = %q, want %q", k, env[k], v)
+		}
+	}
+	if _, ok := env["HEADLESS_SERVICE_HOST"]; ok {
+		t.Error("headless services get no variables")
+	}
+}
+
+func TestExpand(t *testing.T) {
+	env := map[string]string{"A": "x", "B": "y"}
+	for in, want := range map[string]string{"$(A)-$(B)": "x-y", "$$(A)": "$(A)", "$(C)": "$(C)", "plain": "plain", "$(A": "$(A"} {
+		if got := expand(in, env); got != want {
+			t.Errorf("expand(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
