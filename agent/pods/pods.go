@@ -117,7 +117,7 @@ func (m *Manager) Run(ctx context.Context) {
 			}
 		}
 	}()
-	m.loop.Run(ctx, 4)
+	m.loop.Run(ctx, 16)
 	factory.Shutdown()
 }
 

@@ -1,0 +1,174 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/skiff-sh/skiff/tests/e2e/framework"
+)
+
+// BenchmarkPodStartup measures seconds from create to Running (observed through a watch, the
+// image already present) for one pod at a time and for 30 pods at once, on a standalone
+// `skiff agent` with real containerd and runc, and the RSS of the agent and of its containerd
+// (the baseline: the runtime every node needs anyway).
+func BenchmarkPodStartup(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		podStartup(b)
+	}
+}
+
+func podStartup(b *testing.B) {
+	_, nsPath := framework.Netns(b)
+	s := framework.StartServer(b)
+	cni, images := framework.AgentArtifacts(b)
+	dir := b.TempDir()
+	b.Cleanup(func() { framework.KillUnder(dir) })
+	agent := exec.Command(framework.Binary(b), "agent", "--kubeconfig", s.Kubeconfig, "--data-dir", dir, "--netns", nsPath,
+		"--node-name", "bench-node", "--node-ip", "127.0.0.1", "--port", strconv.Itoa(framework.FreePort(b)),
+		"--cni-plugin", cni, "--images-dir", images, "--pod-log-dir", filepath.Join(dir, "logs"), "--log-level", "warn")
+	agent.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := agent.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = agent.Process.Signal(syscall.SIGTERM); _ = agent.Wait() })
+	c := s.Client(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		n, err := c.CoreV1().Nodes().Get(ctx, "bench-node", metav1.GetOptions{})
+		if err == nil && n.Spec.PodCIDR != "" && ready(n) {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("agent's node not ready: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// Warm up: the first pod pays for loading the image's snapshot.
+	startPods(b, ctx, c, "warm", 1)
+
+	var single []time.Duration
+	for i := 0; i < 5; i++ {
+		single = append(single, startPods(b, ctx, c, fmt.Sprintf("one-%d", i), 1)...)
+	}
+	burst := startPods(b, ctx, c, "burst", 30)
+	sort.Slice(single, func(i, j int) bool { return single[i] < single[j] })
+	sort.Slice(burst, func(i, j int) bool { return burst[i] < burst[j] })
+	b.ReportMetric(single[len(single)/2].Seconds(), "s-one-pod-p50")
+	b.ReportMetric(burst[len(burst)/2].Seconds(), "s-30-pods-p50")
+	b.ReportMetric(burst[len(burst)-1].Seconds(), "s-30-pods-max")
+	agentRSS, _ := rssKiB(agent.Process.Pid, "VmRSS")
+	ctrRSS := 0
+	if pid := pidOf(dir, "containerd --config"); pid > 0 {
+		ctrRSS, _ = rssKiB(pid, "VmRSS")
+	}
+	b.ReportMetric(float64(agentRSS)/1024, "agent-MiB-rss")
+	b.ReportMetric(float64(ctrRSS)/1024, "containerd-MiB-rss")
+	if ctrRSS > 0 {
+		b.ReportMetric(float64(agentRSS)/float64(ctrRSS), "agent/containerd-rss")
+	}
+}
+
+func ready(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// startPods creates n pods at once and returns each one's create-to-Running time as seen by
+// a watch; then it deletes them and waits until they are gone.
+func startPods(b *testing.B, ctx context.Context, c kubernetes.Interface, prefix string, n int) []time.Duration {
+	w, err := c.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", "bench-node").String()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Stop()
+	start := map[string]time.Time{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"bench": prefix}},
+				Spec: corev1.PodSpec{NodeName: "bench-node", TerminationGracePeriodSeconds: ptr.To[int64](1),
+					Containers: []corev1.Container{{Name: "c", Image: "localhost/skiff/netutil:1", ImagePullPolicy: corev1.PullIfNotPresent}}}}
+			mu.Lock()
+			start[name] = time.Now()
+			mu.Unlock()
+			if _, err := c.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				b.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	var out []time.Duration
+	seen := map[string]bool{}
+	timeout := time.After(5 * time.Minute)
+	for len(out) < n {
+		select {
+		case ev := <-w.ResultChan():
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok || ev.Type == watch.Deleted || seen[p.Name] || !strings.HasPrefix(p.Name, prefix+"-") {
+				continue
+			}
+			if p.Status.Phase == corev1.PodRunning {
+				seen[p.Name] = true
+				mu.Lock()
+				out = append(out, time.Since(start[p.Name]))
+				mu.Unlock()
+			}
+		case <-timeout:
+			b.Fatalf("%d of %d pods Running", len(out), n)
+		}
+	}
+	if err := c.CoreV1().Pods("default").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "bench=" + prefix}); err != nil {
+		b.Fatal(err)
+	}
+	for {
+		l, err := c.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "bench=" + prefix})
+		if err == nil && len(l.Items) == 0 {
+			return out
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// pidOf finds a process whose command line mentions dir and contains what.
+func pidOf(dir, what string) int {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		cmd := strings.ReplaceAll(string(b), "\x00", " ")
+		if strings.Contains(cmd, dir) && strings.Contains(cmd, what) {
+			return pid
+		}
+	}
+	return 0
+}
