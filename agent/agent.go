@@ -53,6 +53,11 @@ type Options struct {
 
 // Run runs the agent until ctx ends.
 func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) error {
+	// client-go's default 5 QPS would serialize a burst of pod starts behind the rate
+	// limiter (each start reads volumes and services and writes status); upstream's kubelet
+	// uses 50/100 too.
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = 50, 100
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
