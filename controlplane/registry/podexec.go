@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/httpstream/wsstream"
 	"k8s.io/apimachinery/pkg/util/proxy"
@@ -49,31 +47,16 @@ func (r *ExecREST) Connect(ctx context.Context, name string, opts runtime.Object
 	if !ok {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid options object: %#v", opts))
 	}
-	obj, err := r.pods.Get(ctx, name, &metav1.GetOptions{})
+	pod, loc, tr, err := podOnNode(ctx, r.pods, r.nodes, name)
 	if err != nil {
 		return nil, err
 	}
-	pod := obj.(*corev1.Pod)
-	container := o.Container
-	if container == "" {
-		if len(pod.Spec.Containers) != 1 {
-			var names []string
-			for _, c := range pod.Spec.Containers {
-				names = append(names, c.Name)
-			}
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("a container name must be specified for pod %s, choose one of: [%s]", name, strings.Join(names, " ")))
-		}
-		container = pod.Spec.Containers[0].Name
+	container, err := defaultContainer(pod, o.Container)
+	if err != nil {
+		return nil, err
 	}
 	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("cannot exec into a container in a completed pod; current phase is %s", pod.Status.Phase))
-	}
-	if pod.Spec.NodeName == "" || r.nodes == nil {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("pod %s does not have a host assigned", name))
-	}
-	loc, tr, err := r.nodes.location(ctx, pod.Spec.NodeName)
-	if err != nil {
-		return nil, err
 	}
 	ns, _ := genericapirequest.NamespaceFrom(ctx)
 	loc.Path = fmt.Sprintf("/exec/%s/%s/%s", ns, name, container)

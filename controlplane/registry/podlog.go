@@ -56,6 +56,42 @@ func (c *NodeConnection) location(ctx context.Context, nodeName string) (*url.UR
 	return &url.URL{Scheme: "https", Host: net.JoinHostPort(host, strconv.Itoa(int(port)))}, tr, nil
 }
 
+// podOnNode reads a pod and where its node's agent listens.
+func podOnNode(ctx context.Context, pods *genericregistry.Store, nodes *NodeConnection, name string) (*corev1.Pod, *url.URL, http.RoundTripper, error) {
+	obj, err := pods.Get(ctx, name, &metav1.GetOptions{})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	pod := obj.(*corev1.Pod)
+	if pod.Spec.NodeName == "" || nodes == nil {
+		return nil, nil, nil, apierrors.NewBadRequest(fmt.Sprintf("pod %s does not have a host assigned", name))
+	}
+	loc, tr, err := nodes.location(ctx, pod.Spec.NodeName)
+	return pod, loc, tr, err
+}
+
+// defaultContainer resolves the container a request names, or the pod's only one.
+func defaultContainer(pod *corev1.Pod, container string) (string, error) {
+	if container == "" {
+		if len(pod.Spec.Containers) != 1 {
+			var names []string
+			for _, c := range pod.Spec.Containers {
+				names = append(names, c.Name)
+			}
+			return "", apierrors.NewBadRequest(fmt.Sprintf("a container name must be specified for pod %s, choose one of: [%s]", pod.Name, strings.Join(names, " ")))
+		}
+		return pod.Spec.Containers[0].Name, nil
+	}
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range cs {
+			if c.Name == container {
+				return container, nil
+			}
+		}
+	}
+	return "", apierrors.NewBadRequest(fmt.Sprintf("container %s is not valid for pod %s", container, pod.Name))
+}
+
 // LogREST serves pods/log by streaming the node agent's containerLogs.
 type LogREST struct {
 	pods  *genericregistry.Store
@@ -90,38 +126,11 @@ func (r *LogREST) Get(ctx context.Context, name string, opts runtime.Object) (ru
 	if !ok {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid options object: %#v", opts))
 	}
-	obj, err := r.pods.Get(ctx, name, &metav1.GetOptions{})
+	pod, loc, tr, err := podOnNode(ctx, r.pods, r.nodes, name)
 	if err != nil {
 		return nil, err
 	}
-	pod := obj.(*corev1.Pod)
-	container := o.Container
-	if container == "" {
-		if len(pod.Spec.Containers) != 1 {
-			var names []string
-			for _, c := range pod.Spec.Containers {
-				names = append(names, c.Name)
-			}
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("a container name must be specified for pod %s, choose one of: [%s]", name, strings.Join(names, " ")))
-		}
-		container = pod.Spec.Containers[0].Name
-	}
-	found := false
-	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for _, c := range cs {
-			found = found || c.Name == container
-		}
-	}
-	if !found {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("container %s is not valid for pod %s", container, name))
-	}
-	if pod.Spec.NodeName == "" {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("pod %s does not have a host assigned", name))
-	}
-	if r.nodes == nil {
-		return nil, apierrors.NewServiceUnavailable("no node connection configured")
-	}
-	loc, tr, err := r.nodes.location(ctx, pod.Spec.NodeName)
+	container, err := defaultContainer(pod, o.Container)
 	if err != nil {
 		return nil, err
 	}

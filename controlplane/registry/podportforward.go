@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/httpstream/wsstream"
 	"k8s.io/apimachinery/pkg/util/proxy"
@@ -48,15 +47,7 @@ func (r *PortForwardREST) Connect(ctx context.Context, name string, opts runtime
 	if !ok {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid options object: %#v", opts))
 	}
-	obj, err := r.pods.Get(ctx, name, &metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	pod := obj.(*corev1.Pod)
-	if pod.Spec.NodeName == "" || r.nodes == nil {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("pod %s does not have a host assigned", name))
-	}
-	loc, tr, err := r.nodes.location(ctx, pod.Spec.NodeName)
+	_, loc, tr, err := podOnNode(ctx, r.pods, r.nodes, name)
 	if err != nil {
 		return nil, err
 	}

@@ -29,17 +29,7 @@ import (
 
 func eventually(t *testing.T, timeout time.Duration, what string, f func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	last := ""
-	for time.Now().Before(deadline) {
-		ok, state := f()
-		if ok {
-			return
-		}
-		last = state
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("%s: not reached within %s; last state: %s", what, timeout, last)
+	framework.Eventually(t, timeout, what, f)
 }
 
 func TestKubectlRunThroughTheAgent(t *testing.T) {

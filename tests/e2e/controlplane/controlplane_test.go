@@ -25,17 +25,7 @@ import (
 
 func eventually(t *testing.T, timeout time.Duration, what string, f func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	last := ""
-	for time.Now().Before(deadline) {
-		ok, state := f()
-		if ok {
-			return
-		}
-		last = state
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("%s: not reached within %s; last state: %s", what, timeout, last)
+	framework.Eventually(t, timeout, what, f)
 }
 
 func deployment(name string, replicas int32, tolerationSeconds int64) *appsv1.Deployment {

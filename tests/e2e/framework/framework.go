@@ -325,3 +325,19 @@ func (s *Server) Etcdctl(tb testing.TB, args ...string) string {
 	}
 	return string(out)
 }
+
+// Eventually polls f until it reports true, failing the test with f's last state after timeout.
+func Eventually(t testing.TB, timeout time.Duration, what string, f func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, state := f()
+		if ok {
+			return
+		}
+		last = state
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("%s: not reached within %s; last state: %s", what, timeout, last)
+}
