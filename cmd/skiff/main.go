@@ -54,6 +54,7 @@ func newRoot() *cobra.Command {
 		schedulerCommand(),
 		imagesCommand(),
 		agentCommand(),
+		kubeconfigCommand(),
 	)
 	return root
 }
@@ -399,5 +400,38 @@ func imagesCommand() *cobra.Command {
 	build.Flags().StringVar(&netutilBin, "netutil", "bin/netutil", "static netutil binary")
 	build.Flags().StringVar(&out, "out", "bin/images", "directory for pause.tar and netutil.tar")
 	cmd.AddCommand(build)
+	return cmd
+}
+
+// kubeconfigCommand issues a client certificate from the cluster CA and writes a kubeconfig,
+// as `kubeadm kubeconfig user` does (e.g. for an agent: --user system:node:NAME --group
+// system:nodes).
+func kubeconfigCommand() *cobra.Command {
+	var dataDir, user, server, out string
+	var groups []string
+	cmd := &cobra.Command{
+		Use:   "kubeconfig",
+		Short: "Write a kubeconfig with a client certificate issued by the cluster CA",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if user == "" || out == "" {
+				return fmt.Errorf("--user and --out are required")
+			}
+			ca, err := pki.LoadCA(pki.Layout{Dir: filepath.Join(dataDir, "pki")}.CA())
+			if err != nil {
+				return err
+			}
+			if err := pki.WriteKubeconfig(out, server, ca, user, groups); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), out)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dataDir, "data-dir", "/var/lib/skiff/server", "server data directory holding pki/")
+	cmd.Flags().StringVar(&user, "user", "", "user name (certificate CN)")
+	cmd.Flags().StringSliceVar(&groups, "group", nil, "groups (certificate O)")
+	cmd.Flags().StringVar(&server, "server", "https://127.0.0.1:6443", "API server URL")
+	cmd.Flags().StringVar(&out, "out", "", "kubeconfig file to write")
 	return cmd
 }
