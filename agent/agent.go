@@ -23,6 +23,7 @@ import (
 	"github.com/skiff-sh/skiff/agent/node"
 	"github.com/skiff-sh/skiff/agent/pods"
 	"github.com/skiff-sh/skiff/agent/runtime"
+	"github.com/skiff-sh/skiff/agent/static"
 	"github.com/skiff-sh/skiff/agent/volumes"
 	"github.com/skiff-sh/skiff/images"
 )
@@ -49,6 +50,8 @@ type Options struct {
 	APIPort    int
 	// ServingCert, ServingKey and ClientCA secure the agent API.
 	ServingCert, ServingKey, ClientCA string
+	// PodManifestPath holds static pod manifests (/etc/skiff/manifests).
+	PodManifestPath string
 }
 
 // Run runs the agent until ctx ends.
@@ -130,9 +133,13 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 			}
 		}()
 	}
-	pods.New(client, runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn),
+	pm := pods.New(client, runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn),
 		pods.Options{NodeName: o.NodeName, HostIP: o.InternalIP, PodLogDir: o.PodLogDir, Netns: o.Netns,
-			Volumes: volumes.New(client, filepath.Join(o.DataDir, "pods"))}, log).Run(ctx)
+			Volumes: volumes.New(client, filepath.Join(o.DataDir, "pods"))}, log)
+	if o.PodManifestPath != "" {
+		go static.Run(ctx, client, o.PodManifestPath, o.NodeName, pm, 2*time.Second, log)
+	}
+	pm.Run(ctx)
 	return nil
 }
 

@@ -68,6 +68,9 @@ type Manager struct {
 	prober  *prober
 	// prepared is when each pod's volumes were last written.
 	prepared map[types.UID]time.Time
+
+	staticMu sync.Mutex
+	static   map[string]*corev1.Pod // namespace/name -> static pod from a manifest file
 }
 
 // New builds a manager over CRI clients.
@@ -84,6 +87,7 @@ func New(client kubernetes.Interface, rt runtimeapi.RuntimeServiceClient, img ru
 		backoff:  map[string]time.Time{}, delay: map[string]time.Duration{}, pulled: map[types.UID]bool{}}
 	m.prober = newProber(rt, netnsdial.Dialer(o.Netns, 5*time.Second))
 	m.prepared = map[types.UID]time.Time{}
+	m.static = map[string]*corev1.Pod{}
 	m.loop = loop.New("pods", m.sync, log)
 	return m
 }
@@ -121,14 +125,84 @@ func (m *Manager) Run(ctx context.Context) {
 	factory.Shutdown()
 }
 
+// SetStatic replaces the set of static pods (from manifest files); changed and removed ones
+// are synced at once.
+func (m *Manager) SetStatic(pods []*corev1.Pod) {
+	next := map[string]*corev1.Pod{}
+	for _, p := range pods {
+		next[p.Namespace+"/"+p.Name] = p
+	}
+	m.staticMu.Lock()
+	prev := m.static
+	m.static = next
+	m.staticMu.Unlock()
+	for k, p := range next {
+		if old, ok := prev[k]; !ok || old.UID != p.UID {
+			m.loop.Add(k)
+		}
+	}
+	for k := range prev {
+		if _, ok := next[k]; !ok {
+			m.loop.Add(k)
+		}
+	}
+}
+
+func (m *Manager) staticPod(key string) *corev1.Pod {
+	m.staticMu.Lock()
+	defer m.staticMu.Unlock()
+	return m.static[key]
+}
+
+func isStatic(p *corev1.Pod) bool {
+	return p.Annotations[staticSource] == "file" && p.ResourceVersion == ""
+}
+
+const (
+	staticSource = "kubernetes.io/config.source"
+	mirrorKey    = corev1.MirrorPodAnnotationKey
+)
+
+// runStatic runs a static pod. Its mirror in the API is only a view: deleting the mirror
+// finishes the API deletion at once and leaves the containers running.
+func (m *Manager) runStatic(ctx context.Context, sp *corev1.Pod) error {
+	if mirror, err := m.lister.Pods(sp.Namespace).Get(sp.Name); err == nil && mirror.DeletionTimestamp != nil {
+		_ = m.client.CoreV1().Pods(sp.Namespace).Delete(ctx, sp.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0),
+			Preconditions: &metav1.Preconditions{UID: &mirror.UID}})
+	}
+	// An edited manifest is a new pod (new UID): the old version's sandbox goes.
+	resp, err := m.runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
+		LabelSelector: map[string]string{"io.kubernetes.pod.namespace": sp.Namespace, "io.kubernetes.pod.name": sp.Name}}})
+	if err != nil {
+		return err
+	}
+	for _, sb := range resp.Items {
+		if types.UID(sb.Metadata.Uid) != sp.UID {
+			if err := m.stopAll(ctx, types.UID(sb.Metadata.Uid), 30, nil); err != nil {
+				return err
+			}
+		}
+	}
+	return m.run(ctx, sp)
+}
+
 func (m *Manager) sync(ctx context.Context, key string) error {
 	ns, name, _ := cache.SplitMetaNamespaceKey(key)
+	if sp := m.staticPod(key); sp != nil {
+		return m.runStatic(ctx, sp)
+	}
 	pod, err := m.lister.Pods(ns).Get(name)
 	if apierrors.IsNotFound(err) {
 		return m.cleanupOrphans(ctx, ns, name)
 	}
 	if err != nil {
 		return err
+	}
+	if pod.Annotations[mirrorKey] != "" {
+		// The mirror of a static pod whose manifest is gone: remove both.
+		_ = m.client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0),
+			Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+		return m.cleanupOrphans(ctx, ns, name)
 	}
 	if pod.DeletionTimestamp != nil {
 		return m.terminate(ctx, pod)

@@ -55,7 +55,16 @@ func (m *Manager) containerStatus(ctx context.Context, spec corev1.Container, c 
 
 // writeStatus computes the pod's status from CRI and writes it if it changed.
 func (m *Manager) writeStatus(ctx context.Context, pod *corev1.Pod, sb *runtimeapi.PodSandboxStatus, latest map[string]*runtimeapi.Container, waiting string) error {
-	s := pod.Status.DeepCopy()
+	target := pod
+	if isStatic(pod) {
+		// A static pod's status is published on its mirror, once the mirror exists.
+		mirror, err := m.lister.Pods(pod.Namespace).Get(pod.Name)
+		if err != nil || mirror.DeletionTimestamp != nil {
+			return nil
+		}
+		target = mirror
+	}
+	s := target.Status.DeepCopy()
 	s.HostIP = m.opts.HostIP
 	if m.opts.HostIP != "" {
 		s.HostIPs = []corev1.HostIP{{IP: m.opts.HostIP}}
@@ -90,7 +99,7 @@ func (m *Manager) writeStatus(ctx context.Context, pod *corev1.Pod, sb *runtimea
 			cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
 				Message: "back-off restarting failed container " + c.Name}}
 		}
-		for _, prev := range pod.Status.ContainerStatuses {
+		for _, prev := range target.Status.ContainerStatuses {
 			if prev.Name == cs.Name && prev.LastTerminationState.Terminated != nil && cs.LastTerminationState.Terminated == nil {
 				cs.LastTerminationState = prev.LastTerminationState
 			}
@@ -129,12 +138,12 @@ func (m *Manager) writeStatus(ctx context.Context, pod *corev1.Pod, sb *runtimea
 	if sb != nil {
 		setCond(s, corev1.PodReadyToStartContainers, true)
 	}
-	if apiequality.Semantic.DeepEqual(stripTimes(*s), stripTimes(pod.Status)) {
+	if apiequality.Semantic.DeepEqual(stripTimes(*s), stripTimes(target.Status)) {
 		return nil
 	}
-	cp := pod.DeepCopy()
+	cp := target.DeepCopy()
 	cp.Status = *s
-	_, err := m.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{})
+	_, err := m.client.CoreV1().Pods(target.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}

@@ -175,6 +175,7 @@ func runControlPlane(ctx context.Context, f serverFlags, log *slog.Logger) {
 // agentFlags are the node agent's flags, shared by `skiff agent` and `skiff server`.
 type agentFlags struct {
 	dataDir, nodeName, nodeIP, netns, cniPlugin, podLogDir string
+	manifests                                              string
 	imageDirs                                              []string
 	port                                                   int
 	servingCert, servingKey, clientCA                      string
@@ -198,6 +199,7 @@ func addAgentFlags(fs *pflag.FlagSet, f *agentFlags, prefix string) {
 	fs.StringSliceVar(&f.imageDirs, prefix+"images-dir", nil, "directories of image archives to import at start (default: <data-dir>/images and images/ beside the binary)")
 	fs.StringVar(&f.podLogDir, "pod-log-dir", "/var/log/pods", "where container logs are written")
 	fs.IntVar(&f.port, prefix+"port", 10250, "HTTPS port of the agent API (container logs)")
+	fs.StringVar(&f.manifests, "pod-manifest-path", "/etc/skiff/manifests", "directory of static pod manifests")
 	if prefix == "" {
 		fs.StringVar(&f.servingCert, "tls-cert-file", "/var/lib/skiff/agent/pki/agent.crt", "agent API serving certificate")
 		fs.StringVar(&f.servingKey, "tls-private-key-file", "/var/lib/skiff/agent/pki/agent.key", "agent API serving key")
@@ -215,7 +217,7 @@ func (f agentFlags) options(taints []corev1.Taint) agent.Options {
 		ip = firstAddress()
 	}
 	return agent.Options{DataDir: f.dataDir, NodeName: f.nodeName, InternalIP: ip, Taints: taints, Netns: f.netns,
-		CNIPlugin: f.cniPlugin, ImageDirs: dirs, PodLogDir: f.podLogDir,
+		CNIPlugin: f.cniPlugin, ImageDirs: dirs, PodLogDir: f.podLogDir, PodManifestPath: f.manifests,
 		APIAddress: fmt.Sprintf(":%d", f.port), APIPort: f.port, ServingCert: f.servingCert, ServingKey: f.servingKey, ClientCA: f.clientCA}
 }
 
