@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -52,6 +53,8 @@ type Options struct {
 	ServingCert, ServingKey, ClientCA string
 	// PodManifestPath holds static pod manifests (/etc/skiff/manifests).
 	PodManifestPath string
+	// HealthzAddress serves /healthz over plain HTTP (127.0.0.1:10248); empty disables it.
+	HealthzAddress string
 }
 
 // Run runs the agent until ctx ends.
@@ -136,6 +139,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	pm := pods.New(client, runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn),
 		pods.Options{NodeName: o.NodeName, HostIP: o.InternalIP, PodLogDir: o.PodLogDir, Netns: o.Netns,
 			Volumes: volumes.New(client, filepath.Join(o.DataDir, "pods"))}, log)
+	if o.HealthzAddress != "" {
+		go serveHealthz(ctx, o.HealthzAddress, ctr, log)
+	}
 	if o.PodManifestPath != "" {
 		go static.Run(ctx, client, o.PodManifestPath, o.NodeName, pm, 2*time.Second, log)
 	}
@@ -178,4 +184,27 @@ func installCNI(plugin, binDir, confDir, socket string) error {
 		"plugins": []map[string]any{{"type": "skiff-cni", "agentSocket": socket}},
 	}, "", "  ")
 	return os.WriteFile(filepath.Join(confDir, "10-skiff.conflist"), conf, 0o644)
+}
+
+// serveHealthz answers /healthz on a loopback port, as the kubelet's 10248: ok while the
+// runtime answers CRI.
+func serveHealthz(ctx context.Context, addr string, ctr *runtime.Containerd, log *slog.Logger) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		cctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if _, err := ctr.Version(cctx); err != nil {
+			http.Error(w, "container runtime: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprint(w, "ok")
+	})
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
+		log.Warn("agent healthz", "err", err)
+	}
 }

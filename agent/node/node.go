@@ -104,6 +104,7 @@ func Status(o Options) corev1.NodeStatus {
 			cond(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
 			cond(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
 			cond(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+			cond(corev1.NodeNetworkUnavailable, corev1.ConditionFalse, "SkiffCNIReady", "skiff-cni is installed and pod addresses come from the node's block"),
 			cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "skiff agent is posting ready status"),
 		},
 		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(o.APIPort)}},

@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -175,7 +177,7 @@ func runControlPlane(ctx context.Context, f serverFlags, log *slog.Logger) {
 // agentFlags are the node agent's flags, shared by `skiff agent` and `skiff server`.
 type agentFlags struct {
 	dataDir, nodeName, nodeIP, netns, cniPlugin, podLogDir string
-	manifests                                              string
+	manifests, healthz                                     string
 	imageDirs                                              []string
 	port                                                   int
 	servingCert, servingKey, clientCA                      string
@@ -200,6 +202,7 @@ func addAgentFlags(fs *pflag.FlagSet, f *agentFlags, prefix string) {
 	fs.StringVar(&f.podLogDir, "pod-log-dir", "/var/log/pods", "where container logs are written")
 	fs.IntVar(&f.port, prefix+"port", 10250, "HTTPS port of the agent API (container logs)")
 	fs.StringVar(&f.manifests, "pod-manifest-path", "/etc/skiff/manifests", "directory of static pod manifests")
+	fs.StringVar(&f.healthz, prefix+"healthz-address", "127.0.0.1:10248", "plain-HTTP /healthz of the agent (empty to disable)")
 	if prefix == "" {
 		fs.StringVar(&f.servingCert, "tls-cert-file", "/var/lib/skiff/agent/pki/agent.crt", "agent API serving certificate")
 		fs.StringVar(&f.servingKey, "tls-private-key-file", "/var/lib/skiff/agent/pki/agent.key", "agent API serving key")
@@ -217,7 +220,7 @@ func (f agentFlags) options(taints []corev1.Taint) agent.Options {
 		ip = firstAddress()
 	}
 	return agent.Options{DataDir: f.dataDir, NodeName: f.nodeName, InternalIP: ip, Taints: taints, Netns: f.netns,
-		CNIPlugin: f.cniPlugin, ImageDirs: dirs, PodLogDir: f.podLogDir, PodManifestPath: f.manifests,
+		CNIPlugin: f.cniPlugin, ImageDirs: dirs, PodLogDir: f.podLogDir, PodManifestPath: f.manifests, HealthzAddress: f.healthz,
 		APIAddress: fmt.Sprintf(":%d", f.port), APIPort: f.port, ServingCert: f.servingCert, ServingKey: f.servingKey, ClientCA: f.clientCA}
 }
 
@@ -401,7 +404,25 @@ func imagesCommand() *cobra.Command {
 	build.Flags().StringVar(&pauseBin, "pause", "bin/pause", "static pause binary")
 	build.Flags().StringVar(&netutilBin, "netutil", "bin/netutil", "static netutil binary")
 	build.Flags().StringVar(&out, "out", "bin/images", "directory for pause.tar and netutil.tar")
-	cmd.AddCommand(build)
+	var agentDir string
+	imp := &cobra.Command{
+		Use:   "import FILE...",
+		Short: "Import image archives into the node agent's containerd (namespace k8s.io)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, files []string) error {
+			socket := filepath.Join(agentDir, "containerd", "containerd.sock")
+			for _, f := range files {
+				out, err := exec.CommandContext(cmd.Context(), "ctr", "--address", socket, "-n", "k8s.io", "images", "import", "--all-platforms", f).CombinedOutput()
+				if err != nil {
+					return fmt.Errorf("import %s: %v: %s", f, err, strings.TrimSpace(string(out)))
+				}
+				fmt.Fprint(cmd.OutOrStdout(), string(out))
+			}
+			return nil
+		},
+	}
+	imp.Flags().StringVar(&agentDir, "agent-data-dir", "/var/lib/skiff/agent", "the agent's data directory (its containerd socket is under it)")
+	cmd.AddCommand(build, imp)
 	return cmd
 }
 

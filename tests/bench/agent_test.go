@@ -42,6 +42,7 @@ func podStartup(b *testing.B) {
 	b.Cleanup(func() { framework.KillUnder(dir) })
 	agent := exec.Command(framework.Binary(b), "agent", "--kubeconfig", s.Kubeconfig, "--data-dir", dir, "--netns", nsPath,
 		"--node-name", "bench-node", "--node-ip", "127.0.0.1", "--port", strconv.Itoa(framework.FreePort(b)),
+		"--healthz-address", "127.0.0.1:"+strconv.Itoa(framework.FreePort(b)),
 		"--cni-plugin", cni, "--images-dir", images, "--pod-log-dir", filepath.Join(dir, "logs"), "--log-level", "warn")
 	agent.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := agent.Start(); err != nil {

@@ -76,6 +76,22 @@ func TestKubectlRunThroughTheAgent(t *testing.T) {
 	}
 	kubectl("taint", "nodes", node.Name, "node-role.kubernetes.io/control-plane-")
 
+	// The agent's loopback /healthz, and importing an archive into its containerd by hand.
+	healthz := ""
+	for i, a := range s.Args() {
+		if a == "--agent-healthz-address" {
+			healthz = s.Args()[i+1]
+		}
+	}
+	if out, err := exec.Command(filepath.Join(filepath.Dir(framework.Binary(t)), "netutil"), "fetch", "http://"+healthz+"/healthz").CombinedOutput(); err != nil || string(out) != "ok" {
+		t.Fatalf("agent /healthz: %v %q", err, out)
+	}
+	_, images := framework.AgentArtifacts(t)
+	if out, err := exec.Command(framework.Binary(t), "images", "import", "--agent-data-dir", filepath.Join(dir, "agent"),
+		filepath.Join(images, "pause.tar")).CombinedOutput(); err != nil || !strings.Contains(string(out), "localhost/skiff/pause:1") {
+		t.Fatalf("skiff images import: %v %s", err, out)
+	}
+
 	kubectl("run", "test", "--image=localhost/skiff/netutil:1")
 	var pod *corev1.Pod
 	eventually(t, 90*time.Second, "pod Running with an IP", func() (bool, string) {

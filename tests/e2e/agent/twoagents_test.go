@@ -37,6 +37,7 @@ func TestTwoAgents(t *testing.T) {
 		}
 		agent := exec.Command(framework.Binary(t), "agent", "--kubeconfig", kubeconfig, "--data-dir", dir, "--netns", nsPath,
 			"--node-name", node, "--node-ip", "127.0.0.1", "--port", strconv.Itoa(framework.FreePort(t)),
+			"--healthz-address", "127.0.0.1:"+strconv.Itoa(framework.FreePort(t)),
 			"--cni-plugin", cni, "--images-dir", images, "--pod-log-dir", filepath.Join(dir, "logs"))
 		agent.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := agent.Start(); err != nil {

@@ -87,7 +87,8 @@ func NewServerWithAgent(tb testing.TB, dir, netnsPath string, extra ...string) *
 	s := NewServer(tb, dir, append([]string{"--agent-data-dir", filepath.Join(dir, "agent"), "--agent-netns", netnsPath,
 		"--pod-log-dir", filepath.Join(dir, "logs"), "--cni-plugin", cni, "--agent-images-dir", images,
 		// The API server reaches the agent on loopback only.
-		"--node-ip", "127.0.0.1", "--agent-port", strconv.Itoa(FreePort(tb))}, extra...)...)
+		"--node-ip", "127.0.0.1", "--agent-port", strconv.Itoa(FreePort(tb)),
+		"--agent-healthz-address", "127.0.0.1:" + strconv.Itoa(FreePort(tb))}, extra...)...)
 	for i, a := range s.args {
 		if a == "--disable-agent" {
 			s.args = append(s.args[:i], s.args[i+1:]...)

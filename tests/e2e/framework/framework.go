@@ -221,6 +221,9 @@ func (s *Server) Kill() {
 	}
 }
 
+// Args are the server's command-line arguments.
+func (s *Server) Args() []string { return s.args }
+
 // PID is the server's process ID.
 func (s *Server) PID() int { return s.cmd.Process.Pid }
 
