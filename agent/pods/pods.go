@@ -29,6 +29,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/skiff-sh/skiff/agent/cgroups"
 	"github.com/skiff-sh/skiff/agent/netnsdial"
 	"github.com/skiff-sh/skiff/agent/volumes"
 	"github.com/skiff-sh/skiff/controlplane/controllers/loop"
@@ -250,7 +251,7 @@ func sandboxConfig(p *corev1.Pod, logRoot string) *runtimeapi.PodSandboxConfig {
 		LogDirectory: logDir(logRoot, p),
 		Labels: map[string]string{"io.kubernetes.pod.name": p.Name, "io.kubernetes.pod.namespace": p.Namespace,
 			"io.kubernetes.pod.uid": string(p.UID)},
-		Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+		Linux: &runtimeapi.LinuxPodSandboxConfig{CgroupParent: cgroups.Parent(string(p.UID)), SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
 			NamespaceOptions: &runtimeapi.NamespaceOption{Network: nsMode, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD}}},
 	}
 }
@@ -460,7 +461,7 @@ func (m *Manager) start(ctx context.Context, pod *corev1.Pod, sandboxID string, 
 		LogPath:    filepath.Join(c.Name, fmt.Sprintf("%d.log", attempt)),
 		Labels: map[string]string{"io.kubernetes.pod.name": pod.Name, "io.kubernetes.pod.namespace": pod.Namespace,
 			"io.kubernetes.pod.uid": string(pod.UID), "io.kubernetes.container.name": c.Name},
-		Linux: &runtimeapi.LinuxContainerConfig{},
+		Linux: &runtimeapi.LinuxContainerConfig{Resources: resources(c), SecurityContext: securityContext(pod, c)},
 	}
 	created, err := m.runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sandboxID, Config: cfg, SandboxConfig: sbCfg})
 	if err != nil {
@@ -523,6 +524,9 @@ func (m *Manager) stopAll(ctx context.Context, uid types.UID, grace int64, pod *
 		if _, err := m.runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
 			return err
 		}
+	}
+	if err := cgroups.Remove(cgroups.Mounts(), string(uid)); err != nil {
+		m.log.Warn("pod cgroup", "uid", uid, "err", err)
 	}
 	m.prober.forget(string(uid))
 	if m.opts.Volumes != nil {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -22,8 +23,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/skiff-sh/skiff/agent/cgroups"
 	"github.com/skiff-sh/skiff/tests/e2e/framework"
 )
 
@@ -182,6 +185,7 @@ func TestKubectlRunThroughTheAgent(t *testing.T) {
 		Volumes: []corev1.Volume{{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}, {Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 		Containers: []corev1.Container{{Name: "c", Image: "localhost/skiff/netutil:1", ImagePullPolicy: corev1.PullIfNotPresent,
+			Resources:    corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}},
 			VolumeMounts: []corev1.VolumeMount{{Name: "cfg", MountPath: "/etc/cfg"}, {Name: "scratch", MountPath: "/scratch"}}}}}}
 	if _, err := c.CoreV1().Pods("default").Create(ctx, withCM, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -190,7 +194,25 @@ func TestKubectlRunThroughTheAgent(t *testing.T) {
 		out, err := s.Run(ctx, kc, "exec", "with-cm", "--", "/bin/netutil", "cat", "/etc/cfg/greeting")
 		return err == nil && out == "hello from a configmap", out
 	})
+	// Resources: the memory limit is the container cgroup's, under the pod's own parent.
+	cm, _ := c.CoreV1().Pods("default").Get(ctx, "with-cm", metav1.GetOptions{})
+	cid := strings.TrimPrefix(cm.Status.ContainerStatuses[0].ContainerID, "containerd://")
+	// cgroup v1's memory hierarchy where it is mounted (these machines), else cgroup v2's.
+	limitFile := filepath.Join("/sys/fs/cgroup/memory", cgroups.Parent(string(cm.UID)), cid, "memory.limit_in_bytes")
+	if _, err := os.Stat("/sys/fs/cgroup/memory"); err != nil {
+		limitFile = filepath.Join("/sys/fs/cgroup", cgroups.Parent(string(cm.UID)), cid, "memory.max")
+	}
+	limit, err := os.ReadFile(limitFile)
+	if err != nil || strings.TrimSpace(string(limit)) != "67108864" {
+		t.Errorf("memory limit in the container cgroup: %q %v", limit, err)
+	}
+	if !cgroups.Exists(cgroups.Mounts(), string(cm.UID)) {
+		t.Error("the pod has no cgroup parent of its own")
+	}
 	kubectl("delete", "pod", "with-cm", "--grace-period=1")
+	eventually(t, 30*time.Second, "the pod's cgroup removed", func() (bool, string) {
+		return !cgroups.Exists(cgroups.Mounts(), string(cm.UID)), ""
+	})
 
 	// Killing the container's process gets it restarted.
 	pid := containerPID(t, ctx, filepath.Join(dir, "agent", "containerd", "containerd.sock"), "test")
