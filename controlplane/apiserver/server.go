@@ -40,6 +40,7 @@ import (
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/apiserver/pkg/util/compatibility"
 	"k8s.io/client-go/kubernetes"
+	restclient "k8s.io/client-go/rest"
 
 	"github.com/skiff-sh/skiff/controlplane/allocator"
 	"github.com/skiff-sh/skiff/controlplane/apiserver/admission"
@@ -178,7 +179,10 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return err
 	}
 	srv.AddPostStartHookOrDie("skiff-bootstrap", func(hc genericapiserver.PostStartHookContext) error {
-		client, err := kubernetes.NewForConfig(hc.LoopbackClientConfig)
+		// The kubernetes Service's Endpoints are kept on purpose: no deprecation warning in the log.
+		loopback := restclient.CopyConfig(hc.LoopbackClientConfig)
+		loopback.WarningHandler = restclient.NoWarnings{}
+		client, err := kubernetes.NewForConfig(loopback)
 		if err != nil {
 			return err
 		}

@@ -54,6 +54,9 @@ type Options struct {
 func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) error {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = 100, 200
+	// The endpoints controller maintains v1 Endpoints on purpose; its deprecation warning
+	// would fill the log.
+	cfg.WarningHandler = rest.NoWarnings{}
 	root, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
