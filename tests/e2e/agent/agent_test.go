@@ -86,9 +86,10 @@ func TestKubectlRunThroughTheAgent(t *testing.T) {
 			healthz = s.Args()[i+1]
 		}
 	}
-	if out, err := exec.Command(filepath.Join(filepath.Dir(framework.Binary(t)), "netutil"), "fetch", "http://"+healthz+"/healthz").CombinedOutput(); err != nil || string(out) != "ok" {
-		t.Fatalf("agent /healthz: %v %q", err, out)
-	}
+	eventually(t, 30*time.Second, "agent /healthz", func() (bool, string) {
+		out, err := exec.Command(filepath.Join(filepath.Dir(framework.Binary(t)), "netutil"), "fetch", "http://"+healthz+"/healthz").CombinedOutput()
+		return err == nil && string(out) == "ok", string(out)
+	})
 	_, images := framework.AgentArtifacts(t)
 	if out, err := exec.Command(framework.Binary(t), "images", "import", "--agent-data-dir", filepath.Join(dir, "agent"),
 		filepath.Join(images, "pause.tar")).CombinedOutput(); err != nil || !strings.Contains(string(out), "localhost/skiff/pause:1") {
@@ -124,10 +125,10 @@ func TestKubectlRunThroughTheAgent(t *testing.T) {
 
 	// The pod serves HTTP on its address, reachable from its node's network namespace.
 	netutil := filepath.Join(filepath.Dir(framework.Binary(t)), "netutil")
-	out, err := exec.Command("ip", "netns", "exec", nsName, netutil, "fetch", "http://"+pod.Status.PodIP+":8080/hostname").CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != "test" {
-		t.Fatalf("fetch /hostname from the pod: %v %q", err, out)
-	}
+	eventually(t, 30*time.Second, "fetch /hostname from the pod", func() (bool, string) {
+		out, err := exec.Command("ip", "netns", "exec", nsName, netutil, "fetch", "http://"+pod.Status.PodIP+":8080/hostname").CombinedOutput()
+		return err == nil && strings.TrimSpace(string(out)) == "test", fmt.Sprint(err, " ", string(out))
+	})
 
 	// kubectl logs, through the API server's pods/log proxy to the agent API.
 	eventually(t, 30*time.Second, "kubectl logs test", func() (bool, string) {
@@ -165,21 +166,28 @@ func TestKubectlRunThroughTheAgent(t *testing.T) {
 		_ = pf.Wait()
 	}
 
-	// Environment: the kubernetes Service's variables, as upstream sets them.
-	if out := kubectl("exec", "test", "--", "/bin/netutil", "env", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"); out != "10.96.0.1\n443\n" {
-		t.Errorf("service environment: %q", out)
+	// execEquals runs a command in the test pod until it prints want (see the exec note above).
+	execEquals := func(what, want string, cmd ...string) {
+		t.Helper()
+		eventually(t, 20*time.Second, what, func() (bool, string) {
+			out, err := s.Run(ctx, kc, append([]string{"exec", "test", "--"}, cmd...)...)
+			return err == nil && out == want, fmt.Sprint(err, " ", out)
+		})
 	}
+	// Environment: the kubernetes Service's variables, as upstream sets them.
+	execEquals("service environment", "10.96.0.1\n443\n", "/bin/netutil", "env", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")
 
 	// Volumes: the service-account volume the admission added, and a configMap.
-	if out := kubectl("exec", "test", "--", "/bin/netutil", "cat", "/var/run/secrets/kubernetes.io/serviceaccount/namespace"); out != "default" {
-		t.Errorf("namespace file: %q", out)
+	execEquals("namespace file", "default", "/bin/netutil", "cat", "/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+	caPEM, err := os.ReadFile(filepath.Join(dir, "pki", "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if out := kubectl("exec", "test", "--", "/bin/netutil", "cat", "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"); !strings.Contains(out, "BEGIN CERTIFICATE") {
-		t.Errorf("ca.crt: %q", out)
-	}
-	if out := kubectl("exec", "test", "--", "/bin/netutil", "cat", "/var/run/secrets/kubernetes.io/serviceaccount/token"); strings.Count(out, ".") != 2 {
-		t.Errorf("token is not a JWT: %q", out)
-	}
+	execEquals("ca.crt is the cluster CA", string(caPEM), "/bin/netutil", "cat", "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
+	eventually(t, 20*time.Second, "token is a JWT", func() (bool, string) {
+		out, err := s.Run(ctx, kc, "exec", "test", "--", "/bin/netutil", "cat", "/var/run/secrets/kubernetes.io/serviceaccount/token")
+		return err == nil && strings.Count(out, ".") == 2, out
+	})
 	if _, err := c.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg"},
 		Data: map[string]string{"greeting": "hello from a configmap"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
