@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -37,7 +38,7 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 	}
 	id := Identity()
 	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1ObjectMeta(o.Namespace, o.Name),
+		LeaseMeta:  metav1.ObjectMeta{Namespace: o.Namespace, Name: o.Name},
 		Client:     client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 	}

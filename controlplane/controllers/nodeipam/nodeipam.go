@@ -10,6 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -53,7 +54,7 @@ func (c *Controller) Run(ctx context.Context) {
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
 		return
 	}
-	nodes, _ := c.nodes.List(everything)
+	nodes, _ := c.nodes.List(labels.Everything())
 	c.mu.Lock()
 	for _, n := range nodes {
 		if n.Spec.PodCIDR != "" {
@@ -114,5 +115,3 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	}
 	return err
 }
-
-var everything = labelsEverything()

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 )
 
@@ -61,7 +62,7 @@ func ReconcileTaints(current, wanted []corev1.Taint, now time.Time) ([]corev1.Ta
 			continue
 		}
 		if w.Effect == corev1.TaintEffectNoExecute {
-			w.TimeAdded = &metav1Time{Time: now}
+			w.TimeAdded = &metav1.Time{Time: now}
 		}
 		out = append(out, w)
 		changed = true
