@@ -65,7 +65,6 @@ type Manager struct {
 	mu      sync.Mutex
 	backoff map[string]time.Time // container key -> earliest restart
 	delay   map[string]time.Duration
-	pulled  map[types.UID]bool // pods whose images were reported present
 	prober  *prober
 	// prepared is when each pod's volumes were last written.
 	prepared map[types.UID]time.Time
@@ -85,7 +84,7 @@ func New(client kubernetes.Interface, rt runtimeapi.RuntimeServiceClient, img ru
 	b := record.NewBroadcaster()
 	m := &Manager{client: client, runtime: rt, images: img, opts: o, log: log.With("component", "pods"), events: b,
 		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: o.NodeName}),
-		backoff:  map[string]time.Time{}, delay: map[string]time.Duration{}, pulled: map[types.UID]bool{}}
+		backoff:  map[string]time.Time{}, delay: map[string]time.Duration{}}
 	m.prober = newProber(rt, netnsdial.Dialer(o.Netns, 5*time.Second))
 	m.prepared = map[types.UID]time.Time{}
 	m.static = map[string]*corev1.Pod{}
@@ -300,15 +299,9 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 	if err != nil {
 		return err
 	}
-	list, err := m.runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: sb.Id}})
+	latest, err := m.latestContainers(ctx, sb.Id)
 	if err != nil {
 		return err
-	}
-	latest := map[string]*runtimeapi.Container{}
-	for _, c := range list.Containers {
-		if cur := latest[c.Metadata.Name]; cur == nil || c.Metadata.Attempt > cur.Metadata.Attempt {
-			latest[c.Metadata.Name] = c
-		}
 	}
 	// Init containers run one after another to completion.
 	for _, c := range pod.Spec.InitContainers {
@@ -326,27 +319,26 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 		}
 		return m.writeStatus(ctx, pod, st.Status, latest, "PodInitializing")
 	}
+	started := false
 	for _, c := range pod.Spec.Containers {
 		cur := latest[c.Name]
 		switch {
 		case cur == nil:
+			started = true
 			if err := m.start(ctx, pod, sb.Id, cfg, c, nil); err != nil {
 				m.log.Warn("start container", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "err", err)
 			}
 		case cur.State == runtimeapi.ContainerState_CONTAINER_EXITED && m.shouldRestart(ctx, pod, cur):
+			started = true
 			if err := m.start(ctx, pod, sb.Id, cfg, c, cur); err != nil {
 				m.log.Warn("restart container", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "err", err)
 			}
 		}
 	}
-	list, err = m.runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: sb.Id}})
-	if err != nil {
-		return err
-	}
-	latest = map[string]*runtimeapi.Container{}
-	for _, c := range list.Containers {
-		if cur := latest[c.Metadata.Name]; cur == nil || c.Metadata.Attempt > cur.Metadata.Attempt {
-			latest[c.Metadata.Name] = c
+	// The resync visits every pod every 2 s: list again only when this sync changed something.
+	if started {
+		if latest, err = m.latestContainers(ctx, sb.Id); err != nil {
+			return err
 		}
 	}
 	for _, c := range pod.Spec.Containers {
@@ -360,6 +352,21 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 		}
 	}
 	return m.writeStatus(ctx, pod, st.Status, latest, "")
+}
+
+// latestContainers maps each container name to its newest attempt in the sandbox.
+func (m *Manager) latestContainers(ctx context.Context, sandboxID string) (map[string]*runtimeapi.Container, error) {
+	list, err := m.runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: sandboxID}})
+	if err != nil {
+		return nil, err
+	}
+	latest := map[string]*runtimeapi.Container{}
+	for _, c := range list.Containers {
+		if cur := latest[c.Metadata.Name]; cur == nil || c.Metadata.Attempt > cur.Metadata.Attempt {
+			latest[c.Metadata.Name] = c
+		}
+	}
+	return latest, nil
 }
 
 // shouldRestart applies restartPolicy and upstream's crash backoff (10 s doubling to 5 min).

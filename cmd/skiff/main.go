@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/skiff-sh/skiff/agent"
@@ -234,30 +235,6 @@ func firstAddress() string {
 	return "127.0.0.1"
 }
 
-func agentCommand() *cobra.Command {
-	var f agentFlags
-	var kubeconfig, logLevel string
-	cmd := &cobra.Command{
-		Use:   "agent",
-		Short: "Run the node agent: containerd, CNI, node registration and pods",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-			if err != nil {
-				return err
-			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			return agent.Run(ctx, cfg, f.options(nil), newLogger(logLevel))
-		},
-	}
-	fs := cmd.Flags()
-	fs.StringVar(&kubeconfig, "kubeconfig", "/var/lib/skiff/agent/node.kubeconfig", "kubeconfig with the node's credentials")
-	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	addAgentFlags(fs, &f, "")
-	return cmd
-}
-
 func runControllerManager(ctx context.Context, f serverFlags, cm controllermanager.Options, log *slog.Logger) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(f.dataDir, "controller-manager.kubeconfig"))
 	if err == nil {
@@ -288,56 +265,6 @@ func addControllerManagerFlags(fs *pflag.FlagSet, o *controllermanager.Options) 
 
 func addSchedulerFlags(fs *pflag.FlagSet, o *scheduler.Options) {
 	fs.StringVar(&o.SecureAddress, "scheduler-address", "127.0.0.1:10259", "HTTPS address of the scheduler's health and metrics")
-}
-
-func controllerManagerCommand() *cobra.Command {
-	var o controllermanager.Options
-	var kubeconfig, caFile, logLevel string
-	cmd := &cobra.Command{
-		Use:   "controller-manager",
-		Short: "Run the controllers alone (leader-elected on kube-system/kube-controller-manager)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-			if err != nil {
-				return err
-			}
-			o.RootCAFile = caFile
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			return controllermanager.Run(ctx, cfg, o, newLogger(logLevel))
-		},
-	}
-	fs := cmd.Flags()
-	fs.StringVar(&kubeconfig, "kubeconfig", "/var/lib/skiff/server/controller-manager.kubeconfig", "kubeconfig to reach the API server")
-	fs.StringVar(&caFile, "root-ca-file", "/var/lib/skiff/server/pki/ca.crt", "cluster CA published as kube-root-ca.crt")
-	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	addControllerManagerFlags(fs, &o)
-	return cmd
-}
-
-func schedulerCommand() *cobra.Command {
-	var o scheduler.Options
-	var kubeconfig, logLevel string
-	cmd := &cobra.Command{
-		Use:   "scheduler",
-		Short: "Run the scheduler alone (leader-elected on kube-system/kube-scheduler)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-			if err != nil {
-				return err
-			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			return scheduler.Run(ctx, cfg, o, newLogger(logLevel))
-		},
-	}
-	fs := cmd.Flags()
-	fs.StringVar(&kubeconfig, "kubeconfig", "/var/lib/skiff/server/scheduler.kubeconfig", "kubeconfig to reach the API server")
-	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	addSchedulerFlags(fs, &o)
-	return cmd
 }
 
 func parseIP(flag, s string) (net.IP, error) {
@@ -456,5 +383,61 @@ func kubeconfigCommand() *cobra.Command {
 	cmd.Flags().StringSliceVar(&groups, "group", nil, "groups (certificate O)")
 	cmd.Flags().StringVar(&server, "server", "https://127.0.0.1:6443", "API server URL")
 	cmd.Flags().StringVar(&out, "out", "", "kubeconfig file to write")
+	return cmd
+}
+
+// clientCommand is a component that talks to the API server with a kubeconfig: it gets the
+// --kubeconfig and --log-level flags and runs until SIGINT or SIGTERM.
+func clientCommand(use, short, kubeconfig string, run func(ctx context.Context, cfg *rest.Config, log *slog.Logger) error) *cobra.Command {
+	var logLevel string
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return run(ctx, cfg, newLogger(logLevel))
+		},
+	}
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", kubeconfig, "kubeconfig to reach the API server")
+	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
+}
+
+func agentCommand() *cobra.Command {
+	var f agentFlags
+	cmd := clientCommand("agent", "Run the node agent: containerd, CNI, node registration and pods",
+		"/var/lib/skiff/agent/node.kubeconfig", func(ctx context.Context, cfg *rest.Config, log *slog.Logger) error {
+			return agent.Run(ctx, cfg, f.options(nil), log)
+		})
+	addAgentFlags(cmd.Flags(), &f, "")
+	return cmd
+}
+
+func controllerManagerCommand() *cobra.Command {
+	var o controllermanager.Options
+	var caFile string
+	cmd := clientCommand("controller-manager", "Run the controllers alone (leader-elected on kube-system/kube-controller-manager)",
+		"/var/lib/skiff/server/controller-manager.kubeconfig", func(ctx context.Context, cfg *rest.Config, log *slog.Logger) error {
+			o.RootCAFile = caFile
+			return controllermanager.Run(ctx, cfg, o, log)
+		})
+	cmd.Flags().StringVar(&caFile, "root-ca-file", "/var/lib/skiff/server/pki/ca.crt", "cluster CA published as kube-root-ca.crt")
+	addControllerManagerFlags(cmd.Flags(), &o)
+	return cmd
+}
+
+func schedulerCommand() *cobra.Command {
+	var o scheduler.Options
+	cmd := clientCommand("scheduler", "Run the scheduler alone (leader-elected on kube-system/kube-scheduler)",
+		"/var/lib/skiff/server/scheduler.kubeconfig", func(ctx context.Context, cfg *rest.Config, log *slog.Logger) error {
+			return scheduler.Run(ctx, cfg, o, log)
+		})
+	addSchedulerFlags(cmd.Flags(), &o)
 	return cmd
 }

@@ -297,8 +297,8 @@ func pods(opts generic.RESTOptionsGetter, nodes *NodeConnection) (map[string]res
 		"pods/status":      status,
 		"pods/binding":     &BindingREST{store: main.Store},
 		"pods/log":         &LogREST{pods: main.Store, nodes: nodes},
-		"pods/exec":        &ExecREST{pods: main.Store, nodes: nodes},
-		"pods/portforward": &PortForwardREST{pods: main.Store, nodes: nodes},
+		"pods/exec":        &ExecREST{nodeStream{pods: main.Store, nodes: nodes}},
+		"pods/portforward": &PortForwardREST{nodeStream{pods: main.Store, nodes: nodes}},
 	}, nil
 }
 

@@ -43,7 +43,6 @@ func endpointSlices(opts generic.RESTOptionsGetter) (map[string]rest.Storage, er
 
 func leases(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
 	st := newStrategy(true, false)
-	st.allowCreateOnUpdate = false
 	st.validate = func(_ context.Context, o runtime.Object) field.ErrorList {
 		return validation.Lease(o.(*coordinationv1.Lease))
 	}

@@ -20,26 +20,17 @@ import (
 // ExecREST serves pods/exec by proxying the upgraded connection to the node agent. kubectl
 // 1.30+ speaks WebSocket (v5.channel.k8s.io); the agent, like the kubelet, speaks SPDY, so
 // such requests are translated here, as upstream does.
-type ExecREST struct {
-	pods  *genericregistry.Store
-	nodes *NodeConnection
-}
+type ExecREST struct{ nodeStream }
 
 var _ rest.Connecter = &ExecREST{}
 
 // New implements rest.Storage.
 func (r *ExecREST) New() runtime.Object { return &corev1.PodExecOptions{} }
 
-// Destroy implements rest.Storage.
-func (r *ExecREST) Destroy() {}
-
 // NewConnectOptions implements rest.Connecter.
 func (r *ExecREST) NewConnectOptions() (runtime.Object, bool, string) {
 	return &corev1.PodExecOptions{}, false, ""
 }
-
-// ConnectMethods implements rest.Connecter.
-func (r *ExecREST) ConnectMethods() []string { return []string{"GET", "POST"} }
 
 // Connect implements rest.Connecter.
 func (r *ExecREST) Connect(ctx context.Context, name string, opts runtime.Object, responder rest.Responder) (http.Handler, error) {
@@ -71,6 +62,19 @@ func (r *ExecREST) Connect(ctx context.Context, name string, opts runtime.Object
 	stream := translator.NewStreamTranslatorHandler(loc, tr, 0, translator.Options{Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr, Tty: o.TTY})
 	return translator.NewTranslatingHandler(upgrade, stream, wsstream.IsWebSocketRequestWithStreamCloseProtocol), nil
 }
+
+// nodeStream is what exec and portforward share: they upgrade the client's connection and
+// proxy it to the pod's node agent.
+type nodeStream struct {
+	pods  *genericregistry.Store
+	nodes *NodeConnection
+}
+
+// Destroy implements rest.Storage.
+func (nodeStream) Destroy() {}
+
+// ConnectMethods implements rest.Connecter.
+func (nodeStream) ConnectMethods() []string { return []string{"GET", "POST"} }
 
 type errorResponder struct{ rest.Responder }
 

@@ -13,33 +13,23 @@ import (
 	"k8s.io/apimachinery/pkg/util/httpstream/wsstream"
 	"k8s.io/apimachinery/pkg/util/proxy"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
-	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
 	translator "k8s.io/apiserver/pkg/util/proxy"
 )
 
 // PortForwardREST serves pods/portforward by proxying to the node agent; kubectl 1.31+'s
 // WebSocket tunnel is unwrapped to SPDY here, as upstream does.
-type PortForwardREST struct {
-	pods  *genericregistry.Store
-	nodes *NodeConnection
-}
+type PortForwardREST struct{ nodeStream }
 
 var _ rest.Connecter = &PortForwardREST{}
 
 // New implements rest.Storage.
 func (r *PortForwardREST) New() runtime.Object { return &corev1.PodPortForwardOptions{} }
 
-// Destroy implements rest.Storage.
-func (r *PortForwardREST) Destroy() {}
-
 // NewConnectOptions implements rest.Connecter.
 func (r *PortForwardREST) NewConnectOptions() (runtime.Object, bool, string) {
 	return &corev1.PodPortForwardOptions{}, false, ""
 }
-
-// ConnectMethods implements rest.Connecter.
-func (r *PortForwardREST) ConnectMethods() []string { return []string{"GET", "POST"} }
 
 // Connect implements rest.Connecter.
 func (r *PortForwardREST) Connect(ctx context.Context, name string, opts runtime.Object, responder rest.Responder) (http.Handler, error) {

@@ -71,8 +71,6 @@ type Scheduler struct {
 	mu       sync.Mutex
 	snapshot *core.Snapshot
 	start    int
-	// Bound counts successful bindings (for tests and benchmarks).
-	bound, failed int64
 }
 
 // New builds a scheduler; Run starts it.
@@ -222,7 +220,6 @@ func (s *Scheduler) scheduleOne(ctx context.Context, pod *corev1.Pod, sem chan s
 		if err != nil {
 			s.mu.Lock()
 			s.snapshot.RemovePod(assumed)
-			s.failed++
 			s.mu.Unlock()
 			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 				s.queue.Done(pod, false) // deleted or bound meanwhile
@@ -234,9 +231,6 @@ func (s *Scheduler) scheduleOne(ctx context.Context, pod *corev1.Pod, sem chan s
 			s.queue.MoveAll()
 			return
 		}
-		s.mu.Lock()
-		s.bound++
-		s.mu.Unlock()
 		s.queue.Done(pod, false)
 		s.recorder.Eventf(pod, corev1.EventTypeNormal, "Scheduled", "Successfully assigned %s/%s to %s", pod.Namespace, pod.Name, res.Node)
 	}()
@@ -271,11 +265,4 @@ func (s *Scheduler) unschedulable(ctx context.Context, pod *corev1.Pod, err erro
 	if _, err := s.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		s.log.Debug("pod condition", "pod", keyOf(pod), "err", err)
 	}
-}
-
-// Stats returns the binds that succeeded and failed so far.
-func (s *Scheduler) Stats() (bound, failed int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.bound, s.failed
 }

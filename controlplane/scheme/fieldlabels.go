@@ -33,9 +33,6 @@ var fieldLabels = map[schema.GroupVersionKind][]string{
 	{Group: "apps", Version: "v1", Kind: "ReplicaSet"}: {"status.replicas"},
 }
 
-// FieldLabels returns the field selector keys the kind supports beyond metadata.name/namespace.
-func FieldLabels(gvk schema.GroupVersionKind) []string { return fieldLabels[gvk] }
-
 func addFieldLabelConversions(s *runtime.Scheme) error {
 	for gvk, labels := range fieldLabels {
 		allowed := map[string]bool{"metadata.name": true, "metadata.namespace": true}

@@ -205,13 +205,3 @@ func TestFieldLabelConversion(t *testing.T) {
 		}
 	}
 }
-
-func TestFieldLabels(t *testing.T) {
-	got := FieldLabels(corev1.SchemeGroupVersion.WithKind("Pod"))
-	if !slices.Contains(got, "spec.nodeName") || !slices.Contains(got, "status.phase") {
-		t.Errorf("FieldLabels(Pod) = %v", got)
-	}
-	if got := FieldLabels(corev1.SchemeGroupVersion.WithKind("ConfigMap")); len(got) != 0 {
-		t.Errorf("FieldLabels(ConfigMap) = %v, want none", got)
-	}
-}
