@@ -8,6 +8,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -454,6 +455,33 @@ var every = []struct {
 	{"Secrets", Secrets, &corev1.Secret{}, &corev1.SecretList{}},
 	{"ServiceAccounts", ServiceAccounts, &corev1.ServiceAccount{}, &corev1.ServiceAccountList{}},
 	{"NetworkPolicies", NetworkPolicies, &networkingv1.NetworkPolicy{}, &networkingv1.NetworkPolicyList{}},
+	{"CertificateSigningRequests", CertificateSigningRequests, &certificatesv1.CertificateSigningRequest{}, &certificatesv1.CertificateSigningRequestList{}},
+}
+
+func TestCSRCondition(t *testing.T) {
+	for _, tc := range []struct {
+		conds []certificatesv1.CertificateSigningRequestCondition
+		cert  []byte
+		want  string
+	}{
+		{nil, nil, "Pending"},
+		{[]certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue}}, nil, "Approved"},
+		{[]certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue}}, []byte("x"), "Approved,Issued"},
+		{[]certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateDenied, Status: corev1.ConditionTrue}}, nil, "Denied"},
+		{[]certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue},
+			{Type: certificatesv1.CertificateFailed, Status: corev1.ConditionTrue}}, nil, "Approved,Failed"},
+		{[]certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateFailed, Status: corev1.ConditionFalse}}, nil, "Pending"},
+	} {
+		csr := &certificatesv1.CertificateSigningRequest{Status: certificatesv1.CertificateSigningRequestStatus{Conditions: tc.conds, Certificate: tc.cert}}
+		if got := CSRCondition(csr); got != tc.want {
+			t.Errorf("CSRCondition(%v, cert=%v) = %q, want %q", tc.conds, tc.cert != nil, got, tc.want)
+		}
+	}
+	r := row(t, CertificateSigningRequests, &certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: "node-csr-a"},
+		Spec: certificatesv1.CertificateSigningRequestSpec{SignerName: "kubernetes.io/kubelet-serving", Username: "system:node:n1", ExpirationSeconds: ptr.To[int32](3600)}})
+	if r["signername"] != "kubernetes.io/kubelet-serving" || r["requestor"] != "system:node:n1" || r["requestedduration"] != "60m" || r["condition"] != "Pending" {
+		t.Errorf("csr row = %v", r)
+	}
 }
 
 func TestEveryPrinterShape(t *testing.T) {

@@ -98,7 +98,7 @@ type StatusREST struct {
 
 var _ rest.Patcher = &StatusREST{}
 
-func newStatusREST(main *REST, s statusStrategy) *StatusREST {
+func newStatusREST(main *REST, s rest.RESTUpdateStrategy) *StatusREST {
 	st := *main.Store
 	st.CreateStrategy = nil
 	st.DeleteStrategy = nil

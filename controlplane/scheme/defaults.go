@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -32,6 +33,15 @@ func addDefaultingFuncs(s *runtime.Scheme) error {
 			// Upstream leaves phase empty; nothing to default beyond allocatable.
 			if n.Status.Allocatable == nil && n.Status.Capacity != nil {
 				n.Status.Allocatable = n.Status.Capacity.DeepCopy()
+			}
+		}
+	})
+	s.AddTypeDefaultingFunc(&certificatesv1.CertificateSigningRequest{}, func(o any) {
+		// A condition's status defaults to True, as upstream's v1 defaulting does.
+		csr := o.(*certificatesv1.CertificateSigningRequest)
+		for i := range csr.Status.Conditions {
+			if csr.Status.Conditions[i].Status == "" {
+				csr.Status.Conditions[i].Status = corev1.ConditionTrue
 			}
 		}
 	})

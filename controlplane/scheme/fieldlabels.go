@@ -30,7 +30,8 @@ var fieldLabels = map[schema.GroupVersionKind][]string{
 		"regarding.apiVersion", "regarding.resourceVersion", "regarding.fieldPath",
 		"reason", "reportingController", "type",
 	},
-	{Group: "apps", Version: "v1", Kind: "ReplicaSet"}: {"status.replicas"},
+	{Group: "apps", Version: "v1", Kind: "ReplicaSet"}:                               {"status.replicas"},
+	{Group: "certificates.k8s.io", Version: "v1", Kind: "CertificateSigningRequest"}: {"spec.signerName"},
 }
 
 func addFieldLabelConversions(s *runtime.Scheme) error {

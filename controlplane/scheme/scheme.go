@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -45,6 +46,7 @@ var Served = []schema.GroupVersion{
 	eventsv1.SchemeGroupVersion,
 	networkingv1.SchemeGroupVersion,
 	authenticationv1.SchemeGroupVersion,
+	certificatesv1.SchemeGroupVersion,
 }
 
 // groups pairs each group's registration with the Go package that defines its types, so the
@@ -62,6 +64,7 @@ var groups = []struct {
 	{networkingv1.SchemeGroupVersion, networkingv1.AddToScheme, networkingv1.NetworkPolicy{}},
 	{autoscalingv1.SchemeGroupVersion, autoscalingv1.AddToScheme, autoscalingv1.Scale{}},
 	{authenticationv1.SchemeGroupVersion, authenticationv1.AddToScheme, authenticationv1.TokenRequest{}},
+	{certificatesv1.SchemeGroupVersion, certificatesv1.AddToScheme, certificatesv1.CertificateSigningRequest{}},
 }
 
 func init() {

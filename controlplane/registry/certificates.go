@@ -1,0 +1,139 @@
+package registry
+
+import (
+	"context"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/skiff-sh/skiff/controlplane/printers"
+	"github.com/skiff-sh/skiff/controlplane/validation"
+)
+
+// csrStrategy records who asked: spec.username, uid, groups and extra come from the
+// authenticated requester, never from the body, so approvers can trust them.
+type csrStrategy struct{ *strategy }
+
+func (s csrStrategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
+	s.strategy.PrepareForCreate(ctx, obj)
+	csr := obj.(*certificatesv1.CertificateSigningRequest)
+	csr.Spec.Username, csr.Spec.UID, csr.Spec.Groups, csr.Spec.Extra = "", "", nil, nil
+	if u, ok := genericapirequest.UserFrom(ctx); ok {
+		csr.Spec.Username, csr.Spec.UID = u.GetName(), u.GetUID()
+		csr.Spec.Groups = append([]string(nil), u.GetGroups()...)
+		if extra := u.GetExtra(); len(extra) > 0 {
+			csr.Spec.Extra = map[string]certificatesv1.ExtraValue{}
+			for k, v := range extra {
+				csr.Spec.Extra[k] = v
+			}
+		}
+	}
+	csr.Status = certificatesv1.CertificateSigningRequestStatus{}
+}
+
+// csrStatusStrategy serves /status (signers): the certificate and conditions other than
+// Approved and Denied change here; approval is kept as it was.
+type csrStatusStrategy struct{ statusStrategy }
+
+func (s csrStatusStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
+	s.statusStrategy.PrepareForUpdate(ctx, obj, old)
+	n, o := obj.(*certificatesv1.CertificateSigningRequest), old.(*certificatesv1.CertificateSigningRequest)
+	n.Status.Conditions = mergeConditions(o.Status.Conditions, n.Status.Conditions, isApproval)
+}
+
+func (s csrStatusStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	n, o := obj.(*certificatesv1.CertificateSigningRequest), old.(*certificatesv1.CertificateSigningRequest)
+	errs := validation.CSRStatus(n)
+	if len(o.Status.Certificate) > 0 && !apiequality.Semantic.DeepEqual(n.Status.Certificate, o.Status.Certificate) {
+		errs = append(errs, field.Forbidden(field.NewPath("status", "certificate"), "updates may not modify existing certificate content"))
+	}
+	return errs
+}
+
+// csrApprovalStrategy serves /approval (`kubectl certificate approve|deny`): only the
+// Approved and Denied conditions change; a decision, once made, stays.
+type csrApprovalStrategy struct{ statusStrategy }
+
+func (s csrApprovalStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
+	s.statusStrategy.PrepareForUpdate(ctx, obj, old)
+	n, o := obj.(*certificatesv1.CertificateSigningRequest), old.(*certificatesv1.CertificateSigningRequest)
+	n.Status.Certificate = o.Status.Certificate
+	n.Status.Conditions = mergeConditions(o.Status.Conditions, n.Status.Conditions, func(c certificatesv1.CertificateSigningRequestCondition) bool {
+		return !isApproval(c)
+	})
+}
+
+func (s csrApprovalStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	n, o := obj.(*certificatesv1.CertificateSigningRequest), old.(*certificatesv1.CertificateSigningRequest)
+	errs := validation.CSRStatus(n)
+	for _, oc := range o.Status.Conditions {
+		if !isApproval(oc) {
+			continue
+		}
+		found := false
+		for _, nc := range n.Status.Conditions {
+			found = found || nc.Type == oc.Type
+		}
+		if !found {
+			errs = append(errs, field.Forbidden(field.NewPath("status", "conditions"), "updates may not remove the "+string(oc.Type)+" condition"))
+		}
+	}
+	return errs
+}
+
+func isApproval(c certificatesv1.CertificateSigningRequestCondition) bool {
+	return c.Type == certificatesv1.CertificateApproved || c.Type == certificatesv1.CertificateDenied
+}
+
+// mergeConditions keeps old's conditions that keep(c) selects and takes the rest from updated.
+func mergeConditions(old, updated []certificatesv1.CertificateSigningRequestCondition, keep func(certificatesv1.CertificateSigningRequestCondition) bool) []certificatesv1.CertificateSigningRequestCondition {
+	var out []certificatesv1.CertificateSigningRequestCondition
+	for _, c := range old {
+		if keep(c) {
+			out = append(out, c)
+		}
+	}
+	for _, c := range updated {
+		if !keep(c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func certificateSigningRequests(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
+	s := newStrategy(false, true)
+	// The spec never changes after create, as upstream: an update carries only metadata.
+	s.prepareForUpdate = func(obj, old runtime.Object) { copyField(obj, old, "Spec") }
+	s.validate = func(_ context.Context, obj runtime.Object) field.ErrorList {
+		return validation.CertificateSigningRequest(obj.(*certificatesv1.CertificateSigningRequest))
+	}
+	s.validateUpdate = func(obj, old runtime.Object) field.ErrorList {
+		return validation.CSRUpdate(obj.(*certificatesv1.CertificateSigningRequest), old.(*certificatesv1.CertificateSigningRequest))
+	}
+	main, err := newREST(opts, resource{
+		gr: certificatesv1.Resource("certificatesigningrequests"), singular: "certificatesigningrequest",
+		newObj:   func() runtime.Object { return &certificatesv1.CertificateSigningRequest{} },
+		newList:  func() runtime.Object { return &certificatesv1.CertificateSigningRequestList{} },
+		strategy: s, printer: printers.CertificateSigningRequests, shortNames: []string{"csr"},
+		fields: func(obj runtime.Object) fields.Set {
+			return fields.Set{"spec.signerName": obj.(*certificatesv1.CertificateSigningRequest).Spec.SignerName}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	main.Store.CreateStrategy = csrStrategy{s}
+	status := statusStrategy{strategy: s}
+	return map[string]rest.Storage{
+		"certificatesigningrequests":          main,
+		"certificatesigningrequests/status":   newStatusREST(main, csrStatusStrategy{status}),
+		"certificatesigningrequests/approval": newStatusREST(main, csrApprovalStrategy{status}),
+	}, nil
+}
