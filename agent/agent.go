@@ -55,6 +55,10 @@ type Options struct {
 	PodManifestPath string
 	// HealthzAddress serves /healthz over plain HTTP (127.0.0.1:10248); empty disables it.
 	HealthzAddress string
+	// ClusterDNS, ClusterDomain and ResolvConf give pods their resolv.conf (see pods.Options).
+	ClusterDNS    []string
+	ClusterDomain string
+	ResolvConf    string
 }
 
 // Run runs the agent until ctx ends.
@@ -138,6 +142,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	}
 	pm := pods.New(client, runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn),
 		pods.Options{NodeName: o.NodeName, HostIP: o.InternalIP, PodLogDir: o.PodLogDir, Netns: o.Netns,
+			ClusterDNS: o.ClusterDNS, ClusterDomain: o.ClusterDomain, ResolvConf: o.ResolvConf,
 			Volumes: volumes.New(client, filepath.Join(o.DataDir, "pods"))}, log)
 	if o.HealthzAddress != "" {
 		go serveHealthz(ctx, o.HealthzAddress, ctr, log)

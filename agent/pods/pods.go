@@ -48,6 +48,14 @@ type Options struct {
 	Netns string
 	// Volumes materializes pod volumes; nil runs containers without them.
 	Volumes *volumes.Manager
+	// ClusterDNS are the cluster DNS servers' IPs (the kubelet's --cluster-dns), the only
+	// nameservers of ClusterFirst pods; none makes those pods use the host's resolv.conf.
+	ClusterDNS []string
+	// ClusterDomain is the cluster's DNS domain (--cluster-domain; "" means cluster.local).
+	ClusterDomain string
+	// ResolvConf is the host resolver configuration Default-policy pods get (--resolv-conf;
+	// "" means /etc/resolv.conf); a missing file is an empty one.
+	ResolvConf string
 }
 
 // Manager runs this node's pods.
@@ -235,7 +243,8 @@ func (m *Manager) sandbox(ctx context.Context, uid types.UID) (*runtimeapi.PodSa
 	return best, nil
 }
 
-func sandboxConfig(p *corev1.Pod, logRoot string) *runtimeapi.PodSandboxConfig {
+// sandboxConfig is the pod's sandbox config, its resolver configuration dns (see dnsConfig).
+func sandboxConfig(p *corev1.Pod, logRoot string, dns *runtimeapi.DNSConfig) *runtimeapi.PodSandboxConfig {
 	hostname := p.Name
 	if p.Spec.Hostname != "" {
 		hostname = p.Spec.Hostname
@@ -248,6 +257,7 @@ func sandboxConfig(p *corev1.Pod, logRoot string) *runtimeapi.PodSandboxConfig {
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: p.Name, Namespace: p.Namespace, Uid: string(p.UID)},
 		Hostname:     hostname,
 		LogDirectory: logDir(logRoot, p),
+		DnsConfig:    dns,
 		Labels: map[string]string{"io.kubernetes.pod.name": p.Name, "io.kubernetes.pod.namespace": p.Namespace,
 			"io.kubernetes.pod.uid": string(p.UID)},
 		Linux: &runtimeapi.LinuxPodSandboxConfig{CgroupParent: cgroups.Parent(string(p.UID)), SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
@@ -286,8 +296,18 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 	if err != nil {
 		return err
 	}
-	cfg := sandboxConfig(pod, m.opts.PodLogDir)
+	// The DNS config matters when the sandbox is made (the runtime writes its resolv.conf then);
+	// containers of an existing sandbox start without it if it cannot be formed now.
+	dns, dnsWarns, dnsErr := podDNSConfig(pod, m.opts)
+	cfg := sandboxConfig(pod, m.opts.PodLogDir, dns)
 	if sb == nil {
+		if dnsErr != nil {
+			m.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to generate sandbox config: %v", dnsErr)
+			return m.writeStatus(ctx, pod, nil, nil, "ContainerCreating")
+		}
+		for _, w := range dnsWarns {
+			m.recorder.Event(pod, corev1.EventTypeWarning, w.Reason, w.Message)
+		}
 		resp, err := m.runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg})
 		if err != nil {
 			m.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/skiff-sh/skiff/agent"
+	"github.com/skiff-sh/skiff/agent/join"
 	"github.com/skiff-sh/skiff/controlplane/apiserver"
 	"github.com/skiff-sh/skiff/controlplane/controllermanager"
 	"github.com/skiff-sh/skiff/controlplane/pki"
@@ -151,6 +153,7 @@ func serverCommand(use, short string) *cobra.Command {
 func runControlPlane(ctx context.Context, f serverFlags, log *slog.Logger) {
 	cm := f.cm
 	cm.RootCAFile = filepath.Join(f.dataDir, "pki", "ca.crt")
+	cm.ClusterSigningCertFile, cm.ClusterSigningKeyFile = cm.RootCAFile, filepath.Join(f.dataDir, "pki", "ca.key")
 	if !f.disableControllerManager {
 		go runControllerManager(ctx, f, cm, log)
 	}
@@ -182,6 +185,8 @@ type agentFlags struct {
 	imageDirs                                              []string
 	port                                                   int
 	servingCert, servingKey, clientCA                      string
+	clusterDNS                                             []string
+	clusterDomain, resolvConf                              string
 }
 
 func exeDir() string {
@@ -204,10 +209,13 @@ func addAgentFlags(fs *pflag.FlagSet, f *agentFlags, prefix string) {
 	fs.IntVar(&f.port, prefix+"port", 10250, "HTTPS port of the agent API (container logs)")
 	fs.StringVar(&f.manifests, "pod-manifest-path", "/etc/skiff/manifests", "directory of static pod manifests")
 	fs.StringVar(&f.healthz, prefix+"healthz-address", "127.0.0.1:10248", "plain-HTTP /healthz of the agent (empty to disable)")
+	fs.StringSliceVar(&f.clusterDNS, "cluster-dns", nil, "DNS server IPs of the cluster, for pods with dnsPolicy ClusterFirst (none: they use the node's resolv.conf)")
+	fs.StringVar(&f.clusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain, the base of pods' search paths")
+	fs.StringVar(&f.resolvConf, "resolv-conf", "/etc/resolv.conf", "the node's resolver configuration, for pods with dnsPolicy Default")
 	if prefix == "" {
-		fs.StringVar(&f.servingCert, "tls-cert-file", "/var/lib/skiff/agent/pki/agent.crt", "agent API serving certificate")
-		fs.StringVar(&f.servingKey, "tls-private-key-file", "/var/lib/skiff/agent/pki/agent.key", "agent API serving key")
-		fs.StringVar(&f.clientCA, "client-ca-file", "/var/lib/skiff/agent/pki/ca.crt", "CA of the clients the agent API accepts")
+		fs.StringVar(&f.servingCert, "tls-cert-file", "", "agent API serving certificate (default <data-dir>/pki/agent.crt, obtained when joining with --token)")
+		fs.StringVar(&f.servingKey, "tls-private-key-file", "", "agent API serving key (default <data-dir>/pki/agent.key)")
+		fs.StringVar(&f.clientCA, "client-ca-file", "", "CA of the clients the agent API accepts (default <data-dir>/pki/ca.crt)")
 	}
 }
 
@@ -222,7 +230,8 @@ func (f agentFlags) options(taints []corev1.Taint) agent.Options {
 	}
 	return agent.Options{DataDir: f.dataDir, NodeName: f.nodeName, InternalIP: ip, Taints: taints, Netns: f.netns,
 		CNIPlugin: f.cniPlugin, ImageDirs: dirs, PodLogDir: f.podLogDir, PodManifestPath: f.manifests, HealthzAddress: f.healthz,
-		APIAddress: fmt.Sprintf(":%d", f.port), APIPort: f.port, ServingCert: f.servingCert, ServingKey: f.servingKey, ClientCA: f.clientCA}
+		APIAddress: fmt.Sprintf(":%d", f.port), APIPort: f.port, ServingCert: f.servingCert, ServingKey: f.servingKey, ClientCA: f.clientCA,
+		ClusterDNS: f.clusterDNS, ClusterDomain: f.clusterDomain, ResolvConf: f.resolvConf}
 }
 
 func firstAddress() string {
@@ -258,6 +267,7 @@ func runScheduler(ctx context.Context, f serverFlags, log *slog.Logger) {
 func addControllerManagerFlags(fs *pflag.FlagSet, o *controllermanager.Options) {
 	fs.StringVar(&o.ClusterCIDR, "cluster-cidr", "10.244.0.0/16", "range node pod CIDRs are carved from")
 	fs.IntVar(&o.NodeCIDRMaskSize, "node-cidr-mask-size", 24, "size of each node's pod CIDR")
+	fs.DurationVar(&o.ClusterSigningDuration, "cluster-signing-duration", 365*24*time.Hour, "longest validity of certificates signed for CSRs")
 	fs.DurationVar(&o.NodeMonitorGracePeriod, "node-monitor-grace-period", 40*time.Second, "how long a node Lease may go unrenewed before the node is Unknown")
 	fs.StringVar(&o.SecureAddress, "controller-manager-address", "127.0.0.1:10257", "HTTPS address of the controller manager's health and metrics")
 	fs.BoolVar(&o.UseServiceAccountCredentials, "use-service-account-credentials", true, "run each controller with its own service account")
@@ -409,13 +419,66 @@ func clientCommand(use, short, kubeconfig string, run func(ctx context.Context, 
 	return cmd
 }
 
+// agentCommand runs a node. With --token it first joins (see agent/join): it pins the CA,
+// and obtains its client and serving certificates through CSRs; a kubeconfig and
+// certificates already in the data directory are reused.
 func agentCommand() *cobra.Command {
 	var f agentFlags
-	cmd := clientCommand("agent", "Run the node agent: containerd, CNI, node registration and pods",
-		"/var/lib/skiff/agent/node.kubeconfig", func(ctx context.Context, cfg *rest.Config, log *slog.Logger) error {
+	var kubeconfig, server, token, tokenFile, logLevel string
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run the node agent: containerd, CNI, node registration and pods",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			log := newLogger(logLevel)
+			paths := join.Paths(f.dataDir)
+			if tokenFile != "" && token == "" {
+				b, err := os.ReadFile(tokenFile)
+				if err != nil {
+					return err
+				}
+				token = strings.TrimSpace(string(b))
+			}
+			if token != "" {
+				if server == "" || kubeconfig != "" {
+					return errors.New("--token needs --server and excludes --kubeconfig")
+				}
+				ip := f.nodeIP
+				if ip == "" {
+					ip = firstAddress()
+				}
+				var err error
+				paths, err = join.Ensure(ctx, join.Options{Server: strings.TrimSuffix(server, "/"), Token: token, Dir: f.dataDir,
+					NodeName: f.nodeName, IPs: []net.IP{net.ParseIP(ip)}, DNSNames: []string{f.nodeName}}, log)
+				if err != nil {
+					return fmt.Errorf("joining %s: %w", server, err)
+				}
+			}
+			if kubeconfig == "" {
+				kubeconfig = paths.Kubeconfig
+			}
+			if f.servingCert == "" {
+				f.servingCert, f.servingKey = paths.ServingCert, paths.ServingKey
+			}
+			if f.clientCA == "" {
+				f.clientCA = paths.CAFile
+			}
+			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+			if err != nil {
+				return err
+			}
 			return agent.Run(ctx, cfg, f.options(nil), log)
-		})
-	addAgentFlags(cmd.Flags(), &f, "")
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&server, "server", "", "API server URL to join (https://IP:6443), with --token")
+	fs.StringVar(&token, "token", "", "join token, from the server's <data-dir>/token")
+	fs.StringVar(&tokenFile, "token-file", "", "file holding the join token")
+	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig to reach the API server instead of joining (default <data-dir>/node.kubeconfig)")
+	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	addAgentFlags(fs, &f, "")
 	return cmd
 }
 
@@ -428,6 +491,8 @@ func controllerManagerCommand() *cobra.Command {
 			return controllermanager.Run(ctx, cfg, o, log)
 		})
 	cmd.Flags().StringVar(&caFile, "root-ca-file", "/var/lib/skiff/server/pki/ca.crt", "cluster CA published as kube-root-ca.crt")
+	cmd.Flags().StringVar(&o.ClusterSigningCertFile, "cluster-signing-cert-file", "/var/lib/skiff/server/pki/ca.crt", "CA certificate that signs approved node CSRs (empty: no signing)")
+	cmd.Flags().StringVar(&o.ClusterSigningKeyFile, "cluster-signing-key-file", "/var/lib/skiff/server/pki/ca.key", "CA key that signs approved node CSRs")
 	addControllerManagerFlags(cmd.Flags(), &o)
 	return cmd
 }

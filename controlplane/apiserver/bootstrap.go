@@ -8,19 +8,22 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/skiff-sh/skiff/controlplane/bootstraptoken"
 )
 
 // SystemNamespaces exist in every cluster.
 var SystemNamespaces = []string{"default", "kube-system", "kube-public", "kube-node-lease"}
 
 // bootstrap keeps the objects every cluster has in place, as upstream's bootstrap
-// controller does: the built-in namespaces and the `kubernetes` Service in default with its
+// controller does: the built-in namespaces, the node-join token's Secret, and the `kubernetes` Service in default with its
 // Endpoints and EndpointSlice pointing at this API server. It reconciles every 10 s, so a
 // deleted object comes back.
 type bootstrap struct {
@@ -28,6 +31,8 @@ type bootstrap struct {
 	advertise net.IP
 	port      int
 	serviceIP string
+	// joinToken is the node-join bootstrap token, kept as its kube-system Secret.
+	joinToken bootstraptoken.Token
 	log       *slog.Logger
 }
 
@@ -45,6 +50,9 @@ func (b bootstrap) reconcile(ctx context.Context) error {
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}
+	}
+	if err := b.ensureTokenSecret(ctx); err != nil {
+		return err
 	}
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default",
@@ -124,4 +132,40 @@ func equalSubsets(a, b []corev1.EndpointSubset) bool {
 		return false
 	}
 	return a[0].Addresses[0].IP == b[0].Addresses[0].IP && a[0].Ports[0].Port == b[0].Ports[0].Port
+}
+
+// ensureTokenSecret keeps the join token's Secret as the token file says; deleting the Secret
+// revokes joins only until the next reconcile, so to revoke, delete the token file too and
+// restart the server (which writes a new token).
+func (b bootstrap) ensureTokenSecret(ctx context.Context) error {
+	if b.joinToken.ID == "" {
+		return nil
+	}
+	want := bootstraptoken.Secret(b.joinToken, "skiff node join token (<data-dir>/token)", time.Time{}, bootstraptoken.NodeGroup)
+	secrets := b.client.CoreV1().Secrets(bootstraptoken.SecretNamespace)
+	got, err := secrets.Get(ctx, want.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = secrets.Create(ctx, want, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	case err != nil:
+		return err
+	case apiequality.Semantic.DeepEqual(got.Data, want.Data) && got.Type == want.Type:
+		return nil
+	}
+	if got.Type != want.Type {
+		// The type is immutable: replace the Secret.
+		if err := secrets.Delete(ctx, want.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		_, err = secrets.Create(ctx, want, metav1.CreateOptions{})
+		return err
+	}
+	got = got.DeepCopy()
+	got.Data = want.Data
+	_, err = secrets.Update(ctx, got, metav1.UpdateOptions{})
+	return err
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
 	"k8s.io/apiserver/pkg/authentication/request/union"
 	x509auth "k8s.io/apiserver/pkg/authentication/request/x509"
+	tokenunion "k8s.io/apiserver/pkg/authentication/token/union"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
@@ -44,6 +46,7 @@ import (
 
 	"github.com/skiff-sh/skiff/controlplane/allocator"
 	"github.com/skiff-sh/skiff/controlplane/apiserver/admission"
+	"github.com/skiff-sh/skiff/controlplane/bootstraptoken"
 	"github.com/skiff-sh/skiff/controlplane/etcd"
 	"github.com/skiff-sh/skiff/controlplane/openapi"
 	"github.com/skiff-sh/skiff/controlplane/pki"
@@ -119,6 +122,10 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	join, err := ensureJoinToken(filepath.Join(o.DataDir, "token"), layout.CA().Cert)
+	if err != nil {
+		return fmt.Errorf("join token: %w", err)
+	}
 	server := "https://" + net.JoinHostPort(loopbackFor(o.BindAddress), strconv.Itoa(o.SecurePort))
 	kubeconfigs := map[string]string{}
 	for k, v := range componentKubeconfigs {
@@ -186,7 +193,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		b := bootstrap{client: client, advertise: o.AdvertiseAddress, port: o.SecurePort, serviceIP: serviceIP.String(), log: log}
+		b := bootstrap{client: client, advertise: o.AdvertiseAddress, port: o.SecurePort, serviceIP: serviceIP.String(), joinToken: join.Token, log: log}
 		// The first reconcile finishes before the hook returns, so /readyz passes only once the
 		// built-in namespaces and the kubernetes Service exist.
 		if err := wait.PollUntilContextTimeout(hc, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -213,8 +220,12 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 	ipRange *allocator.IPRange, portRange allocator.PortRange) (*genericapiserver.GenericAPIServer, *genericregistry.Store, error) {
 	cfg := genericapiserver.NewConfig(scheme.Codecs)
 	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
+	caPEM, err := os.ReadFile(layout.CA().Cert)
+	if err != nil {
+		return nil, nil, err
+	}
 	cfg.BuildHandlerChainFunc = func(api http.Handler, c *genericapiserver.Config) http.Handler {
-		return genericapiserver.DefaultBuildHandlerChain(withDiscoveryV2beta1(api), c)
+		return withCACerts(genericapiserver.DefaultBuildHandlerChain(withDiscoveryV2beta1(api), c), caPEM)
 	}
 	cfg.PublicAddress = o.AdvertiseAddress
 	cfg.ExternalAddress = net.JoinHostPort(o.AdvertiseAddress.String(), strconv.Itoa(o.SecurePort))
@@ -244,7 +255,7 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 
 	// The service-account lookup needs the serviceaccounts store, which exists only once the
 	// registry is built; the authenticator reads it through this indirection.
-	var accounts rest.Getter
+	var accounts, secrets rest.Getter
 	lookup := func(ctx context.Context, ns, name string) (string, error) {
 		if accounts == nil {
 			return "", errors.New("service accounts not served yet")
@@ -262,7 +273,17 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 	if issuerName == "" {
 		issuerName = serviceaccount.DefaultIssuer
 	}
-	authn, clientCA, err := newAuthenticator(layout, issuerName, lookup)
+	bootstrapSecret := func(ctx context.Context, name string) (*corev1.Secret, error) {
+		if secrets == nil {
+			return nil, errors.New("secrets not served yet")
+		}
+		obj, err := secrets.Get(genericapirequest.WithNamespace(ctx, bootstraptoken.SecretNamespace), name, &metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return obj.(*corev1.Secret), nil
+	}
+	authn, clientCA, err := newAuthenticator(layout, issuerName, lookup, bootstrapSecret)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -271,7 +292,7 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 	if err := cfg.Authentication.ApplyClientCert(clientCA, cfg.SecureServing); err != nil {
 		return nil, nil, err
 	}
-	cfg.Authorization.Authorizer = authorizer.AuthorizerFunc(authenticatedAllowed)
+	cfg.Authorization.Authorizer = authorizer.AuthorizerFunc(authorize)
 
 	namer := openapinamer.NewDefinitionNamer(scheme.Scheme)
 	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(openapi.GetOpenAPIDefinitions, namer)
@@ -297,6 +318,7 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 	}
 	coreStores := stores[corev1.SchemeGroupVersion]
 	accounts = coreStores["serviceaccounts"].(rest.Getter)
+	secrets = coreStores["secrets"].(rest.Getter)
 	nsStore := coreStores["namespaces"].(*registry.NamespaceREST).Store
 	cfg.AdmissionControl = admission.Chain(func(ctx context.Context, name string) (*corev1.Namespace, error) {
 		obj, err := nsStore.Get(ctx, name, &metav1.GetOptions{ResourceVersion: "0"})
@@ -333,9 +355,9 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 	return srv, nsStore, nil
 }
 
-// newAuthenticator accepts client certificates of the cluster CA (user = CN, groups = O) and
-// service-account tokens; everything else is anonymous and gets 401.
-func newAuthenticator(layout pki.Layout, issuer string, lookup serviceaccount.Lookup) (authenticator.Request, dynamiccertificates.CAContentProvider, error) {
+// newAuthenticator accepts client certificates of the cluster CA (user = CN, groups = O),
+// bootstrap tokens and service-account tokens; everything else is anonymous and gets 401.
+func newAuthenticator(layout pki.Layout, issuer string, lookup serviceaccount.Lookup, bootstrapSecret bootstraptoken.SecretGetter) (authenticator.Request, dynamiccertificates.CAContentProvider, error) {
 	ca, err := dynamiccertificates.NewDynamicCAContentFromFile("client-ca", layout.CA().Cert)
 	if err != nil {
 		return nil, nil, err
@@ -345,20 +367,95 @@ func newAuthenticator(layout pki.Layout, issuer string, lookup serviceaccount.Lo
 		return nil, nil, err
 	}
 	certs := newCachedCertAuthenticator(x509auth.NewDynamic(ca.VerifyOptions, x509auth.CommonNameUserConversion), 10*time.Second)
-	return group.NewAuthenticatedGroupAdder(union.New(certs, bearertoken.New(tokens))), ca, nil
+	// Bootstrap tokens are checked first: their shape ("abcdef.0123456789abcdef") never
+	// parses as a JWT, and a JWT never matches theirs, so the order costs nothing.
+	bearer := tokenunion.New(bootstraptoken.Authenticator{Get: bootstrapSecret}, tokens)
+	return group.NewAuthenticatedGroupAdder(union.New(certs, bearertoken.New(bearer))), ca, nil
 }
 
-// authenticatedAllowed is skiff's authorizer until RBAC: every authenticated user may do
-// everything. Anonymous requests never get here (authentication rejects them with 401).
-func authenticatedAllowed(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
-	if u := a.GetUser(); u != nil {
-		for _, g := range u.GetGroups() {
-			if g == user.AllAuthenticated || g == user.SystemPrivilegedGroup {
+// authorize is skiff's authorizer until RBAC: every authenticated user may do everything,
+// except bootstrap-token users (joining nodes), who may only request and read
+// CertificateSigningRequests and read discovery, as upstream's system:node-bootstrapper role
+// allows. Anonymous requests never get here (authentication rejects them with 401).
+func authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+	u := a.GetUser()
+	if u == nil {
+		return authorizer.DecisionNoOpinion, "no user", nil
+	}
+	groups := u.GetGroups()
+	if slices.Contains(groups, user.SystemPrivilegedGroup) {
+		return authorizer.DecisionAllow, "", nil
+	}
+	if slices.Contains(groups, bootstraptoken.Group) {
+		return authorizeBootstrap(a)
+	}
+	if slices.Contains(groups, user.AllAuthenticated) {
+		return authorizer.DecisionAllow, "", nil
+	}
+	return authorizer.DecisionNoOpinion, "only authenticated users are allowed", nil
+}
+
+func authorizeBootstrap(a authorizer.Attributes) (authorizer.Decision, string, error) {
+	if !a.IsResourceRequest() {
+		p := a.GetPath()
+		for _, prefix := range []string{"/api", "/apis", "/version", "/openapi", "/healthz", "/readyz", "/livez"} {
+			if a.GetVerb() == "get" && (p == prefix || strings.HasPrefix(p, prefix+"/")) {
 				return authorizer.DecisionAllow, "", nil
 			}
 		}
+		return authorizer.DecisionDeny, "bootstrap tokens may only read discovery", nil
 	}
-	return authorizer.DecisionNoOpinion, "only authenticated users are allowed", nil
+	if a.GetAPIGroup() == "certificates.k8s.io" && a.GetResource() == "certificatesigningrequests" && a.GetSubresource() == "" &&
+		slices.Contains([]string{"create", "get", "list", "watch"}, a.GetVerb()) {
+		return authorizer.DecisionAllow, "", nil
+	}
+	return authorizer.DecisionDeny, fmt.Sprintf("bootstrap token user %q may only create and read certificatesigningrequests", a.GetUser().GetName()), nil
+}
+
+// withCACerts serves the CA bundle at /cacerts without authentication, as k3s does: a joining
+// agent reads it over unverified TLS and trusts it only if it matches its token's pinned hash.
+func withCACerts(next http.Handler, caPEM []byte) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/cacerts" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		w.Header().Set("Content-Type", "application/x-pem-file")
+		_, _ = w.Write(caPEM)
+	})
+}
+
+// ensureJoinToken reads the join token at path, or writes a new one; its CA hash always
+// follows the current CA file.
+func ensureJoinToken(path, caFile string) (bootstraptoken.JoinToken, error) {
+	caPEM, err := os.ReadFile(caFile)
+	if err != nil {
+		return bootstraptoken.JoinToken{}, err
+	}
+	hash := bootstraptoken.CAHash(caPEM)
+	if b, err := os.ReadFile(path); err == nil {
+		j, err := bootstraptoken.ParseJoin(string(b))
+		if err != nil {
+			return bootstraptoken.JoinToken{}, fmt.Errorf("%s: %w", path, err)
+		}
+		if j.CAHash == hash {
+			return j, nil
+		}
+		j.CAHash = hash
+		return j, os.WriteFile(path, []byte(j.String()+"\n"), 0o600)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return bootstraptoken.JoinToken{}, err
+	}
+	t, err := bootstraptoken.Generate()
+	if err != nil {
+		return bootstraptoken.JoinToken{}, err
+	}
+	j := bootstraptoken.JoinToken{CAHash: hash, Token: t}
+	return j, os.WriteFile(path, []byte(j.String()+"\n"), 0o600)
 }
 
 func newEtcdClient(t storagebackend.TransportConfig) (*clientv3.Client, error) {

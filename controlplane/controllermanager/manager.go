@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/skiff-sh/skiff/controlplane/controllers/csrapproving"
+	"github.com/skiff-sh/skiff/controlplane/controllers/csrsigning"
 	"github.com/skiff-sh/skiff/controlplane/controllers/daemonset"
 	"github.com/skiff-sh/skiff/controlplane/controllers/deployment"
 	"github.com/skiff-sh/skiff/controlplane/controllers/endpointslice"
@@ -44,6 +46,12 @@ type Options struct {
 	NodeMonitorGracePeriod time.Duration
 	// RootCAFile is published as kube-root-ca.crt in every namespace.
 	RootCAFile string
+	// ClusterSigningCertFile and ClusterSigningKeyFile are the CA that signs approved node
+	// CSRs (the cluster CA, which the API server trusts for client certificates); without
+	// them csrsigning does not run.
+	ClusterSigningCertFile, ClusterSigningKeyFile string
+	// ClusterSigningDuration is the longest validity of a signed certificate (1 year).
+	ClusterSigningDuration time.Duration
 	// SecureAddress serves health and metrics (127.0.0.1:10257).
 	SecureAddress string
 	// UseServiceAccountCredentials gives each controller its own service account.
@@ -101,7 +109,7 @@ func runControllers(ctx context.Context, cfg *rest.Config, root kubernetes.Inter
 	recorder := func(name string) record.EventRecorder {
 		return broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: name})
 	}
-	core, apps := factory.Core().V1(), factory.Apps().V1()
+	core, apps, certs := factory.Core().V1(), factory.Apps().V1(), factory.Certificates().V1()
 	type runner interface{ Run(ctx context.Context) }
 	var controllers []runner
 	add := func(name string, build func(c kubernetes.Interface, cfg *rest.Config) (runner, error)) error {
@@ -156,9 +164,30 @@ func runControllers(ctx context.Context, cfg *rest.Config, root kubernetes.Inter
 			}
 			return garbagecollector.New(md, c.Discovery(), log), nil
 		}},
+		{csrapproving.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
+			return csrapproving.New(c, certs.CertificateSigningRequests(), log), nil
+		}},
 		{endpointslice.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
 			return endpointslice.New(c, core.Services(), core.Pods(), factory.Discovery().V1().EndpointSlices(), core.Endpoints(), log), nil
 		}},
+	}
+	if o.ClusterSigningCertFile != "" && o.ClusterSigningKeyFile != "" {
+		certPEM, err := os.ReadFile(o.ClusterSigningCertFile)
+		if err != nil {
+			return fmt.Errorf("cluster signing certificate: %w", err)
+		}
+		keyPEM, err := os.ReadFile(o.ClusterSigningKeyFile)
+		if err != nil {
+			return fmt.Errorf("cluster signing key: %w", err)
+		}
+		steps = append(steps, struct {
+			name  string
+			build func(c kubernetes.Interface, cfg *rest.Config) (runner, error)
+		}{csrsigning.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
+			return csrsigning.New(c, certs.CertificateSigningRequests(), certPEM, keyPEM, csrsigning.Options{Duration: o.ClusterSigningDuration}, log)
+		}})
+	} else {
+		log.Warn("no --cluster-signing-cert-file/--cluster-signing-key-file: approved CSRs are not signed")
 	}
 	for _, s := range steps {
 		if err := add(s.name, s.build); err != nil {

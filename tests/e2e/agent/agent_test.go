@@ -38,7 +38,13 @@ func eventually(t *testing.T, timeout time.Duration, what string, f func() (bool
 func TestKubectlRunThroughTheAgent(t *testing.T) {
 	nsName, nsPath := framework.Netns(t)
 	dir := t.TempDir()
-	s := framework.NewServerWithAgent(t, dir, nsPath)
+	// Pods get the cluster's DNS settings; the node's resolv.conf is a test file, so the
+	// expected search path is known.
+	hostResolv := filepath.Join(dir, "host-resolv.conf")
+	if err := os.WriteFile(hostResolv, []byte("nameserver 192.0.2.53\nsearch site.example\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := framework.NewServerWithAgent(t, dir, nsPath, "--cluster-dns", "10.96.0.10", "--resolv-conf", hostResolv)
 	s.Start()
 	c := s.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -176,6 +182,18 @@ func TestKubectlRunThroughTheAgent(t *testing.T) {
 	}
 	// Environment: the kubernetes Service's variables, as upstream sets them.
 	execEquals("service environment", "10.96.0.1\n443\n", "/bin/netutil", "env", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")
+
+	// DNS: ClusterFirst (the default policy) gives the cluster DNS server, upstream's search
+	// path followed by the node's, and ndots:5.
+	eventually(t, 20*time.Second, "pod resolv.conf", func() (bool, string) {
+		out, err := s.Run(ctx, kc, "exec", "test", "--", "/bin/netutil", "cat", "/etc/resolv.conf")
+		want := []string{"nameserver 10.96.0.10\n", "search default.svc.cluster.local svc.cluster.local cluster.local site.example\n", "options ndots:5\n"}
+		ok := err == nil
+		for _, w := range want {
+			ok = ok && strings.Contains(out, w)
+		}
+		return ok && !strings.Contains(out, "192.0.2.53"), fmt.Sprint(err, " ", out)
+	})
 
 	// Volumes: the service-account volume the admission added, and a configMap.
 	execEquals("namespace file", "default", "/bin/netutil", "cat", "/var/run/secrets/kubernetes.io/serviceaccount/namespace")

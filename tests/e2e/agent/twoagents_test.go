@@ -4,38 +4,70 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/skiff-sh/skiff/tests/e2e/framework"
 )
 
-// TestTwoAgents runs two `skiff agent`s, each with its own containerd in its own network
-// namespace, against one control plane: both nodes become Ready with their own pod CIDRs, and
-// a pod on each gets an address from its node's block.
+// TestTwoAgents joins two `skiff agent`s with the server's token, each with its own
+// containerd in its own network namespace: each obtains its client and serving certificates
+// through CSRs the control plane approves and signs, both nodes become Ready with their own
+// pod CIDRs, a pod on each gets an address from its node's block, and the API server reaches
+// each agent's API (kubectl logs) over TLS verified against the cluster CA.
 func TestTwoAgents(t *testing.T) {
 	s := framework.StartServer(t)
 	c := s.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cni, images := framework.AgentArtifacts(t)
+	tokenBytes, err := os.ReadFile(filepath.Join(s.Dir, "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSpace(string(tokenBytes))
+	server := fmt.Sprintf("https://127.0.0.1:%d", s.Port)
+
+	// A token whose CA pin is wrong is refused before any credential is sent.
+	wrongPin := "K10" + strings.Repeat("0", 64) + token[strings.Index(token, "::"):]
+	out, err := exec.CommandContext(ctx, framework.Binary(t), "agent", "--server", server, "--token", wrongPin, "--data-dir", t.TempDir(),
+		"--node-name", "impostor").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "does not match the join token's pin") {
+		t.Fatalf("agent with a wrong CA pin: %v\n%s", err, out)
+	}
+
+	// The bootstrap token itself may only ask for certificates.
+	secret := token[strings.Index(token, "::")+2:]
+	boot, err := kubernetes.NewForConfig(&rest.Config{Host: server, BearerToken: secret,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: filepath.Join(s.Dir, "pki", "ca.crt")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := boot.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("bootstrap token listing secrets: %v, want Forbidden", err)
+	}
+	if _, err := boot.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("bootstrap token listing CSRs: %v", err)
+	}
+
 	for _, node := range []string{"agent-a", "agent-b"} {
 		_, nsPath := framework.Netns(t)
 		dir := t.TempDir()
 		t.Cleanup(func() { framework.KillUnder(dir) })
-		kubeconfig := filepath.Join(dir, "node.kubeconfig")
-		if out, err := exec.Command(framework.Binary(t), "kubeconfig", "--data-dir", s.Dir, "--user", "system:node:"+node,
-			"--group", "system:nodes", "--server", fmt.Sprintf("https://127.0.0.1:%d", s.Port), "--out", kubeconfig).CombinedOutput(); err != nil {
-			t.Fatalf("skiff kubeconfig: %v %s", err, out)
-		}
-		agent := exec.Command(framework.Binary(t), "agent", "--kubeconfig", kubeconfig, "--data-dir", dir, "--netns", nsPath,
+		agent := exec.Command(framework.Binary(t), "agent", "--server", server, "--token", token, "--data-dir", dir, "--netns", nsPath,
 			"--node-name", node, "--node-ip", "127.0.0.1", "--port", strconv.Itoa(framework.FreePort(t)),
 			"--healthz-address", "127.0.0.1:"+strconv.Itoa(framework.FreePort(t)),
 			"--cni-plugin", cni, "--images-dir", images, "--pod-log-dir", filepath.Join(dir, "logs"))
@@ -80,6 +112,45 @@ func TestTwoAgents(t *testing.T) {
 			return err == nil && cidrs[node].Contains(ip), p.Status.PodIP
 		})
 	}
+	// Each node asked for a client certificate as the bootstrap token and for a serving
+	// certificate as itself; all were approved and issued.
+	csrs, err := c.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	requests := map[string]bool{}
+	for _, r := range csrs.Items {
+		approved := false
+		for _, cond := range r.Status.Conditions {
+			approved = approved || (cond.Type == certificatesv1.CertificateApproved && cond.Status == corev1.ConditionTrue)
+		}
+		if !approved || len(r.Status.Certificate) == 0 {
+			t.Errorf("CSR %s by %s for %s: approved=%v issued=%v", r.Name, r.Spec.Username, r.Spec.SignerName, approved, len(r.Status.Certificate) > 0)
+		}
+		requests[r.Spec.SignerName+" by "+r.Spec.Username] = true
+	}
+	bootUser := "system:bootstrap:" + secret[:6]
+	for _, want := range []string{
+		certificatesv1.KubeAPIServerClientKubeletSignerName + " by " + bootUser,
+		certificatesv1.KubeletServingSignerName + " by system:node:agent-a",
+		certificatesv1.KubeletServingSignerName + " by system:node:agent-b",
+	} {
+		if !requests[want] {
+			t.Errorf("no CSR %q among %v", want, requests)
+		}
+	}
+	table, err := s.Run(ctx, framework.Kubectl(t, 33), "get", "csr")
+	if err != nil || strings.Count(table, "Approved,Issued") != 4 {
+		t.Errorf("kubectl get csr: %v\n%s", err, table)
+	}
+	// The API server verifies each joined agent's serving certificate against the cluster CA.
+	for _, node := range []string{"agent-a", "agent-b"} {
+		eventually(t, 30*time.Second, "kubectl logs of the pod on "+node, func() (bool, string) {
+			out, err := s.Run(ctx, framework.Kubectl(t, 33), "logs", "on-"+node)
+			return err == nil, fmt.Sprint(err, " ", out)
+		})
+	}
+
 	for _, node := range []string{"agent-a", "agent-b"} {
 		_ = c.CoreV1().Pods("default").Delete(ctx, "on-"+node, metav1.DeleteOptions{})
 	}

@@ -1,0 +1,273 @@
+// Package join gives a new node its credentials from a join token, as k3s's agent and
+// kubeadm's TLS bootstrap do:
+//
+//  1. fetch the cluster CA from the server's /cacerts over unverified TLS and keep it only if
+//     its SHA-256 equals the hash pinned in the token (so a man in the middle learns nothing
+//     and the token is never sent before the server is verified);
+//  2. authenticated by the bootstrap token, request a client certificate CN=system:node:<name>,
+//     O=system:nodes through a CertificateSigningRequest (signer
+//     kubernetes.io/kube-apiserver-client-kubelet) that the control plane's csrapproving and
+//     csrsigning controllers approve and sign;
+//  3. as the node, request a serving certificate for the agent API (signer
+//     kubernetes.io/kubelet-serving) with the node's addresses as SANs.
+//
+// Credentials that are already on disk and still valid are reused, so a restarting agent
+// does not need the token again.
+package join
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/certificate/csr"
+	"k8s.io/client-go/util/keyutil"
+
+	"github.com/skiff-sh/skiff/controlplane/bootstraptoken"
+)
+
+// Options describe the node that joins.
+type Options struct {
+	// Server is the API server's URL (https://IP:6443).
+	Server string
+	// Token is the join token from the server's <data-dir>/token.
+	Token string
+	// Dir receives node.kubeconfig and pki/{ca.crt,client.crt,client.key,agent.crt,agent.key}.
+	Dir string
+	// NodeName names the node; the certificates are for system:node:<NodeName>.
+	NodeName string
+	// IPs and DNSNames are the serving certificate's SANs.
+	IPs      []net.IP
+	DNSNames []string
+	// Timeout bounds waiting for each certificate (2 minutes when zero).
+	Timeout time.Duration
+}
+
+// Result names the files Ensure wrote or found.
+type Result struct {
+	Kubeconfig, CAFile, ServingCert, ServingKey string
+}
+
+// Paths returns where Ensure keeps credentials under dir.
+func Paths(dir string) Result {
+	pki := filepath.Join(dir, "pki")
+	return Result{Kubeconfig: filepath.Join(dir, "node.kubeconfig"), CAFile: filepath.Join(pki, "ca.crt"),
+		ServingCert: filepath.Join(pki, "agent.crt"), ServingKey: filepath.Join(pki, "agent.key")}
+}
+
+// renewBefore is how close to expiry a certificate on disk is replaced at start.
+const renewBefore = 24 * time.Hour
+
+// Ensure makes sure the node has a CA, a client kubeconfig and a serving certificate.
+func Ensure(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
+	res := Paths(o.Dir)
+	if o.Timeout == 0 {
+		o.Timeout = 2 * time.Minute
+	}
+	if err := os.MkdirAll(filepath.Dir(res.CAFile), 0o700); err != nil {
+		return res, err
+	}
+	jt, err := bootstraptoken.ParseJoin(o.Token)
+	if err != nil {
+		return res, err
+	}
+	caPEM, err := ensureCA(ctx, o.Server, jt.CAHash, res.CAFile)
+	if err != nil {
+		return res, err
+	}
+	user := "system:node:" + o.NodeName
+	clientCert, clientKey := filepath.Join(filepath.Dir(res.CAFile), "client.crt"), filepath.Join(filepath.Dir(res.CAFile), "client.key")
+	if !usable(clientCert, clientKey, caPEM, func(c *x509.Certificate) bool { return c.Subject.CommonName == user }) {
+		boot, err := kubernetes.NewForConfig(&rest.Config{Host: o.Server, BearerToken: jt.Token.String(),
+			TLSClientConfig: rest.TLSClientConfig{CAData: caPEM}, UserAgent: "skiff-agent/join"})
+		if err != nil {
+			return res, err
+		}
+		log.Info("requesting a node client certificate", "server", o.Server, "user", user)
+		if err := request(ctx, boot, o.Timeout, clientCert, clientKey, certificatesv1.KubeAPIServerClientKubeletSignerName,
+			&x509.CertificateRequest{Subject: pkix.Name{CommonName: user, Organization: []string{"system:nodes"}}},
+			[]certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}); err != nil {
+			return res, fmt.Errorf("node client certificate: %w", err)
+		}
+	}
+	if err := writeKubeconfig(res.Kubeconfig, o.Server, user, caPEM, clientCert, clientKey); err != nil {
+		return res, err
+	}
+	wantIPs, wantDNS := o.IPs, o.DNSNames
+	if !usable(res.ServingCert, res.ServingKey, caPEM, func(c *x509.Certificate) bool {
+		return c.Subject.CommonName == user && sameIPs(c.IPAddresses, wantIPs) && slices.Equal(c.DNSNames, wantDNS)
+	}) {
+		cfg, err := clientcmd.BuildConfigFromFlags("", res.Kubeconfig)
+		if err != nil {
+			return res, err
+		}
+		node, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return res, err
+		}
+		log.Info("requesting a serving certificate for the agent API", "ips", wantIPs, "dns", wantDNS)
+		if err := request(ctx, node, o.Timeout, res.ServingCert, res.ServingKey, certificatesv1.KubeletServingSignerName,
+			&x509.CertificateRequest{Subject: pkix.Name{CommonName: user, Organization: []string{"system:nodes"}}, IPAddresses: wantIPs, DNSNames: wantDNS},
+			[]certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth}); err != nil {
+			return res, fmt.Errorf("agent serving certificate: %w", err)
+		}
+	}
+	return res, nil
+}
+
+// ensureCA returns the pinned CA, from disk when it still matches the pin.
+func ensureCA(ctx context.Context, server, pin, file string) ([]byte, error) {
+	if b, err := os.ReadFile(file); err == nil && bootstraptoken.CAHash(b) == pin {
+		return b, nil
+	}
+	caPEM, err := FetchCA(ctx, server, pin)
+	if err != nil {
+		return nil, err
+	}
+	return caPEM, os.WriteFile(file, caPEM, 0o644)
+}
+
+// FetchCA reads server/cacerts and returns it only if it hashes to pin and the server's own
+// certificate verifies against it.
+func FetchCA(ctx context.Context, server, pin string) ([]byte, error) {
+	get := func(tlsCfg *tls.Config) ([]byte, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, server+"/cacerts", nil)
+		if err != nil {
+			return nil, err
+		}
+		c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg}}
+		defer c.CloseIdleConnections()
+		resp, err := c.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("GET %s/cacerts: %s", server, resp.Status)
+		}
+		return body, nil
+	}
+	// The pin, not TLS, authenticates this first answer.
+	caPEM, err := get(&tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}) //nolint:gosec // verified by the pin below
+	if err != nil {
+		return nil, fmt.Errorf("fetching the cluster CA: %w", err)
+	}
+	if got := bootstraptoken.CAHash(caPEM); got != pin {
+		return nil, fmt.Errorf("the server's CA (sha256 %s) does not match the join token's pin %s: wrong server or wrong token", got, pin)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, errors.New("the server's /cacerts holds no certificate")
+	}
+	// Now the server must prove it holds a certificate from that CA.
+	if _, err := get(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}); err != nil {
+		return nil, fmt.Errorf("the server's certificate is not from the pinned CA: %w", err)
+	}
+	return caPEM, nil
+}
+
+// request creates a CSR for a new key and waits for the certificate, then writes both.
+func request(ctx context.Context, client kubernetes.Interface, timeout time.Duration, certFile, keyFile, signer string,
+	tmpl *x509.CertificateRequest, usages []certificatesv1.KeyUsage) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, key)
+	if err != nil {
+		return err
+	}
+	csrPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
+	name, uid, err := csr.RequestCertificateWithContext(ctx, client, csrPEM, csrName(key.Public(), signer), signer, nil, usages, key)
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	certPEM, err := csr.WaitForCertificate(wctx, client, name, uid)
+	if err != nil {
+		return fmt.Errorf("waiting for CSR %s to be approved and signed: %w", name, err)
+	}
+	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
+	if err != nil {
+		return err
+	}
+	if err := keyutil.WriteKey(keyFile, keyPEM); err != nil {
+		return err
+	}
+	return certutil.WriteCert(certFile, certPEM)
+}
+
+// csrName is deterministic per key, as the kubelet's "node-csr-<digest>": retrying with the
+// same key finds the CSR it already made instead of creating another.
+func csrName(pub crypto.PublicKey, signer string) string {
+	der, _ := x509.MarshalPKIXPublicKey(pub)
+	sum := sha256.Sum256(append(der, signer...))
+	return "node-csr-" + hex.EncodeToString(sum[:16])
+}
+
+// usable reports whether certFile/keyFile form a pair signed by the CA, valid for at least
+// renewBefore more, that ok accepts.
+func usable(certFile, keyFile string, caPEM []byte, ok func(*x509.Certificate) bool) bool {
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return false
+	}
+	cert, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil || time.Until(cert.NotAfter) < renewBefore || !ok(cert) {
+		return false
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	_, err = cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+	return err == nil
+}
+
+func sameIPs(a, b []net.IP) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !a[i].Equal(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func writeKubeconfig(path, server, user string, caPEM []byte, certFile, keyFile string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["skiff"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificate: certFile, ClientKey: keyFile}
+	cfg.Contexts["default"] = &clientcmdapi.Context{Cluster: "skiff", AuthInfo: user}
+	cfg.CurrentContext = "default"
+	return clientcmd.WriteToFile(*cfg, path)
+}
