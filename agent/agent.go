@@ -55,6 +55,8 @@ type Options struct {
 	PodManifestPath string
 	// HealthzAddress serves /healthz over plain HTTP (127.0.0.1:10248); empty disables it.
 	HealthzAddress string
+	// RuntimeEndpoint, if set, is a containerd the agent uses instead of supervising its own.
+	RuntimeEndpoint string
 	// ClusterDNS, ClusterDomain and ResolvConf give pods their resolv.conf (see pods.Options).
 	ClusterDNS    []string
 	ClusterDomain string
@@ -77,8 +79,15 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	if err := installCNI(o.CNIPlugin, cniBin, cniConf, socket); err != nil {
 		return err
 	}
-	ctr, err := runtime.Start(ctx, runtime.Options{Dir: filepath.Join(o.DataDir, "containerd"), CNIBinDir: cniBin, CNIConfDir: cniConf,
-		SandboxImage: images.Pause, PodLogDir: o.PodLogDir, Netns: o.Netns}, log)
+	var ctr *runtime.Containerd
+	if o.RuntimeEndpoint != "" {
+		// The operator's containerd must use cniBin/cniConf (or their own skiff-cni setup).
+		log.Info("using an external container runtime", "endpoint", o.RuntimeEndpoint, "cniBinDir", cniBin, "cniConfDir", cniConf)
+		ctr, err = runtime.Connect(ctx, o.RuntimeEndpoint)
+	} else {
+		ctr, err = runtime.Start(ctx, runtime.Options{Dir: filepath.Join(o.DataDir, "containerd"), CNIBinDir: cniBin, CNIConfDir: cniConf,
+			SandboxImage: images.Pause, PodLogDir: o.PodLogDir, Netns: o.Netns}, log)
+	}
 	if err != nil {
 		return err
 	}

@@ -71,14 +71,16 @@ state = %q
 // Socket is the containerd socket of these options.
 func Socket(o Options) string { return filepath.Join(o.Dir, "containerd.sock") }
 
-// Containerd is a supervised containerd.
+// Containerd is a supervised containerd, or one the node runs itself (see Connect).
 type Containerd struct {
-	opts   Options
-	log    *slog.Logger
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	done   chan struct{}
-	cancel context.CancelFunc
+	opts Options
+	// endpoint is the CRI address (unix:///...).
+	endpoint string
+	log      *slog.Logger
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	done     chan struct{}
+	cancel   context.CancelFunc
 }
 
 // Start writes the config, starts containerd and waits until its CRI service answers; a
@@ -98,7 +100,7 @@ func Start(ctx context.Context, o Options, log *slog.Logger) (*Containerd, error
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	c := &Containerd{opts: o, log: log, done: make(chan struct{}), cancel: cancel}
+	c := &Containerd{opts: o, endpoint: "unix://" + Socket(o), log: log, done: make(chan struct{}), cancel: cancel}
 	if err := c.spawn(); err != nil {
 		cancel()
 		return nil, err
@@ -108,6 +110,23 @@ func Start(ctx context.Context, o Options, log *slog.Logger) (*Containerd, error
 		return nil, err
 	}
 	go c.supervise(ctx)
+	return c, nil
+}
+
+// Connect uses a containerd that something else runs (--container-runtime-endpoint), as a
+// kubelet does; it must answer CRI within a minute. Its configuration (CNI directories, sandbox
+// image, log directory) is the operator's business.
+func Connect(ctx context.Context, endpoint string) (*Containerd, error) {
+	if !strings.HasPrefix(endpoint, "unix://") {
+		if !strings.HasPrefix(endpoint, "/") {
+			return nil, fmt.Errorf("container runtime endpoint %q: want unix:///path or an absolute socket path", endpoint)
+		}
+		endpoint = "unix://" + endpoint
+	}
+	c := &Containerd{endpoint: endpoint}
+	if err := c.waitReady(ctx, time.Minute); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -194,13 +213,19 @@ func (c *Containerd) supervise(ctx context.Context) {
 
 // PID is containerd's current process ID.
 func (c *Containerd) PID() int {
+	if c.cancel == nil {
+		return 0
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.cmd.Process.Pid
 }
 
-// Close stops containerd and the supervisor.
+// Close stops containerd and the supervisor; a connected runtime is left running.
 func (c *Containerd) Close() {
+	if c.cancel == nil {
+		return
+	}
 	c.cancel()
 	select {
 	case <-c.done:
@@ -214,7 +239,7 @@ func (c *Containerd) Close() {
 }
 
 // Endpoint is the CRI address (grpc-go needs an absolute unix:// URL).
-func (c *Containerd) Endpoint() string { return "unix://" + Socket(c.opts) }
+func (c *Containerd) Endpoint() string { return c.endpoint }
 
 // Dial connects a gRPC client to the CRI service.
 func (c *Containerd) Dial() (*grpc.ClientConn, error) {
@@ -233,7 +258,7 @@ func (c *Containerd) Version(ctx context.Context) (*runtimeapi.VersionResponse, 
 
 // ImportImage imports an OCI or Docker archive into the k8s.io namespace with Debian's ctr.
 func (c *Containerd) ImportImage(ctx context.Context, file string) error {
-	out, err := exec.CommandContext(ctx, "ctr", "--address", Socket(c.opts), "-n", "k8s.io", "images", "import", "--all-platforms", file).CombinedOutput()
+	out, err := exec.CommandContext(ctx, "ctr", "--address", strings.TrimPrefix(c.endpoint, "unix://"), "-n", "k8s.io", "images", "import", "--all-platforms", file).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("import %s: %v: %s", file, err, strings.TrimSpace(string(out)))
 	}

@@ -81,4 +81,25 @@ func TestPrivilegedContainerd(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+
+	// The same containerd used as an external runtime (--container-runtime-endpoint): it
+	// answers, imports, and closing the connection leaves it running.
+	pid := c.PID()
+	ext, err := Connect(ctx, strings.TrimPrefix(c.Endpoint(), "unix://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ext.Endpoint() != c.Endpoint() || ext.PID() != 0 {
+		t.Errorf("external runtime endpoint %q pid %d", ext.Endpoint(), ext.PID())
+	}
+	if err := ext.ImportImage(ctx, img); err != nil {
+		t.Fatal(err)
+	}
+	ext.Close()
+	if v, err := c.Version(ctx); err != nil || v.RuntimeName != "containerd" || c.PID() != pid {
+		t.Errorf("after closing the external connection: %v %+v pid %d (was %d)", err, v, c.PID(), pid)
+	}
+	if _, err := Connect(ctx, "run/containerd.sock"); err == nil {
+		t.Error("a relative endpoint was accepted")
+	}
 }

@@ -186,7 +186,7 @@ type agentFlags struct {
 	port                                                   int
 	servingCert, servingKey, clientCA                      string
 	clusterDNS                                             []string
-	clusterDomain, resolvConf                              string
+	clusterDomain, resolvConf, runtimeEndpoint             string
 }
 
 func exeDir() string {
@@ -209,6 +209,7 @@ func addAgentFlags(fs *pflag.FlagSet, f *agentFlags, prefix string) {
 	fs.IntVar(&f.port, prefix+"port", 10250, "HTTPS port of the agent API (container logs)")
 	fs.StringVar(&f.manifests, "pod-manifest-path", "/etc/skiff/manifests", "directory of static pod manifests")
 	fs.StringVar(&f.healthz, prefix+"healthz-address", "127.0.0.1:10248", "plain-HTTP /healthz of the agent (empty to disable)")
+	fs.StringVar(&f.runtimeEndpoint, "container-runtime-endpoint", "", "CRI socket of a containerd to use instead of supervising one (unix:///run/containerd/containerd.sock)")
 	fs.StringSliceVar(&f.clusterDNS, "cluster-dns", nil, "DNS server IPs of the cluster, for pods with dnsPolicy ClusterFirst (none: they use the node's resolv.conf)")
 	fs.StringVar(&f.clusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain, the base of pods' search paths")
 	fs.StringVar(&f.resolvConf, "resolv-conf", "/etc/resolv.conf", "the node's resolver configuration, for pods with dnsPolicy Default")
@@ -231,7 +232,7 @@ func (f agentFlags) options(taints []corev1.Taint) agent.Options {
 	return agent.Options{DataDir: f.dataDir, NodeName: f.nodeName, InternalIP: ip, Taints: taints, Netns: f.netns,
 		CNIPlugin: f.cniPlugin, ImageDirs: dirs, PodLogDir: f.podLogDir, PodManifestPath: f.manifests, HealthzAddress: f.healthz,
 		APIAddress: fmt.Sprintf(":%d", f.port), APIPort: f.port, ServingCert: f.servingCert, ServingKey: f.servingKey, ClientCA: f.clientCA,
-		ClusterDNS: f.clusterDNS, ClusterDomain: f.clusterDomain, ResolvConf: f.resolvConf}
+		ClusterDNS: f.clusterDNS, ClusterDomain: f.clusterDomain, ResolvConf: f.resolvConf, RuntimeEndpoint: f.runtimeEndpoint}
 }
 
 func firstAddress() string {
