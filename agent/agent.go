@@ -9,7 +9,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
+
+	gobgpmetrics "github.com/osrg/gobgp/v3/pkg/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +31,7 @@ import (
 	"github.com/skiff-sh/skiff/agent/runtime"
 	"github.com/skiff-sh/skiff/agent/static"
 	"github.com/skiff-sh/skiff/agent/volumes"
+	"github.com/skiff-sh/skiff/bgp"
 	"github.com/skiff-sh/skiff/images"
 )
 
@@ -55,6 +61,10 @@ type Options struct {
 	PodManifestPath string
 	// HealthzAddress serves /healthz over plain HTTP (127.0.0.1:10248); empty disables it.
 	HealthzAddress string
+	// CgroupRoot is the parent of every pod cgroup (/skiff).
+	CgroupRoot string
+	// BGP, if set, runs the node's BGP speaker and installs learned pod routes.
+	BGP *bgp.Options
 	// RuntimeEndpoint, if set, is a containerd the agent uses instead of supervising its own.
 	RuntimeEndpoint string
 	// ClusterDNS, ClusterDomain and ResolvConf give pods their resolv.conf (see pods.Options).
@@ -86,7 +96,8 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		ctr, err = runtime.Connect(ctx, o.RuntimeEndpoint)
 	} else {
 		ctr, err = runtime.Start(ctx, runtime.Options{Dir: filepath.Join(o.DataDir, "containerd"), CNIBinDir: cniBin, CNIConfDir: cniConf,
-			SandboxImage: images.Pause, PodLogDir: o.PodLogDir, Netns: o.Netns}, log)
+			SandboxImage: images.Pause, PodLogDir: o.PodLogDir, Netns: o.Netns,
+			RegistryConfigDir: filepath.Join(o.DataDir, "containerd", "certs.d")}, log)
 	}
 	if err != nil {
 		return err
@@ -134,6 +145,17 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 			log.Error("cni server", "err", err)
 		}
 	}()
+	var speaker atomic.Pointer[bgp.Speaker]
+	if o.BGP != nil {
+		bo := *o.BGP
+		bo.NodeName = o.NodeName
+		bo.Started = func(s *bgp.Speaker) { speaker.Store(s) }
+		go func() {
+			if err := bgp.Run(ctx, client, bo, log.With("component", "bgp")); err != nil {
+				log.Error("BGP", "err", err)
+			}
+		}()
+	}
 	log.Info("agent ready", "node", o.NodeName, "podCIDR", podCIDR, "runtime", nopts.RuntimeVersion)
 
 	conn, err := ctr.Dial()
@@ -150,11 +172,11 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		}()
 	}
 	pm := pods.New(client, runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn),
-		pods.Options{NodeName: o.NodeName, HostIP: o.InternalIP, PodLogDir: o.PodLogDir, Netns: o.Netns,
+		pods.Options{NodeName: o.NodeName, HostIP: o.InternalIP, PodLogDir: o.PodLogDir, Netns: o.Netns, CgroupRoot: o.CgroupRoot,
 			ClusterDNS: o.ClusterDNS, ClusterDomain: o.ClusterDomain, ResolvConf: o.ResolvConf,
 			Volumes: volumes.New(client, filepath.Join(o.DataDir, "pods"))}, log)
 	if o.HealthzAddress != "" {
-		go serveHealthz(ctx, o.HealthzAddress, ctr, log)
+		go serveHealthz(ctx, o.HealthzAddress, ctr, &speaker, log)
 	}
 	if o.PodManifestPath != "" {
 		go static.Run(ctx, client, o.PodManifestPath, o.NodeName, pm, 2*time.Second, log)
@@ -202,8 +224,13 @@ func installCNI(plugin, binDir, confDir, socket string) error {
 
 // serveHealthz answers /healthz on a loopback port, as the kubelet's 10248: ok while the
 // runtime answers CRI.
-func serveHealthz(ctx context.Context, addr string, ctr *runtime.Containerd, log *slog.Logger) {
+// serveHealthz serves /healthz and /metrics (the BGP speaker's session states and route
+// counts, once it runs) on the agent's loopback address.
+func serveHealthz(ctx context.Context, addr string, ctr *runtime.Containerd, speaker *atomic.Pointer[bgp.Speaker], log *slog.Logger) {
 	mux := http.NewServeMux()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(bgpCollector{speaker})
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		cctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
@@ -220,5 +247,17 @@ func serveHealthz(ctx context.Context, addr string, ctr *runtime.Containerd, log
 	}()
 	if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
 		log.Warn("agent healthz", "err", err)
+	}
+}
+
+// bgpCollector exposes GoBGP's collector (bgp_peer_state, bgp_routes_received/accepted/
+// advertised per peer) once the speaker runs; before that it reports nothing.
+type bgpCollector struct{ speaker *atomic.Pointer[bgp.Speaker] }
+
+func (c bgpCollector) Describe(ch chan<- *prometheus.Desc) {}
+
+func (c bgpCollector) Collect(ch chan<- prometheus.Metric) {
+	if s := c.speaker.Load(); s != nil {
+		gobgpmetrics.NewBgpCollector(s.Server()).Collect(ch)
 	}
 }

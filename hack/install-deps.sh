@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what skiff's build and tests need on a fresh Debian machine, idempotently:
 # Debian's etcd (etcd-server for multi-member tests, etcd-client for etcdctl), containerd and
-# runc (the node agent's runtime), iproute2, and the Go modules. Go itself is expected at
+# runc (the node agent's runtime), iproute2, FRR and BIRD (the lab's top-of-rack router),
+# tcpdump, and the Go modules. Go itself is expected at
 # /usr/local/go, as on every machine of this kind. No package's own service is started: skiff
-# runs its own etcd and containerd.
+# runs its own etcd, containerd and routers.
 set -euo pipefail
 export PATH=/usr/local/go/bin:$PATH
 
@@ -13,6 +14,11 @@ command -v etcdctl >/dev/null 2>&1 || need+=(etcd-client)
 command -v containerd >/dev/null 2>&1 || need+=(containerd)
 command -v runc >/dev/null 2>&1 || need+=(runc)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
+# The lab's top-of-rack routers (FRR or BIRD) and the capture that proves there is no overlay.
+command -v vtysh >/dev/null 2>&1 || need+=(frr)
+command -v bird >/dev/null 2>&1 || need+=(bird2)
+command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
+command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps: apt-get install ${need[*]}"
   # Debian's packages would start their own etcd and containerd; skiff runs its own.

@@ -1,19 +1,28 @@
-// Package cgroups names each pod's cgroup parent (/skiff/pod<uid>, under every mounted
-// hierarchy, v1 and v2 alike, with the cgroupfs driver) and removes it when the pod is gone:
-// containerd removes its containers' cgroups but not the parent the agent asked for.
+// Package cgroups names each pod's cgroup parent (<root>/pod<uid>, root /skiff by default,
+// under every mounted hierarchy, v1 and v2 alike, with the cgroupfs driver) and removes it
+// when the pod is gone: containerd removes its containers' cgroups but not the parent the
+// agent asked for. A root per agent (the lab gives each node its own) lets whoever owns
+// the agent kill and remove everything it ran (KillAll).
 package cgroups
 
 import (
 	"errors"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
+	"time"
 )
 
+// DefaultRoot is where pod cgroups go unless the agent is told otherwise.
+const DefaultRoot = "/skiff"
+
 // Parent is the cgroup parent of a pod's sandbox and containers.
-func Parent(uid string) string { return "/skiff/pod" + uid }
+func Parent(root, uid string) string { return path.Join("/", root, "pod"+uid) }
 
 // Mounts lists the mount points of the cgroup (v1) and cgroup2 hierarchies.
 func Mounts() []string {
@@ -33,10 +42,14 @@ func Mounts() []string {
 
 // Remove deletes the pod's cgroup directories (deepest first) in every hierarchy. A cgroup
 // that still holds processes cannot be removed; that error is returned.
-func Remove(mounts []string, uid string) error {
+func Remove(mounts []string, root, uid string) error {
+	return removeTree(mounts, Parent(root, uid))
+}
+
+func removeTree(mounts []string, cgroup string) error {
 	var errs []error
 	for _, m := range mounts {
-		root := filepath.Join(m, Parent(uid))
+		root := filepath.Join(m, cgroup)
 		var dirs []string
 		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
@@ -55,11 +68,42 @@ func Remove(mounts []string, uid string) error {
 }
 
 // Exists reports whether the pod's cgroup is present in any hierarchy.
-func Exists(mounts []string, uid string) bool {
+func Exists(mounts []string, root, uid string) bool {
 	for _, m := range mounts {
-		if _, err := os.Stat(filepath.Join(m, Parent(uid))); err == nil {
+		if _, err := os.Stat(filepath.Join(m, Parent(root, uid))); err == nil {
 			return true
 		}
 	}
 	return false
+}
+
+// KillAll SIGKILLs every process in any cgroup under root (in every hierarchy) and removes
+// the cgroups, retrying briefly while the kernel reaps them. It is for tearing down what an
+// agent ran after the agent itself is gone.
+func KillAll(mounts []string, root string) error {
+	if root == "" || path.Clean("/"+root) == "/" {
+		return errors.New("refusing to kill every process of the cgroup root")
+	}
+	var err error
+	for attempt := 0; attempt < 20; attempt++ {
+		for _, m := range mounts {
+			_ = filepath.WalkDir(filepath.Join(m, root), func(p string, d fs.DirEntry, werr error) error {
+				if werr != nil || d.IsDir() || d.Name() != "cgroup.procs" {
+					return nil
+				}
+				b, _ := os.ReadFile(p)
+				for _, f := range strings.Fields(string(b)) {
+					if pid, perr := strconv.Atoi(f); perr == nil && pid > 1 {
+						_ = syscall.Kill(pid, syscall.SIGKILL)
+					}
+				}
+				return nil
+			})
+		}
+		if err = removeTree(mounts, root); err == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
 }

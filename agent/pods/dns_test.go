@@ -287,7 +287,7 @@ func TestSandboxConfigDNS(t *testing.T) {
 	if err != nil || len(warns) != 0 {
 		t.Fatalf("%v %v", warns, err)
 	}
-	cfg := sandboxConfig(pod, o.PodLogDir, dns)
+	cfg := sandboxConfig(pod, o.PodLogDir, "/skiff", dns)
 	want := &runtimeapi.DNSConfig{Servers: []string{"10.96.0.10"},
 		Searches: []string{"web.svc.cluster.local", "svc.cluster.local", "cluster.local", "corp.example"}, Options: []string{"ndots:5"}}
 	if !sameDNS(cfg.DnsConfig, want) {

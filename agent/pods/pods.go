@@ -8,12 +8,15 @@ package pods
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,6 +49,8 @@ type Options struct {
 	ResyncPeriod time.Duration
 	// Netns is the runtime's network namespace, from which probes reach pods ("" for here).
 	Netns string
+	// CgroupRoot is the parent of every pod cgroup (cgroups.DefaultRoot).
+	CgroupRoot string
 	// Volumes materializes pod volumes; nil runs containers without them.
 	Volumes *volumes.Manager
 	// ClusterDNS are the cluster DNS servers' IPs (the kubelet's --cluster-dns), the only
@@ -83,6 +88,9 @@ type Manager struct {
 
 // New builds a manager over CRI clients.
 func New(client kubernetes.Interface, rt runtimeapi.RuntimeServiceClient, img runtimeapi.ImageServiceClient, o Options, log *slog.Logger) *Manager {
+	if o.CgroupRoot == "" {
+		o.CgroupRoot = cgroups.DefaultRoot
+	}
 	if o.ResyncPeriod == 0 {
 		o.ResyncPeriod = 2 * time.Second
 	}
@@ -244,7 +252,7 @@ func (m *Manager) sandbox(ctx context.Context, uid types.UID) (*runtimeapi.PodSa
 }
 
 // sandboxConfig is the pod's sandbox config, its resolver configuration dns (see dnsConfig).
-func sandboxConfig(p *corev1.Pod, logRoot string, dns *runtimeapi.DNSConfig) *runtimeapi.PodSandboxConfig {
+func sandboxConfig(p *corev1.Pod, logRoot, cgroupRoot string, dns *runtimeapi.DNSConfig) *runtimeapi.PodSandboxConfig {
 	hostname := p.Name
 	if p.Spec.Hostname != "" {
 		hostname = p.Spec.Hostname
@@ -260,7 +268,7 @@ func sandboxConfig(p *corev1.Pod, logRoot string, dns *runtimeapi.DNSConfig) *ru
 		DnsConfig:    dns,
 		Labels: map[string]string{"io.kubernetes.pod.name": p.Name, "io.kubernetes.pod.namespace": p.Namespace,
 			"io.kubernetes.pod.uid": string(p.UID)},
-		Linux: &runtimeapi.LinuxPodSandboxConfig{CgroupParent: cgroups.Parent(string(p.UID)), SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+		Linux: &runtimeapi.LinuxPodSandboxConfig{CgroupParent: cgroups.Parent(cgroupRoot, string(p.UID)), SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
 			NamespaceOptions: &runtimeapi.NamespaceOption{Network: nsMode, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD}}},
 	}
 }
@@ -290,7 +298,7 @@ func (m *Manager) prepareVolumes(ctx context.Context, pod *corev1.Pod) error {
 // run makes the pod's sandbox and containers exist and reports its status.
 func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 	if err := m.prepareVolumes(ctx, pod); err != nil {
-		return m.writeStatus(ctx, pod, nil, nil, "ContainerCreating")
+		return m.writeStatus(ctx, pod, nil, nil, "ContainerCreating", nil)
 	}
 	sb, err := m.sandbox(ctx, pod.UID)
 	if err != nil {
@@ -299,11 +307,11 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 	// The DNS config matters when the sandbox is made (the runtime writes its resolv.conf then);
 	// containers of an existing sandbox start without it if it cannot be formed now.
 	dns, dnsWarns, dnsErr := podDNSConfig(pod, m.opts)
-	cfg := sandboxConfig(pod, m.opts.PodLogDir, dns)
+	cfg := sandboxConfig(pod, m.opts.PodLogDir, m.opts.CgroupRoot, dns)
 	if sb == nil {
 		if dnsErr != nil {
 			m.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to generate sandbox config: %v", dnsErr)
-			return m.writeStatus(ctx, pod, nil, nil, "ContainerCreating")
+			return m.writeStatus(ctx, pod, nil, nil, "ContainerCreating", nil)
 		}
 		for _, w := range dnsWarns {
 			m.recorder.Event(pod, corev1.EventTypeWarning, w.Reason, w.Message)
@@ -311,7 +319,7 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 		resp, err := m.runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg})
 		if err != nil {
 			m.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
-			return m.writeStatus(ctx, pod, nil, nil, "ContainerCreating")
+			return m.writeStatus(ctx, pod, nil, nil, "ContainerCreating", nil)
 		}
 		sb = &runtimeapi.PodSandbox{Id: resp.PodSandboxId}
 	}
@@ -323,6 +331,16 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 	if err != nil {
 		return err
 	}
+	// A container whose image is not there waits with the pull's reason (ErrImagePull,
+	// ImagePullBackOff, ...), as the kubelet reports it.
+	imageErrs := map[string]*imagePullError{}
+	imageErr := func(name string, err error) bool {
+		var pe *imagePullError
+		if errors.As(err, &pe) {
+			imageErrs[name] = pe
+		}
+		return pe != nil
+	}
 	// Init containers run one after another to completion.
 	for _, c := range pod.Spec.InitContainers {
 		cur := latest[c.Name]
@@ -333,11 +351,11 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 			}
 		}
 		if cur == nil || cur.State == runtimeapi.ContainerState_CONTAINER_EXITED {
-			if err := m.start(ctx, pod, sb.Id, cfg, c, cur); err != nil {
+			if err := m.start(ctx, pod, sb.Id, cfg, c, cur); err != nil && !imageErr(c.Name, err) {
 				return err
 			}
 		}
-		return m.writeStatus(ctx, pod, st.Status, latest, "PodInitializing")
+		return m.writeStatus(ctx, pod, st.Status, latest, "PodInitializing", imageErrs)
 	}
 	started := false
 	for _, c := range pod.Spec.Containers {
@@ -345,12 +363,12 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 		switch {
 		case cur == nil:
 			started = true
-			if err := m.start(ctx, pod, sb.Id, cfg, c, nil); err != nil {
+			if err := m.start(ctx, pod, sb.Id, cfg, c, nil); err != nil && !imageErr(c.Name, err) {
 				m.log.Warn("start container", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "err", err)
 			}
 		case cur.State == runtimeapi.ContainerState_CONTAINER_EXITED && m.shouldRestart(ctx, pod, cur):
 			started = true
-			if err := m.start(ctx, pod, sb.Id, cfg, c, cur); err != nil {
+			if err := m.start(ctx, pod, sb.Id, cfg, c, cur); err != nil && !imageErr(c.Name, err) {
 				m.log.Warn("restart container", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "err", err)
 			}
 		}
@@ -371,7 +389,7 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 			m.loop.Add(pod.Namespace + "/" + pod.Name)
 		}
 	}
-	return m.writeStatus(ctx, pod, st.Status, latest, "")
+	return m.writeStatus(ctx, pod, st.Status, latest, "", imageErrs)
 }
 
 // latestContainers maps each container name to its newest attempt in the sandbox.
@@ -427,33 +445,126 @@ func (m *Manager) shouldRestart(ctx context.Context, pod *corev1.Pod, c *runtime
 	return true
 }
 
+// Image pull backoff, as the kubelet's: 10 s after a failed pull, doubling to 5 min; a failure
+// more than twice the maximum after the previous one starts again at 10 s.
+const (
+	imagePullBackoffInitial = 10 * time.Second
+	imagePullBackoffMax     = 5 * time.Minute
+)
+
+// imagePullError is why a container's image is not there to run; its Reason and Message are the
+// container's waiting state, as the kubelet's: ErrImagePull, ImagePullBackOff, ErrImageNeverPull
+// or ImageInspectError.
+type imagePullError struct {
+	Reason, Message string
+}
+
+func (e *imagePullError) Error() string { return e.Reason + ": " + e.Message }
+
+// ensureImage makes the container's image present per its imagePullPolicy, with the kubelet's
+// events: Pulling, then Pulled ("Successfully pulled image ... Image size: N bytes.") or a
+// Warning Failed "Failed to pull image ..." and "Error: ErrImagePull"; while the pod's pull of
+// the image backs off, BackOff "Back-off pulling image ..." and "Error: ImagePullBackOff". Its
+// error is an *imagePullError.
 func (m *Manager) ensureImage(ctx context.Context, pod *corev1.Pod, c corev1.Container) error {
 	st, err := m.images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: c.Image}})
-	present := err == nil && st.Image != nil
+	if err != nil {
+		msg := fmt.Sprintf("Failed to inspect image %q: %v", c.Image, err)
+		m.recorder.Event(pod, corev1.EventTypeWarning, "InspectFailed", msg)
+		return m.imageFailed(pod, "ImageInspectError", msg)
+	}
+	present := st.Image != nil
 	if present && c.ImagePullPolicy != corev1.PullAlways {
 		m.recorder.Eventf(pod, corev1.EventTypeNormal, "Pulled", "Container image %q already present on machine", c.Image)
 		return nil
 	}
 	if c.ImagePullPolicy == corev1.PullNever {
-		m.recorder.Eventf(pod, corev1.EventTypeWarning, "ErrImageNeverPull", "Container image %q is not present with pull policy of Never", c.Image)
-		return fmt.Errorf("image %s not present and pull policy is Never", c.Image)
+		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+		m.recorder.Event(pod, corev1.EventTypeWarning, "ErrImageNeverPull", msg)
+		return m.imageFailed(pod, "ErrImageNeverPull", msg)
+	}
+	key := pullBackoffKey(pod, c.Image)
+	if m.inPullBackoff(key, time.Now()) {
+		msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
+		m.recorder.Event(pod, corev1.EventTypeNormal, "BackOff", msg)
+		return m.imageFailed(pod, "ImagePullBackOff", msg)
 	}
 	m.recorder.Eventf(pod, corev1.EventTypeNormal, "Pulling", "Pulling image %q", c.Image)
 	start := time.Now()
-	resp, err := m.images.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: c.Image}})
-	if err != nil {
+	if _, err := m.images.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: c.Image}}); err != nil {
 		if present {
 			// Always, but no registry: run what is here, as a kubelet with a cached image would
 			// after a failed pull? Upstream fails; skiff's nodes reach no registry by design.
 			m.recorder.Eventf(pod, corev1.EventTypeNormal, "Pulled", "Container image %q already present on machine", c.Image)
 			return nil
 		}
+		err = pullError(err)
 		m.recorder.Eventf(pod, corev1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", c.Image, err)
-		return fmt.Errorf("ErrImagePull: %w", err)
+		m.pullFailed(key, time.Now())
+		return m.imageFailed(pod, "ErrImagePull", err.Error())
 	}
-	m.recorder.Eventf(pod, corev1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %s (%s)", c.Image,
-		time.Since(start).Round(time.Millisecond), resp.ImageRef)
+	// The size is the image's as the runtime reports it after the pull (best effort, as upstream).
+	var size uint64
+	if st, err := m.images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: c.Image}}); err == nil && st.Image != nil {
+		size = st.Image.GetSize()
+	}
+	m.pullSucceeded(key)
+	// Upstream's first duration is the pull's own, the second includes waiting in the kubelet's
+	// pull queue; skiff pulls at once, so the two are the same.
+	d := time.Since(start).Truncate(time.Millisecond)
+	m.recorder.Eventf(pod, corev1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %v (%v including waiting). Image size: %v bytes.",
+		c.Image, d, d, size)
 	return nil
+}
+
+// imageFailed records the kubelet's Warning Failed "Error: <reason>" of a container whose image
+// is not there and returns the error carrying its waiting state.
+func (m *Manager) imageFailed(pod *corev1.Pod, reason, msg string) error {
+	m.recorder.Eventf(pod, corev1.EventTypeWarning, "Failed", "Error: %s", reason)
+	return &imagePullError{Reason: reason, Message: msg}
+}
+
+// pullError is a CRI pull error as the kubelet reports it: a gRPC status of code Unknown (what
+// containerd returns for most failures) loses its "rpc error: code = Unknown desc = " prefix.
+func pullError(err error) error {
+	if s, ok := status.FromError(err); ok && s.Code() == codes.Unknown {
+		return errors.New(s.Message())
+	}
+	return err
+}
+
+// pullBackoffKey keys a pod's pull backoff of an image in m.backoff and m.delay, upstream's
+// "<uid>_<image>" beside the crash backoff's "<uid>/<container>"; stopAll drops both with the pod.
+func pullBackoffKey(pod *corev1.Pod, image string) string { return string(pod.UID) + "_" + image }
+
+// inPullBackoff reports whether the last failed pull of key is more recent than its backoff.
+func (m *Manager) inPullBackoff(key string, now time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	until, ok := m.backoff[key]
+	return ok && now.Before(until)
+}
+
+// pullFailed starts or doubles key's backoff.
+func (m *Manager) pullFailed(key string, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d := m.delay[key]
+	if last := m.backoff[key].Add(-d); d == 0 || now.Sub(last) > 2*imagePullBackoffMax {
+		d = imagePullBackoffInitial
+	} else {
+		d = min(d*2, imagePullBackoffMax)
+	}
+	m.delay[key] = d
+	m.backoff[key] = now.Add(d)
+}
+
+// pullSucceeded forgets key's backoff.
+func (m *Manager) pullSucceeded(key string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.backoff, key)
+	delete(m.delay, key)
 }
 
 func (m *Manager) start(ctx context.Context, pod *corev1.Pod, sandboxID string, sbCfg *runtimeapi.PodSandboxConfig, c corev1.Container, prev *runtimeapi.Container) error {
@@ -552,7 +663,7 @@ func (m *Manager) stopAll(ctx context.Context, uid types.UID, grace int64, pod *
 			return err
 		}
 	}
-	if err := cgroups.Remove(cgroups.Mounts(), string(uid)); err != nil {
+	if err := cgroups.Remove(cgroups.Mounts(), m.opts.CgroupRoot, string(uid)); err != nil {
 		m.log.Warn("pod cgroup", "uid", uid, "err", err)
 	}
 	m.prober.forget(string(uid))

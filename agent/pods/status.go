@@ -53,8 +53,10 @@ func (m *Manager) containerStatus(ctx context.Context, spec corev1.Container, c 
 	return cs
 }
 
-// writeStatus computes the pod's status from CRI and writes it if it changed.
-func (m *Manager) writeStatus(ctx context.Context, pod *corev1.Pod, sb *runtimeapi.PodSandboxStatus, latest map[string]*runtimeapi.Container, waiting string) error {
+// writeStatus computes the pod's status from CRI and writes it if it changed; a container with
+// an image error of this sync waits with its reason and message.
+func (m *Manager) writeStatus(ctx context.Context, pod *corev1.Pod, sb *runtimeapi.PodSandboxStatus, latest map[string]*runtimeapi.Container, waiting string,
+	imageErrs map[string]*imagePullError) error {
 	target := pod
 	if isStatic(pod) {
 		// A static pod's status is published on its mirror, once the mirror exists.
@@ -83,11 +85,11 @@ func (m *Manager) writeStatus(ctx context.Context, pod *corev1.Pod, sb *runtimea
 	}
 	var statuses, initStatuses []corev1.ContainerStatus
 	for _, c := range pod.Spec.InitContainers {
-		initStatuses = append(initStatuses, m.containerStatus(ctx, c, latest[c.Name], "PodInitializing"))
+		initStatuses = append(initStatuses, imageWaiting(m.containerStatus(ctx, c, latest[c.Name], "PodInitializing"), imageErrs[c.Name]))
 	}
 	running, ready, exited, failed := 0, 0, 0, 0
 	for _, c := range pod.Spec.Containers {
-		cs := m.containerStatus(ctx, c, latest[c.Name], reason)
+		cs := imageWaiting(m.containerStatus(ctx, c, latest[c.Name], reason), imageErrs[c.Name])
 		if cs.Ready && latest[c.Name] != nil {
 			cs.Ready = m.prober.ready(pod, c, latest[c.Name].Id)
 		}
@@ -176,4 +178,18 @@ func stripTimes(s corev1.PodStatus) corev1.PodStatus {
 	}
 	s.StartTime = nil
 	return s
+}
+
+// imageWaiting makes a container whose image is not there wait with the pull's reason, its last
+// run (if any) kept as its last state.
+func imageWaiting(cs corev1.ContainerStatus, e *imagePullError) corev1.ContainerStatus {
+	if e == nil {
+		return cs
+	}
+	if cs.State.Terminated != nil {
+		cs.LastTerminationState = cs.State
+	}
+	cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: e.Reason, Message: e.Message}}
+	cs.Ready = false
+	return cs
 }

@@ -37,11 +37,15 @@ type Options struct {
 	Netns string
 	// Binary is the containerd executable (containerd on PATH).
 	Binary string
+	// RegistryConfigDir, if set, is CRI's registry config_path: a directory of per-registry
+	// hosts.toml files (<dir>/<host[:port]>/hosts.toml, containerd's certs.d layout), read at
+	// each pull, so registries (plain-HTTP ones included) can be added without a restart.
+	RegistryConfigDir string
 }
 
 // Config renders containerd's configuration.
 func Config(o Options) string {
-	return fmt.Sprintf(`version = 2
+	c := fmt.Sprintf(`version = 2
 root = %q
 state = %q
 
@@ -66,6 +70,13 @@ state = %q
   conf_dir = %q
   max_conf_num = 1
 `, filepath.Join(o.Dir, "root"), filepath.Join(o.Dir, "state"), Socket(o), o.SandboxImage, o.CNIBinDir, o.CNIConfDir)
+	if o.RegistryConfigDir != "" {
+		c += fmt.Sprintf(`
+[plugins."io.containerd.grpc.v1.cri".registry]
+  config_path = %q
+`, o.RegistryConfigDir)
+	}
+	return c
 }
 
 // Socket is the containerd socket of these options.

@@ -25,6 +25,15 @@ func TestConfig(t *testing.T) {
 			t.Errorf("config lacks %q:\n%s", want, c)
 		}
 	}
+	if strings.Contains(c, "config_path") {
+		t.Errorf("config_path set without a registry config dir:\n%s", c)
+	}
+	// The registry hosts directory goes to CRI's registry section, where containerd 1.6 reads
+	// per-host hosts.toml files at pull time.
+	c = Config(Options{Dir: "/d", RegistryConfigDir: "/d/certs.d"})
+	if want := "[plugins.\"io.containerd.grpc.v1.cri\".registry]\n  config_path = \"/d/certs.d\"\n"; !strings.Contains(c, want) {
+		t.Errorf("config lacks %q:\n%s", want, c)
+	}
 }
 
 // TestPrivilegedContainerd runs Debian's containerd under the supervisor: CRI answers, an

@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -24,6 +26,8 @@ import (
 
 	"github.com/skiff-sh/skiff/agent"
 	"github.com/skiff-sh/skiff/agent/join"
+	"github.com/skiff-sh/skiff/bgp"
+	"github.com/skiff-sh/skiff/bgp/config"
 	"github.com/skiff-sh/skiff/controlplane/apiserver"
 	"github.com/skiff-sh/skiff/controlplane/controllermanager"
 	"github.com/skiff-sh/skiff/controlplane/pki"
@@ -59,6 +63,8 @@ func newRoot() *cobra.Command {
 		schedulerCommand(),
 		imagesCommand(),
 		agentCommand(),
+		bgpCommand(),
+		labCommand(),
 		kubeconfigCommand(),
 	)
 	return root
@@ -67,6 +73,7 @@ func newRoot() *cobra.Command {
 // serverFlags are the flags of `skiff server` and `skiff apiserver`.
 type serverFlags struct {
 	dataDir, bindAddress, advertiseAddress     string
+	tlsSANs                                    []string
 	securePort                                 int
 	serviceCIDR, nodePortRange                 string
 	etcdServers                                []string
@@ -105,6 +112,13 @@ func serverCommand(use, short string) *cobra.Command {
 					return err
 				}
 			}
+			for _, san := range f.tlsSANs {
+				if ip := net.ParseIP(san); ip != nil {
+					o.ExtraSANIPs = append(o.ExtraSANIPs, ip)
+				} else {
+					o.ExtraSANNames = append(o.ExtraSANNames, san)
+				}
+			}
 			if use == "server" {
 				o.PostStart = func(ctx context.Context) { runControlPlane(ctx, f, log) }
 				if !f.disableAgent {
@@ -125,6 +139,7 @@ func serverCommand(use, short string) *cobra.Command {
 	fs.StringVar(&f.dataDir, "data-dir", "/var/lib/skiff/server", "directory for etcd data, the PKI and admin.kubeconfig")
 	fs.StringVar(&f.bindAddress, "bind-address", "0.0.0.0", "address the API server listens on")
 	fs.StringVar(&f.advertiseAddress, "advertise-address", "", "address other components reach the API server at (default: first non-loopback address)")
+	fs.StringSliceVar(&f.tlsSANs, "tls-san", nil, "extra IP addresses or DNS names for the API server certificate")
 	fs.IntVar(&f.securePort, "secure-port", 6443, "HTTPS port of the API server")
 	fs.StringVar(&f.serviceCIDR, "service-cidr", "10.96.0.0/12", "range ClusterIPs are allocated from")
 	fs.StringVar(&f.nodePortRange, "service-node-port-range", "30000-32767", "range NodePorts are allocated from")
@@ -169,7 +184,10 @@ func runControlPlane(ctx context.Context, f serverFlags, log *slog.Logger) {
 				af := f.agent
 				pkiDir := filepath.Join(f.dataDir, "pki")
 				af.servingCert, af.servingKey, af.clientCA = filepath.Join(pkiDir, "agent.crt"), filepath.Join(pkiDir, "agent.key"), filepath.Join(pkiDir, "ca.crt")
-				err = agent.Run(ctx, cfg, af.options(taints), log.With("component", "agent"))
+				opts := af.options(taints)
+				if opts.BGP, err = af.bgpOptions(); err == nil {
+					err = agent.Run(ctx, cfg, opts, log.With("component", "agent"))
+				}
 			}
 			if err != nil {
 				log.Error("agent", "err", err)
@@ -187,6 +205,11 @@ type agentFlags struct {
 	servingCert, servingKey, clientCA                      string
 	clusterDNS                                             []string
 	clusterDomain, resolvConf, runtimeEndpoint             string
+	cgroupRoot                                             string
+	bgp                                                    bool
+	bgpASN                                                 uint32
+	bgpPeers                                               []string
+	bgpNodeMesh, bgpAPI                                    string
 }
 
 func exeDir() string {
@@ -209,6 +232,12 @@ func addAgentFlags(fs *pflag.FlagSet, f *agentFlags, prefix string) {
 	fs.IntVar(&f.port, prefix+"port", 10250, "HTTPS port of the agent API (container logs)")
 	fs.StringVar(&f.manifests, "pod-manifest-path", "/etc/skiff/manifests", "directory of static pod manifests")
 	fs.StringVar(&f.healthz, prefix+"healthz-address", "127.0.0.1:10248", "plain-HTTP /healthz of the agent (empty to disable)")
+	fs.StringVar(&f.cgroupRoot, "cgroup-root", "/skiff", "parent cgroup of every pod")
+	fs.BoolVar(&f.bgp, "bgp", true, "run the node's BGP speaker: advertise its pod CIDR, install the other nodes' (see ConfigMap kube-system/skiff-bgp)")
+	fs.Uint32Var(&f.bgpASN, "bgp-asn", 0, "this node's AS, overriding the ConfigMap and the bgp.skiff.sh/asn annotation (default 64512)")
+	fs.StringSliceVar(&f.bgpPeers, "bgp-peer", nil, "BGP peer ADDRESS:ASN (repeatable), replacing the configured peers, e.g. a top-of-rack router")
+	fs.StringVar(&f.bgpNodeMesh, "bgp-node-mesh", "", "true or false: peer with every other node (default true, or as configured)")
+	fs.StringVar(&f.bgpAPI, "bgp-api-address", "127.0.0.1:50051", "GoBGP gRPC API of the speaker, for skiff bgp peers|routes (empty: none)")
 	fs.StringVar(&f.runtimeEndpoint, "container-runtime-endpoint", "", "CRI socket of a containerd to use instead of supervising one (unix:///run/containerd/containerd.sock)")
 	fs.StringSliceVar(&f.clusterDNS, "cluster-dns", nil, "DNS server IPs of the cluster, for pods with dnsPolicy ClusterFirst (none: they use the node's resolv.conf)")
 	fs.StringVar(&f.clusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain, the base of pods' search paths")
@@ -218,6 +247,38 @@ func addAgentFlags(fs *pflag.FlagSet, f *agentFlags, prefix string) {
 		fs.StringVar(&f.servingKey, "tls-private-key-file", "", "agent API serving key (default <data-dir>/pki/agent.key)")
 		fs.StringVar(&f.clientCA, "client-ca-file", "", "CA of the clients the agent API accepts (default <data-dir>/pki/ca.crt)")
 	}
+}
+
+// bgpOptions turns the --bgp-* flags into the speaker's options; nil when --bgp=false.
+func (f agentFlags) bgpOptions() (*bgp.Options, error) {
+	if !f.bgp {
+		return nil, nil
+	}
+	var o config.Overrides
+	if f.bgpASN != 0 {
+		o.ASN = &f.bgpASN
+	}
+	switch f.bgpNodeMesh {
+	case "":
+	case "true", "false":
+		mesh := f.bgpNodeMesh == "true"
+		o.NodeMesh = &mesh
+	default:
+		return nil, fmt.Errorf("--bgp-node-mesh %q: want true or false", f.bgpNodeMesh)
+	}
+	if f.bgpPeers != nil {
+		o.Peers = []config.Peer{}
+		for _, p := range f.bgpPeers {
+			host, asn, ok := strings.Cut(p, ":")
+			addr, err := netip.ParseAddr(host)
+			n, aerr := strconv.ParseUint(asn, 10, 32)
+			if !ok || err != nil || aerr != nil || n == 0 {
+				return nil, fmt.Errorf("--bgp-peer %q: want IPV4ADDRESS:ASN, e.g. 198.18.0.254:64512", p)
+			}
+			o.Peers = append(o.Peers, config.Peer{Address: addr, ASN: uint32(n)})
+		}
+	}
+	return &bgp.Options{Overrides: o, APIAddress: f.bgpAPI}, nil
 }
 
 func (f agentFlags) options(taints []corev1.Taint) agent.Options {
@@ -232,7 +293,8 @@ func (f agentFlags) options(taints []corev1.Taint) agent.Options {
 	return agent.Options{DataDir: f.dataDir, NodeName: f.nodeName, InternalIP: ip, Taints: taints, Netns: f.netns,
 		CNIPlugin: f.cniPlugin, ImageDirs: dirs, PodLogDir: f.podLogDir, PodManifestPath: f.manifests, HealthzAddress: f.healthz,
 		APIAddress: fmt.Sprintf(":%d", f.port), APIPort: f.port, ServingCert: f.servingCert, ServingKey: f.servingKey, ClientCA: f.clientCA,
-		ClusterDNS: f.clusterDNS, ClusterDomain: f.clusterDomain, ResolvConf: f.resolvConf, RuntimeEndpoint: f.runtimeEndpoint}
+		ClusterDNS: f.clusterDNS, ClusterDomain: f.clusterDomain, ResolvConf: f.resolvConf, RuntimeEndpoint: f.runtimeEndpoint,
+		CgroupRoot: f.cgroupRoot}
 }
 
 func firstAddress() string {
@@ -470,7 +532,11 @@ func agentCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return agent.Run(ctx, cfg, f.options(nil), log)
+			opts := f.options(nil)
+			if opts.BGP, err = f.bgpOptions(); err != nil {
+				return err
+			}
+			return agent.Run(ctx, cfg, opts, log)
 		},
 	}
 	fs := cmd.Flags()

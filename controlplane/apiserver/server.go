@@ -81,6 +81,9 @@ type Options struct {
 	CompactionInterval time.Duration
 	// ServiceAccountIssuer is the iss claim of service-account tokens.
 	ServiceAccountIssuer string
+	// ExtraSANIPs and ExtraSANNames are added to the API server certificate (--tls-san).
+	ExtraSANIPs   []net.IP
+	ExtraSANNames []string
 	// NodeName, if set, gets a node.kubeconfig (CN=system:node:<name>, O=system:nodes) for
 	// the agent that `skiff server` runs beside the control plane.
 	NodeName string
@@ -114,7 +117,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 	serviceIP := net.ParseIP(ipRange.First())
 	layout, err := pki.Ensure(pki.Options{Dir: filepath.Join(o.DataDir, "pki"),
-		APIServerIPs: []net.IP{o.AdvertiseAddress}, ServiceIP: serviceIP})
+		APIServerIPs: append([]net.IP{o.AdvertiseAddress}, o.ExtraSANIPs...), APIServerNames: o.ExtraSANNames, ServiceIP: serviceIP})
 	if err != nil {
 		return fmt.Errorf("pki: %w", err)
 	}

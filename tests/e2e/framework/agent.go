@@ -88,7 +88,10 @@ func NewServerWithAgent(tb testing.TB, dir, netnsPath string, extra ...string) *
 		"--pod-log-dir", filepath.Join(dir, "logs"), "--cni-plugin", cni, "--agent-images-dir", images,
 		// The API server reaches the agent on loopback only.
 		"--node-ip", "127.0.0.1", "--agent-port", strconv.Itoa(FreePort(tb)),
-		"--agent-healthz-address", "127.0.0.1:" + strconv.Itoa(FreePort(tb))}, extra...)...)
+		"--agent-healthz-address", "127.0.0.1:" + strconv.Itoa(FreePort(tb)),
+		// The agent process runs in the host's namespace here (only containerd and pods are in
+		// the test's): a BGP speaker would listen and route there. The lab tests BGP.
+		"--bgp=false"}, extra...)...)
 	for i, a := range s.args {
 		if a == "--disable-agent" {
 			s.args = append(s.args[:i], s.args[i+1:]...)

@@ -1,0 +1,115 @@
+package bgp
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// ProtoBGP marks the routes skiff installs (`ip route` shows "proto bgp"), so the agent finds
+// and cleans up its own routes and leaves everyone else's alone.
+const ProtoBGP = netlink.RouteProtocol(unix.RTPROT_BGP)
+
+// Kernel installs routes in the main table of one network namespace.
+type Kernel struct {
+	// Handle is the namespace's netlink handle; nil means the calling thread's namespace.
+	Handle *netlink.Handle
+}
+
+func (k Kernel) h() *netlink.Handle {
+	if k.Handle != nil {
+		return k.Handle
+	}
+	return &netlink.Handle{}
+}
+
+// Installed lists the skiff-owned (proto bgp) routes of the main table.
+func (k Kernel) Installed() (Routes, error) {
+	out := Routes{}
+	for _, family := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+		rs, err := k.h().RouteListFiltered(family, &netlink.Route{Protocol: ProtoBGP, Table: unix.RT_TABLE_MAIN},
+			netlink.RT_FILTER_PROTOCOL|netlink.RT_FILTER_TABLE)
+		if err != nil {
+			return nil, fmt.Errorf("list routes: %w", err)
+		}
+		for _, r := range rs {
+			if r.Dst == nil {
+				continue
+			}
+			prefix, ok := toPrefix(r.Dst)
+			if !ok {
+				continue
+			}
+			var hops []netip.Addr
+			if a, ok := netip.AddrFromSlice(r.Gw); ok {
+				hops = append(hops, a.Unmap())
+			}
+			for _, nh := range r.MultiPath {
+				if a, ok := netip.AddrFromSlice(nh.Gw); ok {
+					hops = append(hops, a.Unmap())
+				}
+			}
+			slices.SortFunc(hops, func(a, b netip.Addr) int { return a.Compare(b) })
+			out[prefix] = hops
+		}
+	}
+	return out, nil
+}
+
+// Apply replaces or adds the routes in set and deletes those in del. Every change is tried;
+// the errors are joined.
+func (k Kernel) Apply(set Routes, del []netip.Prefix) error {
+	var errs []error
+	for prefix, hops := range set {
+		r := &netlink.Route{Dst: toIPNet(prefix), Protocol: ProtoBGP, Table: unix.RT_TABLE_MAIN}
+		if len(hops) == 1 {
+			r.Gw = hops[0].AsSlice()
+		} else {
+			for _, h := range hops {
+				r.MultiPath = append(r.MultiPath, &netlink.NexthopInfo{Gw: h.AsSlice()})
+			}
+		}
+		if err := k.h().RouteReplace(r); err != nil {
+			errs = append(errs, fmt.Errorf("route %s via %v: %w", prefix, hops, err))
+		}
+	}
+	for _, prefix := range del {
+		r := &netlink.Route{Dst: toIPNet(prefix), Protocol: ProtoBGP, Table: unix.RT_TABLE_MAIN}
+		if err := k.h().RouteDel(r); err != nil && !errors.Is(err, unix.ESRCH) {
+			errs = append(errs, fmt.Errorf("delete route %s: %w", prefix, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Sync makes the kernel's skiff routes equal want (keeping stale ones if keepStale).
+func (k Kernel) Sync(want Routes, keepStale bool) error {
+	installed, err := k.Installed()
+	if err != nil {
+		return err
+	}
+	set, del := Plan(want, installed, keepStale)
+	return k.Apply(set, del)
+}
+
+func toPrefix(n *net.IPNet) (netip.Prefix, bool) {
+	a, ok := netip.AddrFromSlice(n.IP)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	ones, _ := n.Mask.Size()
+	return netip.PrefixFrom(a.Unmap(), ones).Masked(), true
+}
+
+func toIPNet(p netip.Prefix) *net.IPNet {
+	bits := 32
+	if p.Addr().Is6() {
+		bits = 128
+	}
+	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), bits)}
+}

@@ -1,0 +1,74 @@
+package bgp
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+)
+
+var (
+	p1   = netip.MustParsePrefix("10.244.1.0/24")
+	p2   = netip.MustParsePrefix("10.244.2.0/24")
+	own  = netip.MustParsePrefix("10.244.0.0/24")
+	self = netip.MustParseAddr("198.18.0.1")
+	n2   = netip.MustParseAddr("198.18.0.2")
+	n3   = netip.MustParseAddr("198.18.0.3")
+)
+
+func path(p netip.Prefix, nh netip.Addr, lp uint32, as int) Path {
+	return Path{Prefix: p, NextHop: nh, LocalPref: lp, ASPathLen: as}
+}
+
+func TestSelect(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		paths []Path
+		want  string
+	}{
+		{"nothing", nil, "map[]"},
+		{"one path", []Path{path(p1, n2, 100, 0)}, "map[10.244.1.0/24:[198.18.0.2]]"},
+		{"own block never installed", []Path{path(own, n2, 100, 0)}, "map[]"},
+		{"path through self ignored", []Path{path(p1, self, 100, 0)}, "map[]"},
+		{"unspecified next hop ignored", []Path{path(p1, netip.IPv4Unspecified(), 100, 0)}, "map[]"},
+		{"invalid next hop ignored", []Path{{Prefix: p1, LocalPref: 100}}, "map[]"},
+		{"family mismatch ignored", []Path{path(p1, netip.MustParseAddr("fd00::2"), 100, 0)}, "map[]"},
+		{"ECMP on a tie, sorted, deduplicated", []Path{path(p1, n3, 100, 1), path(p1, n2, 100, 1), path(p1, n3, 100, 1)},
+			"map[10.244.1.0/24:[198.18.0.2 198.18.0.3]]"},
+		{"higher local pref wins", []Path{path(p1, n3, 100, 0), path(p1, n2, 200, 3)}, "map[10.244.1.0/24:[198.18.0.2]]"},
+		{"shorter AS path wins", []Path{path(p1, n2, 100, 2), path(p1, n3, 100, 1)}, "map[10.244.1.0/24:[198.18.0.3]]"},
+		{"worse path after a better one", []Path{path(p1, n3, 100, 1), path(p1, n2, 100, 2)}, "map[10.244.1.0/24:[198.18.0.3]]"},
+		{"unmasked prefix normalised", []Path{path(netip.MustParsePrefix("10.244.2.7/24"), n2, 100, 0)}, "map[10.244.2.0/24:[198.18.0.2]]"},
+		{"two prefixes", []Path{path(p1, n2, 100, 0), path(p2, n3, 100, 0)}, "map[10.244.1.0/24:[198.18.0.2] 10.244.2.0/24:[198.18.0.3]]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := fmt.Sprint(Select(tc.paths, []netip.Prefix{own}, self)); got != tc.want {
+				t.Errorf("Select = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPlan(t *testing.T) {
+	installed := Routes{p1: {n2}, p2: {n2, n3}}
+	for _, tc := range []struct {
+		name      string
+		want      Routes
+		keepStale bool
+		set, del  string
+	}{
+		{"in sync", Routes{p1: {n2}, p2: {n2, n3}}, false, "map[]", "[]"},
+		{"next hop changed", Routes{p1: {n3}, p2: {n2, n3}}, false, "map[10.244.1.0/24:[198.18.0.3]]", "[]"},
+		{"ECMP member lost", Routes{p1: {n2}, p2: {n3}}, false, "map[10.244.2.0/24:[198.18.0.3]]", "[]"},
+		{"withdrawn", Routes{p1: {n2}}, false, "map[]", "[10.244.2.0/24]"},
+		{"withdrawn during graceful restart kept", Routes{p1: {n2}}, true, "map[]", "[]"},
+		{"all gone", Routes{}, false, "map[]", "[10.244.1.0/24 10.244.2.0/24]"},
+		{"new prefix", Routes{p1: {n2}, p2: {n2, n3}, own: {n3}}, false, "map[10.244.0.0/24:[198.18.0.3]]", "[]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set, del := Plan(tc.want, installed, tc.keepStale)
+			if fmt.Sprint(set) != tc.set || fmt.Sprint(del) != tc.del {
+				t.Errorf("Plan = %v %v, want %s %s", set, del, tc.set, tc.del)
+			}
+		})
+	}
+}

@@ -1,0 +1,273 @@
+package bgp
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"time"
+
+	api "github.com/osrg/gobgp/v3/api"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/skiff-sh/skiff/bgp/config"
+)
+
+// ConfigMapName is the cluster-wide BGP configuration in kube-system.
+const ConfigMapName = "skiff-bgp"
+
+// Options configure the node's routing.
+type Options struct {
+	NodeName string
+	// Overrides are the agent's --bgp-* flags.
+	Overrides config.Overrides
+	// APIAddress serves GoBGP's gRPC API for `skiff bgp` (127.0.0.1:50051); empty: none.
+	APIAddress string
+	// Kernel installs learned routes (the calling namespace when zero).
+	Kernel Kernel
+	// SyncPeriod re-checks the kernel even without BGP events (10 s).
+	SyncPeriod time.Duration
+	// Started, if set, receives the speaker once it runs (metrics read it).
+	Started func(*Speaker)
+}
+
+// Run keeps the node's BGP speaker and its kernel routes in line with the cluster until ctx
+// ends: peers from the configuration and the node mesh, the node's pod CIDR advertised, and
+// the learned blocks installed as proto-bgp routes.
+func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.Logger) error {
+	if o.SyncPeriod == 0 {
+		o.SyncPeriod = 10 * time.Second
+	}
+	nodesFactory := informers.NewSharedInformerFactory(client, 0)
+	nodes := nodesFactory.Core().V1().Nodes()
+	cmFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(metav1.NamespaceSystem),
+		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.FieldSelector = "metadata.name=" + ConfigMapName }))
+	cms := cmFactory.Core().V1().ConfigMaps()
+	kick := make(chan struct{}, 1)
+	trigger := func() {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
+	handler := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { trigger() }, UpdateFunc: func(any, any) { trigger() }, DeleteFunc: func(any) { trigger() }}
+	_, _ = nodes.Informer().AddEventHandler(handler)
+	_, _ = cms.Informer().AddEventHandler(handler)
+	nodesFactory.Start(ctx.Done())
+	cmFactory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), nodes.Informer().HasSynced, cms.Informer().HasSynced) {
+		return ctx.Err()
+	}
+	secret := func(name, key string) (string, error) {
+		s, err := client.CoreV1().Secrets(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		v, ok := s.Data[key]
+		if !ok {
+			return "", fmt.Errorf("secret kube-system/%s has no key %q", name, key)
+		}
+		return string(v), nil
+	}
+	resolve := func() (config.Config, *corev1.Node, []*corev1.Node, error) {
+		self, err := nodes.Lister().Get(o.NodeName)
+		if err != nil {
+			return config.Config{}, nil, nil, err
+		}
+		cm, _ := cms.Lister().ConfigMaps(metav1.NamespaceSystem).Get(ConfigMapName)
+		cfg, err := config.Resolve(cm, self, secret, o.Overrides)
+		if err != nil {
+			return config.Config{}, nil, nil, err
+		}
+		all, err := nodes.Lister().List(labels.Everything())
+		return cfg, self, all, err
+	}
+
+	// The speaker starts once the node is known (router id = its address).
+	var cfg config.Config
+	if err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(context.Context) (bool, error) {
+		c, _, _, err := resolve()
+		if err != nil {
+			log.Debug("BGP waiting for configuration", "err", err)
+			return false, nil
+		}
+		cfg = c
+		return true, nil
+	}); err != nil {
+		return err
+	}
+	global := Global{ASN: cfg.ASN, RouterID: cfg.RouterID, ListenPort: cfg.ListenPort, APIAddress: o.APIAddress, GracefulRestart: cfg.GracefulRestart}
+	sp, err := Start(ctx, global, log)
+	if err != nil {
+		return err
+	}
+	if o.Started != nil {
+		o.Started(sp)
+	}
+	log.Info("BGP speaker started", "asn", cfg.ASN, "routerID", cfg.RouterID, "nodeMesh", cfg.NodeMesh, "peers", len(cfg.Peers))
+
+	r := &reconciler{sp: sp, kernel: o.Kernel, self: cfg.RouterID, started: time.Now(), log: log,
+		staleFor: min(cfg.GracefulRestart.RestartTime, 30*time.Second)}
+	go func() {
+		if err := sp.Watch(ctx, r.kick); err != nil && ctx.Err() == nil {
+			log.Warn("BGP watch", "err", err)
+		}
+	}()
+	go r.loop(ctx, o.SyncPeriod)
+
+	for {
+		c, self, all, err := resolve()
+		switch {
+		case apierrors.IsNotFound(err):
+			// The node was deleted: stop attracting traffic for its pods.
+			if err := sp.Advertise(ctx, netip.Prefix{}); err != nil {
+				log.Warn("BGP withdraw", "err", err)
+			}
+		case err != nil:
+			log.Warn("BGP configuration", "err", err)
+		default:
+			if c.ASN != global.ASN || c.RouterID != global.RouterID || c.ListenPort != global.ListenPort {
+				log.Warn("BGP global settings changed; restart the agent to apply them", "asn", c.ASN, "routerID", c.RouterID)
+			}
+			peers := append(append([]config.Peer(nil), c.Peers...), config.MeshPeers(self, all, c)...)
+			if err := sp.SetPeers(ctx, dedupe(peers)); err != nil {
+				log.Warn("BGP peers", "err", err)
+			}
+			cidr, _ := netip.ParsePrefix(self.Spec.PodCIDR)
+			if err := sp.Advertise(ctx, cidr); err != nil {
+				log.Warn("BGP advertise", "err", err)
+			}
+			r.setOwn(cidr, len(peers))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-kick:
+		case <-time.After(30 * time.Second):
+		}
+	}
+}
+
+// dedupe keeps the first peer of each address (explicit peers come before mesh peers).
+func dedupe(peers []config.Peer) []config.Peer {
+	seen := map[netip.Addr]bool{}
+	var out []config.Peer
+	for _, p := range peers {
+		if !seen[p.Address] {
+			seen[p.Address] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// reconciler syncs kernel routes from the RIB, coalescing bursts of BGP events.
+type reconciler struct {
+	sp     *Speaker
+	kernel Kernel
+	self   netip.Addr
+	log    *slog.Logger
+
+	mu sync.Mutex
+	// own is the node's pod CIDR, never installed from BGP.
+	own      netip.Prefix
+	npeers   int
+	started  time.Time
+	staleFor time.Duration
+	// establishedSince is when every peer was first seen established together.
+	establishedSince time.Time
+	converged        bool
+	kicks            chan struct{}
+}
+
+func (r *reconciler) setOwn(p netip.Prefix, npeers int) {
+	r.mu.Lock()
+	r.own, r.npeers = p, npeers
+	r.mu.Unlock()
+	r.kick()
+}
+
+func (r *reconciler) kick() {
+	r.mu.Lock()
+	if r.kicks == nil {
+		r.kicks = make(chan struct{}, 1)
+	}
+	ch := r.kicks
+	r.mu.Unlock()
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+func (r *reconciler) loop(ctx context.Context, period time.Duration) {
+	r.kick()
+	r.mu.Lock()
+	ch := r.kicks
+	r.mu.Unlock()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+			// Coalesce: a restarting peer's withdraw and re-announce arrive together.
+			time.Sleep(50 * time.Millisecond)
+		case <-time.After(period):
+		}
+		if err := r.sync(ctx); err != nil {
+			r.log.Warn("BGP route sync", "err", err)
+		}
+	}
+}
+
+// sync installs what the RIB calls for. Until the speaker has converged after a start
+// (every peer established for 2 s, or the graceful-restart window has passed), routes it
+// no longer sees are kept: they may be a previous run's, still right, about to be relearned.
+func (r *reconciler) sync(ctx context.Context) error {
+	paths, err := r.sp.Paths(ctx)
+	if err != nil {
+		return err
+	}
+	states, err := r.sp.PeerStates(ctx)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	own, npeers := r.own, r.npeers
+	if !r.converged {
+		all := len(states) >= npeers
+		for _, s := range states {
+			all = all && s == api.PeerState_ESTABLISHED
+		}
+		switch {
+		case !all:
+			r.establishedSince = time.Time{}
+		case r.establishedSince.IsZero():
+			r.establishedSince = time.Now()
+		}
+		if (!r.establishedSince.IsZero() && time.Since(r.establishedSince) >= 2*time.Second) || time.Since(r.started) >= r.staleFor {
+			r.converged = true
+			r.log.Info("BGP converged; stale routes are removed from now on", "after", time.Since(r.started).Round(time.Millisecond))
+		}
+	}
+	keepStale := !r.converged
+	r.mu.Unlock()
+	var owns []netip.Prefix
+	if own.IsValid() {
+		owns = append(owns, own)
+	}
+	err = r.kernel.Sync(Select(paths, owns, r.self), keepStale)
+	if keepStale {
+		// Check again soon, so the window ends on time without waiting for an event.
+		go func() { time.Sleep(time.Second); r.kick() }()
+	}
+	return err
+}

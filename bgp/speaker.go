@@ -1,0 +1,282 @@
+package bgp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	api "github.com/osrg/gobgp/v3/api"
+	"github.com/osrg/gobgp/v3/pkg/apiutil"
+	gobgplog "github.com/osrg/gobgp/v3/pkg/log"
+	"github.com/osrg/gobgp/v3/pkg/packet/bgp"
+	"github.com/osrg/gobgp/v3/pkg/server"
+
+	"github.com/skiff-sh/skiff/bgp/config"
+)
+
+// Global is what a speaker is started with; changing it needs a restart.
+type Global struct {
+	ASN        uint32
+	RouterID   netip.Addr
+	ListenPort int32
+	// APIAddress serves GoBGP's gRPC API (127.0.0.1:50051) for `skiff bgp` and `gobgp`;
+	// empty serves none.
+	APIAddress      string
+	GracefulRestart config.GracefulRestart
+}
+
+// Speaker is an embedded GoBGP server with skiff's peers and advertisement.
+type Speaker struct {
+	srv    *server.BgpServer
+	global Global
+	log    *slog.Logger
+
+	mu         sync.Mutex
+	peers      map[netip.Addr]config.Peer
+	advertised netip.Prefix
+	uuid       []byte
+}
+
+// ipv4Unicast is the one family skiff speaks today.
+var ipv4Unicast = &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
+
+// Start runs a speaker for the rest of the process's life. It is never stopped with
+// StopBgp, which would send every peer a Cease NOTIFICATION and make them drop this node's
+// routes: when the agent exits, its sessions just close, which peers with graceful restart
+// treat as a restart and so keep forwarding to this node's pods until it is back.
+func Start(ctx context.Context, g Global, log *slog.Logger) (*Speaker, error) {
+	opts := []server.ServerOption{server.LoggerOption(&logAdapter{log: log})}
+	if g.APIAddress != "" {
+		opts = append(opts, server.GrpcListenAddress(g.APIAddress))
+	}
+	srv := server.NewBgpServer(opts...)
+	go srv.Serve()
+	global := &api.Global{Asn: g.ASN, RouterId: g.RouterID.String(), ListenPort: g.ListenPort,
+		ListenAddresses: []string{g.RouterID.String()}}
+	if g.GracefulRestart.Enabled {
+		global.GracefulRestart = &api.GracefulRestart{Enabled: true, RestartTime: uint32(g.GracefulRestart.RestartTime / time.Second)}
+	}
+	if err := srv.StartBgp(ctx, &api.StartBgpRequest{Global: global}); err != nil {
+		return nil, fmt.Errorf("start BGP (AS %d, router-id %s): %w", g.ASN, g.RouterID, err)
+	}
+	return &Speaker{srv: srv, global: g, log: log, peers: map[netip.Addr]config.Peer{}}, nil
+}
+
+// Server exposes the GoBGP server (metrics collectors read it).
+func (s *Speaker) Server() *server.BgpServer { return s.srv }
+
+// SetPeers makes the speaker's peers exactly peers: new ones are added, gone ones removed,
+// changed ones replaced.
+func (s *Speaker) SetPeers(ctx context.Context, peers []config.Peer) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	want := map[netip.Addr]config.Peer{}
+	for _, p := range peers {
+		want[p.Address] = p
+	}
+	var errs []error
+	for addr, old := range s.peers {
+		if p, ok := want[addr]; ok && reflect.DeepEqual(p, old) {
+			continue
+		}
+		if err := s.srv.DeletePeer(ctx, &api.DeletePeerRequest{Address: addr.String()}); err != nil {
+			errs = append(errs, fmt.Errorf("delete peer %s: %w", addr, err))
+			continue
+		}
+		delete(s.peers, addr)
+		s.log.Info("BGP peer removed", "peer", addr)
+	}
+	for addr, p := range want {
+		if _, ok := s.peers[addr]; ok {
+			continue
+		}
+		if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: s.apiPeer(p)}); err != nil {
+			errs = append(errs, fmt.Errorf("add peer %s (AS %d): %w", addr, p.ASN, err))
+			continue
+		}
+		s.peers[addr] = p
+		s.log.Info("BGP peer added", "peer", addr, "asn", p.ASN, "name", p.Name)
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Speaker) apiPeer(p config.Peer) *api.Peer {
+	hold := p.HoldTime
+	if hold == 0 {
+		hold = 90 * time.Second
+	}
+	keepalive := p.KeepaliveTime
+	if keepalive == 0 {
+		keepalive = hold / 3
+	}
+	ap := &api.Peer{
+		Conf: &api.PeerConf{NeighborAddress: p.Address.String(), PeerAsn: p.ASN, AuthPassword: p.Password, Description: p.Name},
+		Timers: &api.Timers{Config: &api.TimersConfig{HoldTime: uint64(hold / time.Second), KeepaliveInterval: uint64(keepalive / time.Second),
+			// GoBGP's default (120 s) would leave a peer that came up late unreached for minutes.
+			ConnectRetry: 2}},
+		Transport: &api.Transport{LocalAddress: s.global.RouterID.String()},
+		AfiSafis:  []*api.AfiSafi{{Config: &api.AfiSafiConfig{Family: ipv4Unicast, Enabled: true}}},
+	}
+	if p.EBGPMultihop > 0 {
+		ap.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: uint32(p.EBGPMultihop)}
+	}
+	if gr := s.global.GracefulRestart; gr.Enabled {
+		ap.GracefulRestart = &api.GracefulRestart{Enabled: true, RestartTime: uint32(gr.RestartTime / time.Second)}
+		ap.AfiSafis[0].MpGracefulRestart = &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}}
+	}
+	return ap
+}
+
+// Advertise originates prefix with this node as next hop, replacing what was advertised
+// before; an invalid prefix withdraws.
+func (s *Speaker) Advertise(ctx context.Context, prefix netip.Prefix) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if prefix == s.advertised {
+		return nil
+	}
+	if s.uuid != nil {
+		if err := s.srv.DeletePath(ctx, &api.DeletePathRequest{TableType: api.TableType_GLOBAL, Family: ipv4Unicast, Uuid: s.uuid}); err != nil {
+			return fmt.Errorf("withdraw %s: %w", s.advertised, err)
+		}
+		s.uuid, s.advertised = nil, netip.Prefix{}
+	}
+	if !prefix.IsValid() {
+		return nil
+	}
+	if !prefix.Addr().Is4() {
+		return fmt.Errorf("advertise %s: only IPv4 pod CIDRs are supported", prefix)
+	}
+	nlri := bgp.NewIPAddrPrefix(uint8(prefix.Bits()), prefix.Masked().Addr().String())
+	attrs := []bgp.PathAttributeInterface{
+		bgp.NewPathAttributeOrigin(bgp.BGP_ORIGIN_ATTR_TYPE_IGP),
+		bgp.NewPathAttributeNextHop(s.global.RouterID.String()),
+	}
+	path, err := apiutil.NewPath(nlri, false, attrs, time.Now())
+	if err != nil {
+		return err
+	}
+	resp, err := s.srv.AddPath(ctx, &api.AddPathRequest{TableType: api.TableType_GLOBAL, Path: path})
+	if err != nil {
+		return fmt.Errorf("advertise %s: %w", prefix, err)
+	}
+	s.uuid, s.advertised = resp.Uuid, prefix
+	s.log.Info("BGP advertising", "prefix", prefix, "nexthop", s.global.RouterID)
+	return nil
+}
+
+// Paths lists every IPv4 unicast path in the RIB.
+func (s *Speaker) Paths(ctx context.Context) ([]Path, error) {
+	var out []Path
+	var perr error
+	err := s.srv.ListPath(ctx, &api.ListPathRequest{TableType: api.TableType_GLOBAL, Family: ipv4Unicast}, func(d *api.Destination) {
+		prefix, err := netip.ParsePrefix(d.Prefix)
+		if err != nil {
+			perr = err
+			return
+		}
+		for _, p := range d.Paths {
+			if p.IsWithdraw {
+				continue
+			}
+			if got, ok := PathOf(prefix, p); ok {
+				out = append(out, got)
+			}
+		}
+	})
+	if err == nil {
+		err = perr
+	}
+	return out, err
+}
+
+// PathOf reduces an API path to what route selection needs; false when it has no next hop.
+func PathOf(prefix netip.Prefix, p *api.Path) (Path, bool) {
+	attrs, err := apiutil.GetNativePathAttributes(p)
+	if err != nil {
+		return Path{}, false
+	}
+	out := Path{Prefix: prefix, LocalPref: 100}
+	for _, a := range attrs {
+		switch a := a.(type) {
+		case *bgp.PathAttributeNextHop:
+			out.NextHop, _ = netip.AddrFromSlice(a.Value)
+		case *bgp.PathAttributeMpReachNLRI:
+			out.NextHop, _ = netip.AddrFromSlice(a.Nexthop)
+		case *bgp.PathAttributeLocalPref:
+			out.LocalPref = a.Value
+		case *bgp.PathAttributeAsPath:
+			for _, seg := range a.Value {
+				out.ASPathLen += seg.ASLen()
+			}
+		}
+	}
+	out.NextHop = out.NextHop.Unmap()
+	return out, out.NextHop.IsValid()
+}
+
+// PeerStates reports each configured peer's session state (ESTABLISHED, ACTIVE, ...).
+func (s *Speaker) PeerStates(ctx context.Context) (map[netip.Addr]api.PeerState_SessionState, error) {
+	out := map[netip.Addr]api.PeerState_SessionState{}
+	err := s.srv.ListPeer(ctx, &api.ListPeerRequest{}, func(p *api.Peer) {
+		if a, err := netip.ParseAddr(p.Conf.NeighborAddress); err == nil && p.State != nil {
+			out[a] = p.State.SessionState
+		}
+	})
+	return out, err
+}
+
+// Watch calls fn whenever the best paths or a peer's state change, until ctx ends.
+func (s *Speaker) Watch(ctx context.Context, fn func()) error {
+	return s.srv.WatchEvent(ctx, &api.WatchEventRequest{
+		Table: &api.WatchEventRequest_Table{Filters: []*api.WatchEventRequest_Table_Filter{{Type: api.WatchEventRequest_Table_Filter_BEST}}},
+		Peer:  &api.WatchEventRequest_Peer{},
+	}, func(*api.WatchEventResponse) { fn() })
+}
+
+// logAdapter sends GoBGP's logs to slog; GoBGP's Info is mostly peer state, worth keeping.
+type logAdapter struct {
+	log   *slog.Logger
+	level gobgplog.LogLevel
+}
+
+func attrs(f gobgplog.Fields) []any {
+	out := make([]any, 0, 2*len(f))
+	for k, v := range f {
+		out = append(out, k, v)
+	}
+	return out
+}
+
+func (l *logAdapter) Panic(msg string, f gobgplog.Fields) { l.log.Error(msg, attrs(f)...); panic(msg) }
+func (l *logAdapter) Fatal(msg string, f gobgplog.Fields) { l.log.Error(msg, attrs(f)...) }
+func (l *logAdapter) Error(msg string, f gobgplog.Fields) { l.log.Error(msg, attrs(f)...) }
+func (l *logAdapter) Warn(msg string, f gobgplog.Fields)  { l.log.Warn(msg, attrs(f)...) }
+func (l *logAdapter) Info(msg string, f gobgplog.Fields)  { l.log.Info(msg, attrs(f)...) }
+func (l *logAdapter) Debug(msg string, f gobgplog.Fields) { l.log.Debug(msg, attrs(f)...) }
+func (l *logAdapter) SetLevel(level gobgplog.LogLevel)    { l.level = level }
+func (l *logAdapter) GetLevel() gobgplog.LogLevel         { return gobgplog.InfoLevel }
+
+// ASPathString renders a path's AS_PATH as `gobgp` does ("64512 65001"), "" when empty.
+func ASPathString(p *api.Path) string {
+	attrs, err := apiutil.GetNativePathAttributes(p)
+	if err != nil {
+		return "?"
+	}
+	for _, a := range attrs {
+		if as, ok := a.(*bgp.PathAttributeAsPath); ok {
+			var parts []string
+			for _, seg := range as.Value {
+				parts = append(parts, seg.String())
+			}
+			return strings.Join(parts, " ")
+		}
+	}
+	return ""
+}

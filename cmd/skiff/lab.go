@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/skiff-sh/skiff/lab"
+)
+
+// labCommand builds and tears down the multi-node lab on this machine (see package lab).
+func labCommand() *cobra.Command {
+	var name, tor, logLevel string
+	var nodes int
+	var timeout time.Duration
+	cmd := &cobra.Command{Use: "lab", Short: "A multi-node cluster on this machine: namespaces, a fabric, a ToR router"}
+	cmd.PersistentFlags().StringVar(&name, "name", "lab", "lab name (1-8 lowercase letters and digits); prefixes its namespaces")
+	up := &cobra.Command{Use: "up", Short: "Build the lab and wait until every node is Ready", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			spec := lab.Spec{Name: name, Nodes: nodes, ToR: tor}
+			start := time.Now()
+			if err := lab.Up(ctx, lab.Options{Spec: spec, Timeout: timeout, Out: os.Stdout}, newLogger(logLevel)); err != nil {
+				return fmt.Errorf("%w\n(inspect the logs under %s/%s, then: skiff lab down --name %s)", err, lab.Root, name, name)
+			}
+			fmt.Printf("\nlab %s is up in %s: %d nodes Ready.\n\nTry:\n", name, time.Since(start).Round(time.Second), nodes+1)
+			kc := lab.Kubeconfig(name)
+			fmt.Printf("  export KUBECONFIG=%s\n", kc)
+			fmt.Printf("  kubectl get nodes -o wide\n")
+			fmt.Printf("  kubectl create deployment web --image=localhost/skiff/netutil:1 --replicas=3\n")
+			fmt.Printf("  kubectl get pods -o wide\n")
+			fmt.Printf("  skiff lab exec node1 -- ip route            # other nodes' pod blocks, proto bgp\n")
+			fmt.Printf("  skiff lab exec node1 -- skiff bgp peers\n")
+			if cli := lab.RouterCLI(spec); cli != nil {
+				fmt.Printf("  skiff lab exec tor -- %s\n", strings.Join(quote(cli), " "))
+			}
+			fmt.Printf("  skiff lab status --name %s\n  skiff lab down --name %s\n", name, name)
+			return nil
+		}}
+	up.Flags().IntVar(&nodes, "nodes", 2, "worker nodes beside the master")
+	up.Flags().StringVar(&tor, "tor", "frr", "top-of-rack router: frr, bird or none (nodes then peer in a full mesh)")
+	up.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait for every node to be Ready")
+	up.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	var grow int
+	add := &cobra.Command{Use: "add-node", Short: "Add worker nodes to a running lab", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return lab.Grow(cmd.Context(), lab.Options{Spec: lab.Spec{Name: name}, Out: os.Stdout, Timeout: timeout}, grow)
+		}}
+	add.Flags().IntVar(&grow, "nodes", 3, "total worker nodes wanted")
+	add.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait for the new nodes to be Ready")
+	down := &cobra.Command{Use: "down", Short: "Remove every process, namespace, cgroup and file of the lab", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return lab.Down(name, os.Stdout) }}
+	status := &cobra.Command{Use: "status", Short: "Show the lab's hosts, processes and node readiness", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return lab.Status(cmd.Context(), name, os.Stdout) }}
+	execCmd := &cobra.Command{Use: "exec HOST -- COMMAND [ARGS...]", Short: "Run a command in a lab host's network namespace (master, node1, tor)",
+		Args: cobra.MinimumNArgs(2), DisableFlagsInUseLine: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			err := lab.Exec(name, args[0], args[1:])
+			if ee, ok := err.(interface{ ExitCode() int }); ok && ee.ExitCode() > 0 {
+				os.Exit(ee.ExitCode())
+			}
+			return err
+		}}
+	cmd.AddCommand(up, add, down, status, execCmd)
+	return cmd
+}
+
+func quote(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if strings.ContainsAny(a, " \t") {
+			a = "'" + a + "'"
+		}
+		out[i] = a
+	}
+	return out
+}

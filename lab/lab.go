@@ -1,0 +1,520 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/skiff-sh/skiff/agent/cgroups"
+)
+
+// Root is where labs keep their state.
+const Root = "/var/lib/skiff/lab"
+
+// Options configure `skiff lab up`.
+type Options struct {
+	Spec
+	// Binary is the skiff executable the nodes run (this one by default).
+	Binary string
+	// Dir is the lab's directory (Root/<name>).
+	Dir string
+	// Timeout bounds waiting for every node to be Ready (5 minutes).
+	Timeout time.Duration
+	// Out receives progress lines.
+	Out io.Writer
+}
+
+// state is what `lab down` needs even after a crash; it is written before anything starts.
+type state struct {
+	Spec Spec           `json:"spec"`
+	PIDs map[string]int `json:"pids"`
+}
+
+func dirOf(name string) string { return filepath.Join(Root, name) }
+
+// CgroupRoot is where every pod of the lab's nodes gets its cgroup.
+func CgroupRoot(name string) string { return "/skiff/lab-" + name }
+
+// Kubeconfig is the admin kubeconfig the host uses.
+func Kubeconfig(name string) string { return filepath.Join(dirOf(name), "admin.kubeconfig") }
+
+func (o *Options) defaults() error {
+	if o.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		o.Binary = exe
+	}
+	if o.Dir == "" {
+		o.Dir = dirOf(o.Name)
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 5 * time.Minute
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	return nil
+}
+
+// Up builds the lab and waits until every node is Ready. On failure it leaves what it
+// built for inspection; `skiff lab down` removes it.
+func Up(ctx context.Context, o Options, log *slog.Logger) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	if err := o.defaults(); err != nil {
+		return err
+	}
+	if st, err := load(o.Dir); err == nil && st.anyAlive() {
+		return fmt.Errorf("lab %q is already up (skiff lab down --name %s)", o.Name, o.Name)
+	}
+	if err := Down(o.Name, io.Discard); err != nil {
+		return fmt.Errorf("clearing an earlier lab %q: %w", o.Name, err)
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return err
+	}
+	st := &state{Spec: o.Spec, PIDs: map[string]int{}}
+	if err := st.save(o.Dir); err != nil {
+		return err
+	}
+	progress := func(format string, args ...any) { fmt.Fprintf(o.Out, format+"\n", args...) }
+
+	progress("network: namespaces, the fabric %s and the host link", fabric)
+	if err := buildNetwork(o.Spec); err != nil {
+		return err
+	}
+	if o.ToR != ToRNone {
+		progress("top-of-rack: %s in %s (AS %d, route reflector for %s)", o.ToR, o.ToRHost().Netns, ASN, fabric)
+		pids, err := startRouter(o.Spec, filepath.Join(o.Dir, "tor"))
+		for k, v := range pids {
+			st.PIDs[k] = v
+		}
+		_ = st.save(o.Dir)
+		if err != nil {
+			return err
+		}
+	}
+
+	master := o.Master()
+	mdir := filepath.Join(o.Dir, "master")
+	pid, err := spawn(master.Netns, filepath.Join(o.Dir, "master.log"), o.Binary, "server",
+		"--data-dir", mdir, "--advertise-address", master.IP.String(), "--tls-san", masterSide.String(),
+		"--node-name", master.NodeName, "--node-ip", master.IP.String(),
+		"--agent-data-dir", filepath.Join(mdir, "agent"), "--pod-log-dir", filepath.Join(mdir, "logs"),
+		"--pod-manifest-path", filepath.Join(mdir, "manifests"), "--cgroup-root", CgroupRoot(o.Name)+"/master")
+	if err != nil {
+		return err
+	}
+	st.PIDs["master"] = pid
+	_ = st.save(o.Dir)
+	progress("master: skiff server in %s at %s (pid %d, log %s)", master.Netns, master.IP, pid, filepath.Join(o.Dir, "master.log"))
+
+	client, err := waitAPI(ctx, filepath.Join(mdir, "admin.kubeconfig"), Kubeconfig(o.Name), o.HostAPIServer(), 2*time.Minute)
+	if err != nil {
+		return err
+	}
+	if o.ToR != ToRNone {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "skiff-bgp", Namespace: metav1.NamespaceSystem},
+			Data: map[string]string{"config.yaml": bgpConfigMap()}}
+		if _, err := client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("BGP configuration: %w", err)
+		}
+	}
+	for i := 1; i <= o.Nodes; i++ {
+		if err := AddNode(o, i, st); err != nil {
+			return err
+		}
+	}
+	progress("waiting for %d nodes to be Ready", len(o.Hosts()))
+	if err := waitReady(ctx, client, o.Hosts(), o.Timeout); err != nil {
+		return err
+	}
+	return nil
+}
+
+// AddNode starts worker i (its namespace must exist: Up builds them, Grow adds one).
+func AddNode(o Options, i int, st *state) error {
+	n := o.Node(i)
+	dir := filepath.Join(o.Dir, n.Role)
+	token := filepath.Join(o.Dir, "master", "token")
+	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		_, err := os.Stat(token)
+		return err == nil, nil
+	}); err != nil {
+		return fmt.Errorf("the server wrote no join token at %s", token)
+	}
+	pid, err := spawn(n.Netns, filepath.Join(o.Dir, n.Role+".log"), o.Binary, "agent",
+		"--server", o.APIServer(), "--token-file", token, "--data-dir", dir,
+		"--node-name", n.NodeName, "--node-ip", n.IP.String(), "--pod-log-dir", filepath.Join(dir, "logs"),
+		"--pod-manifest-path", filepath.Join(dir, "manifests"), "--cgroup-root", CgroupRoot(o.Name)+"/"+n.Role)
+	if err != nil {
+		return err
+	}
+	st.PIDs[n.Role] = pid
+	fmt.Fprintf(o.Out, "%s: skiff agent in %s at %s (pid %d, log %s)\n", n.Role, n.Netns, n.IP, pid, filepath.Join(o.Dir, n.Role+".log"))
+	return st.save(o.Dir)
+}
+
+// Grow adds worker nodes to a running lab until it has nodes workers.
+func Grow(ctx context.Context, o Options, nodes int) error {
+	if err := o.defaults(); err != nil {
+		return err
+	}
+	st, err := load(o.Dir)
+	if err != nil {
+		return fmt.Errorf("lab %q is not up: %w", o.Name, err)
+	}
+	o.Spec = st.Spec
+	for i := st.Spec.Nodes + 1; i <= nodes; i++ {
+		o.Spec.Nodes = i
+		if err := buildNode(o.Spec, o.Node(i)); err != nil {
+			return err
+		}
+		st.Spec.Nodes = i
+		if err := AddNode(o, i, st); err != nil {
+			return err
+		}
+	}
+	client, err := ClientFor(o.Name)
+	if err != nil {
+		return err
+	}
+	return waitReady(ctx, client, o.Hosts(), o.Timeout)
+}
+
+// ClientFor is an admin client of a running lab.
+func ClientFor(name string) (kubernetes.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", Kubeconfig(name))
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// spawn starts a long-running process in a namespace, detached from this one.
+func spawn(netns, logFile, bin string, args ...string) (int, error) {
+	f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	cmd := exec.Command("nsenter", append([]string{"--net=/run/netns/" + netns, "--", bin}, args...)...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("start %s in %s: %w", filepath.Base(bin), netns, err)
+	}
+	pid := cmd.Process.Pid
+	go func() { _ = cmd.Wait() }() // reap it if it dies while this process still runs
+	return pid, nil
+}
+
+// waitAPI waits for the server's admin kubeconfig, writes the host's copy pointing at the
+// host link, and returns a client once /readyz passes.
+func waitAPI(ctx context.Context, src, dst, server string, timeout time.Duration) (kubernetes.Interface, error) {
+	var client kubernetes.Interface
+	err := wait.PollUntilContextTimeout(ctx, 300*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		cfg, err := clientcmd.LoadFromFile(src)
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range cfg.Clusters {
+			c.Server = server
+		}
+		if err := clientcmd.WriteToFile(*cfg, dst); err != nil {
+			return false, err
+		}
+		rc, err := clientcmd.BuildConfigFromFlags("", dst)
+		if err != nil {
+			return false, err
+		}
+		c, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return false, err
+		}
+		if _, err := c.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
+			return false, nil
+		}
+		client = c
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("the API server did not become ready at %s: %w", server, err)
+	}
+	return client, nil
+}
+
+func waitReady(ctx context.Context, client kubernetes.Interface, hosts []Host, timeout time.Duration) error {
+	var missing []string
+	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		missing = missing[:0]
+		for _, h := range hosts {
+			n, err := client.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{})
+			if err != nil || !ready(n) {
+				missing = append(missing, h.NodeName)
+			}
+		}
+		return len(missing) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("nodes not Ready after %s: %v", timeout, missing)
+	}
+	return nil
+}
+
+func ready(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func load(dir string) (*state, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	if err != nil {
+		return nil, err
+	}
+	st := &state{}
+	if err := json.Unmarshal(b, st); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "state.json"), err)
+	}
+	return st, nil
+}
+
+func (st *state) save(dir string) error {
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "state.json"), b, 0o644)
+}
+
+func (st *state) anyAlive() bool {
+	for _, pid := range st.PIDs {
+		if alive(pid) {
+			return true
+		}
+	}
+	return false
+}
+
+func alive(pid int) bool {
+	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	// A zombie is not alive.
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z"
+}
+
+// Down removes every trace of lab name: processes (recorded PIDs, then anything started
+// from the lab's directory or still in its cgroups), namespaces, cgroups, mounts, files.
+// It is safe to run twice and after a crash.
+func Down(name string, out io.Writer) error {
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("lab name %q: use 1-8 lowercase letters and digits, starting with a letter", name)
+	}
+	dir := dirOf(name)
+	var errs []error
+	if st, err := load(dir); err == nil {
+		for _, pid := range st.PIDs {
+			if alive(pid) {
+				_ = syscall.Kill(pid, syscall.SIGTERM)
+			}
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for st.anyAlive() && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		for _, pid := range st.PIDs {
+			if alive(pid) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}
+	killMentioning(dir)
+	mounts := cgroups.Mounts()
+	if exists(mounts, CgroupRoot(name)) {
+		if err := cgroups.KillAll(mounts, CgroupRoot(name)); err != nil {
+			errs = append(errs, fmt.Errorf("cgroups: %w", err))
+		}
+	}
+	unmountUnder(dir)
+	for _, ns := range namespaces(name) {
+		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("ip netns del %s: %v: %s", ns, err, strings.TrimSpace(string(out))))
+		}
+	}
+	_ = os.RemoveAll(filepath.Join("/var/run/frr", name+"-tor"))
+	_ = os.RemoveAll(frrEtc(Spec{Name: name}))
+	for _, pin := range []string{filepath.Join("/sys/fs/bpf/skiff", "lab-"+name)} {
+		_ = os.RemoveAll(pin)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		fmt.Fprintf(out, "lab %s removed\n", name)
+	}
+	return errors.Join(errs...)
+}
+
+func exists(mounts []string, cg string) bool {
+	for _, m := range mounts {
+		if _, err := os.Stat(filepath.Join(m, cg)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// namespaces lists the lab's namespaces that exist.
+func namespaces(name string) []string {
+	entries, _ := os.ReadDir("/run/netns")
+	var out []string
+	for _, e := range entries {
+		n := e.Name()
+		rest, ok := strings.CutPrefix(n, name+"-")
+		if ok && (rest == "master" || rest == "tor" || (strings.HasPrefix(rest, "node") && isDigits(rest[4:]))) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// killMentioning SIGKILLs every process whose command line mentions dir: containerd, its
+// shims, the routers, whatever a crash left behind.
+func killMentioning(dir string) {
+	entries, _ := os.ReadDir("/proc")
+	self := os.Getpid()
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(b), dir+"/") {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+}
+
+func unmountUnder(dir string) {
+	b, _ := os.ReadFile("/proc/self/mounts")
+	lines := strings.Split(string(b), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		f := strings.Fields(lines[i])
+		if len(f) > 1 && strings.HasPrefix(f[1], dir+"/") {
+			_ = syscall.Unmount(f[1], syscall.MNT_DETACH)
+		}
+	}
+}
+
+// Status reports each host's namespace, process and node readiness.
+func Status(ctx context.Context, name string, out io.Writer) error {
+	st, err := load(dirOf(name))
+	if err != nil {
+		return fmt.Errorf("lab %q is not up", name)
+	}
+	client, cerr := ClientFor(name)
+	fmt.Fprintf(out, "lab %s: %d workers, ToR %s; kubeconfig %s\n", name, st.Spec.Nodes, st.Spec.ToR, Kubeconfig(name))
+	fmt.Fprintf(out, "%-8s %-14s %-14s %-8s %s\n", "HOST", "NETNS", "ADDRESS", "PID", "STATE")
+	hosts := st.Spec.Hosts()
+	if st.Spec.ToR != ToRNone {
+		hosts = append(hosts, st.Spec.ToRHost())
+	}
+	for _, h := range hosts {
+		state := "down"
+		pidText := "-"
+		pid := st.PIDs[h.Role]
+		if h.Role == "tor" {
+			pid = st.PIDs["tor-bgp"]
+		}
+		if pid > 0 {
+			pidText = strconv.Itoa(pid)
+			if alive(pid) {
+				state = "running"
+			}
+		}
+		if h.NodeName != "" && cerr == nil && state == "running" {
+			if n, err := client.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{}); err == nil && ready(n) {
+				state = "Ready"
+			} else {
+				state = "NotReady"
+			}
+		}
+		fmt.Fprintf(out, "%-8s %-14s %-14s %-8s %s\n", h.Role, h.Netns, h.IP, pidText, state)
+	}
+	return nil
+}
+
+// Exec runs argv in a host's namespace with this terminal; host is "master", "node<i>",
+// "tor" or a full namespace name.
+func Exec(name, host string, argv []string) error {
+	if len(argv) == 0 {
+		return errors.New("nothing to run: skiff lab exec HOST -- COMMAND [ARGS...]")
+	}
+	ns := host
+	if !strings.HasPrefix(host, name+"-") {
+		ns = name + "-" + host
+	}
+	if !slices.Contains(namespaces(name), ns) {
+		return fmt.Errorf("lab %s has no host %q (try master, node1, tor)", name, host)
+	}
+	cmd := exec.Command("nsenter", append([]string{"--net=/run/netns/" + ns, "--"}, argv...)...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	return cmd.Run()
+}
+
+// frrOwner is FRR's user and group, which must own its run directory.
+func frrOwner() (int, int, error) {
+	u, err := user.Lookup("frr")
+	if err != nil {
+		return 0, 0, fmt.Errorf("FRR's user: %w (is FRR installed? make deps)", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return uid, gid, nil
+}

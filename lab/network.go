@@ -1,0 +1,88 @@
+package lab
+
+import (
+	"fmt"
+	"os/exec"
+	"strings"
+)
+
+// ip runs one iproute2 command.
+func ip(args ...string) error {
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// sysctl sets a namespaced sysctl inside netns (nsenter --net keeps /proc/sys/net per
+// namespace without remounting /sys, unlike ip netns exec).
+func sysctl(netns, key, value string) error {
+	path := "/proc/sys/" + strings.ReplaceAll(key, ".", "/")
+	cmd := exec.Command("nsenter", "--net=/run/netns/"+netns, "--", "sh", "-c", "echo "+value+" > "+path)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("sysctl %s=%s in %s: %v: %s", key, value, netns, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// buildNetwork makes the ToR namespace with the fabric bridge, every node's namespace wired
+// to it, and the host link into the master.
+func buildNetwork(s Spec) error {
+	tor := s.ToRHost()
+	steps := [][]string{
+		{"netns", "add", tor.Netns},
+		{"-n", tor.Netns, "link", "set", "lo", "up"},
+		{"-n", tor.Netns, "link", "add", "fabric", "type", "bridge"},
+		{"-n", tor.Netns, "addr", "add", tor.IP.String() + "/24", "dev", "fabric"},
+		{"-n", tor.Netns, "link", "set", "fabric", "up"},
+	}
+	for _, st := range steps {
+		if err := ip(st...); err != nil {
+			return err
+		}
+	}
+	if err := sysctl(tor.Netns, "net.ipv4.ip_forward", "1"); err != nil {
+		return err
+	}
+	for _, h := range s.Hosts() {
+		if err := buildNode(s, h); err != nil {
+			return err
+		}
+	}
+	// The host reaches the API through a point-to-point link into the master; the master
+	// gets no route back beyond that /30, so the lab still reaches nothing outside itself.
+	master := s.Master()
+	hostIf := s.Name + "-api"
+	for _, st := range [][]string{
+		{"link", "add", hostIf, "type", "veth", "peer", "name", "api", "netns", master.Netns},
+		{"addr", "add", hostSide.String() + "/30", "dev", hostIf},
+		{"link", "set", hostIf, "up"},
+		{"-n", master.Netns, "addr", "add", masterSide.String() + "/30", "dev", "api"},
+		{"-n", master.Netns, "link", "set", "api", "up"},
+	} {
+		if err := ip(st...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// buildNode makes one node's namespace: eth0 on the fabric (its peer enslaved to the ToR's
+// bridge), loopback, and forwarding on (it routes for its pods).
+func buildNode(s Spec, h Host) error {
+	tor := s.ToRHost()
+	for _, st := range [][]string{
+		{"netns", "add", h.Netns},
+		{"-n", h.Netns, "link", "set", "lo", "up"},
+		{"link", "add", "name", h.Role, "netns", tor.Netns, "type", "veth", "peer", "name", "eth0", "netns", h.Netns},
+		{"-n", tor.Netns, "link", "set", "dev", h.Role, "master", "fabric"},
+		{"-n", tor.Netns, "link", "set", "dev", h.Role, "up"},
+		{"-n", h.Netns, "addr", "add", h.IP.String() + "/24", "dev", "eth0"},
+		{"-n", h.Netns, "link", "set", "eth0", "up"},
+	} {
+		if err := ip(st...); err != nil {
+			return err
+		}
+	}
+	return sysctl(h.Netns, "net.ipv4.ip_forward", "1")
+}

@@ -1,0 +1,173 @@
+package lab
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// frrConfig makes the ToR an iBGP route reflector for every address on the fabric: nodes
+// need no per-node router configuration (dynamic neighbors), a node added later just
+// connects, and reflected routes keep the originating node as next hop, so traffic between
+// nodes crosses the fabric directly. zebra installs what bgpd learns, so the ToR reaches pods.
+func frrConfig(s Spec) string {
+	return fmt.Sprintf(`frr defaults traditional
+hostname %[1]s
+!
+router bgp %[2]d
+ bgp router-id %[3]s
+ no bgp ebgp-requires-policy
+ no bgp default ipv4-unicast
+ bgp graceful-restart
+ neighbor nodes peer-group
+ neighbor nodes remote-as %[2]d
+ bgp listen range %[4]s peer-group nodes
+ !
+ address-family ipv4 unicast
+  maximum-paths ibgp 8
+  neighbor nodes activate
+  neighbor nodes route-reflector-client
+ exit-address-family
+!
+`, s.ToRHost().Netns, ASN, torAddr, fabric)
+}
+
+// birdConfig is the same role in BIRD 2: a dynamic iBGP range as route-reflector clients,
+// and the learned routes exported to the ToR's kernel table.
+func birdConfig(s Spec, logFile string) string {
+	return fmt.Sprintf(`router id %[1]s;
+log "%[4]s" all;
+protocol device {}
+protocol direct { ipv4; }
+protocol kernel {
+  ipv4 { import none; export where source = RTS_BGP; };
+  merge paths on;
+}
+protocol bgp nodes {
+  local %[1]s as %[2]d;
+  neighbor range %[3]s as %[2]d;
+  rr client;
+  direct;
+  graceful restart on;
+  ipv4 { import all; export all; next hop keep; };
+}
+`, torAddr, ASN, fabric, logFile)
+}
+
+// bgpConfigMap is the cluster's BGP configuration when a ToR runs: nodes peer with it
+// only, not with each other.
+func bgpConfigMap() string {
+	return strings.TrimSpace(fmt.Sprintf(`
+asn: %d
+nodeMesh: false
+peers:
+  - address: %s
+    asn: %d
+    holdTime: 9s
+    keepaliveTime: 3s
+`, ASN, torAddr, ASN)) + "\n"
+}
+
+// startRouter starts the ToR's routing daemons in its namespace, every path under dir, and
+// returns their PIDs by role.
+func startRouter(s Spec, dir string) (map[string]int, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	tor := s.ToRHost()
+	pids := map[string]int{}
+	switch s.ToR {
+	case ToRFRR:
+		// vtysh -N <pathspace> looks for the daemons' sockets in /var/run/frr/<pathspace>.
+		run := filepath.Join("/var/run/frr", tor.Netns)
+		uid, gid, err := frrOwner()
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range []string{run, dir} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return nil, err
+			}
+			if err := os.Chown(d, uid, gid); err != nil {
+				return nil, err
+			}
+		}
+		// vtysh -N reads /etc/frr/<pathspace>/vtysh.conf and complains when it is missing.
+		if err := os.MkdirAll(frrEtc(s), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(frrEtc(s), "vtysh.conf"), nil, 0o644); err != nil {
+			return nil, err
+		}
+		conf := filepath.Join(dir, "frr.conf")
+		if err := os.WriteFile(conf, []byte(frrConfig(s)), 0o644); err != nil {
+			return nil, err
+		}
+		for _, d := range []string{"zebra", "bgpd"} {
+			pid, err := spawn(tor.Netns, filepath.Join(dir, d+".log"), "/usr/lib/frr/"+d,
+				"-N", tor.Netns, "-u", "frr", "-g", "frr", "-P", "0", "-f", "/dev/null", "-i", filepath.Join(run, d+".pid"))
+			if err != nil {
+				return pids, err
+			}
+			pids["tor-"+map[string]string{"zebra": "zebra", "bgpd": "bgp"}[d]] = pid
+			// bgpd needs zebra's socket.
+			sock := filepath.Join(run, "zserv.api")
+			if d == "zebra" {
+				if err := waitFile(sock, 20*time.Second); err != nil {
+					return pids, fmt.Errorf("zebra: %w (see %s)", err, filepath.Join(dir, "zebra.log"))
+				}
+			}
+		}
+		if err := waitFile(filepath.Join(run, "bgpd.vty"), 20*time.Second); err != nil {
+			return pids, fmt.Errorf("bgpd: %w (see %s)", err, filepath.Join(dir, "bgpd.log"))
+		}
+		out, err := exec.Command("nsenter", "--net=/run/netns/"+tor.Netns, "--", "vtysh", "-N", tor.Netns, "-f", conf).CombinedOutput()
+		if err != nil {
+			return pids, fmt.Errorf("configuring FRR: %v: %s", err, strings.TrimSpace(string(out)))
+		}
+	case ToRBIRD:
+		conf := filepath.Join(dir, "bird.conf")
+		if err := os.WriteFile(conf, []byte(birdConfig(s, filepath.Join(dir, "bird.log"))), 0o644); err != nil {
+			return nil, err
+		}
+		sock := filepath.Join(dir, "bird.ctl")
+		pid, err := spawn(tor.Netns, filepath.Join(dir, "bird.out"), "bird", "-f", "-c", conf, "-s", sock, "-P", filepath.Join(dir, "bird.pid"))
+		if err != nil {
+			return nil, err
+		}
+		pids["tor-bgp"] = pid
+		if err := waitFile(sock, 20*time.Second); err != nil {
+			return pids, fmt.Errorf("bird: %w (see %s)", err, filepath.Join(dir, "bird.out"))
+		}
+	}
+	return pids, nil
+}
+
+// RouterCLI is the command that shows the ToR's BGP table in its own CLI.
+func RouterCLI(s Spec) []string {
+	tor := s.ToRHost()
+	switch s.ToR {
+	case ToRFRR:
+		return []string{"vtysh", "-N", tor.Netns, "-c", "show bgp ipv4 unicast"}
+	case ToRBIRD:
+		return []string{"birdc", "-s", filepath.Join(dirOf(s.Name), "tor", "bird.ctl"), "show", "route"}
+	}
+	return nil
+}
+
+func waitFile(path string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(path); err == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("%s did not appear within %s", path, timeout)
+}
+
+// frrEtc is the FRR pathspace's configuration directory (removed by Down).
+func frrEtc(s Spec) string { return filepath.Join("/etc/frr", s.ToRHost().Netns) }

@@ -1,0 +1,101 @@
+// Package lab builds skiff's multi-node lab on one machine, as seed 000 draws the cluster:
+// a network namespace per node (<name>-master, <name>-node1 …) and one for the top-of-rack
+// router (<name>-tor), joined by a bridge in the ToR namespace on 198.18.0.0/24 — the range
+// reserved for network benchmarking, so the lab routes nothing that exists outside it. The
+// master runs `skiff server` (with its own tainted agent), every node `skiff agent` joined
+// with the server's token, the ToR FRR or BIRD. The host reaches the API through a
+// point-to-point link into the master's namespace (198.19.0.0/30).
+//
+// Everything the lab makes is recorded under /var/lib/skiff/lab/<name>, so `skiff lab down`
+// removes it even after a crash: processes (by PID, and by the lab's directory and cgroup
+// root), namespaces, cgroups and files.
+package lab
+
+import (
+	"fmt"
+	"net/netip"
+	"regexp"
+)
+
+// ToR routers the lab can run.
+const (
+	ToRFRR  = "frr"
+	ToRBIRD = "bird"
+	ToRNone = "none"
+)
+
+// ASN is the lab's AS: nodes and the ToR speak iBGP, the ToR reflecting routes.
+const ASN = 64512
+
+var (
+	fabric     = netip.MustParsePrefix("198.18.0.0/24")
+	torAddr    = netip.MustParseAddr("198.18.0.254")
+	hostSide   = netip.MustParseAddr("198.19.0.1")
+	masterSide = netip.MustParseAddr("198.19.0.2")
+	nameRE     = regexp.MustCompile(`^[a-z][a-z0-9]{0,7}$`)
+)
+
+// Spec is what `skiff lab up` is asked for.
+type Spec struct {
+	Name  string
+	Nodes int
+	ToR   string
+}
+
+// Validate checks the spec; names are short because they prefix interface names (15 bytes).
+func (s Spec) Validate() error {
+	if !nameRE.MatchString(s.Name) {
+		return fmt.Errorf("lab name %q: use 1-8 lowercase letters and digits, starting with a letter", s.Name)
+	}
+	if s.Nodes < 0 || s.Nodes > 100 {
+		return fmt.Errorf("--nodes %d: the lab takes 0 to 100 worker nodes", s.Nodes)
+	}
+	switch s.ToR {
+	case ToRFRR, ToRBIRD, ToRNone:
+	default:
+		return fmt.Errorf("--tor %q: want frr, bird or none", s.ToR)
+	}
+	return nil
+}
+
+// Host is one namespace of the lab.
+type Host struct {
+	// Role is "master", "node<i>" or "tor".
+	Role string
+	// Netns is the namespace name (<lab>-<role>), NodeName the Kubernetes node name.
+	Netns, NodeName string
+	// IP is the host's address on the fabric.
+	IP netip.Addr
+}
+
+// Master, Node and ToR describe the lab's hosts.
+func (s Spec) Master() Host { return s.host("master", 1) }
+
+// Node is worker i (1-based).
+func (s Spec) Node(i int) Host { return s.host(fmt.Sprintf("node%d", i), 1+i) }
+
+// ToRHost is the router (and the fabric's bridge).
+func (s Spec) ToRHost() Host {
+	return Host{Role: "tor", Netns: s.Name + "-tor", IP: torAddr}
+}
+
+func (s Spec) host(role string, octet int) Host {
+	a := fabric.Addr().As4()
+	a[3] = byte(octet)
+	return Host{Role: role, Netns: s.Name + "-" + role, NodeName: s.Name + "-" + role, IP: netip.AddrFrom4(a)}
+}
+
+// Hosts lists the master and the workers (not the ToR).
+func (s Spec) Hosts() []Host {
+	out := []Host{s.Master()}
+	for i := 1; i <= s.Nodes; i++ {
+		out = append(out, s.Node(i))
+	}
+	return out
+}
+
+// APIServer is the URL the nodes join; HostAPIServer the one the host's kubectl uses.
+func (s Spec) APIServer() string { return "https://" + s.Master().IP.String() + ":6443" }
+
+// HostAPIServer is reached through the host link.
+func (s Spec) HostAPIServer() string { return "https://" + masterSide.String() + ":6443" }
