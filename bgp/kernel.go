@@ -87,14 +87,47 @@ func (k Kernel) Apply(set Routes, del []netip.Prefix) error {
 	return errors.Join(errs...)
 }
 
-// Sync makes the kernel's skiff routes equal want (keeping stale ones if keepStale).
+// Sync makes the kernel's skiff routes equal want (keeping stale ones if keepStale). A
+// prefix that already has a route of another origin (connected, static, another daemon's)
+// is left to it: BGP never replaces what it did not install.
 func (k Kernel) Sync(want Routes, keepStale bool) error {
 	installed, err := k.Installed()
 	if err != nil {
 		return err
 	}
 	set, del := Plan(want, installed, keepStale)
-	return k.Apply(set, del)
+	foreign, err := k.foreign()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for p := range set {
+		if foreign[p] {
+			delete(set, p)
+			errs = append(errs, fmt.Errorf("route %s learned over BGP not installed: the table has a non-BGP route for it", p))
+		}
+	}
+	return errors.Join(append(errs, k.Apply(set, del))...)
+}
+
+// foreign lists the main table's destinations whose routes skiff did not install.
+func (k Kernel) foreign() (map[netip.Prefix]bool, error) {
+	out := map[netip.Prefix]bool{}
+	for _, family := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+		rs, err := k.h().RouteListFiltered(family, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+		if err != nil {
+			return nil, fmt.Errorf("list routes: %w", err)
+		}
+		for _, r := range rs {
+			if r.Protocol == ProtoBGP || r.Dst == nil {
+				continue
+			}
+			if p, ok := toPrefix(r.Dst); ok {
+				out[p] = true
+			}
+		}
+	}
+	return out, nil
 }
 
 func toPrefix(n *net.IPNet) (netip.Prefix, bool) {

@@ -84,6 +84,13 @@ func TestPrivilegedKernelSync(t *testing.T) {
 	if strings.Contains(string(out), "10.244.") || !strings.Contains(string(out), "10.250.0.0/24") {
 		t.Errorf("routes left:\n%s", out)
 	}
+	// A destination that already has someone else's route is never replaced.
+	if err := k.Sync(Routes{netip.MustParsePrefix("10.250.0.0/24"): {n2}}, false); err == nil || !strings.Contains(err.Error(), "non-BGP route") {
+		t.Errorf("syncing over a foreign route: %v", err)
+	}
+	if out, _ := exec.Command("ip", "-n", name, "route", "show", "10.250.0.0/24").CombinedOutput(); !strings.Contains(string(out), "via 198.18.0.9") {
+		t.Errorf("the foreign route was replaced: %s", out)
+	}
 	// An unreachable next hop is an error naming the route, not a panic.
 	if err := k.Apply(Routes{p1: {netip.MustParseAddr("203.0.113.1")}}, nil); err == nil || !strings.Contains(err.Error(), "10.244.1.0/24") {
 		t.Errorf("unreachable next hop: %v", err)

@@ -20,8 +20,9 @@ type Routes map[netip.Prefix][]netip.Addr
 
 // Select picks the kernel routes the paths call for: for each prefix the paths with the
 // highest LOCAL_PREF and, among those, the shortest AS_PATH, all of them (ECMP). Prefixes the
-// node originates itself, paths through the node's own address, and unusable next hops are
-// left out, so a node never routes its own block away.
+// node originates itself, paths through the node's own address, unusable next hops and
+// networks announced through an address of their own are left out, so a node never routes
+// its own block or its attached network away.
 func Select(paths []Path, own []netip.Prefix, self netip.Addr) Routes {
 	best := map[netip.Prefix][]Path{}
 	for _, p := range paths {
@@ -32,6 +33,11 @@ func Select(paths []Path, own []netip.Prefix, self netip.Addr) Routes {
 			continue
 		}
 		p.Prefix = p.Prefix.Masked()
+		// A route to a network through an address inside it is a router announcing its own
+		// attached network (the fabric): installing it would replace the node's connected route.
+		if p.Prefix.Contains(p.NextHop) {
+			continue
+		}
 		if slices.ContainsFunc(own, func(o netip.Prefix) bool { return o.Masked() == p.Prefix }) {
 			continue
 		}
@@ -83,4 +89,29 @@ func Plan(want, installed Routes, keepStale bool) (set Routes, del []netip.Prefi
 	}
 	slices.SortFunc(del, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
 	return set, del
+}
+
+// KeepRestarting adds to want the installed routes it lacks whose next hops all belong to
+// peers that are restarting (their session dropped without a NOTIFICATION less than the
+// restart time ago). GoBGP as a graceful-restart helper sometimes drops such a peer's stale
+// paths before the peer is back (when the new session's first attempt is refused); the
+// kernel keeps forwarding to the restarting node meanwhile, as RFC 4724 intends.
+func KeepRestarting(want, installed Routes, restarting map[netip.Addr]bool) Routes {
+	out := Routes{}
+	for p, hops := range want {
+		out[p] = hops
+	}
+	for p, hops := range installed {
+		if _, ok := out[p]; ok || len(hops) == 0 {
+			continue
+		}
+		all := true
+		for _, h := range hops {
+			all = all && restarting[h]
+		}
+		if all {
+			out[p] = hops
+		}
+	}
+	return out
 }

@@ -31,6 +31,7 @@ func TestSelect(t *testing.T) {
 		{"path through self ignored", []Path{path(p1, self, 100, 0)}, "map[]"},
 		{"unspecified next hop ignored", []Path{path(p1, netip.IPv4Unspecified(), 100, 0)}, "map[]"},
 		{"invalid next hop ignored", []Path{{Prefix: p1, LocalPref: 100}}, "map[]"},
+		{"attached network through itself ignored", []Path{path(netip.MustParsePrefix("198.18.0.0/24"), netip.MustParseAddr("198.18.0.254"), 100, 0)}, "map[]"},
 		{"family mismatch ignored", []Path{path(p1, netip.MustParseAddr("fd00::2"), 100, 0)}, "map[]"},
 		{"ECMP on a tie, sorted, deduplicated", []Path{path(p1, n3, 100, 1), path(p1, n2, 100, 1), path(p1, n3, 100, 1)},
 			"map[10.244.1.0/24:[198.18.0.2 198.18.0.3]]"},
@@ -68,6 +69,28 @@ func TestPlan(t *testing.T) {
 			set, del := Plan(tc.want, installed, tc.keepStale)
 			if fmt.Sprint(set) != tc.set || fmt.Sprint(del) != tc.del {
 				t.Errorf("Plan = %v %v, want %s %s", set, del, tc.set, tc.del)
+			}
+		})
+	}
+}
+
+func TestKeepRestarting(t *testing.T) {
+	installed := Routes{p1: {n2}, p2: {n2, n3}, own: {n3}}
+	for _, tc := range []struct {
+		name       string
+		want       Routes
+		restarting map[netip.Addr]bool
+		out        string
+	}{
+		{"nobody restarting: withdrawals stand", Routes{p1: {n2}}, nil, "map[10.244.1.0/24:[198.18.0.2]]"},
+		{"restarting peer's route kept", Routes{}, map[netip.Addr]bool{n2: true}, "map[10.244.1.0/24:[198.18.0.2]]"},
+		{"ECMP kept only if every next hop restarts", Routes{}, map[netip.Addr]bool{n2: true, n3: true},
+			"map[10.244.0.0/24:[198.18.0.3] 10.244.1.0/24:[198.18.0.2] 10.244.2.0/24:[198.18.0.2 198.18.0.3]]"},
+		{"a wanted route is not overridden", Routes{p1: {n3}}, map[netip.Addr]bool{n2: true}, "map[10.244.1.0/24:[198.18.0.3]]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := fmt.Sprint(KeepRestarting(tc.want, installed, tc.restarting)); got != tc.out {
+				t.Errorf("KeepRestarting = %s, want %s", got, tc.out)
 			}
 		})
 	}

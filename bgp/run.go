@@ -116,6 +116,9 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 
 	r := &reconciler{sp: sp, kernel: o.Kernel, self: cfg.RouterID, started: time.Now(), log: log,
 		staleFor: min(cfg.GracefulRestart.RestartTime, 30*time.Second)}
+	if cfg.GracefulRestart.Enabled {
+		r.restartTime = cfg.GracefulRestart.RestartTime
+	}
 	go func() {
 		if err := sp.Watch(ctx, r.kick); err != nil && ctx.Err() == nil {
 			log.Warn("BGP watch", "err", err)
@@ -137,13 +140,20 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 			if c.ASN != global.ASN || c.RouterID != global.RouterID || c.ListenPort != global.ListenPort {
 				log.Warn("BGP global settings changed; restart the agent to apply them", "asn", c.ASN, "routerID", c.RouterID)
 			}
-			peers := append(append([]config.Peer(nil), c.Peers...), config.MeshPeers(self, all, c)...)
-			if err := sp.SetPeers(ctx, dedupe(peers)); err != nil {
-				log.Warn("BGP peers", "err", err)
-			}
+			// The route goes into the RIB before any session exists: a peer that helped this
+			// node through a restart drops the stale copy at our End-of-RIB, which must not
+			// come before the route itself.
 			cidr, _ := netip.ParsePrefix(self.Spec.PodCIDR)
 			if err := sp.Advertise(ctx, cidr); err != nil {
 				log.Warn("BGP advertise", "err", err)
+			}
+			mesh := config.MeshPeers(self, all, c)
+			for i := range mesh {
+				mesh[i].Passive = c.RouterID.Less(mesh[i].Address)
+			}
+			peers := append(append([]config.Peer(nil), c.Peers...), mesh...)
+			if err := sp.SetPeers(ctx, dedupe(peers)); err != nil {
+				log.Warn("BGP peers", "err", err)
 			}
 			r.setOwn(cidr, len(peers))
 		}
@@ -178,19 +188,26 @@ type reconciler struct {
 
 	mu sync.Mutex
 	// own is the node's pod CIDR, never installed from BGP.
-	own      netip.Prefix
-	npeers   int
-	started  time.Time
-	staleFor time.Duration
+	own    netip.Prefix
+	npeers int
+	// configured is set once the peers are known: before that, "every peer established"
+	// would be true of none.
+	configured bool
+	started    time.Time
+	staleFor   time.Duration
 	// establishedSince is when every peer was first seen established together.
 	establishedSince time.Time
 	converged        bool
 	kicks            chan struct{}
+	// lastUp is when each peer was last seen established; restartTime how long a peer that
+	// dropped keeps its routes in the kernel (see KeepRestarting).
+	lastUp      map[netip.Addr]time.Time
+	restartTime time.Duration
 }
 
 func (r *reconciler) setOwn(p netip.Prefix, npeers int) {
 	r.mu.Lock()
-	r.own, r.npeers = p, npeers
+	r.own, r.npeers, r.configured = p, npeers, true
 	r.mu.Unlock()
 	r.kick()
 }
@@ -243,7 +260,7 @@ func (r *reconciler) sync(ctx context.Context) error {
 	r.mu.Lock()
 	own, npeers := r.own, r.npeers
 	if !r.converged {
-		all := len(states) >= npeers
+		all := r.configured && len(states) >= npeers
 		for _, s := range states {
 			all = all && s == api.PeerState_ESTABLISHED
 		}
@@ -259,13 +276,38 @@ func (r *reconciler) sync(ctx context.Context) error {
 		}
 	}
 	keepStale := !r.converged
+	if r.lastUp == nil {
+		r.lastUp = map[netip.Addr]time.Time{}
+	}
+	restarting := map[netip.Addr]bool{}
+	for addr, st := range states {
+		switch {
+		case st == api.PeerState_ESTABLISHED:
+			r.lastUp[addr] = time.Now()
+		case !r.lastUp[addr].IsZero() && time.Since(r.lastUp[addr]) < r.restartTime:
+			restarting[addr] = true
+		}
+	}
+	for addr := range r.lastUp {
+		if _, ok := states[addr]; !ok {
+			delete(r.lastUp, addr) // removed from the configuration: its routes go now
+		}
+	}
 	r.mu.Unlock()
 	var owns []netip.Prefix
 	if own.IsValid() {
 		owns = append(owns, own)
 	}
-	err = r.kernel.Sync(Select(paths, owns, r.self), keepStale)
-	if keepStale {
+	want := Select(paths, owns, r.self)
+	if len(restarting) > 0 {
+		installed, err := r.kernel.Installed()
+		if err != nil {
+			return err
+		}
+		want = KeepRestarting(want, installed, restarting)
+	}
+	err = r.kernel.Sync(want, keepStale)
+	if keepStale || len(restarting) > 0 {
 		// Check again soon, so the window ends on time without waiting for an event.
 		go func() { time.Sleep(time.Second); r.kick() }()
 	}

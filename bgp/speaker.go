@@ -118,9 +118,11 @@ func (s *Speaker) apiPeer(p config.Peer) *api.Peer {
 	ap := &api.Peer{
 		Conf: &api.PeerConf{NeighborAddress: p.Address.String(), PeerAsn: p.ASN, AuthPassword: p.Password, Description: p.Name},
 		Timers: &api.Timers{Config: &api.TimersConfig{HoldTime: uint64(hold / time.Second), KeepaliveInterval: uint64(keepalive / time.Second),
-			// GoBGP's default (120 s) would leave a peer that came up late unreached for minutes.
-			ConnectRetry: 2}},
-		Transport: &api.Transport{LocalAddress: s.global.RouterID.String()},
+			// GoBGP's defaults (120 s between attempts, 30 s idle after a reset, during which
+			// it refuses the peer's own connections) would keep a restarted node cut off
+			// from its mesh for half a minute.
+			ConnectRetry: 2, IdleHoldTimeAfterReset: 1}},
+		Transport: &api.Transport{LocalAddress: s.global.RouterID.String(), PassiveMode: p.Passive},
 		AfiSafis:  []*api.AfiSafi{{Config: &api.AfiSafiConfig{Family: ipv4Unicast, Enabled: true}}},
 	}
 	if p.EBGPMultihop > 0 {

@@ -157,7 +157,6 @@ func Up(ctx context.Context, o Options, log *slog.Logger) error {
 // AddNode starts worker i (its namespace must exist: Up builds them, Grow adds one).
 func AddNode(o Options, i int, st *state) error {
 	n := o.Node(i)
-	dir := filepath.Join(o.Dir, n.Role)
 	token := filepath.Join(o.Dir, "master", "token")
 	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		_, err := os.Stat(token)
@@ -165,16 +164,57 @@ func AddNode(o Options, i int, st *state) error {
 	}); err != nil {
 		return fmt.Errorf("the server wrote no join token at %s", token)
 	}
-	pid, err := spawn(n.Netns, filepath.Join(o.Dir, n.Role+".log"), o.Binary, "agent",
-		"--server", o.APIServer(), "--token-file", token, "--data-dir", dir,
-		"--node-name", n.NodeName, "--node-ip", n.IP.String(), "--pod-log-dir", filepath.Join(dir, "logs"),
-		"--pod-manifest-path", filepath.Join(dir, "manifests"), "--cgroup-root", CgroupRoot(o.Name)+"/"+n.Role)
+	pid, err := spawn(n.Netns, filepath.Join(o.Dir, n.Role+".log"), o.Binary, agentArgs(o.Spec, o.Dir, n)...)
 	if err != nil {
 		return err
 	}
 	st.PIDs[n.Role] = pid
 	fmt.Fprintf(o.Out, "%s: skiff agent in %s at %s (pid %d, log %s)\n", n.Role, n.Netns, n.IP, pid, filepath.Join(o.Dir, n.Role+".log"))
 	return st.save(o.Dir)
+}
+
+func agentArgs(s Spec, labDir string, n Host) []string {
+	dir := filepath.Join(labDir, n.Role)
+	return []string{"agent", "--server", s.APIServer(), "--token-file", filepath.Join(labDir, "master", "token"), "--data-dir", dir,
+		"--node-name", n.NodeName, "--node-ip", n.IP.String(), "--pod-log-dir", filepath.Join(dir, "logs"),
+		"--pod-manifest-path", filepath.Join(dir, "manifests"), "--cgroup-root", CgroupRoot(s.Name) + "/" + n.Role}
+}
+
+// RestartAgent stops a worker's agent (SIGTERM, as an upgrade would) and starts it again;
+// its pods keep running, and with graceful restart its routes stay in every table.
+func RestartAgent(o Options, role string) (int, error) {
+	if err := o.defaults(); err != nil {
+		return 0, err
+	}
+	st, err := load(o.Dir)
+	if err != nil {
+		return 0, fmt.Errorf("lab %q is not up: %w", o.Name, err)
+	}
+	var host *Host
+	for i := 1; i <= st.Spec.Nodes; i++ {
+		if h := st.Spec.Node(i); h.Role == role {
+			host = &h
+		}
+	}
+	if host == nil {
+		return 0, fmt.Errorf("lab %s has no worker %q", o.Name, role)
+	}
+	if pid := st.PIDs[role]; alive(pid) {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+		deadline := time.Now().Add(20 * time.Second)
+		for alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if alive(pid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	pid, err := spawn(host.Netns, filepath.Join(o.Dir, role+".log"), o.Binary, agentArgs(st.Spec, o.Dir, *host)...)
+	if err != nil {
+		return 0, err
+	}
+	st.PIDs[role] = pid
+	return pid, st.save(o.Dir)
 }
 
 // Grow adds worker nodes to a running lab until it has nodes workers.

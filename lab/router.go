@@ -41,7 +41,6 @@ func birdConfig(s Spec, logFile string) string {
 	return fmt.Sprintf(`router id %[1]s;
 log "%[4]s" all;
 protocol device {}
-protocol direct { ipv4; }
 protocol kernel {
   ipv4 { import none; export where source = RTS_BGP; };
   merge paths on;
@@ -52,7 +51,7 @@ protocol bgp nodes {
   rr client;
   direct;
   graceful restart on;
-  ipv4 { import all; export all; next hop keep; };
+  ipv4 { import all; export where source = RTS_BGP; next hop keep; };
 }
 `, torAddr, ASN, fabric, logFile)
 }

@@ -162,6 +162,10 @@ type Peer struct {
 	// Name is a stable identifier: "tor-<address>" for explicit peers (unless a flag peer
 	// names itself), "mesh-<node name>" for mesh peers.
 	Name string
+	// Passive waits for the peer to connect instead of dialing it. In the node mesh the
+	// node with the lower address is passive, so exactly one side of each pair dials and a
+	// restarting node is not caught in GoBGP's connection-collision idle time.
+	Passive bool
 }
 
 // String describes p without its password.

@@ -68,7 +68,16 @@ func labCommand() *cobra.Command {
 			}
 			return err
 		}}
-	cmd.AddCommand(up, add, down, status, execCmd)
+	restart := &cobra.Command{Use: "restart-agent NODE", Short: "Restart a worker's agent (SIGTERM, then start it again), as an upgrade does",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pid, err := lab.RestartAgent(lab.Options{Spec: lab.Spec{Name: name}}, args[0])
+			if err == nil {
+				fmt.Printf("%s: agent restarted (pid %d)\n", args[0], pid)
+			}
+			return err
+		}}
+	cmd.AddCommand(up, add, down, status, execCmd, restart)
 	return cmd
 }
 

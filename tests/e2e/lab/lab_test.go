@@ -1,0 +1,357 @@
+// Package lab tests `skiff lab`: three small clusters on this machine (an FRR ToR, a BIRD
+// ToR, and the node mesh without a ToR), each checked for pod routing over BGP with no
+// overlay, a node added later, an agent restart that loses no packet, and a clean teardown.
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/skiff-sh/skiff/tests/e2e/framework"
+)
+
+func TestLabFRR(t *testing.T)  { runLab(t, "e2efrr", "frr") }
+func TestLabBIRD(t *testing.T) { runLab(t, "e2ebird", "bird") }
+func TestLabMesh(t *testing.T) { runLab(t, "e2emesh", "none") }
+
+type lab struct {
+	t      *testing.T
+	name   string
+	bin    string
+	client kubernetes.Interface
+	ctx    context.Context
+}
+
+func (l *lab) skiff(args ...string) string {
+	l.t.Helper()
+	out, err := exec.CommandContext(l.ctx, l.bin, append([]string{"lab", "--name", l.name}, args...)...).CombinedOutput()
+	if err != nil {
+		l.t.Fatalf("skiff lab %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// in runs a command in one of the lab's namespaces.
+func (l *lab) in(host string, args ...string) (string, error) {
+	out, err := exec.CommandContext(l.ctx, "nsenter", append([]string{"--net=/run/netns/" + l.name + "-" + host, "--"}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+func (l *lab) kubectl(args ...string) string {
+	l.t.Helper()
+	cmd := exec.CommandContext(l.ctx, framework.Kubectl(l.t, 33), args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG=/var/lib/skiff/lab/"+l.name+"/admin.kubeconfig")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		l.t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// pod starts a netutil pod on a node and returns it Running.
+func (l *lab) pod(name, node string) *corev1.Pod {
+	l.t.Helper()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{NodeName: l.name + "-" + node,
+		Containers: []corev1.Container{{Name: "c", Image: "localhost/skiff/netutil:1", ImagePullPolicy: corev1.PullIfNotPresent}}}}
+	if _, err := l.client.CoreV1().Pods("default").Create(l.ctx, p, metav1.CreateOptions{}); err != nil {
+		l.t.Fatal(err)
+	}
+	framework.Eventually(l.t, 90*time.Second, name+" Running", func() (bool, string) {
+		got, err := l.client.CoreV1().Pods("default").Get(l.ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		p = got
+		return got.Status.Phase == corev1.PodRunning && got.Status.PodIP != "", string(got.Status.Phase)
+	})
+	return p
+}
+
+// fetch asks pod from (by kubectl exec) for url until it answers.
+func (l *lab) fetch(from, url string) string {
+	l.t.Helper()
+	var out string
+	framework.Eventually(l.t, 30*time.Second, from+" fetches "+url, func() (bool, string) {
+		cmd := exec.CommandContext(l.ctx, framework.Kubectl(l.t, 33), "exec", from, "--", "netutil", "fetch", url)
+		cmd.Env = append(os.Environ(), "KUBECONFIG=/var/lib/skiff/lab/"+l.name+"/admin.kubeconfig")
+		b, err := cmd.CombinedOutput()
+		out = string(b)
+		return err == nil, out
+	})
+	return out
+}
+
+func (l *lab) podCIDRs() map[string]string {
+	l.t.Helper()
+	nodes, err := l.client.CoreV1().Nodes().List(l.ctx, metav1.ListOptions{})
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, n := range nodes.Items {
+		out[strings.TrimPrefix(n.Name, l.name+"-")] = n.Spec.PodCIDR
+	}
+	return out
+}
+
+// routesInstalled waits until every node's table has every other node's block, proto bgp.
+func (l *lab) routesInstalled() {
+	l.t.Helper()
+	cidrs := l.podCIDRs()
+	for host := range cidrs {
+		framework.Eventually(l.t, 30*time.Second, host+"'s routes", func() (bool, string) {
+			out, _ := l.in(host, "ip", "route")
+			for other, cidr := range cidrs {
+				if other != host && !regexp.MustCompile(regexp.QuoteMeta(cidr)+` via 198\.18\.0\.\d+ dev eth0 proto bgp`).MatchString(out) {
+					return false, out
+				}
+			}
+			return true, ""
+		})
+	}
+}
+
+func runLab(t *testing.T, name, tor string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	framework.AgentArtifacts(t) // skiff-cni and the images, beside the binary, where the lab looks
+	l := &lab{t: t, name: name, bin: framework.Binary(t), ctx: ctx}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, f := range []string{"master.log", "node1.log", "node2.log", "node3.log"} {
+				b, _ := os.ReadFile(filepath.Join("/var/lib/skiff/lab", name, f))
+				if len(b) > 3000 {
+					b = b[len(b)-3000:]
+				}
+				t.Logf("--- %s\n%s", f, b)
+			}
+		}
+		out, err := exec.Command(l.bin, "lab", "down", "--name", name).CombinedOutput()
+		if err != nil {
+			t.Errorf("skiff lab down: %v\n%s", err, out)
+		}
+	})
+	start := time.Now()
+	step := func(what string) { t.Logf("%6.1fs %s", time.Since(start).Seconds(), what) }
+	l.skiff("up", "--nodes", "2", "--tor", tor, "--timeout", "3m")
+	step("lab up")
+	cfg, err := clientcmd.BuildConfigFromFlags("", "/var/lib/skiff/lab/"+name+"/admin.kubeconfig")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.client, err = kubernetes.NewForConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+
+	// All three nodes Ready, on the fabric.
+	wide := l.kubectl("get", "nodes", "-o", "wide")
+	for i, host := range []string{"master", "node1", "node2"} {
+		if !regexp.MustCompile(name + "-" + host + `\s+Ready\s.*\s198\.18\.0\.` + fmt.Sprint(i+1) + `\s`).MatchString(wide) {
+			t.Errorf("kubectl get nodes -o wide lacks %s Ready at 198.18.0.%d:\n%s", host, i+1, wide)
+		}
+	}
+	l.routesInstalled()
+	step("routes installed")
+
+	// Pods on different nodes reach each other by pod IP, and the fabric carries the pod
+	// addresses themselves: no overlay, no NAT.
+	p1, p2 := l.pod("p1", "node1"), l.pod("p2", "node2")
+	capture := exec.CommandContext(ctx, "nsenter", "--net=/run/netns/"+name+"-tor", "--", "tcpdump", "-i", "fabric", "-n", "-l", "-c", "1",
+		fmt.Sprintf("tcp and src host %s and dst host %s", p1.Status.PodIP, p2.Status.PodIP))
+	captured := &strings.Builder{}
+	capture.Stdout = captured
+	if err := capture.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // tcpdump attaches
+	if got := l.fetch("p1", "http://"+p2.Status.PodIP+":8080/clientip"); !strings.HasPrefix(got, p1.Status.PodIP+":") {
+		t.Errorf("p2 saw the client as %q, want p1's address %s", got, p1.Status.PodIP)
+	}
+	if got := l.fetch("p2", "http://"+p1.Status.PodIP+":8080/hostname"); got != "p1" {
+		t.Errorf("p2 → p1 answered %q", got)
+	}
+	done := make(chan error, 1)
+	go func() { done <- capture.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		_ = capture.Process.Kill()
+	}
+	if !strings.Contains(captured.String(), p1.Status.PodIP) || !strings.Contains(captured.String(), p2.Status.PodIP) {
+		t.Errorf("no packet between the pod addresses on the fabric: %q", captured.String())
+	}
+
+	step("pod to pod, captured on the fabric")
+	// The ToR: its own BGP table has every block, and it reaches pods.
+	if tor != "none" {
+		cidrs := l.podCIDRs()
+		var cli []string
+		if tor == "frr" {
+			cli = []string{"vtysh", "-N", name + "-tor", "-c", "show bgp ipv4 unicast"}
+		} else {
+			cli = []string{"birdc", "-s", "/var/lib/skiff/lab/" + name + "/tor/bird.ctl", "show", "route"}
+		}
+		framework.Eventually(t, 30*time.Second, "the ToR's BGP table", func() (bool, string) {
+			out, _ := l.in("tor", cli...)
+			for _, c := range cidrs {
+				if !strings.Contains(out, c) {
+					return false, out
+				}
+			}
+			return true, ""
+		})
+		netutil := filepath.Join(filepath.Dir(l.bin), "netutil")
+		framework.Eventually(t, 30*time.Second, "the ToR reaches p1", func() (bool, string) {
+			out, err := l.in("tor", netutil, "fetch", "http://"+p1.Status.PodIP+":8080/hostname")
+			return err == nil && out == "p1", out
+		})
+	}
+
+	// A node added later is reachable from all.
+	l.skiff("add-node", "--nodes", "3", "--timeout", "3m")
+	step("node3 added")
+	l.routesInstalled()
+	step("node3's routes everywhere")
+	p3 := l.pod("p3", "node3")
+	if got := l.fetch("p1", "http://"+p3.Status.PodIP+":8080/hostname"); got != "p3" {
+		t.Errorf("p1 → p3 answered %q", got)
+	}
+	if got := l.fetch("p3", "http://"+p2.Status.PodIP+":8080/hostname"); got != "p2" {
+		t.Errorf("p3 → p2 answered %q", got)
+	}
+
+	// Restarting node1's agent loses no packet of a continuous ping from p1 to p2.
+	step("node3 reachable")
+	pingFromPod(t, l, p1, p2.Status.PodIP, func() { l.skiff("restart-agent", "node1") })
+	step("agent restart")
+
+	// skiff bgp on a node talks to its speaker.
+	framework.Eventually(t, 30*time.Second, "node1's sessions back after the restart (skiff bgp peers)", func() (bool, string) {
+		peers, err := l.in("node1", l.bin, "bgp", "peers")
+		lines := strings.Split(strings.TrimSpace(peers), "\n")
+		return err == nil && len(lines) > 1 && strings.Count(peers, "ESTABLISHED") == len(lines)-1, peers
+	})
+	step("node1's sessions re-established")
+
+	// Down leaves nothing behind.
+	l.skiff("down")
+	var left []string
+	if out, _ := exec.Command("ip", "netns", "list").CombinedOutput(); strings.Contains(string(out), name+"-") {
+		left = append(left, "namespaces:\n"+string(out))
+	}
+	if out, _ := exec.Command("ip", "link", "show", name+"-api").CombinedOutput(); !strings.Contains(string(out), "does not exist") {
+		left = append(left, "host link: "+string(out))
+	}
+	for _, p := range []string{"/var/lib/skiff/lab/" + name, "/var/run/frr/" + name + "-tor", "/etc/frr/" + name + "-tor",
+		"/sys/fs/cgroup/unified/skiff/lab-" + name, "/sys/fs/cgroup/memory/skiff/lab-" + name} {
+		if _, err := os.Stat(p); err == nil {
+			left = append(left, p)
+		}
+	}
+	if out, _ := exec.Command("pgrep", "-af", "/var/lib/skiff/lab/"+name+"/").CombinedOutput(); len(strings.TrimSpace(string(out))) > 0 {
+		left = append(left, "processes:\n"+string(out))
+	}
+	if len(left) > 0 {
+		t.Errorf("skiff lab down left: %v", left)
+	}
+}
+
+// pingFromPod pings dst from src's network namespace at 20 Hz while during runs, and
+// requires every echo answered.
+func pingFromPod(t *testing.T, l *lab, src *corev1.Pod, dst string, during func()) {
+	t.Helper()
+	pid := containerPID(t, l, src)
+	ping := exec.CommandContext(l.ctx, "nsenter", fmt.Sprintf("--net=/proc/%d/ns/net", pid), "--", "ping", "-n", "-q", "-D", "-i", "0.05", "-W", "1", dst)
+	out := &strings.Builder{}
+	ping.Stdout, ping.Stderr = out, out
+	if err := ping.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var monitors []*strings.Builder
+	for _, node := range []string{"node1", "node2"} {
+		mon := exec.CommandContext(l.ctx, "nsenter", "--net=/run/netns/"+l.name+"-"+node, "--", "ip", "-ts", "monitor", "route", "link", "neigh")
+		b := &strings.Builder{}
+		mon.Stdout, mon.Stderr = b, b
+		if err := mon.Start(); err == nil {
+			monitors = append(monitors, b)
+			defer func() { _ = mon.Process.Kill(); _ = mon.Wait() }()
+		}
+	}
+	time.Sleep(2 * time.Second)
+	during()
+	// Keep pinging until the restarted agent has its sessions back and has converged.
+	time.Sleep(8 * time.Second)
+	_ = ping.Process.Signal(os.Interrupt)
+	_ = ping.Wait()
+	m := regexp.MustCompile(`(\d+) packets transmitted, (\d+) received`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("ping printed no summary:\n%s", out)
+	}
+	if m[1] != m[2] || m[1] == "0" {
+		t.Errorf("ping through the agent restart: %s transmitted, %s received", m[1], m[2])
+		for i, b := range monitors {
+			t.Logf("ip monitor on node%d:\n%s", i+1, b.String())
+		}
+		for _, node := range []string{"node1", "node2"} {
+			b, _ := os.ReadFile(filepath.Join("/var/lib/skiff/lab", l.name, node+".log"))
+			var lines []string
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.Contains(line, "component=bgp") {
+					lines = append(lines, line)
+				}
+			}
+			t.Logf("%s BGP log:\n%s", node, strings.Join(lines[max(0, len(lines)-25):], "\n"))
+		}
+	}
+	t.Logf("ping through the agent restart: %s transmitted, %s received", m[1], m[2])
+}
+
+// containerPID finds the pod's container process through its node's containerd.
+func containerPID(t *testing.T, l *lab, p *corev1.Pod) int {
+	t.Helper()
+	node := strings.TrimPrefix(p.Spec.NodeName, l.name+"-")
+	id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
+	sock := filepath.Join("/var/lib/skiff/lab", l.name, node, "containerd", "containerd.sock")
+	out, err := exec.Command("ctr", "--address", sock, "-n", "k8s.io", "task", "ls", "--format", "json").CombinedOutput()
+	if err != nil {
+		// Older ctr has no JSON: parse the table.
+		out, err = exec.Command("ctr", "--address", sock, "-n", "k8s.io", "task", "ls").CombinedOutput()
+		if err != nil {
+			t.Fatalf("ctr task ls: %v %s", err, out)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			f := strings.Fields(line)
+			if len(f) >= 2 && f[0] == id {
+				var pid int
+				fmt.Sscan(f[1], &pid)
+				return pid
+			}
+		}
+		t.Fatalf("container %s not in:\n%s", id, out)
+	}
+	var tasks []struct {
+		ID  string `json:"ID"`
+		PID int    `json:"PID"`
+	}
+	_ = json.Unmarshal(out, &tasks)
+	for _, task := range tasks {
+		if task.ID == id {
+			return task.PID
+		}
+	}
+	t.Fatalf("container %s not in %s", id, out)
+	return 0
+}
