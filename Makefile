@@ -5,6 +5,8 @@ export PATH := /usr/local/go/bin:$(PATH)
 
 KUBE_VERSION := $(shell sed -n 's|^\tk8s.io/api v0\.\([0-9]*\)\.\([0-9]*\)$$|1.\1.\2|p' go.mod)
 SKIFF_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LAB ?= lab
+LAB_NODES ?= 2
 LDFLAGS := -s -w \
 	-X k8s.io/component-base/version.gitVersion=v$(KUBE_VERSION)+skiff \
 	-X k8s.io/component-base/version.gitMajor=$(word 1,$(subst ., ,$(KUBE_VERSION))) \
@@ -13,7 +15,6 @@ LDFLAGS := -s -w \
 	-X k8s.io/component-base/version.gitTreeState=clean \
 	-X k8s.io/component-base/version.buildDate=$(shell date -u +%Y-%m-%dT%H:%M:%SZ) \
 	-X github.com/skiff-sh/skiff/internal/version.Version=$(SKIFF_VERSION)
-DATA_DIR ?= /var/lib/skiff/server
 BIN := bin/skiff
 export SKIFF_BIN := $(CURDIR)/$(BIN)
 
@@ -32,11 +33,10 @@ build: ## build bin/skiff, bin/skiff-cni and the pause and netutil images (bin/i
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o bin/netutil ./cmd/netutil
 	./$(BIN) images build --pause bin/pause --netutil bin/netutil --out bin/images
 
-run: deps build ## run `skiff server --disable-agent` with data under $(DATA_DIR)
-	@echo "skiff: starting the control plane; in another shell:"
-	@echo "  export KUBECONFIG=$(DATA_DIR)/admin.kubeconfig"
-	@echo "  kubectl get --raw '/readyz?verbose'; kubectl get ns; kubectl run test --image=registry.k8s.io/pause:3.10"
-	./$(BIN) server --disable-agent --data-dir $(DATA_DIR)
+run: deps build ## bring up the lab: a master, $(LAB_NODES) workers and an FRR top-of-rack router on this machine
+	@if ./$(BIN) lab status --name $(LAB) >/dev/null 2>&1; then \
+		echo "skiff: lab $(LAB) is already up (skiff lab down --name $(LAB) to remove it)"; ./$(BIN) lab status --name $(LAB); \
+	else ./$(BIN) lab up --name $(LAB) --nodes $(LAB_NODES) --tor frr; fi
 
 test: deps build ## run every test: unit, fuzz seeds, end-to-end with the real kubectl and etcd
 	@hack/test.sh

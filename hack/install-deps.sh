@@ -19,6 +19,9 @@ command -v vtysh >/dev/null 2>&1 || need+=(frr)
 command -v bird >/dev/null 2>&1 || need+=(bird2)
 command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
+# The Vagrantfile is validated against both providers it supports.
+command -v vagrant >/dev/null 2>&1 || need+=(vagrant)
+dpkg -s vagrant-libvirt >/dev/null 2>&1 || need+=(vagrant-libvirt)
 if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps: apt-get install ${need[*]}"
   # Debian's packages would start their own etcd and containerd; skiff runs its own.

@@ -95,6 +95,9 @@ func Ensure(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	if jt.CAHash == "" {
+		log.Warn("the join token pins no CA: trusting the server's CA on first use (use the full K10… token from <server data dir>/token to pin it)")
+	}
 	caPEM, err := ensureCA(ctx, o.Server, jt.CAHash, res.CAFile)
 	if err != nil {
 		return res, err
@@ -141,7 +144,7 @@ func Ensure(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 
 // ensureCA returns the pinned CA, from disk when it still matches the pin.
 func ensureCA(ctx context.Context, server, pin, file string) ([]byte, error) {
-	if b, err := os.ReadFile(file); err == nil && bootstraptoken.CAHash(b) == pin {
+	if b, err := os.ReadFile(file); err == nil && (pin == "" || bootstraptoken.CAHash(b) == pin) {
 		return b, nil
 	}
 	caPEM, err := FetchCA(ctx, server, pin)
@@ -151,8 +154,8 @@ func ensureCA(ctx context.Context, server, pin, file string) ([]byte, error) {
 	return caPEM, os.WriteFile(file, caPEM, 0o644)
 }
 
-// FetchCA reads server/cacerts and returns it only if it hashes to pin and the server's own
-// certificate verifies against it.
+// FetchCA reads server/cacerts and returns it only if it hashes to pin (any CA when pin is
+// empty) and the server's own certificate verifies against it.
 func FetchCA(ctx context.Context, server, pin string) ([]byte, error) {
 	get := func(tlsCfg *tls.Config) ([]byte, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, server+"/cacerts", nil)
@@ -180,7 +183,7 @@ func FetchCA(ctx context.Context, server, pin string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fetching the cluster CA: %w", err)
 	}
-	if got := bootstraptoken.CAHash(caPEM); got != pin {
+	if got := bootstraptoken.CAHash(caPEM); pin != "" && got != pin {
 		return nil, fmt.Errorf("the server's CA (sha256 %s) does not match the join token's pin %s: wrong server or wrong token", got, pin)
 	}
 	pool := x509.NewCertPool()

@@ -155,8 +155,20 @@ func TestCSRName(t *testing.T) {
 }
 
 func TestEnsureRejectsBadToken(t *testing.T) {
-	_, err := Ensure(context.Background(), Options{Server: "https://127.0.0.1:1", Token: "abcdef.0123456789abcdef", Dir: t.TempDir(), NodeName: "n"}, nil)
+	_, err := Ensure(context.Background(), Options{Server: "https://127.0.0.1:1", Token: "server:password", Dir: t.TempDir(), NodeName: "n"}, nil)
 	if err == nil || !strings.Contains(err.Error(), "K10") {
-		t.Errorf("a token without the CA pin was accepted: %v", err)
+		t.Errorf("a malformed token was accepted: %v", err)
+	}
+}
+
+func TestFetchCAWithoutPin(t *testing.T) {
+	ca := newCA(t, "cluster")
+	got, err := FetchCA(context.Background(), server(t, ca.pem, ca), "")
+	if err != nil || string(got) != string(ca.pem) {
+		t.Fatalf("trust on first use: %v", err)
+	}
+	// Even unpinned, the server must hold a certificate from the CA it serves.
+	if _, err := FetchCA(context.Background(), server(t, ca.pem, newCA(t, "other")), ""); err == nil {
+		t.Error("a server whose certificate is not from its own /cacerts was accepted")
 	}
 }

@@ -74,6 +74,7 @@ func newRoot() *cobra.Command {
 type serverFlags struct {
 	dataDir, bindAddress, advertiseAddress     string
 	tlsSANs                                    []string
+	token                                      string
 	securePort                                 int
 	serviceCIDR, nodePortRange                 string
 	etcdServers                                []string
@@ -112,6 +113,7 @@ func serverCommand(use, short string) *cobra.Command {
 					return err
 				}
 			}
+			o.Token = f.token
 			for _, san := range f.tlsSANs {
 				if ip := net.ParseIP(san); ip != nil {
 					o.ExtraSANIPs = append(o.ExtraSANIPs, ip)
@@ -140,6 +142,7 @@ func serverCommand(use, short string) *cobra.Command {
 	fs.StringVar(&f.bindAddress, "bind-address", "0.0.0.0", "address the API server listens on")
 	fs.StringVar(&f.advertiseAddress, "advertise-address", "", "address other components reach the API server at (default: first non-loopback address)")
 	fs.StringSliceVar(&f.tlsSANs, "tls-san", nil, "extra IP addresses or DNS names for the API server certificate")
+	fs.StringVar(&f.token, "token", "", "node-join bootstrap token <id>.<secret> ([a-z0-9]{6}.[a-z0-9]{16}) instead of a random one; written with the CA pin to <data-dir>/token")
 	fs.IntVar(&f.securePort, "secure-port", 6443, "HTTPS port of the API server")
 	fs.StringVar(&f.serviceCIDR, "service-cidr", "10.96.0.0/12", "range ClusterIPs are allocated from")
 	fs.StringVar(&f.nodePortRange, "service-node-port-range", "30000-32767", "range NodePorts are allocated from")

@@ -81,6 +81,9 @@ type Options struct {
 	CompactionInterval time.Duration
 	// ServiceAccountIssuer is the iss claim of service-account tokens.
 	ServiceAccountIssuer string
+	// Token, if set ("<id>.<secret>"), is the node-join bootstrap token instead of a random
+	// one (provisioning that must know it in advance, like the Vagrantfile).
+	Token string
 	// ExtraSANIPs and ExtraSANNames are added to the API server certificate (--tls-san).
 	ExtraSANIPs   []net.IP
 	ExtraSANNames []string
@@ -125,7 +128,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	join, err := ensureJoinToken(filepath.Join(o.DataDir, "token"), layout.CA().Cert)
+	join, err := ensureJoinToken(filepath.Join(o.DataDir, "token"), layout.CA().Cert, o.Token)
 	if err != nil {
 		return fmt.Errorf("join token: %w", err)
 	}
@@ -434,12 +437,20 @@ func withCACerts(next http.Handler, caPEM []byte) http.Handler {
 
 // ensureJoinToken reads the join token at path, or writes a new one; its CA hash always
 // follows the current CA file.
-func ensureJoinToken(path, caFile string) (bootstraptoken.JoinToken, error) {
+func ensureJoinToken(path, caFile, preset string) (bootstraptoken.JoinToken, error) {
 	caPEM, err := os.ReadFile(caFile)
 	if err != nil {
 		return bootstraptoken.JoinToken{}, err
 	}
 	hash := bootstraptoken.CAHash(caPEM)
+	if preset != "" {
+		t, err := bootstraptoken.Parse(preset)
+		if err != nil {
+			return bootstraptoken.JoinToken{}, fmt.Errorf("--token: %w", err)
+		}
+		j := bootstraptoken.JoinToken{CAHash: hash, Token: t}
+		return j, os.WriteFile(path, []byte(j.String()+"\n"), 0o600)
+	}
 	if b, err := os.ReadFile(path); err == nil {
 		j, err := bootstraptoken.ParseJoin(string(b))
 		if err != nil {

@@ -81,9 +81,13 @@ const joinPrefix = "K10"
 
 func (j JoinToken) String() string { return joinPrefix + j.CAHash + "::" + j.Token.String() }
 
-// ParseJoin reads "K10<sha256 hex>::<id>.<secret>".
+// ParseJoin reads "K10<sha256 hex>::<id>.<secret>", or a bare "<id>.<secret>" (no CA pin:
+// the CA is trusted on first use, as k3s does with a short token).
 func ParseJoin(s string) (JoinToken, error) {
 	s = strings.TrimSpace(s)
+	if t, err := Parse(s); err == nil {
+		return JoinToken{Token: t}, nil
+	}
 	rest, ok := strings.CutPrefix(s, joinPrefix)
 	if !ok {
 		return JoinToken{}, fmt.Errorf("join token must start with %q (it is written to <server data dir>/token)", joinPrefix)

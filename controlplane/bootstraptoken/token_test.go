@@ -54,8 +54,11 @@ func TestJoinToken(t *testing.T) {
 	if CAHash(ca) == CAHash(append(ca, '\n')) {
 		t.Error("hash ignores a changed CA bundle")
 	}
+	if bare, err := ParseJoin("abcdef.0123456789abcdef"); err != nil || bare.CAHash != "" || bare.Token.ID != "abcdef" {
+		t.Errorf("a bare token: %+v, %v", bare, err)
+	}
 	for _, bad := range []string{
-		"abcdef.0123456789abcdef",
+		"abcdef.0123456789abcdeF",
 		"K10" + strings.Repeat("0", 64) + "abcdef.0123456789abcdef",
 		"K10" + strings.Repeat("0", 63) + "::abcdef.0123456789abcdef",
 		"K10" + strings.Repeat("g", 64) + "::abcdef.0123456789abcdef",

@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -62,16 +63,35 @@ var (
 	buildErr  error
 )
 
-// FreePort returns a loopback TCP port nobody listens on right now.
+// FreePort returns a loopback TCP port nobody listens on right now, chosen below the kernel's
+// ephemeral range (32768-60999 here): a port from that range can be taken as the source port
+// of any outgoing connection between this call and the server's bind, which made parallel test
+// packages collide. Ports handed out once in this process are not handed out again.
 func FreePort(tb testing.TB) int {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for attempt := 0; attempt < 1000; attempt++ {
+		port := 20000 + rand.IntN(12000)
+		if portsGiven[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		portsGiven[port] = true
+		return port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	tb.Fatal("no free loopback port in 20000-31999")
+	return 0
 }
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
 
 // Server is a running `skiff server`.
 type Server struct {
@@ -160,8 +180,8 @@ func (s *Server) WaitReady(timeout time.Duration) error {
 				last = err
 			}
 		}
-		if s.cmd.ProcessState != nil {
-			return fmt.Errorf("skiff server exited: %v", s.cmd.ProcessState)
+		if s.cmd.ProcessState != nil || exited(s.cmd.Process.Pid) {
+			return fmt.Errorf("skiff server exited")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -343,4 +363,15 @@ func Eventually(t testing.TB, timeout time.Duration, what string, f func() (bool
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Fatalf("%s: not reached within %s; last state: %s", what, timeout, last)
+}
+
+// exited reports whether pid has exited (a zombie not yet reaped, or gone).
+func exited(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	return len(f) > 0 && (f[0] == "Z" || f[0] == "X")
 }
