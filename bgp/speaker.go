@@ -121,7 +121,7 @@ func (s *Speaker) apiPeer(p config.Peer) *api.Peer {
 			// GoBGP's defaults (120 s between attempts, 30 s idle after a reset, during which
 			// it refuses the peer's own connections) would keep a restarted node cut off
 			// from its mesh for half a minute.
-			ConnectRetry: 2, IdleHoldTimeAfterReset: 1}},
+			ConnectRetry: 1, IdleHoldTimeAfterReset: 1}},
 		Transport: &api.Transport{LocalAddress: s.global.RouterID.String(), PassiveMode: p.Passive},
 		AfiSafis:  []*api.AfiSafi{{Config: &api.AfiSafiConfig{Family: ipv4Unicast, Enabled: true}}},
 	}

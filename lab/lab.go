@@ -217,7 +217,8 @@ func RestartAgent(o Options, role string) (int, error) {
 	return pid, st.save(o.Dir)
 }
 
-// Grow adds worker nodes to a running lab until it has nodes workers.
+// Grow adds worker nodes to a running lab until it has nodes workers, and waits for the
+// new ones to be Ready.
 func Grow(ctx context.Context, o Options, nodes int) error {
 	if err := o.defaults(); err != nil {
 		return err
@@ -227,7 +228,9 @@ func Grow(ctx context.Context, o Options, nodes int) error {
 		return fmt.Errorf("lab %q is not up: %w", o.Name, err)
 	}
 	o.Spec = st.Spec
+	var added []Host
 	for i := st.Spec.Nodes + 1; i <= nodes; i++ {
+		added = append(added, o.Node(i))
 		o.Spec.Nodes = i
 		if err := buildNode(o.Spec, o.Node(i)); err != nil {
 			return err
@@ -241,7 +244,7 @@ func Grow(ctx context.Context, o Options, nodes int) error {
 	if err != nil {
 		return err
 	}
-	return waitReady(ctx, client, o.Hosts(), o.Timeout)
+	return waitReady(ctx, client, added, o.Timeout)
 }
 
 // ClientFor is an admin client of a running lab.

@@ -245,6 +245,13 @@ func runLab(t *testing.T, name, tor string) {
 		return err == nil && len(lines) > 1 && strings.Count(peers, "ESTABLISHED") == len(lines)-1, peers
 	})
 	step("node1's sessions re-established")
+	// Session states and route counts as Prometheus metrics on the agent's loopback address.
+	netutil := filepath.Join(filepath.Dir(l.bin), "netutil")
+	framework.Eventually(t, 20*time.Second, "node1's BGP metrics", func() (bool, string) {
+		out, err := l.in("node1", netutil, "fetch", "http://127.0.0.1:10248/metrics")
+		return err == nil && regexp.MustCompile(`(?m)^bgp_peer_state\{.*session_state="ESTABLISHED".*\} 1$`).MatchString(out) &&
+			regexp.MustCompile(`(?m)^bgp_routes_received\{.*\} [1-9]`).MatchString(out), out
+	})
 
 	// Down leaves nothing behind.
 	l.skiff("down")
