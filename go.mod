@@ -3,6 +3,7 @@ module github.com/skiff-sh/skiff
 go 1.26.8
 
 require (
+	github.com/cilium/ebpf v0.22.0
 	github.com/containernetworking/cni v1.3.1
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/google/uuid v1.6.0
@@ -145,4 +146,7 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
 
-tool k8s.io/kube-openapi/cmd/openapi-gen
+tool (
+	github.com/cilium/ebpf/cmd/bpf2go
+	k8s.io/kube-openapi/cmd/openapi-gen
+)

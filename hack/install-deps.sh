@@ -19,6 +19,11 @@ command -v vtysh >/dev/null 2>&1 || need+=(frr)
 command -v bird >/dev/null 2>&1 || need+=(bird2)
 command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
+# eBPF: bpf2go compiles bpf/ with Debian's clang 14 (make generate/verify), bpftool inspects.
+command -v clang-14 >/dev/null 2>&1 || need+=(clang-14)
+command -v llvm-strip-14 >/dev/null 2>&1 || need+=(llvm-14)
+command -v bpftool >/dev/null 2>&1 || need+=(bpftool)
+[ -f /usr/include/bpf/bpf_helpers.h ] || need+=(libbpf-dev)
 # The Vagrantfile is validated against both providers it supports.
 command -v vagrant >/dev/null 2>&1 || need+=(vagrant)
 dpkg -s vagrant-libvirt >/dev/null 2>&1 || need+=(vagrant-libvirt)

@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* skiff's service load-balancing maps, shared by every program and by the Go side
+ * (dataplane/, which gets these layouts from BTF through bpf2go). Addresses and ports are in
+ * network byte order, as the kernel hands them to the hooks. Maps are pinned by name under
+ * the node's bpffs directory, so they outlive the agent and `bpftool map dump pinned` shows
+ * them with field names. */
+#ifndef SKIFF_H
+#define SKIFF_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+/* The layout version of every map below; a change bumps it so that a newer agent can migrate
+ * entries instead of dropping flows (dataplane.MapVersion mirrors it). */
+#define SKIFF_MAP_VERSION 1
+
+#define SKIFF_MAX_SERVICES 65536
+#define SKIFF_MAX_BACKENDS 1048576
+#define SKIFF_MAX_SOCKETS 262144
+
+#define SVC_FLAG_AFFINITY 1 /* sessionAffinity: ClientIP */
+
+/* A service frontend: ClusterIP (or another VIP) : port / protocol. */
+struct svc_key {
+	__u32 addr;
+	__u16 port;
+	__u8 proto; /* IPPROTO_TCP, IPPROTO_UDP */
+	__u8 pad;
+};
+
+struct svc_value {
+	__u32 id;      /* this frontend's backends are backend_key{id, 1..count} */
+	__u16 count;   /* 0: no endpoints, connections are refused */
+	__u8 flags;    /* SVC_FLAG_* */
+	__u8 pad;
+	__u32 affinity_timeout; /* seconds, with SVC_FLAG_AFFINITY */
+};
+
+struct backend_key {
+	__u32 id;
+	__u32 slot;
+};
+
+struct backend_value {
+	__u32 addr;
+	__u16 port;
+	__u16 pad;
+};
+
+/* What a socket was really connected to, for getpeername and recvmsg. */
+struct sock_nat {
+	__u32 svc_addr;
+	__u16 svc_port;
+	__u16 pad;
+	__u32 be_addr;
+	__u16 be_port;
+	__u16 pad2;
+};
+
+/* ClientIP affinity: a client (its network namespace, as a pod) sticks to a slot. */
+struct affinity_key {
+	__u64 client;
+	__u32 id;
+	__u32 pad;
+};
+
+struct affinity_value {
+	__u64 last_ns;
+	__u32 slot;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SKIFF_MAX_SERVICES);
+	__type(key, struct svc_key);
+	__type(value, struct svc_value);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} skiff_services SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SKIFF_MAX_BACKENDS);
+	__type(key, struct backend_key);
+	__type(value, struct backend_value);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} skiff_backends SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, SKIFF_MAX_SOCKETS);
+	__type(key, __u64); /* socket cookie */
+	__type(value, struct sock_nat);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} skiff_sock_nat SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, SKIFF_MAX_SOCKETS);
+	__type(key, struct affinity_key);
+	__type(value, struct affinity_value);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} skiff_affinity SEC(".maps");
+
+/* Which Service each id belongs to ("namespace/name:port/PROTO"), written by the agent
+ * for `skiff bpf services` and bpftool; the programs never read it. */
+struct svc_name {
+	char name[128];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SKIFF_MAX_SERVICES);
+	__type(key, __u32);
+	__type(value, struct svc_name);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} skiff_svc_names SEC(".maps");
+
+#endif

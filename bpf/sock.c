@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* Socket-level service load balancing, attached to the cgroup under which the node's pods
+ * run: connect() and unconnected sendmsg() to a Service frontend are sent straight to one of
+ * its backends, so no packet ever carries the ClusterIP and no per-packet NAT or conntrack is
+ * needed; getpeername() and recvmsg() show the application the address it asked for. */
+#include "skiff.h"
+
+#ifndef IPPROTO_TCP
+#define IPPROTO_TCP 6
+#endif
+#ifndef IPPROTO_UDP
+#define IPPROTO_UDP 17
+#endif
+
+static __always_inline __u32 pick_slot(struct bpf_sock_addr *ctx, struct svc_value *svc)
+{
+	__u32 slot = (bpf_get_prandom_u32() % svc->count) + 1;
+	if (!(svc->flags & SVC_FLAG_AFFINITY))
+		return slot;
+	struct affinity_key ak = { .client = bpf_get_netns_cookie(ctx), .id = svc->id };
+	__u64 now = bpf_ktime_get_ns();
+	struct affinity_value *av = bpf_map_lookup_elem(&skiff_affinity, &ak);
+	if (av && av->slot >= 1 && av->slot <= svc->count &&
+	    now - av->last_ns < (__u64)svc->affinity_timeout * 1000000000ULL)
+		slot = av->slot;
+	struct affinity_value nv = { .last_ns = now, .slot = slot };
+	bpf_map_update_elem(&skiff_affinity, &ak, &nv, BPF_ANY);
+	return slot;
+}
+
+/* translate rewrites ctx's destination when it is a service frontend. It returns 0 to refuse
+ * (a service without endpoints: the application gets EPERM at once instead of a timeout), 1
+ * to let the call go on. */
+static __always_inline int translate(struct bpf_sock_addr *ctx)
+{
+	__u8 proto = ctx->protocol;
+	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP)
+		return 1;
+	struct svc_key key = { .addr = ctx->user_ip4, .port = (__u16)ctx->user_port, .proto = proto };
+	struct svc_value *svc = bpf_map_lookup_elem(&skiff_services, &key);
+	if (!svc)
+		return 1;
+	if (svc->count == 0)
+		return 0;
+	struct backend_key bk = { .id = svc->id, .slot = pick_slot(ctx, svc) };
+	struct backend_value *be = bpf_map_lookup_elem(&skiff_backends, &bk);
+	if (!be)
+		return 1;
+	struct sock_nat nat = { .svc_addr = key.addr, .svc_port = key.port, .be_addr = be->addr, .be_port = be->port };
+	__u64 cookie = bpf_get_socket_cookie(ctx);
+	bpf_map_update_elem(&skiff_sock_nat, &cookie, &nat, BPF_ANY);
+	ctx->user_ip4 = be->addr;
+	ctx->user_port = be->port;
+	return 1;
+}
+
+/* reverse shows the service address instead of the backend's. */
+static __always_inline int reverse(struct bpf_sock_addr *ctx)
+{
+	__u64 cookie = bpf_get_socket_cookie(ctx);
+	struct sock_nat *nat = bpf_map_lookup_elem(&skiff_sock_nat, &cookie);
+	if (nat && nat->be_addr == ctx->user_ip4 && nat->be_port == (__u16)ctx->user_port) {
+		ctx->user_ip4 = nat->svc_addr;
+		ctx->user_port = nat->svc_port;
+	}
+	return 1;
+}
+
+SEC("cgroup/connect4")
+int skiff_connect4(struct bpf_sock_addr *ctx)
+{
+	return translate(ctx);
+}
+
+SEC("cgroup/sendmsg4")
+int skiff_sendmsg4(struct bpf_sock_addr *ctx)
+{
+	return translate(ctx);
+}
+
+SEC("cgroup/recvmsg4")
+int skiff_recvmsg4(struct bpf_sock_addr *ctx)
+{
+	return reverse(ctx);
+}
+
+SEC("cgroup/getpeername4")
+int skiff_getpeername4(struct bpf_sock_addr *ctx)
+{
+	return reverse(ctx);
+}
+
+/* The map layout version, readable from the object and from `bpftool prog`. */
+const volatile __u32 skiff_map_version = SKIFF_MAP_VERSION;
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

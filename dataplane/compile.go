@@ -1,0 +1,189 @@
+package dataplane
+
+import (
+	"cmp"
+	"fmt"
+	"hash/fnv"
+	"net/netip"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+// Frontend is what clients connect to.
+type Frontend struct {
+	Addr  netip.Addr
+	Port  uint16
+	Proto corev1.Protocol
+}
+
+// Backend is one endpoint address and port.
+type Backend struct {
+	Addr netip.Addr
+	Port uint16
+}
+
+// Service is one frontend with its backends, ready for the maps.
+type Service struct {
+	// Name is "namespace/name:port/PROTO" (the port's name, or its number when unnamed).
+	Name     string
+	ID       uint32
+	Frontend Frontend
+	Backends []Backend
+	// Affinity is sessionAffinity ClientIP's timeout; zero means none.
+	Affinity time.Duration
+}
+
+// defaultAffinityTimeout is upstream's sessionAffinityConfig.clientIP.timeoutSeconds default.
+const defaultAffinityTimeout = 10800 * time.Second
+
+// Compile turns Services and their EndpointSlices into frontends: one per ClusterIP and port
+// (TCP and UDP; headless and ExternalName Services have none). Backends are the ready
+// endpoints; when none is ready, the serving-but-terminating ones, as upstream kube-proxy
+// does. ids keeps each frontend's id stable across calls (it is updated with new ones), so
+// an update rewrites a frontend's backends in place.
+func Compile(services []*corev1.Service, epSlices []*discoveryv1.EndpointSlice, ids map[string]uint32) []Service {
+	bySvc := map[string][]*discoveryv1.EndpointSlice{}
+	for _, s := range epSlices {
+		if s.AddressType != discoveryv1.AddressTypeIPv4 {
+			continue
+		}
+		name := s.Labels[discoveryv1.LabelServiceName]
+		if name == "" {
+			continue
+		}
+		bySvc[s.Namespace+"/"+name] = append(bySvc[s.Namespace+"/"+name], s)
+	}
+	var out []Service
+	used := map[uint32]bool{}
+	for _, id := range ids {
+		used[id] = true
+	}
+	live := map[string]bool{}
+	for _, svc := range services {
+		if svc.Spec.Type == corev1.ServiceTypeExternalName {
+			continue
+		}
+		var affinity time.Duration
+		if svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
+			affinity = defaultAffinityTimeout
+			if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
+				affinity = time.Duration(*c.ClientIP.TimeoutSeconds) * time.Second
+			}
+		}
+		for _, ipText := range clusterIPs(svc) {
+			ip, err := netip.ParseAddr(ipText)
+			if err != nil || !ip.Is4() {
+				continue
+			}
+			for _, port := range svc.Spec.Ports {
+				if port.Protocol != corev1.ProtocolTCP && port.Protocol != corev1.ProtocolUDP {
+					continue
+				}
+				portName := port.Name
+				if portName == "" {
+					portName = fmt.Sprint(port.Port)
+				}
+				name := fmt.Sprintf("%s/%s:%s/%s", svc.Namespace, svc.Name, portName, port.Protocol)
+				if len(clusterIPs(svc)) > 1 {
+					name += "@" + ip.String()
+				}
+				live[name] = true
+				id, ok := ids[name]
+				if !ok {
+					id = newID(name, used)
+					ids[name] = id
+					used[id] = true
+				}
+				out = append(out, Service{Name: name, ID: id, Affinity: affinity,
+					Frontend: Frontend{Addr: ip, Port: uint16(port.Port), Proto: port.Protocol},
+					Backends: backends(bySvc[svc.Namespace+"/"+svc.Name], port)})
+			}
+		}
+	}
+	for name := range ids {
+		if !live[name] {
+			delete(ids, name)
+		}
+	}
+	slices.SortFunc(out, func(a, b Service) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+func clusterIPs(svc *corev1.Service) []string {
+	if len(svc.Spec.ClusterIPs) > 0 {
+		return svc.Spec.ClusterIPs
+	}
+	if svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		return []string{svc.Spec.ClusterIP}
+	}
+	return nil
+}
+
+// backends picks the endpoints of port from slices: ready ones, else serving terminating ones.
+func backends(epSlices []*discoveryv1.EndpointSlice, port corev1.ServicePort) []Backend {
+	var ready, terminating []Backend
+	for _, s := range epSlices {
+		var target int32 = -1
+		for _, p := range s.Ports {
+			name := ""
+			if p.Name != nil {
+				name = *p.Name
+			}
+			proto := corev1.ProtocolTCP
+			if p.Protocol != nil {
+				proto = *p.Protocol
+			}
+			if name == port.Name && proto == port.Protocol && p.Port != nil {
+				target = *p.Port
+			}
+		}
+		if target < 0 || target > 65535 {
+			continue
+		}
+		for _, ep := range s.Endpoints {
+			c := ep.Conditions
+			isReady := c.Ready == nil || *c.Ready
+			serving := c.Serving != nil && *c.Serving
+			terminatingNow := c.Terminating != nil && *c.Terminating
+			for _, a := range ep.Addresses {
+				addr, err := netip.ParseAddr(a)
+				if err != nil || !addr.Is4() {
+					continue
+				}
+				b := Backend{Addr: addr, Port: uint16(target)}
+				switch {
+				case isReady:
+					ready = append(ready, b)
+				case serving && terminatingNow:
+					terminating = append(terminating, b)
+				}
+			}
+		}
+	}
+	out := ready
+	if len(out) == 0 {
+		out = terminating
+	}
+	slices.SortFunc(out, func(a, b Backend) int {
+		if c := a.Addr.Compare(b.Addr); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Port, b.Port)
+	})
+	return slices.Compact(out)
+}
+
+// newID derives an id from the name (stable across agents and restarts in the common case),
+// probing past ids in use; 0 is never used.
+func newID(name string, used map[uint32]bool) uint32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(name))
+	id := h.Sum32()
+	for id == 0 || used[id] {
+		id++
+	}
+	return id
+}

@@ -1,0 +1,137 @@
+package dataplane
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+func svc(name, ip string, ports ...corev1.ServicePort) *corev1.Service {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec: corev1.ServiceSpec{ClusterIP: ip, ClusterIPs: []string{ip}, Ports: ports, Type: corev1.ServiceTypeClusterIP}}
+}
+
+func port(name string, p int32, proto corev1.Protocol) corev1.ServicePort {
+	return corev1.ServicePort{Name: name, Port: p, Protocol: proto}
+}
+
+type ep struct {
+	addr                        string
+	ready, serving, terminating *bool
+}
+
+func slice(svcName string, portName string, target int32, proto corev1.Protocol, eps ...ep) *discoveryv1.EndpointSlice {
+	s := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: svcName + "-x",
+		Labels: map[string]string{discoveryv1.LabelServiceName: svcName}}, AddressType: discoveryv1.AddressTypeIPv4,
+		Ports: []discoveryv1.EndpointPort{{Name: ptr.To(portName), Port: ptr.To(target), Protocol: ptr.To(proto)}}}
+	for _, e := range eps {
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{e.addr},
+			Conditions: discoveryv1.EndpointConditions{Ready: e.ready, Serving: e.serving, Terminating: e.terminating}})
+	}
+	return s
+}
+
+func show(out []Service) string {
+	s := ""
+	for _, x := range out {
+		s += fmt.Sprintf("%s %s:%d/%s %v aff=%s; ", x.Name, x.Frontend.Addr, x.Frontend.Port, x.Frontend.Proto, x.Backends, x.Affinity)
+	}
+	return s
+}
+
+func TestCompile(t *testing.T) {
+	yes, no := ptr.To(true), ptr.To(false)
+	web := svc("web", "10.96.0.10", port("http", 80, corev1.ProtocolTCP))
+	for _, tc := range []struct {
+		name   string
+		svcs   []*corev1.Service
+		slices []*discoveryv1.EndpointSlice
+		want   string
+	}{
+		{"no endpoints: a frontend with no backends (refuses)", []*corev1.Service{web}, nil,
+			"default/web:http/TCP 10.96.0.10:80/TCP [] aff=0s; "},
+		{"ready endpoints, sorted and deduplicated, nil ready counts as ready", []*corev1.Service{web},
+			[]*discoveryv1.EndpointSlice{slice("web", "http", 8080, corev1.ProtocolTCP, ep{addr: "10.244.2.1", ready: yes}, ep{addr: "10.244.1.1"}, ep{addr: "10.244.2.1", ready: yes})},
+			"default/web:http/TCP 10.96.0.10:80/TCP [{10.244.1.1 8080} {10.244.2.1 8080}] aff=0s; "},
+		{"not ready left out", []*corev1.Service{web},
+			[]*discoveryv1.EndpointSlice{slice("web", "http", 8080, corev1.ProtocolTCP, ep{addr: "10.244.1.1", ready: yes}, ep{addr: "10.244.1.2", ready: no})},
+			"default/web:http/TCP 10.96.0.10:80/TCP [{10.244.1.1 8080}] aff=0s; "},
+		{"serving terminating only when nothing is ready", []*corev1.Service{web},
+			[]*discoveryv1.EndpointSlice{slice("web", "http", 8080, corev1.ProtocolTCP, ep{addr: "10.244.1.2", ready: no, serving: yes, terminating: yes}, ep{addr: "10.244.1.3", ready: no, serving: no, terminating: yes})},
+			"default/web:http/TCP 10.96.0.10:80/TCP [{10.244.1.2 8080}] aff=0s; "},
+		{"terminating ignored while something is ready", []*corev1.Service{web},
+			[]*discoveryv1.EndpointSlice{slice("web", "http", 8080, corev1.ProtocolTCP, ep{addr: "10.244.1.1", ready: yes}, ep{addr: "10.244.1.2", ready: no, serving: yes, terminating: yes})},
+			"default/web:http/TCP 10.96.0.10:80/TCP [{10.244.1.1 8080}] aff=0s; "},
+		{"port matched by name and protocol", []*corev1.Service{svc("dns", "10.96.0.53", port("dns", 53, corev1.ProtocolUDP), port("dns-tcp", 53, corev1.ProtocolTCP))},
+			[]*discoveryv1.EndpointSlice{slice("dns", "dns", 5353, corev1.ProtocolUDP, ep{addr: "10.244.1.5"})},
+			"default/dns:dns-tcp/TCP 10.96.0.53:53/TCP [] aff=0s; default/dns:dns/UDP 10.96.0.53:53/UDP [{10.244.1.5 5353}] aff=0s; "},
+		{"headless and ExternalName have no frontend", []*corev1.Service{
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "h"}, Spec: corev1.ServiceSpec{ClusterIP: "None", Ports: []corev1.ServicePort{port("", 80, corev1.ProtocolTCP)}}},
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "x"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "example.org"}}}, nil, ""},
+		{"SCTP skipped, unnamed port named by number", []*corev1.Service{svc("m", "10.96.0.11", port("", 80, corev1.ProtocolTCP), port("s", 9, corev1.ProtocolSCTP))}, nil,
+			"default/m:80/TCP 10.96.0.11:80/TCP [] aff=0s; "},
+		{"ClientIP affinity with its default timeout", []*corev1.Service{func() *corev1.Service {
+			s := svc("a", "10.96.0.12", port("", 80, corev1.ProtocolTCP))
+			s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+			return s
+		}()}, nil, "default/a:80/TCP 10.96.0.12:80/TCP [] aff=3h0m0s; "},
+		{"another namespace's slice is not ours", []*corev1.Service{web}, []*discoveryv1.EndpointSlice{func() *discoveryv1.EndpointSlice {
+			s := slice("web", "http", 8080, corev1.ProtocolTCP, ep{addr: "10.244.1.1"})
+			s.Namespace = "other"
+			return s
+		}()}, "default/web:http/TCP 10.96.0.10:80/TCP [] aff=0s; "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := show(Compile(tc.svcs, tc.slices, map[string]uint32{})); got != tc.want {
+				t.Errorf("Compile =\n%s\nwant\n%s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCompileIDsStable(t *testing.T) {
+	ids := map[string]uint32{}
+	a := svc("a", "10.96.0.1", port("", 80, corev1.ProtocolTCP))
+	b := svc("b", "10.96.0.2", port("", 80, corev1.ProtocolTCP))
+	first := Compile([]*corev1.Service{a, b}, nil, ids)
+	second := Compile([]*corev1.Service{b, a}, nil, ids)
+	if first[0].ID != second[0].ID || first[1].ID != second[1].ID || first[0].ID == first[1].ID || first[0].ID == 0 {
+		t.Errorf("ids %v then %v", first, second)
+	}
+	Compile([]*corev1.Service{a}, nil, ids)
+	if _, ok := ids["default/b:80/TCP"]; ok || len(ids) != 1 {
+		t.Errorf("a deleted service keeps its id: %v", ids)
+	}
+	// A collision probes to the next free id.
+	used := map[uint32]bool{}
+	id := newID("x", used)
+	used[id] = true
+	if newID("x", used) != id+1 {
+		t.Error("no probing on collision")
+	}
+}
+
+func TestEncodeByteOrder(t *testing.T) {
+	e := encode([]Service{{Name: "default/web:80/TCP", ID: 7, Affinity: 30 * time.Second,
+		Frontend: Frontend{Addr: netip.MustParseAddr("10.96.0.10"), Port: 80, Proto: corev1.ProtocolTCP},
+		Backends: []Backend{{Addr: netip.MustParseAddr("10.244.1.2"), Port: 8080}}}})
+	for k, v := range e.services {
+		if fromBe32(k.Addr).String() != "10.96.0.10" || fromBe16(k.Port) != 80 || k.Proto != protoTCP ||
+			v.Id != 7 || v.Count != 1 || v.Flags != svcFlagAffinity || v.AffinityTimeout != 30 {
+			t.Errorf("service entry %+v %+v", k, v)
+		}
+		// The kernel sees the address's bytes in network order.
+		if b := netip.MustParseAddr("10.96.0.10").As4(); byte(k.Addr) != b[0] {
+			t.Errorf("address byte order: %#x", k.Addr)
+		}
+	}
+	if v := e.backends[sockBackendKey{Id: 7, Slot: 1}]; fromBe32(v.Addr).String() != "10.244.1.2" || fromBe16(v.Port) != 8080 {
+		t.Errorf("backend %+v", v)
+	}
+}

@@ -1,0 +1,176 @@
+package dataplane
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// client runs a Python snippet inside the test cgroup (so the programs apply to it) and
+// returns what it prints.
+func client(t *testing.T, cgroup, script string) string {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", "echo $$ > "+filepath.Join(cgroup, "cgroup.procs")+" && exec python3 -c \"$0\"", script)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("client: %v\n%s", err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// tcpServer answers every connection with its name.
+func tcpServer(t *testing.T, name string) netip.AddrPort {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte(name))
+			c.Close()
+		}
+	}()
+	return netip.MustParseAddrPort(l.Addr().String())
+}
+
+// udpEcho answers every datagram with its name.
+func udpEcho(t *testing.T, name string) netip.AddrPort {
+	c, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			_, from, err := c.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			_, _ = c.WriteTo([]byte(name), from)
+		}
+	}()
+	return netip.MustParseAddrPort(c.LocalAddr().String())
+}
+
+func backend(ap netip.AddrPort) Backend { return Backend{Addr: ap.Addr(), Port: ap.Port()} }
+
+// TestPrivilegedSocketLB loads the programs for real, attaches them to a test cgroup and
+// checks what a process in it sees: TCP and UDP to a ClusterIP reach the backends, both of
+// them over many connections; getpeername and recvfrom show the ClusterIP; a service with no
+// endpoints refuses at once; ClientIP affinity sticks; and a second Load (an agent restart)
+// keeps the entries and the translation.
+func TestPrivilegedSocketLB(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test needs root (every machine here has it)")
+	}
+	cgroup := fmt.Sprintf("/sys/fs/cgroup/unified/skiff-dp-test-%d", os.Getpid())
+	pinDir := filepath.Join(BPFFS, "skiff", fmt.Sprintf("test-%d", os.Getpid()))
+	t.Cleanup(func() {
+		_ = Remove(pinDir)
+		_ = os.Remove(cgroup)
+	})
+	d, err := Load(pinDir, cgroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+
+	a, b := tcpServer(t, "A"), tcpServer(t, "B")
+	u := udpEcho(t, "U")
+	services := []Service{
+		{Name: "default/web:80/TCP", ID: 1, Frontend: Frontend{Addr: netip.MustParseAddr("10.96.0.42"), Port: 80, Proto: corev1.ProtocolTCP},
+			Backends: []Backend{backend(a), backend(b)}},
+		{Name: "default/empty:80/TCP", ID: 2, Frontend: Frontend{Addr: netip.MustParseAddr("10.96.0.43"), Port: 80, Proto: corev1.ProtocolTCP}},
+		{Name: "default/sticky:80/TCP", ID: 3, Affinity: time.Hour, Frontend: Frontend{Addr: netip.MustParseAddr("10.96.0.44"), Port: 80, Proto: corev1.ProtocolTCP},
+			Backends: []Backend{backend(a), backend(b)}},
+		{Name: "default/dns:53/UDP", ID: 4, Frontend: Frontend{Addr: netip.MustParseAddr("10.96.0.53"), Port: 53, Proto: corev1.ProtocolUDP},
+			Backends: []Backend{backend(u)}},
+	}
+	if err := d.Maps.Apply(services); err != nil {
+		t.Fatal(err)
+	}
+
+	many := `
+import socket
+seen = []
+for i in range(40):
+    s = socket.create_connection((HOST, 80), timeout=3)
+    peer = s.getpeername()
+    seen.append(s.recv(8).decode())
+    s.close()
+print(''.join(sorted(set(seen))), peer[0], peer[1])
+`
+	if got := client(t, cgroup, strings.Replace(many, "HOST", "'10.96.0.42'", 1)); got != "AB 10.96.0.42 80" {
+		t.Errorf("ClusterIP over 40 connections: %q, want both backends and the ClusterIP as peer", got)
+	}
+	if got := client(t, cgroup, strings.Replace(many, "HOST", "'10.96.0.44'", 1)); got != "A 10.96.0.44 80" && got != "B 10.96.0.44 80" {
+		t.Errorf("ClientIP affinity over 40 connections: %q, want one backend", got)
+	}
+	refused := `
+import socket, time
+t = time.time()
+try:
+    socket.create_connection(('10.96.0.43', 80), timeout=5)
+    print('connected')
+except OSError as e:
+    print(type(e).__name__, round(time.time() - t))
+`
+	if got := client(t, cgroup, refused); got != "PermissionError 0" {
+		t.Errorf("service without endpoints: %q, want an immediate refusal", got)
+	}
+	udp := `
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(3)
+s.sendto(b'q', ('10.96.0.53', 53))
+data, src = s.recvfrom(16)
+print(data.decode(), src[0], src[1])
+`
+	if got := client(t, cgroup, udp); got != "U 10.96.0.53 53" {
+		t.Errorf("UDP to the ClusterIP: %q, want the answer from the ClusterIP", got)
+	}
+	// An agent restart: load again over the pinned maps and links.
+	d2, err := Load(pinDir, cgroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d2.Close()
+	entries, err := d2.Maps.Dump()
+	if err != nil || len(entries) != 4 {
+		t.Fatalf("entries after reload: %v %v", entries, err)
+	}
+	if got := client(t, cgroup, strings.Replace(many, "HOST", "'10.96.0.42'", 1)); got != "AB 10.96.0.42 80" {
+		t.Errorf("after reload: %q", got)
+	}
+	// Shrinking to one service removes the others and their backends.
+	if err := d2.Maps.Apply(services[:1]); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ = d2.Maps.Dump()
+	if len(entries) != 1 || entries[0].Name != "default/web:80/TCP" || len(entries[0].Backends) != 2 {
+		t.Errorf("after pruning: %+v", entries)
+	}
+	var n int
+	var k sockBackendKey
+	var v sockBackendValue
+	for it := d2.Maps.Backends.Iterate(); it.Next(&k, &v); {
+		n++
+	}
+	if n != 2 {
+		t.Errorf("%d backends left, want 2", n)
+	}
+}

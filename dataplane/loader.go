@@ -1,0 +1,149 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+)
+
+// BPFFS is where bpffs is (or gets) mounted.
+const BPFFS = "/sys/fs/bpf"
+
+// PinDir is a node's pin directory.
+func PinDir(node string) string { return filepath.Join(BPFFS, "skiff", node) }
+
+// Dataplane is the loaded programs and maps of one node.
+type Dataplane struct {
+	objs  sockObjects
+	links []link.Link
+	Maps  Maps
+}
+
+// attachments pairs each program with its hook.
+func (o *sockObjects) attachments() []struct {
+	name string
+	prog *ebpf.Program
+	typ  ebpf.AttachType
+} {
+	return []struct {
+		name string
+		prog *ebpf.Program
+		typ  ebpf.AttachType
+	}{
+		{"connect4", o.SkiffConnect4, ebpf.AttachCGroupInet4Connect},
+		{"sendmsg4", o.SkiffSendmsg4, ebpf.AttachCGroupUDP4Sendmsg},
+		{"recvmsg4", o.SkiffRecvmsg4, ebpf.AttachCGroupUDP4Recvmsg},
+		{"getpeername4", o.SkiffGetpeername4, ebpf.AttachCgroupInet4GetPeername},
+	}
+}
+
+// Load loads the programs, pins the maps under pinDir (reusing maps already pinned there,
+// with their entries) and attaches the programs to cgroupPath (a cgroup2 directory) through
+// pinned links. A link pinned by an earlier run is updated in place to the new program, so
+// restarting the agent never leaves a moment without service translation.
+func Load(pinDir, cgroupPath string) (*Dataplane, error) {
+	if err := ensureBPFFS(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(pinDir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cgroupPath, 0o755); err != nil {
+		return nil, fmt.Errorf("cgroup %s: %w", cgroupPath, err)
+	}
+	spec, err := loadSock()
+	if err != nil {
+		return nil, err
+	}
+	d := &Dataplane{}
+	if err := spec.LoadAndAssign(&d.objs, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: pinDir}}); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("loading skiff's BPF programs: %+v", ve)
+		}
+		return nil, fmt.Errorf("loading skiff's BPF programs (maps pinned in %s): %w", pinDir, err)
+	}
+	d.Maps = Maps{Services: d.objs.SkiffServices, Backends: d.objs.SkiffBackends, Names: d.objs.SkiffSvcNames}
+	for _, a := range d.objs.attachments() {
+		path := filepath.Join(pinDir, "link_"+a.name)
+		if l, err := link.LoadPinnedLink(path, nil); err == nil {
+			if err := l.Update(a.prog); err != nil {
+				l.Close()
+				d.Close()
+				return nil, fmt.Errorf("swap %s program: %w", a.name, err)
+			}
+			d.links = append(d.links, l)
+			continue
+		}
+		l, err := link.AttachCgroup(link.CgroupOptions{Path: cgroupPath, Attach: a.typ, Program: a.prog})
+		if err != nil {
+			d.Close()
+			return nil, fmt.Errorf("attach %s to %s: %w", a.name, cgroupPath, err)
+		}
+		if err := l.Pin(path); err != nil {
+			l.Close()
+			d.Close()
+			return nil, fmt.Errorf("pin %s link: %w", a.name, err)
+		}
+		d.links = append(d.links, l)
+	}
+	return d, nil
+}
+
+// Close releases this process's handles; pinned maps and links stay.
+func (d *Dataplane) Close() {
+	for _, l := range d.links {
+		l.Close()
+	}
+	d.objs.Close()
+}
+
+// Remove unpins everything under pinDir: the programs detach and the maps go once nobody
+// holds them (lab down, tests).
+func Remove(pinDir string) error {
+	return os.RemoveAll(pinDir)
+}
+
+// OpenPinned opens a node's pinned maps read-only, for `skiff bpf`.
+func OpenPinned(pinDir string) (Maps, func(), error) {
+	opts := &ebpf.LoadPinOptions{ReadOnly: true}
+	var m Maps
+	var opened []*ebpf.Map
+	closeAll := func() {
+		for _, x := range opened {
+			x.Close()
+		}
+	}
+	for _, x := range []struct {
+		name string
+		dst  **ebpf.Map
+	}{{"skiff_services", &m.Services}, {"skiff_backends", &m.Backends}, {"skiff_svc_names", &m.Names}} {
+		mp, err := ebpf.LoadPinnedMap(filepath.Join(pinDir, x.name), opts)
+		if err != nil {
+			closeAll()
+			return Maps{}, nil, fmt.Errorf("%s: %w (is the agent running on this node? see skiff bpf --pin-dir)", filepath.Join(pinDir, x.name), err)
+		}
+		*x.dst = mp
+		opened = append(opened, mp)
+	}
+	return m, closeAll, nil
+}
+
+func ensureBPFFS() error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(BPFFS, &st); err == nil && st.Type == unix.BPF_FS_MAGIC {
+		return nil
+	}
+	if err := os.MkdirAll(BPFFS, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount("bpf", BPFFS, "bpf", 0, ""); err != nil {
+		return fmt.Errorf("mount bpffs at %s: %w", BPFFS, err)
+	}
+	return nil
+}
