@@ -24,6 +24,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/skiff-sh/skiff/agent/api"
+	"github.com/skiff-sh/skiff/agent/cgroups"
 	"github.com/skiff-sh/skiff/agent/cniserver"
 	"github.com/skiff-sh/skiff/agent/ipam"
 	"github.com/skiff-sh/skiff/agent/node"
@@ -32,6 +33,7 @@ import (
 	"github.com/skiff-sh/skiff/agent/static"
 	"github.com/skiff-sh/skiff/agent/volumes"
 	"github.com/skiff-sh/skiff/bgp"
+	"github.com/skiff-sh/skiff/dataplane"
 	"github.com/skiff-sh/skiff/images"
 )
 
@@ -63,6 +65,8 @@ type Options struct {
 	HealthzAddress string
 	// CgroupRoot is the parent of every pod cgroup (/skiff).
 	CgroupRoot string
+	// ServiceProxy runs the eBPF service load balancer for the node's pods.
+	ServiceProxy bool
 	// BGP, if set, runs the node's BGP speaker and installs learned pod routes.
 	BGP *bgp.Options
 	// RuntimeEndpoint, if set, is a containerd the agent uses instead of supervising its own.
@@ -145,6 +149,18 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 			log.Error("cni server", "err", err)
 		}
 	}()
+	if o.ServiceProxy {
+		root := o.CgroupRoot
+		if root == "" {
+			root = cgroups.DefaultRoot
+		}
+		po := dataplane.ProxyOptions{PinDir: dataplane.PinDir(o.NodeName), CgroupPath: filepath.Join(cgroups.Unified(), root)}
+		go func() {
+			if err := dataplane.RunProxy(ctx, client, po, log.With("component", "service-proxy")); err != nil {
+				log.Error("service proxy", "err", err)
+			}
+		}()
+	}
 	var speaker atomic.Pointer[bgp.Speaker]
 	if o.BGP != nil {
 		bo := *o.BGP

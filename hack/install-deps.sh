@@ -24,6 +24,9 @@ command -v clang-14 >/dev/null 2>&1 || need+=(clang-14)
 command -v llvm-strip-14 >/dev/null 2>&1 || need+=(llvm-14)
 command -v bpftool >/dev/null 2>&1 || need+=(bpftool)
 [ -f /usr/include/bpf/bpf_helpers.h ] || need+=(libbpf-dev)
+# The service e2e checks that skiff leaves the nftables and iptables rulesets alone.
+command -v nft >/dev/null 2>&1 || need+=(nftables)
+command -v iptables-save >/dev/null 2>&1 || need+=(iptables)
 # The Vagrantfile is validated against both providers it supports.
 command -v vagrant >/dev/null 2>&1 || need+=(vagrant)
 dpkg -s vagrant-libvirt >/dev/null 2>&1 || need+=(vagrant-libvirt)

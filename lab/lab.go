@@ -418,8 +418,12 @@ func Down(name string, out io.Writer) error {
 	}
 	_ = os.RemoveAll(filepath.Join("/var/run/frr", name+"-tor"))
 	_ = os.RemoveAll(frrEtc(Spec{Name: name}))
-	for _, pin := range []string{filepath.Join("/sys/fs/bpf/skiff", "lab-"+name)} {
-		_ = os.RemoveAll(pin)
+	// Each node's pinned programs, links and maps (dataplane.PinDir of its node name).
+	pins, _ := filepath.Glob(filepath.Join("/sys/fs/bpf/skiff", name+"-*"))
+	for _, pin := range pins {
+		if err := os.RemoveAll(pin); err != nil {
+			errs = append(errs, fmt.Errorf("bpf pins: %w", err))
+		}
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		errs = append(errs, err)

@@ -107,3 +107,19 @@ func KillAll(mounts []string, root string) error {
 	}
 	return err
 }
+
+// Unified is the mount point of the cgroup2 hierarchy (/sys/fs/cgroup/unified on hybrid
+// machines, /sys/fs/cgroup on pure cgroup2 ones), where cgroup BPF programs attach; "" if none.
+func Unified() string {
+	b, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 2 && f[2] == "cgroup2" {
+			return f[1]
+		}
+	}
+	return ""
+}

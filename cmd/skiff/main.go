@@ -64,6 +64,7 @@ func newRoot() *cobra.Command {
 		imagesCommand(),
 		agentCommand(),
 		bgpCommand(),
+		bpfCommand(),
 		labCommand(),
 		kubeconfigCommand(),
 	)
@@ -209,7 +210,7 @@ type agentFlags struct {
 	clusterDNS                                             []string
 	clusterDomain, resolvConf, runtimeEndpoint             string
 	cgroupRoot                                             string
-	bgp                                                    bool
+	bgp, serviceProxy                                      bool
 	bgpASN                                                 uint32
 	bgpPeers                                               []string
 	bgpNodeMesh, bgpAPI                                    string
@@ -236,6 +237,7 @@ func addAgentFlags(fs *pflag.FlagSet, f *agentFlags, prefix string) {
 	fs.StringVar(&f.manifests, "pod-manifest-path", "/etc/skiff/manifests", "directory of static pod manifests")
 	fs.StringVar(&f.healthz, prefix+"healthz-address", "127.0.0.1:10248", "plain-HTTP /healthz of the agent (empty to disable)")
 	fs.StringVar(&f.cgroupRoot, "cgroup-root", "/skiff", "parent cgroup of every pod")
+	fs.BoolVar(&f.serviceProxy, "service-proxy", true, "load-balance Services for this node's pods with eBPF (pinned under /sys/fs/bpf/skiff/<node>)")
 	fs.BoolVar(&f.bgp, "bgp", true, "run the node's BGP speaker: advertise its pod CIDR, install the other nodes' (see ConfigMap kube-system/skiff-bgp)")
 	fs.Uint32Var(&f.bgpASN, "bgp-asn", 0, "this node's AS, overriding the ConfigMap and the bgp.skiff.sh/asn annotation (default 64512)")
 	fs.StringSliceVar(&f.bgpPeers, "bgp-peer", nil, "BGP peer ADDRESS:ASN (repeatable), replacing the configured peers, e.g. a top-of-rack router")
@@ -297,7 +299,7 @@ func (f agentFlags) options(taints []corev1.Taint) agent.Options {
 		CNIPlugin: f.cniPlugin, ImageDirs: dirs, PodLogDir: f.podLogDir, PodManifestPath: f.manifests, HealthzAddress: f.healthz,
 		APIAddress: fmt.Sprintf(":%d", f.port), APIPort: f.port, ServingCert: f.servingCert, ServingKey: f.servingKey, ClientCA: f.clientCA,
 		ClusterDNS: f.clusterDNS, ClusterDomain: f.clusterDomain, ResolvConf: f.resolvConf, RuntimeEndpoint: f.runtimeEndpoint,
-		CgroupRoot: f.cgroupRoot}
+		CgroupRoot: f.cgroupRoot, ServiceProxy: f.serviceProxy}
 }
 
 func firstAddress() string {

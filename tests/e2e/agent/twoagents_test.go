@@ -67,7 +67,7 @@ func TestTwoAgents(t *testing.T) {
 		_, nsPath := framework.Netns(t)
 		dir := t.TempDir()
 		t.Cleanup(func() { framework.KillUnder(dir) })
-		agent := exec.Command(framework.Binary(t), "agent", "--server", server, "--token", token, "--data-dir", dir, "--netns", nsPath, "--bgp=false",
+		agent := exec.Command(framework.Binary(t), "agent", "--server", server, "--token", token, "--data-dir", dir, "--netns", nsPath, "--bgp=false", "--service-proxy=false",
 			"--node-name", node, "--node-ip", "127.0.0.1", "--port", strconv.Itoa(framework.FreePort(t)),
 			"--healthz-address", "127.0.0.1:"+strconv.Itoa(framework.FreePort(t)),
 			"--cni-plugin", cni, "--images-dir", images, "--pod-log-dir", filepath.Join(dir, "logs"))

@@ -91,7 +91,10 @@ func NewServerWithAgent(tb testing.TB, dir, netnsPath string, extra ...string) *
 		"--agent-healthz-address", "127.0.0.1:" + strconv.Itoa(FreePort(tb)),
 		// The agent process runs in the host's namespace here (only containerd and pods are in
 		// the test's): a BGP speaker would listen and route there. The lab tests BGP.
-		"--bgp=false"}, extra...)...)
+		"--bgp=false",
+		// Service load balancing attaches to a cgroup and pins under /sys/fs/bpf shared by
+		// every agent on the machine; the lab tests it, one agent per node namespace.
+		"--service-proxy=false"}, extra...)...)
 	for i, a := range s.args {
 		if a == "--disable-agent" {
 			s.args = append(s.args[:i], s.args[i+1:]...)

@@ -24,6 +24,107 @@ import (
 )
 
 func TestLabFRR(t *testing.T)  { runLab(t, "e2efrr", "frr") }
+
+// TestLabServices checks the eBPF service load balancer in a lab: a ClusterIP in front of
+// three replicas answers clients on both workers from more than one backend, the kubernetes
+// Service reaches the API server, a Service without endpoints refuses at once, balancing goes
+// on through an agent restart, bpftool and skiff bpf show the maps, no iptables or nftables
+// rule is made, and lab down removes the pins.
+func TestLabServices(t *testing.T) {
+	const name = "e2esvc"
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	framework.AgentArtifacts(t)
+	l := &lab{t: t, name: name, bin: framework.Binary(t), ctx: ctx}
+	t.Cleanup(func() { _ = exec.Command(l.bin, "lab", "down", "--name", name).Run() })
+	l.skiff("up", "--nodes", "2", "--tor", "frr", "--timeout", "3m")
+	cfg, err := clientcmd.BuildConfigFromFlags("", "/var/lib/skiff/lab/"+name+"/admin.kubeconfig")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.client, err = kubernetes.NewForConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	l.kubectl("create", "deployment", "web", "--image=localhost/skiff/netutil:1", "--replicas=3")
+	l.kubectl("expose", "deployment", "web", "--port=80", "--target-port=8080")
+	l.kubectl("create", "service", "clusterip", "empty", "--tcp=80:80")
+	l.pod("c1", "node1")
+	l.pod("c2", "node2")
+	framework.Eventually(t, 60*time.Second, "3 ready endpoints", func() (bool, string) {
+		out := l.kubectl("get", "endpointslices", "-l", "kubernetes.io/service-name=web", "-o", "jsonpath={.items[*].endpoints[*].addresses[0]}")
+		return len(strings.Fields(out)) == 3, out
+	})
+	web, err := l.client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + web.Spec.ClusterIP + "/hostname"
+	for _, client := range []string{"c1", "c2"} {
+		seen := map[string]bool{}
+		framework.Eventually(t, 60*time.Second, client+" reaches more than one backend through the ClusterIP", func() (bool, string) {
+			seen[l.fetch(client, url)] = true
+			return len(seen) > 1, fmt.Sprint(seen)
+		})
+	}
+	// The kubernetes Service reaches the API server from a pod.
+	if out := l.fetchErr("c1", "https://10.96.0.1/version"); !strings.Contains(out, "certificate") && !strings.Contains(out, "gitVersion") {
+		t.Errorf("kubernetes Service from a pod: %q", out)
+	}
+	// No endpoints: refused at once.
+	empty, err := l.client.CoreV1().Services("default").Get(ctx, "empty", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if out := l.fetchErr("c1", "http://"+empty.Spec.ClusterIP+"/"); !strings.Contains(out, "operation not permitted") || time.Since(start) > 5*time.Second {
+		t.Errorf("service without endpoints: %q after %s, want an immediate refusal", out, time.Since(start))
+	}
+	// Balancing goes on while node1's agent restarts; the maps and links stay pinned. The
+	// client runs in c1's network namespace and under node1's pod cgroup, but not through
+	// kubectl exec, which needs the agent that is restarting.
+	c1 := l.podNamed("c1")
+	cg := filepath.Join("/sys/fs/cgroup/unified/skiff/lab-"+name, "node1", "e2e-client")
+	if err := os.MkdirAll(cg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	netutil := filepath.Join(filepath.Dir(l.bin), "netutil")
+	loop := fmt.Sprintf(`echo $$ > %s/cgroup.procs; for i in $(seq 40); do nsenter --net=/proc/%d/ns/net %s fetch %s || echo FAILED; echo; sleep 0.1; done`,
+		cg, containerPID(t, l, c1), netutil, url)
+	clientOut := make(chan string, 1)
+	go func() {
+		out, _ := exec.CommandContext(ctx, "sh", "-c", loop).CombinedOutput()
+		clientOut <- string(out)
+	}()
+	time.Sleep(500 * time.Millisecond)
+	l.skiff("restart-agent", "node1")
+	answers := <-clientOut
+	if n := strings.Count(answers, "web-"); n != 40 || strings.Contains(answers, "FAILED") {
+		t.Errorf("%d of 40 requests through the ClusterIP answered during the agent restart:\n%s", n, answers)
+	}
+	// Inspection: bpftool shows the maps with field names, skiff bpf in Service terms.
+	pins := "/sys/fs/bpf/skiff/" + name + "-node1"
+	if out, err := exec.Command("bpftool", "map", "dump", "pinned", pins+"/skiff_services").CombinedOutput(); err != nil || !strings.Contains(string(out), `"affinity_timeout"`) {
+		t.Errorf("bpftool map dump: %v\n%s", err, out)
+	}
+	framework.Eventually(t, 20*time.Second, "skiff bpf services", func() (bool, string) {
+		out, err := exec.Command(l.bin, "bpf", "services", "--node", name+"-node1").CombinedOutput()
+		return err == nil && regexp.MustCompile(`default/web:80/TCP\s+`+regexp.QuoteMeta(web.Spec.ClusterIP)+`:80/TCP\s+-\s+(10\.244\.\d+\.\d+:8080,?){3}`).Match(out) &&
+			strings.Contains(string(out), "default/empty:80-80/TCP") && strings.Contains(string(out), "<none: refused>"), string(out)
+	})
+	// Nothing in iptables or nftables, on any node.
+	for _, host := range []string{"master", "node1", "node2"} {
+		for _, cmd := range [][]string{{"nft", "list", "ruleset"}, {"iptables-save"}} {
+			out, err := l.in(host, cmd...)
+			if err != nil || strings.Contains(strings.ToLower(out), "skiff") || strings.Contains(out, "-A ") || strings.Contains(out, "rule") {
+				t.Errorf("%s %v: %v\n%s", host, cmd, err, out)
+			}
+		}
+	}
+	l.skiff("down")
+	if matches, _ := filepath.Glob("/sys/fs/bpf/skiff/" + name + "-*"); len(matches) > 0 {
+		t.Errorf("lab down left pins: %v", matches)
+	}
+}
 func TestLabBIRD(t *testing.T) { runLab(t, "e2ebird", "bird") }
 func TestLabMesh(t *testing.T) { runLab(t, "e2emesh", "none") }
 
@@ -92,6 +193,23 @@ func (l *lab) fetch(from, url string) string {
 		return err == nil, out
 	})
 	return out
+}
+
+// fetchErr runs one fetch from a pod and returns its output, failures included.
+func (l *lab) fetchErr(from, url string) string {
+	cmd := exec.CommandContext(l.ctx, framework.Kubectl(l.t, 33), "exec", from, "--", "netutil", "fetch", url)
+	cmd.Env = append(os.Environ(), "KUBECONFIG=/var/lib/skiff/lab/"+l.name+"/admin.kubeconfig")
+	b, _ := cmd.CombinedOutput()
+	return string(b)
+}
+
+func (l *lab) podNamed(name string) *corev1.Pod {
+	l.t.Helper()
+	p, err := l.client.CoreV1().Pods("default").Get(l.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return p
 }
 
 func (l *lab) podCIDRs() map[string]string {

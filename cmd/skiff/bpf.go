@@ -1,0 +1,86 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/skiff-sh/skiff/dataplane"
+)
+
+// bpfCommand prints the node's pinned service maps in Service terms, like
+// `cilium-dbg bpf lb list` (bpftool map dump pinned … shows the raw entries).
+func bpfCommand() *cobra.Command {
+	var node, pinDir string
+	cmd := &cobra.Command{Use: "bpf", Short: "Show this node's eBPF service maps"}
+	cmd.PersistentFlags().StringVar(&node, "node", "", "node whose maps to read (default: the only one pinned on this machine)")
+	cmd.PersistentFlags().StringVar(&pinDir, "pin-dir", "", "pin directory to read (default /sys/fs/bpf/skiff/<node>)")
+	open := func() (dataplane.Maps, func(), error) {
+		dir := pinDir
+		if dir == "" && node != "" {
+			dir = dataplane.PinDir(node)
+		}
+		if dir == "" {
+			dirs, _ := filepath.Glob(filepath.Join(dataplane.BPFFS, "skiff", "*"))
+			if len(dirs) != 1 {
+				return dataplane.Maps{}, nil, fmt.Errorf("%d nodes have maps pinned here (%s): name one with --node", len(dirs), strings.Join(dirs, ", "))
+			}
+			dir = dirs[0]
+		}
+		return dataplane.OpenPinned(dir)
+	}
+	services := &cobra.Command{Use: "services", Short: "Service frontends and their backends", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			m, closeMaps, err := open()
+			if err != nil {
+				return err
+			}
+			defer closeMaps()
+			entries, err := m.Dump()
+			if err != nil {
+				return err
+			}
+			sort.Slice(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
+			tw := tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', 0)
+			fmt.Fprintln(tw, "SERVICE\tFRONTEND\tAFFINITY\tBACKENDS")
+			for _, e := range entries {
+				aff, backends := "-", "<none: refused>"
+				if e.Affinity > 0 {
+					aff = "ClientIP " + e.Affinity.String()
+				}
+				if len(e.Backends) > 0 {
+					backends = strings.Join(e.Backends, ",")
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Name, e.Frontend, aff, backends)
+			}
+			return tw.Flush()
+		}}
+	backends := &cobra.Command{Use: "backends", Short: "Every backend slot: service id, slot, address", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			m, closeMaps, err := open()
+			if err != nil {
+				return err
+			}
+			defer closeMaps()
+			entries, err := m.Dump()
+			if err != nil {
+				return err
+			}
+			sort.Slice(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
+			tw := tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tSLOT\tBACKEND\tSERVICE")
+			for _, e := range entries {
+				for i, b := range e.Backends {
+					fmt.Fprintf(tw, "%d\t%d\t%s\t%s\n", e.ID, i+1, b, e.Name)
+				}
+			}
+			return tw.Flush()
+		}}
+	cmd.AddCommand(services, backends)
+	return cmd
+}

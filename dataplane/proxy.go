@@ -1,0 +1,78 @@
+package dataplane
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// ProxyOptions configure the node's service proxy.
+type ProxyOptions struct {
+	// PinDir holds the node's pinned maps and links (PinDir(node)).
+	PinDir string
+	// CgroupPath is the cgroup2 directory every pod of the node runs under.
+	CgroupPath string
+	// Resync re-applies everything periodically (30 s), repairing any drift.
+	Resync time.Duration
+}
+
+// RunProxy loads the programs and keeps the maps equal to the cluster's Services and
+// EndpointSlices until ctx ends. The programs and maps stay pinned when it returns.
+func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, log *slog.Logger) error {
+	if o.Resync == 0 {
+		o.Resync = 30 * time.Second
+	}
+	d, err := Load(o.PinDir, o.CgroupPath)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	// Ids survive restarts: start from what the maps already name.
+	ids := map[string]uint32{}
+	if entries, err := d.Maps.Dump(); err == nil {
+		for _, e := range entries {
+			if e.Name != "" {
+				ids[e.Name] = e.ID
+			}
+		}
+	}
+	factory := informers.NewSharedInformerFactory(client, 0)
+	services := factory.Core().V1().Services()
+	slices := factory.Discovery().V1().EndpointSlices()
+	kick := make(chan struct{}, 1)
+	trigger := func() {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
+	h := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { trigger() }, UpdateFunc: func(any, any) { trigger() }, DeleteFunc: func(any) { trigger() }}
+	_, _ = services.Informer().AddEventHandler(h)
+	_, _ = slices.Informer().AddEventHandler(h)
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), services.Informer().HasSynced, slices.Informer().HasSynced) {
+		return ctx.Err()
+	}
+	log.Info("service proxy running", "pins", o.PinDir, "cgroup", o.CgroupPath)
+	for {
+		svcs, _ := services.Lister().List(labels.Everything())
+		eps, _ := slices.Lister().List(labels.Everything())
+		compiled := Compile(svcs, eps, ids)
+		if err := d.Maps.Apply(compiled); err != nil {
+			log.Warn("service maps", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-kick:
+			// Coalesce a burst (a Deployment's endpoints change together).
+			time.Sleep(20 * time.Millisecond)
+		case <-time.After(o.Resync):
+		}
+	}
+}
