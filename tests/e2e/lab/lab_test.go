@@ -23,7 +23,7 @@ import (
 	"github.com/skiff-sh/skiff/tests/e2e/framework"
 )
 
-func TestLabFRR(t *testing.T)  { runLab(t, "e2efrr", "frr") }
+func TestLabFRR(t *testing.T) { runLab(t, "e2efrr", "frr") }
 
 // TestLabServices checks the eBPF service load balancer in a lab: a ClusterIP in front of
 // three replicas answers clients on both workers from more than one backend, the kubernetes
