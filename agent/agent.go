@@ -154,7 +154,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		if root == "" {
 			root = cgroups.DefaultRoot
 		}
-		po := dataplane.ProxyOptions{PinDir: dataplane.PinDir(o.NodeName), CgroupPath: filepath.Join(cgroups.Unified(), root)}
+		po := dataplane.ProxyOptions{Node: o.NodeName, PinDir: dataplane.PinDir(o.NodeName), CgroupPath: filepath.Join(cgroups.Unified(), root)}
 		go func() {
 			if err := dataplane.RunProxy(ctx, client, po, log.With("component", "service-proxy")); err != nil {
 				log.Error("service proxy", "err", err)

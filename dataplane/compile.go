@@ -44,7 +44,10 @@ const defaultAffinityTimeout = 10800 * time.Second
 // endpoints; when none is ready, the serving-but-terminating ones, as upstream kube-proxy
 // does. ids keeps each frontend's id stable across calls (it is updated with new ones), so
 // an update rewrites a frontend's backends in place.
-func Compile(services []*corev1.Service, epSlices []*discoveryv1.EndpointSlice, ids map[string]uint32) []Service {
+//
+// node is the node the maps are for: a Service with internalTrafficPolicy Local gets only
+// this node's endpoints (none elsewhere means refused, as upstream).
+func Compile(services []*corev1.Service, epSlices []*discoveryv1.EndpointSlice, ids map[string]uint32, node string) []Service {
 	bySvc := map[string][]*discoveryv1.EndpointSlice{}
 	for _, s := range epSlices {
 		if s.AddressType != discoveryv1.AddressTypeIPv4 {
@@ -97,9 +100,13 @@ func Compile(services []*corev1.Service, epSlices []*discoveryv1.EndpointSlice, 
 					ids[name] = id
 					used[id] = true
 				}
+				localOnly := ""
+				if p := svc.Spec.InternalTrafficPolicy; p != nil && *p == corev1.ServiceInternalTrafficPolicyLocal {
+					localOnly = node
+				}
 				out = append(out, Service{Name: name, ID: id, Affinity: affinity,
 					Frontend: Frontend{Addr: ip, Port: uint16(port.Port), Proto: port.Protocol},
-					Backends: backends(bySvc[svc.Namespace+"/"+svc.Name], port)})
+					Backends: backends(bySvc[svc.Namespace+"/"+svc.Name], port, localOnly)})
 			}
 		}
 	}
@@ -122,8 +129,9 @@ func clusterIPs(svc *corev1.Service) []string {
 	return nil
 }
 
-// backends picks the endpoints of port from slices: ready ones, else serving terminating ones.
-func backends(epSlices []*discoveryv1.EndpointSlice, port corev1.ServicePort) []Backend {
+// backends picks the endpoints of port from slices: ready ones, else serving terminating ones;
+// with localOnly, only that node's.
+func backends(epSlices []*discoveryv1.EndpointSlice, port corev1.ServicePort, localOnly string) []Backend {
 	var ready, terminating []Backend
 	for _, s := range epSlices {
 		var target int32 = -1
@@ -144,6 +152,9 @@ func backends(epSlices []*discoveryv1.EndpointSlice, port corev1.ServicePort) []
 			continue
 		}
 		for _, ep := range s.Endpoints {
+			if localOnly != "" && (ep.NodeName == nil || *ep.NodeName != localOnly) {
+				continue
+			}
 			c := ep.Conditions
 			isReady := c.Ready == nil || *c.Ready
 			serving := c.Serving != nil && *c.Serving

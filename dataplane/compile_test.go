@@ -24,6 +24,7 @@ func port(name string, p int32, proto corev1.Protocol) corev1.ServicePort {
 type ep struct {
 	addr                        string
 	ready, serving, terminating *bool
+	node                        string
 }
 
 func slice(svcName string, portName string, target int32, proto corev1.Protocol, eps ...ep) *discoveryv1.EndpointSlice {
@@ -31,8 +32,12 @@ func slice(svcName string, portName string, target int32, proto corev1.Protocol,
 		Labels: map[string]string{discoveryv1.LabelServiceName: svcName}}, AddressType: discoveryv1.AddressTypeIPv4,
 		Ports: []discoveryv1.EndpointPort{{Name: ptr.To(portName), Port: ptr.To(target), Protocol: ptr.To(proto)}}}
 	for _, e := range eps {
-		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{e.addr},
-			Conditions: discoveryv1.EndpointConditions{Ready: e.ready, Serving: e.serving, Terminating: e.terminating}})
+		d := discoveryv1.Endpoint{Addresses: []string{e.addr},
+			Conditions: discoveryv1.EndpointConditions{Ready: e.ready, Serving: e.serving, Terminating: e.terminating}}
+		if e.node != "" {
+			d.NodeName = ptr.To(e.node)
+		}
+		s.Endpoints = append(s.Endpoints, d)
 	}
 	return s
 }
@@ -81,6 +86,18 @@ func TestCompile(t *testing.T) {
 			s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
 			return s
 		}()}, nil, "default/a:80/TCP 10.96.0.12:80/TCP [] aff=3h0m0s; "},
+		{"internalTrafficPolicy Local keeps this node's endpoints", []*corev1.Service{func() *corev1.Service {
+			s := svc("local", "10.96.0.13", port("", 80, corev1.ProtocolTCP))
+			s.Spec.InternalTrafficPolicy = ptr.To(corev1.ServiceInternalTrafficPolicyLocal)
+			return s
+		}()}, []*discoveryv1.EndpointSlice{slice("local", "", 8080, corev1.ProtocolTCP, ep{addr: "10.244.1.1", node: "n1"}, ep{addr: "10.244.2.1", node: "n2"})},
+			"default/local:80/TCP 10.96.0.13:80/TCP [{10.244.1.1 8080}] aff=0s; "},
+		{"internalTrafficPolicy Local without a local endpoint refuses", []*corev1.Service{func() *corev1.Service {
+			s := svc("local", "10.96.0.13", port("", 80, corev1.ProtocolTCP))
+			s.Spec.InternalTrafficPolicy = ptr.To(corev1.ServiceInternalTrafficPolicyLocal)
+			return s
+		}()}, []*discoveryv1.EndpointSlice{slice("local", "", 8080, corev1.ProtocolTCP, ep{addr: "10.244.2.1", node: "n2"})},
+			"default/local:80/TCP 10.96.0.13:80/TCP [] aff=0s; "},
 		{"another namespace's slice is not ours", []*corev1.Service{web}, []*discoveryv1.EndpointSlice{func() *discoveryv1.EndpointSlice {
 			s := slice("web", "http", 8080, corev1.ProtocolTCP, ep{addr: "10.244.1.1"})
 			s.Namespace = "other"
@@ -88,7 +105,7 @@ func TestCompile(t *testing.T) {
 		}()}, "default/web:http/TCP 10.96.0.10:80/TCP [] aff=0s; "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := show(Compile(tc.svcs, tc.slices, map[string]uint32{})); got != tc.want {
+			if got := show(Compile(tc.svcs, tc.slices, map[string]uint32{}, "n1")); got != tc.want {
 				t.Errorf("Compile =\n%s\nwant\n%s", got, tc.want)
 			}
 		})
@@ -99,12 +116,12 @@ func TestCompileIDsStable(t *testing.T) {
 	ids := map[string]uint32{}
 	a := svc("a", "10.96.0.1", port("", 80, corev1.ProtocolTCP))
 	b := svc("b", "10.96.0.2", port("", 80, corev1.ProtocolTCP))
-	first := Compile([]*corev1.Service{a, b}, nil, ids)
-	second := Compile([]*corev1.Service{b, a}, nil, ids)
+	first := Compile([]*corev1.Service{a, b}, nil, ids, "")
+	second := Compile([]*corev1.Service{b, a}, nil, ids, "")
 	if first[0].ID != second[0].ID || first[1].ID != second[1].ID || first[0].ID == first[1].ID || first[0].ID == 0 {
 		t.Errorf("ids %v then %v", first, second)
 	}
-	Compile([]*corev1.Service{a}, nil, ids)
+	Compile([]*corev1.Service{a}, nil, ids, "")
 	if _, ok := ids["default/b:80/TCP"]; ok || len(ids) != 1 {
 		t.Errorf("a deleted service keeps its id: %v", ids)
 	}

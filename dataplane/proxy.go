@@ -13,6 +13,8 @@ import (
 
 // ProxyOptions configure the node's service proxy.
 type ProxyOptions struct {
+	// Node is this node's name (internalTrafficPolicy Local keeps its endpoints).
+	Node string
 	// PinDir holds the node's pinned maps and links (PinDir(node)).
 	PinDir string
 	// CgroupPath is the cgroup2 directory every pod of the node runs under.
@@ -62,7 +64,7 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 	for {
 		svcs, _ := services.Lister().List(labels.Everything())
 		eps, _ := slices.Lister().List(labels.Everything())
-		compiled := Compile(svcs, eps, ids)
+		compiled := Compile(svcs, eps, ids, o.Node)
 		if err := d.Maps.Apply(compiled); err != nil {
 			log.Warn("service maps", "err", err)
 		}
