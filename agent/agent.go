@@ -149,12 +149,14 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 			log.Error("cni server", "err", err)
 		}
 	}()
+	var proxy atomic.Pointer[dataplane.Dataplane]
 	if o.ServiceProxy {
 		root := o.CgroupRoot
 		if root == "" {
 			root = cgroups.DefaultRoot
 		}
-		po := dataplane.ProxyOptions{Node: o.NodeName, PinDir: dataplane.PinDir(o.NodeName), CgroupPath: filepath.Join(cgroups.Unified(), root)}
+		po := dataplane.ProxyOptions{Node: o.NodeName, PinDir: dataplane.PinDir(o.NodeName), CgroupPath: filepath.Join(cgroups.Unified(), root),
+			Started: func(d *dataplane.Dataplane) { proxy.Store(d) }}
 		go func() {
 			if err := dataplane.RunProxy(ctx, client, po, log.With("component", "service-proxy")); err != nil {
 				log.Error("service proxy", "err", err)
@@ -192,7 +194,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 			ClusterDNS: o.ClusterDNS, ClusterDomain: o.ClusterDomain, ResolvConf: o.ResolvConf,
 			Volumes: volumes.New(client, filepath.Join(o.DataDir, "pods"))}, log)
 	if o.HealthzAddress != "" {
-		go serveHealthz(ctx, o.HealthzAddress, ctr, &speaker, log)
+		go serveHealthz(ctx, o.HealthzAddress, ctr, &speaker, &proxy, log)
 	}
 	if o.PodManifestPath != "" {
 		go static.Run(ctx, client, o.PodManifestPath, o.NodeName, pm, 2*time.Second, log)
@@ -242,10 +244,11 @@ func installCNI(plugin, binDir, confDir, socket string) error {
 // runtime answers CRI.
 // serveHealthz serves /healthz and /metrics (the BGP speaker's session states and route
 // counts, once it runs) on the agent's loopback address.
-func serveHealthz(ctx context.Context, addr string, ctr *runtime.Containerd, speaker *atomic.Pointer[bgp.Speaker], log *slog.Logger) {
+func serveHealthz(ctx context.Context, addr string, ctr *runtime.Containerd, speaker *atomic.Pointer[bgp.Speaker],
+	proxy *atomic.Pointer[dataplane.Dataplane], log *slog.Logger) {
 	mux := http.NewServeMux()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(bgpCollector{speaker})
+	reg.MustRegister(bgpCollector{speaker}, proxyCollector{proxy})
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		cctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
@@ -276,4 +279,34 @@ func (c bgpCollector) Collect(ch chan<- prometheus.Metric) {
 	if s := c.speaker.Load(); s != nil {
 		gobgpmetrics.NewBgpCollector(s.Server()).Collect(ch)
 	}
+}
+
+var (
+	socketsDesc = prometheus.NewDesc("skiff_service_sockets",
+		"Live sockets balanced to a Service backend: the exact entry count of the socket translation table (skiff_sock_nat).", nil, nil)
+	socketsCapDesc = prometheus.NewDesc("skiff_service_sockets_capacity",
+		"Capacity of the socket translation table.", nil, nil)
+)
+
+// proxyCollector exports the service dataplane's table occupancy, counted exactly at scrape.
+type proxyCollector struct {
+	proxy *atomic.Pointer[dataplane.Dataplane]
+}
+
+func (c proxyCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- socketsDesc
+	ch <- socketsCapDesc
+}
+
+func (c proxyCollector) Collect(ch chan<- prometheus.Metric) {
+	d := c.proxy.Load()
+	if d == nil {
+		return
+	}
+	n, capacity, err := d.Maps.SocketCount()
+	if err != nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(socketsDesc, prometheus.GaugeValue, float64(n))
+	ch <- prometheus.MustNewConstMetric(socketsCapDesc, prometheus.GaugeValue, float64(capacity))
 }

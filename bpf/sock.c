@@ -90,6 +90,16 @@ int skiff_getpeername4(struct bpf_sock_addr *ctx)
 	return reverse(ctx);
 }
 
+/* A socket's translation goes with it, so skiff_sock_nat holds exactly the live sockets that
+ * were balanced (its occupancy is exported as a metric) instead of waiting for LRU eviction. */
+SEC("cgroup/sock_release")
+int skiff_sock_release(struct bpf_sock *sk)
+{
+	__u64 cookie = bpf_get_socket_cookie(sk);
+	bpf_map_delete_elem(&skiff_sock_nat, &cookie);
+	return 1;
+}
+
 /* The map layout version, readable from the object and from `bpftool prog`. */
 const volatile __u32 skiff_map_version = SKIFF_MAP_VERSION;
 

@@ -143,6 +143,32 @@ print(data.decode(), src[0], src[1])
 	if got := client(t, cgroup, udp); got != "U 10.96.0.53 53" {
 		t.Errorf("UDP to the ClusterIP: %q, want the answer from the ClusterIP", got)
 	}
+	// The socket table holds exactly the live balanced sockets: none once the clients exited,
+	// one while a client keeps its connection.
+	if n, capacity, err := d.Maps.SocketCount(); err != nil || n != 0 || capacity != 262144 {
+		t.Errorf("socket table after the clients exited: %d of %d, %v", n, capacity, err)
+	}
+	holder := exec.Command("sh", "-c", "echo $$ > "+filepath.Join(cgroup, "cgroup.procs")+" && exec python3 -c \"$0\"",
+		"import socket, sys\ns = socket.create_connection(('10.96.0.42', 80), timeout=3)\nprint('up', flush=True)\nsys.stdin.read()")
+	stdin, _ := holder.StdinPipe()
+	stdout, _ := holder.StdoutPipe()
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line := make([]byte, 3)
+	if _, err := stdout.Read(line); err != nil || string(line) != "up\n" {
+		t.Fatalf("holder: %q %v", line, err)
+	}
+	socks, err := d.Maps.ListSockets()
+	if err != nil || len(socks) != 1 || socks[0].Service != "10.96.0.42:80" {
+		t.Errorf("socket table with one live connection: %+v %v", socks, err)
+	}
+	stdin.Close()
+	_ = holder.Wait()
+	if n, _, _ := d.Maps.SocketCount(); n != 0 {
+		t.Errorf("socket table after the holder closed: %d entries", n)
+	}
+
 	// An agent restart: load again over the pinned maps and links.
 	d2, err := Load(pinDir, cgroup)
 	if err != nil {

@@ -39,6 +39,7 @@ func (o *sockObjects) attachments() []struct {
 		{"sendmsg4", o.SkiffSendmsg4, ebpf.AttachCGroupUDP4Sendmsg},
 		{"recvmsg4", o.SkiffRecvmsg4, ebpf.AttachCGroupUDP4Recvmsg},
 		{"getpeername4", o.SkiffGetpeername4, ebpf.AttachCgroupInet4GetPeername},
+		{"sock_release", o.SkiffSockRelease, ebpf.AttachCgroupInetSockRelease},
 	}
 }
 
@@ -68,7 +69,7 @@ func Load(pinDir, cgroupPath string) (*Dataplane, error) {
 		}
 		return nil, fmt.Errorf("loading skiff's BPF programs (maps pinned in %s): %w", pinDir, err)
 	}
-	d.Maps = Maps{Services: d.objs.SkiffServices, Backends: d.objs.SkiffBackends, Names: d.objs.SkiffSvcNames}
+	d.Maps = Maps{Services: d.objs.SkiffServices, Backends: d.objs.SkiffBackends, Names: d.objs.SkiffSvcNames, Sockets: d.objs.SkiffSockNat}
 	for _, a := range d.objs.attachments() {
 		path := filepath.Join(pinDir, "link_"+a.name)
 		if l, err := link.LoadPinnedLink(path, nil); err == nil {
@@ -122,7 +123,7 @@ func OpenPinned(pinDir string) (Maps, func(), error) {
 	for _, x := range []struct {
 		name string
 		dst  **ebpf.Map
-	}{{"skiff_services", &m.Services}, {"skiff_backends", &m.Backends}, {"skiff_svc_names", &m.Names}} {
+	}{{"skiff_services", &m.Services}, {"skiff_backends", &m.Backends}, {"skiff_svc_names", &m.Names}, {"skiff_sock_nat", &m.Sockets}} {
 		mp, err := ebpf.LoadPinnedMap(filepath.Join(pinDir, x.name), opts)
 		if err != nil {
 			closeAll()

@@ -24,6 +24,8 @@ const (
 // Maps are the pinned maps the programs read.
 type Maps struct {
 	Services, Backends, Names *ebpf.Map
+	// Sockets is the per-socket translation table (skiff's "conntrack" at the socket level).
+	Sockets *ebpf.Map
 }
 
 // be32 is an IPv4 address as the kernel hands it to the hooks: the network-order bytes read
@@ -192,4 +194,50 @@ func (m Maps) Dump() ([]Entry, error) {
 		out = append(out, e)
 	}
 	return out, it.Err()
+}
+
+// Socket is one balanced socket: what it asked for and where it went.
+type Socket struct {
+	Cookie           uint64
+	Service, Backend string
+}
+
+// ListSockets lists the live balanced sockets; its length is the table's exact occupancy.
+func (m Maps) ListSockets() ([]Socket, error) {
+	var out []Socket
+	var k uint64
+	var v sockSockNat
+	it := m.Sockets.Iterate()
+	for it.Next(&k, &v) {
+		out = append(out, Socket{Cookie: k,
+			Service: fmt.Sprintf("%s:%d", fromBe32(v.SvcAddr), fromBe16(v.SvcPort)),
+			Backend: fmt.Sprintf("%s:%d", fromBe32(v.BeAddr), fromBe16(v.BePort))})
+	}
+	return out, it.Err()
+}
+
+// SocketCount is the exact number of entries in the socket table (keys only, no values read)
+// and its capacity.
+func (m Maps) SocketCount() (n int, capacity int, err error) {
+	var k uint64
+	var next uint64
+	first := true
+	for {
+		var err error
+		if first {
+			err = m.Sockets.NextKey(nil, &next)
+			first = false
+		} else {
+			err = m.Sockets.NextKey(k, &next)
+		}
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			break
+		}
+		if err != nil {
+			return n, int(m.Sockets.MaxEntries()), err
+		}
+		n++
+		k = next
+	}
+	return n, int(m.Sockets.MaxEntries()), nil
 }

@@ -21,6 +21,8 @@ type ProxyOptions struct {
 	CgroupPath string
 	// Resync re-applies everything periodically (30 s), repairing any drift.
 	Resync time.Duration
+	// Started, if set, receives the loaded dataplane (metrics read its maps).
+	Started func(*Dataplane)
 }
 
 // RunProxy loads the programs and keeps the maps equal to the cluster's Services and
@@ -34,6 +36,9 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 		return err
 	}
 	defer d.Close()
+	if o.Started != nil {
+		o.Started(d)
+	}
 	// Ids survive restarts: start from what the maps already name.
 	ids := map[string]uint32{}
 	if entries, err := d.Maps.Dump(); err == nil {

@@ -85,6 +85,7 @@ const (
 	sockProgSkiffGetpeername4 = "skiff_getpeername4"
 	sockProgSkiffRecvmsg4     = "skiff_recvmsg4"
 	sockProgSkiffSendmsg4     = "skiff_sendmsg4"
+	sockProgSkiffSockRelease  = "skiff_sock_release"
 	sockVarSkiffMapVersion    = "skiff_map_version"
 )
 
@@ -134,6 +135,7 @@ type sockProgramSpecs struct {
 	SkiffGetpeername4 *ebpf.ProgramSpec `ebpf:"skiff_getpeername4"`
 	SkiffRecvmsg4     *ebpf.ProgramSpec `ebpf:"skiff_recvmsg4"`
 	SkiffSendmsg4     *ebpf.ProgramSpec `ebpf:"skiff_sendmsg4"`
+	SkiffSockRelease  *ebpf.ProgramSpec `ebpf:"skiff_sock_release"`
 }
 
 // sockMapSpecs contains maps before they are loaded into the kernel.
@@ -206,6 +208,7 @@ type sockPrograms struct {
 	SkiffGetpeername4 *ebpf.Program `ebpf:"skiff_getpeername4"`
 	SkiffRecvmsg4     *ebpf.Program `ebpf:"skiff_recvmsg4"`
 	SkiffSendmsg4     *ebpf.Program `ebpf:"skiff_sendmsg4"`
+	SkiffSockRelease  *ebpf.Program `ebpf:"skiff_sock_release"`
 }
 
 func (p *sockPrograms) Close() error {
@@ -214,6 +217,7 @@ func (p *sockPrograms) Close() error {
 		p.SkiffGetpeername4,
 		p.SkiffRecvmsg4,
 		p.SkiffSendmsg4,
+		p.SkiffSockRelease,
 	)
 }
 

@@ -81,6 +81,28 @@ func bpfCommand() *cobra.Command {
 			}
 			return tw.Flush()
 		}}
-	cmd.AddCommand(services, backends)
+	conntrack := &cobra.Command{Use: "conntrack", Short: "Live balanced sockets: what each asked for and where it went", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			m, closeMaps, err := open()
+			if err != nil {
+				return err
+			}
+			defer closeMaps()
+			socks, err := m.ListSockets()
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', 0)
+			fmt.Fprintln(tw, "SOCKET\tSERVICE\tBACKEND")
+			for _, s := range socks {
+				fmt.Fprintf(tw, "%d\t%s\t%s\n", s.Cookie, s.Service, s.Backend)
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			fmt.Printf("%d entries of %d\n", len(socks), m.Sockets.MaxEntries())
+			return nil
+		}}
+	cmd.AddCommand(services, backends, conntrack)
 	return cmd
 }
