@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -155,7 +157,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		if root == "" {
 			root = cgroups.DefaultRoot
 		}
-		po := dataplane.ProxyOptions{Node: o.NodeName, PinDir: dataplane.PinDir(o.NodeName), CgroupPath: filepath.Join(cgroups.Unified(), root),
+		po := dataplane.ProxyOptions{Node: dataplane.Node{Name: o.NodeName, IP: nodeAddr(o.InternalIP)}, Uplink: uplinkOf(o.InternalIP), PinDir: dataplane.PinDir(o.NodeName), CgroupPath: filepath.Join(cgroups.Unified(), root),
 			Started: func(d *dataplane.Dataplane) { proxy.Store(d) }}
 		go func() {
 			if err := dataplane.RunProxy(ctx, client, po, log.With("component", "service-proxy")); err != nil {
@@ -286,6 +288,10 @@ var (
 		"Live sockets balanced to a Service backend: the exact entry count of the socket translation table (skiff_sock_nat).", nil, nil)
 	socketsCapDesc = prometheus.NewDesc("skiff_service_sockets_capacity",
 		"Capacity of the socket translation table.", nil, nil)
+	ctDesc = prometheus.NewDesc("skiff_conntrack_entries",
+		"NodePort connection-tracking entries: the exact entry count of skiff_ct.", nil, nil)
+	ctCapDesc = prometheus.NewDesc("skiff_conntrack_capacity",
+		"Capacity of the NodePort connection-tracking table.", nil, nil)
 )
 
 // proxyCollector exports the service dataplane's table occupancy, counted exactly at scrape.
@@ -296,6 +302,8 @@ type proxyCollector struct {
 func (c proxyCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- socketsDesc
 	ch <- socketsCapDesc
+	ch <- ctDesc
+	ch <- ctCapDesc
 }
 
 func (c proxyCollector) Collect(ch chan<- prometheus.Metric) {
@@ -309,4 +317,31 @@ func (c proxyCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(socketsDesc, prometheus.GaugeValue, float64(n))
 	ch <- prometheus.MustNewConstMetric(socketsCapDesc, prometheus.GaugeValue, float64(capacity))
+	if n, capacity, err := dataplane.ConntrackCount(d.CT); err == nil {
+		ch <- prometheus.MustNewConstMetric(ctDesc, prometheus.GaugeValue, float64(n))
+		ch <- prometheus.MustNewConstMetric(ctCapDesc, prometheus.GaugeValue, float64(capacity))
+	}
+}
+
+func nodeAddr(ip string) netip.Addr {
+	a, _ := netip.ParseAddr(ip)
+	return a
+}
+
+// uplinkOf names the interface that holds the node's address in the agent's namespace, where
+// NodePort traffic arrives; "" when none does (then no NodePorts are served).
+func uplinkOf(ip string) string {
+	want := nodeAddr(ip)
+	ifaces, _ := net.Interfaces()
+	for _, ifc := range ifaces {
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok {
+				if got, ok := netip.AddrFromSlice(n.IP); ok && got.Unmap() == want && !n.IP.IsLoopback() {
+					return ifc.Name
+				}
+			}
+		}
+	}
+	return ""
 }

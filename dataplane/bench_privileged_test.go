@@ -43,7 +43,7 @@ func benchDataplane(b *testing.B) (*Dataplane, string) {
 	}
 	cgroup := fmt.Sprintf("/sys/fs/cgroup/unified/skiff-dp-bench-%d", os.Getpid())
 	pinDir := filepath.Join(BPFFS, "skiff", fmt.Sprintf("bench-%d", os.Getpid()))
-	d, err := Load(pinDir, cgroup)
+	d, err := Load(pinDir, cgroup, "")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func BenchmarkProgramServices(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.StartTimer()
-				if err := d.Maps.Apply(Compile(svcs, slices, map[string]uint32{}, "")); err != nil {
+				if err := d.Maps.Apply(Compile(svcs, slices, map[string]uint32{}, Node{})); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -127,7 +127,7 @@ func BenchmarkConnect(b *testing.B) {
 	}
 	for _, n := range []int{1, 1000, 10000} {
 		svcs, slices := synthetic(n)
-		compiled := Compile(svcs, slices, map[string]uint32{}, "")
+		compiled := Compile(svcs, slices, map[string]uint32{}, Node{})
 		// The measured service points at the local listener.
 		compiled = append(compiled, Service{Name: "default/target:80/TCP", ID: 1, Frontend: Frontend{Addr: netip.MustParseAddr("10.255.0.1"), Port: 80, Proto: corev1.ProtocolTCP},
 			Backends: []Backend{{Addr: backendAP.Addr(), Port: backendAP.Port()}}})

@@ -23,6 +23,8 @@ type Frontend struct {
 type Backend struct {
 	Addr netip.Addr
 	Port uint16
+	// Local is true when the endpoint runs on this node.
+	Local bool
 }
 
 // Service is one frontend with its backends, ready for the maps.
@@ -34,6 +36,16 @@ type Service struct {
 	Backends []Backend
 	// Affinity is sessionAffinity ClientIP's timeout; zero means none.
 	Affinity time.Duration
+	// ExternalLocal marks a NodePort frontend of externalTrafficPolicy Local: only local
+	// backends, no SNAT, so the client's address is kept.
+	ExternalLocal bool
+}
+
+// Node is the node the maps are compiled for.
+type Node struct {
+	Name string
+	// IP is the node's address, on which NodePorts are served (invalid: none).
+	IP netip.Addr
 }
 
 // defaultAffinityTimeout is upstream's sessionAffinityConfig.clientIP.timeoutSeconds default.
@@ -45,9 +57,11 @@ const defaultAffinityTimeout = 10800 * time.Second
 // does. ids keeps each frontend's id stable across calls (it is updated with new ones), so
 // an update rewrites a frontend's backends in place.
 //
-// node is the node the maps are for: a Service with internalTrafficPolicy Local gets only
-// this node's endpoints (none elsewhere means refused, as upstream).
-func Compile(services []*corev1.Service, epSlices []*discoveryv1.EndpointSlice, ids map[string]uint32, node string) []Service {
+// node is the node the maps are for: backends on it are marked local; a Service with
+// internalTrafficPolicy Local gets only its endpoints (none means refused, as upstream); and
+// NodePort and LoadBalancer Services get a frontend on its address per nodePort, with only
+// local backends when externalTrafficPolicy is Local.
+func Compile(services []*corev1.Service, epSlices []*discoveryv1.EndpointSlice, ids map[string]uint32, node Node) []Service {
 	bySvc := map[string][]*discoveryv1.EndpointSlice{}
 	for _, s := range epSlices {
 		if s.AddressType != discoveryv1.AddressTypeIPv4 {
@@ -65,9 +79,36 @@ func Compile(services []*corev1.Service, epSlices []*discoveryv1.EndpointSlice, 
 		used[id] = true
 	}
 	live := map[string]bool{}
+	add := func(name string, s Service) {
+		live[name] = true
+		id, ok := ids[name]
+		if !ok {
+			id = newID(name, used)
+			ids[name] = id
+			used[id] = true
+		}
+		s.Name, s.ID = name, id
+		out = append(out, s)
+	}
 	for _, svc := range services {
 		if svc.Spec.Type == corev1.ServiceTypeExternalName {
 			continue
+		}
+		slicesOf := bySvc[svc.Namespace+"/"+svc.Name]
+		if (svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer) && node.IP.Is4() {
+			local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+			for _, port := range svc.Spec.Ports {
+				if port.NodePort == 0 || (port.Protocol != corev1.ProtocolTCP && port.Protocol != corev1.ProtocolUDP) {
+					continue
+				}
+				only := ""
+				if local {
+					only = node.Name
+				}
+				add(fmt.Sprintf("%s/%s:%d/%s@nodeport", svc.Namespace, svc.Name, port.NodePort, port.Protocol), Service{
+					Frontend: Frontend{Addr: node.IP, Port: uint16(port.NodePort), Proto: port.Protocol}, ExternalLocal: local,
+					Backends: backends(slicesOf, port, only, node.Name)})
+			}
 		}
 		var affinity time.Duration
 		if svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
@@ -93,20 +134,12 @@ func Compile(services []*corev1.Service, epSlices []*discoveryv1.EndpointSlice, 
 				if len(clusterIPs(svc)) > 1 {
 					name += "@" + ip.String()
 				}
-				live[name] = true
-				id, ok := ids[name]
-				if !ok {
-					id = newID(name, used)
-					ids[name] = id
-					used[id] = true
-				}
 				localOnly := ""
 				if p := svc.Spec.InternalTrafficPolicy; p != nil && *p == corev1.ServiceInternalTrafficPolicyLocal {
-					localOnly = node
+					localOnly = node.Name
 				}
-				out = append(out, Service{Name: name, ID: id, Affinity: affinity,
-					Frontend: Frontend{Addr: ip, Port: uint16(port.Port), Proto: port.Protocol},
-					Backends: backends(bySvc[svc.Namespace+"/"+svc.Name], port, localOnly)})
+				add(name, Service{Affinity: affinity, Frontend: Frontend{Addr: ip, Port: uint16(port.Port), Proto: port.Protocol},
+					Backends: backends(slicesOf, port, localOnly, node.Name)})
 			}
 		}
 	}
@@ -130,8 +163,8 @@ func clusterIPs(svc *corev1.Service) []string {
 }
 
 // backends picks the endpoints of port from slices: ready ones, else serving terminating ones;
-// with localOnly, only that node's.
-func backends(epSlices []*discoveryv1.EndpointSlice, port corev1.ServicePort, localOnly string) []Backend {
+// with localOnly, only that node's. Endpoints on node are marked Local.
+func backends(epSlices []*discoveryv1.EndpointSlice, port corev1.ServicePort, localOnly, node string) []Backend {
 	var ready, terminating []Backend
 	for _, s := range epSlices {
 		var target int32 = -1
@@ -164,7 +197,7 @@ func backends(epSlices []*discoveryv1.EndpointSlice, port corev1.ServicePort, lo
 				if err != nil || !addr.Is4() {
 					continue
 				}
-				b := Backend{Addr: addr, Port: uint16(target)}
+				b := Backend{Addr: addr, Port: uint16(target), Local: node != "" && ep.NodeName != nil && *ep.NodeName == node}
 				switch {
 				case isReady:
 					ready = append(ready, b)

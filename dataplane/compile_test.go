@@ -45,7 +45,19 @@ func slice(svcName string, portName string, target int32, proto corev1.Protocol,
 func show(out []Service) string {
 	s := ""
 	for _, x := range out {
-		s += fmt.Sprintf("%s %s:%d/%s %v aff=%s; ", x.Name, x.Frontend.Addr, x.Frontend.Port, x.Frontend.Proto, x.Backends, x.Affinity)
+		var bs []string
+		for _, b := range x.Backends {
+			t := fmt.Sprintf("%s:%d", b.Addr, b.Port)
+			if b.Local {
+				t += "(local)"
+			}
+			bs = append(bs, t)
+		}
+		local := ""
+		if x.ExternalLocal {
+			local = " etp=Local"
+		}
+		s += fmt.Sprintf("%s %s:%d/%s %v aff=%s%s; ", x.Name, x.Frontend.Addr, x.Frontend.Port, x.Frontend.Proto, bs, x.Affinity, local)
 	}
 	return s
 }
@@ -63,19 +75,19 @@ func TestCompile(t *testing.T) {
 			"default/web:http/TCP 10.96.0.10:80/TCP [] aff=0s; "},
 		{"ready endpoints, sorted and deduplicated, nil ready counts as ready", []*corev1.Service{web},
 			[]*discoveryv1.EndpointSlice{slice("web", "http", 8080, corev1.ProtocolTCP, ep{addr: "10.244.2.1", ready: yes}, ep{addr: "10.244.1.1"}, ep{addr: "10.244.2.1", ready: yes})},
-			"default/web:http/TCP 10.96.0.10:80/TCP [{10.244.1.1 8080} {10.244.2.1 8080}] aff=0s; "},
+			"default/web:http/TCP 10.96.0.10:80/TCP [10.244.1.1:8080 10.244.2.1:8080] aff=0s; "},
 		{"not ready left out", []*corev1.Service{web},
 			[]*discoveryv1.EndpointSlice{slice("web", "http", 8080, corev1.ProtocolTCP, ep{addr: "10.244.1.1", ready: yes}, ep{addr: "10.244.1.2", ready: no})},
-			"default/web:http/TCP 10.96.0.10:80/TCP [{10.244.1.1 8080}] aff=0s; "},
+			"default/web:http/TCP 10.96.0.10:80/TCP [10.244.1.1:8080] aff=0s; "},
 		{"serving terminating only when nothing is ready", []*corev1.Service{web},
 			[]*discoveryv1.EndpointSlice{slice("web", "http", 8080, corev1.ProtocolTCP, ep{addr: "10.244.1.2", ready: no, serving: yes, terminating: yes}, ep{addr: "10.244.1.3", ready: no, serving: no, terminating: yes})},
-			"default/web:http/TCP 10.96.0.10:80/TCP [{10.244.1.2 8080}] aff=0s; "},
+			"default/web:http/TCP 10.96.0.10:80/TCP [10.244.1.2:8080] aff=0s; "},
 		{"terminating ignored while something is ready", []*corev1.Service{web},
 			[]*discoveryv1.EndpointSlice{slice("web", "http", 8080, corev1.ProtocolTCP, ep{addr: "10.244.1.1", ready: yes}, ep{addr: "10.244.1.2", ready: no, serving: yes, terminating: yes})},
-			"default/web:http/TCP 10.96.0.10:80/TCP [{10.244.1.1 8080}] aff=0s; "},
+			"default/web:http/TCP 10.96.0.10:80/TCP [10.244.1.1:8080] aff=0s; "},
 		{"port matched by name and protocol", []*corev1.Service{svc("dns", "10.96.0.53", port("dns", 53, corev1.ProtocolUDP), port("dns-tcp", 53, corev1.ProtocolTCP))},
 			[]*discoveryv1.EndpointSlice{slice("dns", "dns", 5353, corev1.ProtocolUDP, ep{addr: "10.244.1.5"})},
-			"default/dns:dns-tcp/TCP 10.96.0.53:53/TCP [] aff=0s; default/dns:dns/UDP 10.96.0.53:53/UDP [{10.244.1.5 5353}] aff=0s; "},
+			"default/dns:dns-tcp/TCP 10.96.0.53:53/TCP [] aff=0s; default/dns:dns/UDP 10.96.0.53:53/UDP [10.244.1.5:5353] aff=0s; "},
 		{"headless and ExternalName have no frontend", []*corev1.Service{
 			{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "h"}, Spec: corev1.ServiceSpec{ClusterIP: "None", Ports: []corev1.ServicePort{port("", 80, corev1.ProtocolTCP)}}},
 			{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "x"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "example.org"}}}, nil, ""},
@@ -91,13 +103,26 @@ func TestCompile(t *testing.T) {
 			s.Spec.InternalTrafficPolicy = ptr.To(corev1.ServiceInternalTrafficPolicyLocal)
 			return s
 		}()}, []*discoveryv1.EndpointSlice{slice("local", "", 8080, corev1.ProtocolTCP, ep{addr: "10.244.1.1", node: "n1"}, ep{addr: "10.244.2.1", node: "n2"})},
-			"default/local:80/TCP 10.96.0.13:80/TCP [{10.244.1.1 8080}] aff=0s; "},
+			"default/local:80/TCP 10.96.0.13:80/TCP [10.244.1.1:8080(local)] aff=0s; "},
 		{"internalTrafficPolicy Local without a local endpoint refuses", []*corev1.Service{func() *corev1.Service {
 			s := svc("local", "10.96.0.13", port("", 80, corev1.ProtocolTCP))
 			s.Spec.InternalTrafficPolicy = ptr.To(corev1.ServiceInternalTrafficPolicyLocal)
 			return s
 		}()}, []*discoveryv1.EndpointSlice{slice("local", "", 8080, corev1.ProtocolTCP, ep{addr: "10.244.2.1", node: "n2"})},
 			"default/local:80/TCP 10.96.0.13:80/TCP [] aff=0s; "},
+		{"NodePort: a frontend on the node's address, local backends marked", []*corev1.Service{func() *corev1.Service {
+			s := svc("np", "10.96.0.14", corev1.ServicePort{Name: "http", Port: 80, NodePort: 30080, Protocol: corev1.ProtocolTCP})
+			s.Spec.Type = corev1.ServiceTypeNodePort
+			return s
+		}()}, []*discoveryv1.EndpointSlice{slice("np", "http", 8080, corev1.ProtocolTCP, ep{addr: "10.244.1.1", node: "n1"}, ep{addr: "10.244.2.1", node: "n2"})},
+			"default/np:30080/TCP@nodeport 198.18.0.2:30080/TCP [10.244.1.1:8080(local) 10.244.2.1:8080] aff=0s; default/np:http/TCP 10.96.0.14:80/TCP [10.244.1.1:8080(local) 10.244.2.1:8080] aff=0s; "},
+		{"NodePort with externalTrafficPolicy Local: this node's backends only", []*corev1.Service{func() *corev1.Service {
+			s := svc("np", "10.96.0.14", corev1.ServicePort{Name: "http", Port: 80, NodePort: 30080, Protocol: corev1.ProtocolTCP})
+			s.Spec.Type = corev1.ServiceTypeNodePort
+			s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+			return s
+		}()}, []*discoveryv1.EndpointSlice{slice("np", "http", 8080, corev1.ProtocolTCP, ep{addr: "10.244.1.1", node: "n1"}, ep{addr: "10.244.2.1", node: "n2"})},
+			"default/np:30080/TCP@nodeport 198.18.0.2:30080/TCP [10.244.1.1:8080(local)] aff=0s etp=Local; default/np:http/TCP 10.96.0.14:80/TCP [10.244.1.1:8080(local) 10.244.2.1:8080] aff=0s; "},
 		{"another namespace's slice is not ours", []*corev1.Service{web}, []*discoveryv1.EndpointSlice{func() *discoveryv1.EndpointSlice {
 			s := slice("web", "http", 8080, corev1.ProtocolTCP, ep{addr: "10.244.1.1"})
 			s.Namespace = "other"
@@ -105,7 +130,7 @@ func TestCompile(t *testing.T) {
 		}()}, "default/web:http/TCP 10.96.0.10:80/TCP [] aff=0s; "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := show(Compile(tc.svcs, tc.slices, map[string]uint32{}, "n1")); got != tc.want {
+			if got := show(Compile(tc.svcs, tc.slices, map[string]uint32{}, Node{Name: "n1", IP: netip.MustParseAddr("198.18.0.2")})); got != tc.want {
 				t.Errorf("Compile =\n%s\nwant\n%s", got, tc.want)
 			}
 		})
@@ -116,12 +141,12 @@ func TestCompileIDsStable(t *testing.T) {
 	ids := map[string]uint32{}
 	a := svc("a", "10.96.0.1", port("", 80, corev1.ProtocolTCP))
 	b := svc("b", "10.96.0.2", port("", 80, corev1.ProtocolTCP))
-	first := Compile([]*corev1.Service{a, b}, nil, ids, "")
-	second := Compile([]*corev1.Service{b, a}, nil, ids, "")
+	first := Compile([]*corev1.Service{a, b}, nil, ids, Node{})
+	second := Compile([]*corev1.Service{b, a}, nil, ids, Node{})
 	if first[0].ID != second[0].ID || first[1].ID != second[1].ID || first[0].ID == first[1].ID || first[0].ID == 0 {
 		t.Errorf("ids %v then %v", first, second)
 	}
-	Compile([]*corev1.Service{a}, nil, ids, "")
+	Compile([]*corev1.Service{a}, nil, ids, Node{})
 	if _, ok := ids["default/b:80/TCP"]; ok || len(ids) != 1 {
 		t.Errorf("a deleted service keeps its id: %v", ids)
 	}

@@ -83,7 +83,7 @@ func TestPrivilegedSocketLB(t *testing.T) {
 		_ = Remove(pinDir)
 		_ = os.Remove(cgroup)
 	})
-	d, err := Load(pinDir, cgroup)
+	d, err := Load(pinDir, cgroup, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ print(data.decode(), src[0], src[1])
 	}
 
 	// An agent restart: load again over the pinned maps and links.
-	d2, err := Load(pinDir, cgroup)
+	d2, err := Load(pinDir, cgroup, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 
@@ -20,8 +21,11 @@ func PinDir(node string) string { return filepath.Join(BPFFS, "skiff", node) }
 // Dataplane is the loaded programs and maps of one node.
 type Dataplane struct {
 	objs  sockObjects
+	np    nodeportObjects
 	links []link.Link
 	Maps  Maps
+	// CT is the per-packet connection table of NodePort traffic.
+	CT *ebpf.Map
 }
 
 // attachments pairs each program with its hook.
@@ -44,10 +48,11 @@ func (o *sockObjects) attachments() []struct {
 }
 
 // Load loads the programs, pins the maps under pinDir (reusing maps already pinned there,
-// with their entries) and attaches the programs to cgroupPath (a cgroup2 directory) through
-// pinned links. A link pinned by an earlier run is updated in place to the new program, so
-// restarting the agent never leaves a moment without service translation.
-func Load(pinDir, cgroupPath string) (*Dataplane, error) {
+// with their entries) and attaches the socket programs to cgroupPath (a cgroup2 directory)
+// and, when uplink is set, the NodePort programs to that interface (tcx ingress and egress),
+// all through pinned links. A link pinned by an earlier run is updated in place to the new
+// program, so restarting the agent never leaves a moment without service translation.
+func Load(pinDir, cgroupPath, uplink string) (*Dataplane, error) {
 	if err := ensureBPFFS(); err != nil {
 		return nil, err
 	}
@@ -71,29 +76,68 @@ func Load(pinDir, cgroupPath string) (*Dataplane, error) {
 	}
 	d.Maps = Maps{Services: d.objs.SkiffServices, Backends: d.objs.SkiffBackends, Names: d.objs.SkiffSvcNames, Sockets: d.objs.SkiffSockNat}
 	for _, a := range d.objs.attachments() {
-		path := filepath.Join(pinDir, "link_"+a.name)
-		if l, err := link.LoadPinnedLink(path, nil); err == nil {
-			if err := l.Update(a.prog); err != nil {
-				l.Close()
-				d.Close()
-				return nil, fmt.Errorf("swap %s program: %w", a.name, err)
-			}
-			d.links = append(d.links, l)
-			continue
-		}
-		l, err := link.AttachCgroup(link.CgroupOptions{Path: cgroupPath, Attach: a.typ, Program: a.prog})
+		err := d.attach(pinDir, a.name, a.prog, func() (link.Link, error) {
+			return link.AttachCgroup(link.CgroupOptions{Path: cgroupPath, Attach: a.typ, Program: a.prog})
+		})
 		if err != nil {
 			d.Close()
-			return nil, fmt.Errorf("attach %s to %s: %w", a.name, cgroupPath, err)
+			return nil, fmt.Errorf("%s on %s: %w", a.name, cgroupPath, err)
 		}
-		if err := l.Pin(path); err != nil {
-			l.Close()
+	}
+	npSpec, err := loadNodeport()
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	if err := npSpec.LoadAndAssign(&d.np, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: pinDir}}); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("loading skiff's NodePort programs: %w", err)
+	}
+	d.CT = d.np.SkiffCt
+	if uplink != "" {
+		ifc, err := net.InterfaceByName(uplink)
+		if err != nil {
 			d.Close()
-			return nil, fmt.Errorf("pin %s link: %w", a.name, err)
+			return nil, fmt.Errorf("NodePort uplink: %w", err)
 		}
-		d.links = append(d.links, l)
+		for _, a := range []struct {
+			name string
+			prog *ebpf.Program
+			typ  ebpf.AttachType
+		}{{"nodeport_ingress", d.np.SkiffNodeportIngress, ebpf.AttachTCXIngress}, {"nodeport_egress", d.np.SkiffNodeportEgress, ebpf.AttachTCXEgress}} {
+			err := d.attach(pinDir, a.name, a.prog, func() (link.Link, error) {
+				return link.AttachTCX(link.TCXOptions{Interface: ifc.Index, Program: a.prog, Attach: a.typ})
+			})
+			if err != nil {
+				d.Close()
+				return nil, fmt.Errorf("%s on %s: %w", a.name, uplink, err)
+			}
+		}
 	}
 	return d, nil
+}
+
+// attach swaps prog into the link pinned as link_<name>, or attaches it anew and pins it.
+func (d *Dataplane) attach(pinDir, name string, prog *ebpf.Program, attachNew func() (link.Link, error)) error {
+	path := filepath.Join(pinDir, "link_"+name)
+	if l, err := link.LoadPinnedLink(path, nil); err == nil {
+		if err := l.Update(prog); err != nil {
+			l.Close()
+			return fmt.Errorf("swap program: %w", err)
+		}
+		d.links = append(d.links, l)
+		return nil
+	}
+	l, err := attachNew()
+	if err != nil {
+		return err
+	}
+	if err := l.Pin(path); err != nil {
+		l.Close()
+		return fmt.Errorf("pin link: %w", err)
+	}
+	d.links = append(d.links, l)
+	return nil
 }
 
 // Close releases this process's handles; pinned maps and links stay.
@@ -102,6 +146,7 @@ func (d *Dataplane) Close() {
 		l.Close()
 	}
 	d.objs.Close()
+	d.np.Close()
 }
 
 // Remove unpins everything under pinDir: the programs detach and the maps go once nobody
@@ -123,7 +168,7 @@ func OpenPinned(pinDir string) (Maps, func(), error) {
 	for _, x := range []struct {
 		name string
 		dst  **ebpf.Map
-	}{{"skiff_services", &m.Services}, {"skiff_backends", &m.Backends}, {"skiff_svc_names", &m.Names}, {"skiff_sock_nat", &m.Sockets}} {
+	}{{"skiff_services", &m.Services}, {"skiff_backends", &m.Backends}, {"skiff_svc_names", &m.Names}, {"skiff_sock_nat", &m.Sockets}, {"skiff_ct", &m.CT}} {
 		mp, err := ebpf.LoadPinnedMap(filepath.Join(pinDir, x.name), opts)
 		if err != nil {
 			closeAll()

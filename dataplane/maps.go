@@ -17,8 +17,12 @@ const MapVersion = 1
 const (
 	protoTCP = 6
 	protoUDP = 17
-	// svcFlagAffinity is SVC_FLAG_AFFINITY.
+	// svcFlagAffinity is SVC_FLAG_AFFINITY, svcFlagLocal SVC_FLAG_LOCAL, beFlagLocal BE_FLAG_LOCAL.
 	svcFlagAffinity = 1
+	svcFlagLocal    = 2
+	beFlagLocal     = 1
+	// ctReverse is CT_REVERSE.
+	ctReverse = 2
 )
 
 // Maps are the pinned maps the programs read.
@@ -26,6 +30,8 @@ type Maps struct {
 	Services, Backends, Names *ebpf.Map
 	// Sockets is the per-socket translation table (skiff's "conntrack" at the socket level).
 	Sockets *ebpf.Map
+	// CT is the per-packet connection table of NodePort traffic (set by OpenPinned).
+	CT *ebpf.Map
 }
 
 // be32 is an IPv4 address as the kernel hands it to the hooks: the network-order bytes read
@@ -87,13 +93,20 @@ func encode(services []Service) entries {
 			n = 65535
 		}
 		val := sockSvcValue{Id: s.ID, Count: uint16(n)}
+		if s.ExternalLocal {
+			val.Flags |= svcFlagLocal
+		}
 		if s.Affinity > 0 {
 			val.Flags |= svcFlagAffinity
 			val.AffinityTimeout = uint32(s.Affinity / time.Second)
 		}
 		e.services[key] = val
 		for i, b := range s.Backends[:n] {
-			e.backends[sockBackendKey{Id: s.ID, Slot: uint32(i + 1)}] = sockBackendValue{Addr: be32(b.Addr), Port: be16(b.Port)}
+			v := sockBackendValue{Addr: be32(b.Addr), Port: be16(b.Port)}
+			if b.Local {
+				v.Flags |= beFlagLocal
+			}
+			e.backends[sockBackendKey{Id: s.ID, Slot: uint32(i + 1)}] = v
 		}
 		var name sockSvcName
 		for i := 0; i < len(s.Name) && i < len(name.Name)-1; i++ {
@@ -216,28 +229,86 @@ func (m Maps) ListSockets() ([]Socket, error) {
 	return out, it.Err()
 }
 
-// SocketCount is the exact number of entries in the socket table (keys only, no values read)
-// and its capacity.
+// SocketCount is the exact number of entries in the socket table and its capacity.
 func (m Maps) SocketCount() (n int, capacity int, err error) {
-	var k uint64
-	var next uint64
-	first := true
-	for {
-		var err error
-		if first {
-			err = m.Sockets.NextKey(nil, &next)
-			first = false
-		} else {
-			err = m.Sockets.NextKey(k, &next)
-		}
-		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			break
-		}
-		if err != nil {
-			return n, int(m.Sockets.MaxEntries()), err
-		}
+	n, err = countKeys[uint64](m.Sockets)
+	return n, int(m.Sockets.MaxEntries()), err
+}
+
+// countKeys walks a map's keys (no values read): an exact count at the time of the walk.
+func countKeys[K any](m *ebpf.Map) (int, error) {
+	var k, next K
+	n := 0
+	err := m.NextKey(nil, &next)
+	for err == nil {
 		n++
 		k = next
+		err = m.NextKey(k, &next)
 	}
-	return n, int(m.Sockets.MaxEntries()), nil
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return n, nil
+	}
+	return n, err
+}
+
+// Flow is one NodePort connection-tracking entry.
+type Flow struct {
+	Tuple, Rewrite string
+	Reverse        bool
+	Idle           time.Duration
+}
+
+// ConntrackCount is the exact number of NodePort connection-tracking entries and the table's capacity.
+func ConntrackCount(ct *ebpf.Map) (int, int, error) {
+	n, err := countKeys[nodeportCtKey](ct)
+	return n, int(ct.MaxEntries()), err
+}
+
+// ListFlows lists the NodePort connection-tracking table.
+func ListFlows(ct *ebpf.Map, now time.Duration) ([]Flow, error) {
+	var out []Flow
+	var k nodeportCtKey
+	var v nodeportCtValue
+	it := ct.Iterate()
+	for it.Next(&k, &v) {
+		f := Flow{Tuple: fmt.Sprintf("%s %s:%d -> %s:%d", protoName(k.Proto), fromBe32(k.Saddr), fromBe16(k.Sport), fromBe32(k.Daddr), fromBe16(k.Dport)),
+			Reverse: v.Kind == ctReverse, Idle: now - time.Duration(v.LastNs)}
+		if f.Reverse {
+			f.Rewrite = fmt.Sprintf("src %s:%d", fromBe32(v.Addr1), fromBe16(v.Port1))
+			if v.Addr2 != 0 {
+				f.Rewrite += fmt.Sprintf(" dst %s:%d", fromBe32(v.Addr2), fromBe16(v.Port2))
+			}
+		} else {
+			f.Rewrite = fmt.Sprintf("dst %s:%d", fromBe32(v.Addr1), fromBe16(v.Port1))
+			if v.Port2 != 0 {
+				f.Rewrite += fmt.Sprintf(" src <node>:%d", fromBe16(v.Port2))
+			}
+		}
+		out = append(out, f)
+	}
+	return out, it.Err()
+}
+
+// GCConntrack deletes entries idle for longer than ttl (the table is an LRU as well, so it
+// never overflows; this keeps the exported occupancy meaningful). now is CLOCK_MONOTONIC.
+func GCConntrack(ct *ebpf.Map, now, ttl time.Duration) (int, error) {
+	var stale []nodeportCtKey
+	var k nodeportCtKey
+	var v nodeportCtValue
+	it := ct.Iterate()
+	for it.Next(&k, &v) {
+		if now-time.Duration(v.LastNs) > ttl {
+			stale = append(stale, k)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, k := range stale {
+		if err := ct.Delete(k); err == nil {
+			n++
+		}
+	}
+	return n, nil
 }

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -13,8 +15,11 @@ import (
 
 // ProxyOptions configure the node's service proxy.
 type ProxyOptions struct {
-	// Node is this node's name (internalTrafficPolicy Local keeps its endpoints).
-	Node string
+	// Node is this node: its name (local endpoints) and address (NodePorts).
+	Node Node
+	// Uplink is the interface NodePort traffic arrives on (the one with the node's address);
+	// empty serves no NodePorts.
+	Uplink string
 	// PinDir holds the node's pinned maps and links (PinDir(node)).
 	PinDir string
 	// CgroupPath is the cgroup2 directory every pod of the node runs under.
@@ -31,7 +36,7 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 	if o.Resync == 0 {
 		o.Resync = 30 * time.Second
 	}
-	d, err := Load(o.PinDir, o.CgroupPath)
+	d, err := Load(o.PinDir, o.CgroupPath, o.Uplink)
 	if err != nil {
 		return err
 	}
@@ -65,7 +70,21 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 	if !cache.WaitForCacheSync(ctx.Done(), services.Informer().HasSynced, slices.Informer().HasSynced) {
 		return ctx.Err()
 	}
-	log.Info("service proxy running", "pins", o.PinDir, "cgroup", o.CgroupPath)
+	go func() {
+		// Idle NodePort flows go after 10 minutes (upstream's TCP established timeout is
+		// longer, but the table is also an LRU: nothing live is lost to this).
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Minute):
+			}
+			if _, err := GCConntrack(d.CT, Monotonic(), 10*time.Minute); err != nil {
+				log.Warn("conntrack GC", "err", err)
+			}
+		}
+	}()
+	log.Info("service proxy running", "pins", o.PinDir, "cgroup", o.CgroupPath, "nodePortUplink", o.Uplink)
 	for {
 		svcs, _ := services.Lister().List(labels.Everything())
 		eps, _ := slices.Lister().List(labels.Everything())
@@ -82,4 +101,11 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 		case <-time.After(o.Resync):
 		}
 	}
+}
+
+// Monotonic is CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns.
+func Monotonic() time.Duration {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return time.Duration(ts.Nano())
 }

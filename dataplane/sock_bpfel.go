@@ -34,10 +34,32 @@ type sockBackendKey struct {
 }
 
 type sockBackendValue struct {
-	_    structs.HostLayout
-	Addr uint32
-	Port uint16
-	Pad  uint16
+	_     structs.HostLayout
+	Addr  uint32
+	Port  uint16
+	Flags uint16
+}
+
+type sockCtKey struct {
+	_     structs.HostLayout
+	Saddr uint32
+	Daddr uint32
+	Sport uint16
+	Dport uint16
+	Proto uint8
+	Pad   [3]uint8
+}
+
+type sockCtValue struct {
+	_      structs.HostLayout
+	Kind   uint8
+	Pad    uint8
+	Port1  uint16
+	Port2  uint16
+	Pad2   uint16
+	Addr1  uint32
+	Addr2  uint32
+	LastNs uint64
 }
 
 type sockSockNat struct {
@@ -78,6 +100,7 @@ type sockSvcValue struct {
 const (
 	sockMapSkiffAffinity      = "skiff_affinity"
 	sockMapSkiffBackends      = "skiff_backends"
+	sockMapSkiffCt            = "skiff_ct"
 	sockMapSkiffServices      = "skiff_services"
 	sockMapSkiffSockNat       = "skiff_sock_nat"
 	sockMapSkiffSvcNames      = "skiff_svc_names"
@@ -144,6 +167,7 @@ type sockProgramSpecs struct {
 type sockMapSpecs struct {
 	SkiffAffinity *ebpf.MapSpec `ebpf:"skiff_affinity"`
 	SkiffBackends *ebpf.MapSpec `ebpf:"skiff_backends"`
+	SkiffCt       *ebpf.MapSpec `ebpf:"skiff_ct"`
 	SkiffServices *ebpf.MapSpec `ebpf:"skiff_services"`
 	SkiffSockNat  *ebpf.MapSpec `ebpf:"skiff_sock_nat"`
 	SkiffSvcNames *ebpf.MapSpec `ebpf:"skiff_svc_names"`
@@ -178,6 +202,7 @@ func (o *sockObjects) Close() error {
 type sockMaps struct {
 	SkiffAffinity *ebpf.Map `ebpf:"skiff_affinity"`
 	SkiffBackends *ebpf.Map `ebpf:"skiff_backends"`
+	SkiffCt       *ebpf.Map `ebpf:"skiff_ct"`
 	SkiffServices *ebpf.Map `ebpf:"skiff_services"`
 	SkiffSockNat  *ebpf.Map `ebpf:"skiff_sock_nat"`
 	SkiffSvcNames *ebpf.Map `ebpf:"skiff_svc_names"`
@@ -187,6 +212,7 @@ func (m *sockMaps) Close() error {
 	return _SockClose(
 		m.SkiffAffinity,
 		m.SkiffBackends,
+		m.SkiffCt,
 		m.SkiffServices,
 		m.SkiffSockNat,
 		m.SkiffSvcNames,

@@ -19,6 +19,9 @@
 #define SKIFF_MAX_SOCKETS 262144
 
 #define SVC_FLAG_AFFINITY 1 /* sessionAffinity: ClientIP */
+#define SVC_FLAG_LOCAL 2    /* externalTrafficPolicy: Local: no SNAT, local backends only */
+
+#define BE_FLAG_LOCAL 1 /* the backend runs on this node */
 
 /* A service frontend: ClusterIP (or another VIP) : port / protocol. */
 struct svc_key {
@@ -44,7 +47,7 @@ struct backend_key {
 struct backend_value {
 	__u32 addr;
 	__u16 port;
-	__u16 pad;
+	__u16 flags; /* BE_FLAG_* */
 };
 
 /* What a socket was really connected to, for getpeername and recvmsg. */
@@ -101,6 +104,43 @@ struct {
 	__type(value, struct affinity_value);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } skiff_affinity SEC(".maps");
+
+/* Per-packet connection tracking for traffic that enters the node from outside (NodePort).
+ * Keys are the packet's tuple as the hook sees it. A forward entry (client -> frontend, seen
+ * at ingress) remembers the chosen backend and SNAT port; a reverse entry (a reply, seen at
+ * ingress for SNATed flows or at egress for local backends) says how to restore it. */
+#define CT_FORWARD 1
+#define CT_REVERSE 2
+
+struct ct_key {
+	__u32 saddr;
+	__u32 daddr;
+	__u16 sport;
+	__u16 dport;
+	__u8 proto;
+	__u8 pad[3];
+};
+
+struct ct_value {
+	__u8 kind;  /* CT_FORWARD, CT_REVERSE */
+	__u8 pad;
+	__u16 port1; /* forward: backend port;  reverse: new source port */
+	__u16 port2; /* forward: SNAT port (0: none); reverse: new destination port (0: keep) */
+	__u16 pad2;
+	__u32 addr1; /* forward: backend address; reverse: new source address */
+	__u32 addr2; /* reverse: new destination address (0: keep) */
+	__u64 last_ns;
+};
+
+#define SKIFF_MAX_CT 262144
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, SKIFF_MAX_CT);
+	__type(key, struct ct_key);
+	__type(value, struct ct_value);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} skiff_ct SEC(".maps");
 
 /* Which Service each id belongs to ("namespace/name:port/PROTO"), written by the agent
  * for `skiff bpf services` and bpftool; the programs never read it. */

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -100,7 +101,24 @@ func bpfCommand() *cobra.Command {
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			fmt.Printf("%d entries of %d\n", len(socks), m.Sockets.MaxEntries())
+			fmt.Printf("%d entries of %d\n\n", len(socks), m.Sockets.MaxEntries())
+			flows, err := dataplane.ListFlows(m.CT, dataplane.Monotonic())
+			if err != nil {
+				return err
+			}
+			tw = tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', 0)
+			fmt.Fprintln(tw, "NODEPORT FLOW\tDIRECTION\tREWRITE\tIDLE")
+			for _, f := range flows {
+				dir := "forward"
+				if f.Reverse {
+					dir = "reply"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Tuple, dir, f.Rewrite, f.Idle.Round(time.Second))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			fmt.Printf("%d entries of %d\n", len(flows), m.CT.MaxEntries())
 			return nil
 		}}
 	cmd.AddCommand(services, backends, conntrack)

@@ -101,6 +101,36 @@ func TestLabServices(t *testing.T) {
 	if n := strings.Count(answers, "web-"); n != 40 || strings.Contains(answers, "FAILED") {
 		t.Errorf("%d of 40 requests through the ClusterIP answered during the agent restart:\n%s", n, answers)
 	}
+	// NodePort from outside the cluster (the ToR's namespace) through node1, to backends on
+	// both nodes; with externalTrafficPolicy Local the backend sees the client's address.
+	l.kubectl("expose", "deployment", "web", "--name=web-np", "--type=NodePort", "--port=80", "--target-port=8080")
+	np, err := l.client.CoreV1().Services("default").Get(ctx, "web-np", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodePortURL := fmt.Sprintf("http://198.18.0.2:%d", np.Spec.Ports[0].NodePort)
+	seenNP := map[string]bool{}
+	framework.Eventually(t, 60*time.Second, "NodePort from the ToR reaches backends on both nodes", func() (bool, string) {
+		out, err := l.in("tor", netutil, "fetch", nodePortURL+"/hostname")
+		if err == nil {
+			seenNP[out] = true
+		}
+		return len(seenNP) == 3, fmt.Sprint(seenNP, err, out)
+	})
+	l.kubectl("patch", "service", "web-np", "-p", `{"spec":{"externalTrafficPolicy":"Local"}}`)
+	framework.Eventually(t, 30*time.Second, "externalTrafficPolicy Local keeps the client address", func() (bool, string) {
+		for i := 0; i < 5; i++ {
+			out, err := l.in("tor", netutil, "fetch", nodePortURL+"/clientip")
+			if err != nil || !strings.HasPrefix(out, "198.18.0.254:") {
+				return false, fmt.Sprint(err, out)
+			}
+		}
+		return true, ""
+	})
+	if out, err := exec.Command(l.bin, "bpf", "conntrack", "--node", name+"-node1").CombinedOutput(); err != nil || !strings.Contains(string(out), "198.18.0.254") {
+		t.Errorf("skiff bpf conntrack shows no NodePort flow: %v\n%s", err, out)
+	}
+
 	// Inspection: bpftool shows the maps with field names, skiff bpf in Service terms.
 	pins := "/sys/fs/bpf/skiff/" + name + "-node1"
 	if out, err := exec.Command("bpftool", "map", "dump", "pinned", pins+"/skiff_services").CombinedOutput(); err != nil || !strings.Contains(string(out), `"affinity_timeout"`) {
@@ -118,7 +148,8 @@ func TestLabServices(t *testing.T) {
 	framework.Eventually(t, 20*time.Second, "node1's service metrics", func() (bool, string) {
 		out, err := l.in("node1", netutil, "fetch", "http://127.0.0.1:10248/metrics")
 		return err == nil && regexp.MustCompile(`(?m)^skiff_service_sockets \d+$`).MatchString(out) &&
-			strings.Contains(out, "skiff_service_sockets_capacity 262144"), out
+			strings.Contains(out, "skiff_service_sockets_capacity 262144") &&
+			regexp.MustCompile(`(?m)^skiff_conntrack_entries [1-9]\d*$`).MatchString(out) && strings.Contains(out, "skiff_conntrack_capacity 262144"), out
 	})
 	// Nothing in iptables or nftables, on any node.
 	for _, host := range []string{"master", "node1", "node2"} {

@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* NodePort for traffic from outside the node, per packet, on the node's uplink (tcx ingress
+ * and egress). A packet to <node address>:<nodePort> is sent to a backend: to one on this node
+ * with only its destination rewritten (the client address is kept; the reply is restored at
+ * egress), to one on another node with its source rewritten to this node as well (so the reply
+ * comes back here, is restored at ingress and sent to the client). externalTrafficPolicy Local
+ * frontends only have local backends, so clients keep their address. */
+#include "skiff.h"
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/in.h>
+#include <linux/tcp.h>
+#include <linux/udp.h>
+#include <linux/pkt_cls.h>
+#include <bpf/bpf_endian.h>
+
+#ifndef AF_INET
+#define AF_INET 2
+#endif
+
+#define SNAT_PORT_MIN 61000
+#define SNAT_PORT_RANGE 4000
+
+struct tuple {
+	__u32 saddr, daddr;
+	__u16 sport, dport;
+	__u8 proto;
+	__u32 l4_off;
+	__u32 csum_off; /* offset of the L4 checksum */
+};
+
+#define IP_OFF ETH_HLEN
+#define IP_CSUM_OFF (ETH_HLEN + offsetof(struct iphdr, check))
+#define IP_SRC_OFF (ETH_HLEN + offsetof(struct iphdr, saddr))
+#define IP_DST_OFF (ETH_HLEN + offsetof(struct iphdr, daddr))
+
+/* parse reads an IPv4 TCP or UDP packet without options; 0 when it is one. */
+static __always_inline int parse(struct __sk_buff *skb, struct tuple *t)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP))
+		return -1;
+	struct iphdr *ip = (void *)(eth + 1);
+	if ((void *)(ip + 1) > end || ip->ihl != 5 || (ip->frag_off & bpf_htons(0x3fff)))
+		return -1;
+	t->saddr = ip->saddr;
+	t->daddr = ip->daddr;
+	t->proto = ip->protocol;
+	t->l4_off = ETH_HLEN + sizeof(struct iphdr);
+	if (ip->protocol == IPPROTO_TCP) {
+		struct tcphdr *tcp = (void *)(ip + 1);
+		if ((void *)(tcp + 1) > end)
+			return -1;
+		t->sport = tcp->source;
+		t->dport = tcp->dest;
+		t->csum_off = t->l4_off + offsetof(struct tcphdr, check);
+		return 0;
+	}
+	if (ip->protocol == IPPROTO_UDP) {
+		struct udphdr *udp = (void *)(ip + 1);
+		if ((void *)(udp + 1) > end)
+			return -1;
+		t->sport = udp->source;
+		t->dport = udp->dest;
+		t->csum_off = t->l4_off + offsetof(struct udphdr, check);
+		return 0;
+	}
+	return -1;
+}
+
+static __always_inline __u64 l4_flags(struct tuple *t)
+{
+	/* A UDP checksum of 0 means none: keep it that way. */
+	return t->proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
+}
+
+/* set_addr rewrites the source (src=1) or destination address and fixes both checksums. */
+static __always_inline int set_addr(struct __sk_buff *skb, struct tuple *t, int src, __u32 old, __u32 new)
+{
+	if (old == new)
+		return 0;
+	if (bpf_l4_csum_replace(skb, t->csum_off, old, new, BPF_F_PSEUDO_HDR | sizeof(new) | l4_flags(t)) < 0)
+		return -1;
+	if (bpf_l3_csum_replace(skb, IP_CSUM_OFF, old, new, sizeof(new)) < 0)
+		return -1;
+	return bpf_skb_store_bytes(skb, src ? IP_SRC_OFF : IP_DST_OFF, &new, sizeof(new), 0);
+}
+
+/* set_port rewrites the source (src=1) or destination port and fixes the L4 checksum. */
+static __always_inline int set_port(struct __sk_buff *skb, struct tuple *t, int src, __u16 old, __u16 new)
+{
+	if (old == new)
+		return 0;
+	if (bpf_l4_csum_replace(skb, t->csum_off, old, new, sizeof(new) | l4_flags(t)) < 0)
+		return -1;
+	/* source and dest are the first two 16-bit fields of both TCP and UDP headers */
+	return bpf_skb_store_bytes(skb, t->l4_off + (src ? 0 : 2), &new, sizeof(new), 0);
+}
+
+/* forward sends a rewritten packet that is not for this node out towards its destination:
+ * the stack would drop it, its source being this node's own address. */
+static __always_inline int forward(struct __sk_buff *skb, __u32 daddr)
+{
+	struct bpf_fib_lookup fib = {};
+	fib.family = AF_INET;
+	fib.ipv4_dst = daddr;
+	fib.ifindex = skb->ingress_ifindex ? skb->ingress_ifindex : skb->ifindex;
+	int rc = bpf_fib_lookup(skb, &fib, sizeof(fib), BPF_FIB_LOOKUP_SKIP_NEIGH);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
+		return TC_ACT_SHOT;
+	return bpf_redirect_neigh(fib.ifindex, 0, 0, 0);
+}
+
+SEC("tc")
+int skiff_nodeport_ingress(struct __sk_buff *skb)
+{
+	struct tuple t = {};
+	if (parse(skb, &t) < 0)
+		return TC_ACT_OK;
+	struct ct_key key = { .saddr = t.saddr, .daddr = t.daddr, .sport = t.sport, .dport = t.dport, .proto = t.proto };
+	struct ct_value *ct = bpf_map_lookup_elem(&skiff_ct, &key);
+	__u64 now = bpf_ktime_get_ns();
+
+	/* A reply to a SNATed flow: restore the frontend as source and the client as destination. */
+	if (ct && ct->kind == CT_REVERSE) {
+		__u32 naddr1 = ct->addr1, naddr2 = ct->addr2;
+		__u16 nport1 = ct->port1, nport2 = ct->port2;
+		ct->last_ns = now;
+		if (set_addr(skb, &t, 1, t.saddr, naddr1) || set_port(skb, &t, 1, t.sport, nport1))
+			return TC_ACT_SHOT;
+		if (naddr2 && (set_addr(skb, &t, 0, t.daddr, naddr2) || set_port(skb, &t, 0, t.dport, nport2)))
+			return TC_ACT_SHOT;
+		return naddr2 ? forward(skb, naddr2) : TC_ACT_OK;
+	}
+
+	struct svc_key sk = { .addr = t.daddr, .port = t.dport, .proto = t.proto };
+	struct svc_value *svc = bpf_map_lookup_elem(&skiff_services, &sk);
+	if (!svc)
+		return TC_ACT_OK;
+	if (svc->count == 0)
+		return TC_ACT_SHOT; /* no endpoints */
+
+	__u32 be_addr;
+	__u16 be_port, snat_port = 0;
+	int local;
+	if (ct && ct->kind == CT_FORWARD) {
+		be_addr = ct->addr1;
+		be_port = ct->port1;
+		snat_port = ct->port2;
+		local = snat_port == 0;
+		ct->last_ns = now;
+	} else {
+		struct backend_key bk = { .id = svc->id, .slot = (bpf_get_prandom_u32() % svc->count) + 1 };
+		struct backend_value *be = bpf_map_lookup_elem(&skiff_backends, &bk);
+		if (!be)
+			return TC_ACT_SHOT;
+		be_addr = be->addr;
+		be_port = be->port;
+		local = (be->flags & BE_FLAG_LOCAL) || (svc->flags & SVC_FLAG_LOCAL);
+		if (!local)
+			snat_port = bpf_htons(SNAT_PORT_MIN + (bpf_get_prandom_u32() % SNAT_PORT_RANGE));
+		struct ct_value fwd = { .kind = CT_FORWARD, .addr1 = be_addr, .port1 = be_port, .port2 = snat_port, .last_ns = now };
+		bpf_map_update_elem(&skiff_ct, &key, &fwd, BPF_ANY);
+		struct ct_value rev = { .kind = CT_REVERSE, .addr1 = t.daddr, .port1 = t.dport, .last_ns = now };
+		struct ct_key rk = { .saddr = be_addr, .sport = be_port, .proto = t.proto };
+		if (local) {
+			/* the reply leaves through egress as backend -> client */
+			rk.daddr = t.saddr;
+			rk.dport = t.sport;
+		} else {
+			/* the reply comes back to ingress as backend -> this node's SNAT port */
+			rk.daddr = t.daddr;
+			rk.dport = snat_port;
+			rev.addr2 = t.saddr;
+			rev.port2 = t.sport;
+		}
+		bpf_map_update_elem(&skiff_ct, &rk, &rev, BPF_ANY);
+	}
+	if (set_addr(skb, &t, 0, t.daddr, be_addr) || set_port(skb, &t, 0, t.dport, be_port))
+		return TC_ACT_SHOT;
+	if (local)
+		return TC_ACT_OK; /* the stack delivers it to the pod */
+	if (set_addr(skb, &t, 1, t.saddr, sk.addr) || set_port(skb, &t, 1, t.sport, snat_port))
+		return TC_ACT_SHOT;
+	return forward(skb, be_addr);
+}
+
+SEC("tc")
+int skiff_nodeport_egress(struct __sk_buff *skb)
+{
+	struct tuple t = {};
+	if (parse(skb, &t) < 0)
+		return TC_ACT_OK;
+	struct ct_key key = { .saddr = t.saddr, .daddr = t.daddr, .sport = t.sport, .dport = t.dport, .proto = t.proto };
+	struct ct_value *ct = bpf_map_lookup_elem(&skiff_ct, &key);
+	if (!ct || ct->kind != CT_REVERSE || ct->addr2)
+		return TC_ACT_OK;
+	__u32 naddr = ct->addr1;
+	__u16 nport = ct->port1;
+	ct->last_ns = bpf_ktime_get_ns();
+	if (set_addr(skb, &t, 1, t.saddr, naddr) || set_port(skb, &t, 1, t.sport, nport))
+		return TC_ACT_SHOT;
+	return TC_ACT_OK;
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

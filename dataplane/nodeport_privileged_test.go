@@ -1,0 +1,237 @@
+package dataplane
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+)
+
+// Packets built here, run through the tc programs with BPF_PROG_RUN, and checked byte by byte.
+
+const (
+	tcActOK       = 0
+	tcActShot     = 2
+	tcActRedirect = 7
+)
+
+func csum(b []byte, initial uint32) uint16 {
+	sum := initial
+	for i := 0; i+1 < len(b); i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(b[i:]))
+	}
+	if len(b)%2 == 1 {
+		sum += uint32(b[len(b)-1]) << 8
+	}
+	for sum > 0xffff {
+		sum = (sum >> 16) + (sum & 0xffff)
+	}
+	return ^uint16(sum)
+}
+
+// packet is an Ethernet + IPv4 + TCP (or UDP) frame with valid checksums.
+func packet(src, dst netip.AddrPort, udp bool, zeroUDPCsum bool) []byte {
+	l4len := 20
+	proto := byte(6)
+	if udp {
+		l4len, proto = 8+4, 17
+	}
+	b := make([]byte, 14+20+l4len)
+	binary.BigEndian.PutUint16(b[12:], 0x0800)
+	ip := b[14:34]
+	ip[0] = 0x45
+	binary.BigEndian.PutUint16(ip[2:], uint16(20+l4len))
+	ip[8], ip[9] = 64, proto
+	s4, d4 := src.Addr().As4(), dst.Addr().As4()
+	copy(ip[12:16], s4[:])
+	copy(ip[16:20], d4[:])
+	binary.BigEndian.PutUint16(ip[10:], csum(ip, 0))
+	l4 := b[34:]
+	binary.BigEndian.PutUint16(l4[0:], src.Port())
+	binary.BigEndian.PutUint16(l4[2:], dst.Port())
+	if udp {
+		binary.BigEndian.PutUint16(l4[4:], uint16(l4len))
+		copy(l4[8:], "ping")
+	} else {
+		l4[12] = 5 << 4
+		l4[13] = 0x02 // SYN
+		binary.BigEndian.PutUint16(l4[14:], 65535)
+	}
+	if !(udp && zeroUDPCsum) {
+		off := 16
+		if udp {
+			off = 6
+		}
+		binary.BigEndian.PutUint16(l4[off:], pseudoCsum(ip, l4))
+	}
+	return b
+}
+
+func pseudoCsum(ip, l4 []byte) uint16 {
+	var sum uint32
+	for i := 12; i < 20; i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(ip[i:]))
+	}
+	sum += uint32(ip[9]) + uint32(len(l4))
+	c := make([]byte, len(l4))
+	copy(c, l4)
+	if ip[9] == 6 {
+		c[16], c[17] = 0, 0
+	} else {
+		c[6], c[7] = 0, 0
+	}
+	return csum(c, sum)
+}
+
+// decode returns a frame's addresses and whether its checksums hold.
+func decode(t *testing.T, b []byte) (src, dst netip.AddrPort, ok bool) {
+	t.Helper()
+	ip, l4 := b[14:34], b[34:]
+	src = netip.AddrPortFrom(netip.AddrFrom4([4]byte(ip[12:16])), binary.BigEndian.Uint16(l4[0:]))
+	dst = netip.AddrPortFrom(netip.AddrFrom4([4]byte(ip[16:20])), binary.BigEndian.Uint16(l4[2:]))
+	ok = csum(ip, 0) == 0
+	off := 16
+	if ip[9] == 17 {
+		off = 6
+	}
+	if got := binary.BigEndian.Uint16(l4[off:]); !(ip[9] == 17 && got == 0) {
+		ok = ok && got == pseudoCsum(ip, l4)
+	}
+	return src, dst, ok
+}
+
+func run(t *testing.T, p *ebpf.Program, in []byte) (uint32, []byte) {
+	t.Helper()
+	out := make([]byte, len(in)+64)
+	ret, err := p.Run(&ebpf.RunOptions{Data: in, DataOut: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ret, out[:len(in)]
+}
+
+var (
+	npClient = netip.MustParseAddrPort("198.18.0.254:40000")
+	nodeFE   = netip.MustParseAddrPort("198.18.0.2:30080")
+	localBE  = netip.MustParseAddrPort("10.244.1.5:8080")
+	farBE    = netip.MustParseAddrPort("10.244.2.7:8080")
+)
+
+func TestPrivilegedNodePortPrograms(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test needs root (every machine here has it)")
+	}
+	pinDir := filepath.Join(BPFFS, "skiff", fmt.Sprintf("unit-%d", os.Getpid()))
+	if err := ensureBPFFS(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(pinDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = Remove(pinDir) })
+	spec, err := loadNodeport()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs nodeportObjects
+	if err := spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: pinDir}}); err != nil {
+		t.Fatal(err)
+	}
+	defer objs.Close()
+	maps := Maps{Services: objs.SkiffServices, Backends: objs.SkiffBackends, Names: objs.SkiffSvcNames}
+	apply := func(svcs ...Service) {
+		t.Helper()
+		if err := maps.Apply(svcs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fe := Frontend{Addr: nodeFE.Addr(), Port: nodeFE.Port(), Proto: "TCP"}
+	ct := func(src, dst netip.AddrPort) (nodeportCtValue, bool) {
+		var v nodeportCtValue
+		err := objs.SkiffCt.Lookup(nodeportCtKey{Saddr: be32(src.Addr()), Daddr: be32(dst.Addr()), Sport: be16(src.Port()), Dport: be16(dst.Port()), Proto: 6}, &v)
+		return v, err == nil
+	}
+
+	t.Run("not a service: untouched", func(t *testing.T) {
+		apply()
+		in := packet(npClient, netip.MustParseAddrPort("198.18.0.2:22"), false, false)
+		ret, out := run(t, objs.SkiffNodeportIngress, in)
+		if ret != tcActOK || string(out) != string(in) {
+			t.Errorf("verdict %d, changed=%v", ret, string(out) != string(in))
+		}
+	})
+	t.Run("no endpoints: dropped", func(t *testing.T) {
+		apply(Service{Name: "empty", ID: 5, Frontend: fe})
+		if ret, _ := run(t, objs.SkiffNodeportIngress, packet(npClient, nodeFE, false, false)); ret != tcActShot {
+			t.Errorf("verdict %d, want drop", ret)
+		}
+	})
+	t.Run("local backend: DNAT only, client kept, reply restored at egress", func(t *testing.T) {
+		apply(Service{Name: "web", ID: 9, Frontend: fe, Backends: []Backend{{Addr: localBE.Addr(), Port: localBE.Port(), Local: true}}})
+		ret, out := run(t, objs.SkiffNodeportIngress, packet(npClient, nodeFE, false, false))
+		src, dst, ok := decode(t, out)
+		if ret != tcActOK || src != npClient || dst != localBE || !ok {
+			t.Fatalf("ingress: verdict %d, %s -> %s, checksums ok=%v", ret, src, dst, ok)
+		}
+		// Later packets of the flow go to the same backend.
+		if _, out := run(t, objs.SkiffNodeportIngress, packet(npClient, nodeFE, false, false)); func() bool { _, d, _ := decode(t, out); return d != localBE }() {
+			t.Error("the flow moved to another backend")
+		}
+		ret, out = run(t, objs.SkiffNodeportEgress, packet(localBE, npClient, false, false))
+		src, dst, ok = decode(t, out)
+		if ret != tcActOK || src != nodeFE || dst != npClient || !ok {
+			t.Errorf("egress reply: verdict %d, %s -> %s, checksums ok=%v", ret, src, dst, ok)
+		}
+	})
+	t.Run("remote backend: DNAT and SNAT, reply restored at ingress", func(t *testing.T) {
+		c2 := netip.MustParseAddrPort("198.18.0.254:40001")
+		apply(Service{Name: "web", ID: 9, Frontend: fe, Backends: []Backend{{Addr: farBE.Addr(), Port: farBE.Port()}}})
+		ret, out := run(t, objs.SkiffNodeportIngress, packet(c2, nodeFE, false, false))
+		src, dst, ok := decode(t, out)
+		if (ret != tcActRedirect && ret != tcActShot) || src.Addr() != nodeFE.Addr() || src.Port() < 61000 || src.Port() >= 65000 || dst != farBE || !ok {
+			t.Fatalf("ingress: verdict %d, %s -> %s, checksums ok=%v", ret, src, dst, ok)
+		}
+		rev, found := ct(farBE, src)
+		if !found || rev.Kind != 2 || fromBe32(rev.Addr2) != c2.Addr() || fromBe16(rev.Port2) != c2.Port() {
+			t.Fatalf("reverse entry %+v %v", rev, found)
+		}
+		_, out = run(t, objs.SkiffNodeportIngress, packet(farBE, src, false, false))
+		rs, rd, ok := decode(t, out)
+		if rs != nodeFE || rd != c2 || !ok {
+			t.Errorf("reply: %s -> %s, checksums ok=%v", rs, rd, ok)
+		}
+	})
+	t.Run("UDP without a checksum keeps none", func(t *testing.T) {
+		ufe := Frontend{Addr: nodeFE.Addr(), Port: nodeFE.Port(), Proto: "UDP"}
+		apply(Service{Name: "dns", ID: 11, Frontend: ufe, Backends: []Backend{{Addr: localBE.Addr(), Port: 5353, Local: true}}})
+		_, out := run(t, objs.SkiffNodeportIngress, packet(netip.MustParseAddrPort("198.18.0.254:40002"), nodeFE, true, true))
+		_, dst, ok := decode(t, out)
+		if dst != netip.AddrPortFrom(localBE.Addr(), 5353) || !ok || binary.BigEndian.Uint16(out[34+6:]) != 0 {
+			t.Errorf("UDP: %s ok=%v csum=%#x", dst, ok, binary.BigEndian.Uint16(out[34+6:]))
+		}
+	})
+	t.Run("exact count, listing and idle GC", func(t *testing.T) {
+		n, capacity, err := ConntrackCount(objs.SkiffCt)
+		if err != nil || n < 4 || capacity != 262144 {
+			t.Fatalf("count %d of %d, %v", n, capacity, err)
+		}
+		flows, err := ListFlows(objs.SkiffCt, Monotonic())
+		if err != nil || len(flows) != n {
+			t.Fatalf("%d flows listed for %d entries: %v", len(flows), n, err)
+		}
+		if removed, err := GCConntrack(objs.SkiffCt, Monotonic(), time.Hour); err != nil || removed != 0 {
+			t.Errorf("GC of fresh flows removed %d (%v)", removed, err)
+		}
+		if removed, err := GCConntrack(objs.SkiffCt, Monotonic()+2*time.Hour, time.Hour); err != nil || removed != n {
+			t.Errorf("GC of idle flows removed %d of %d (%v)", removed, n, err)
+		}
+		if n, _, _ := ConntrackCount(objs.SkiffCt); n != 0 {
+			t.Errorf("%d entries after GC", n)
+		}
+	})
+}
