@@ -246,8 +246,9 @@ func (r *reconciler) loop(ctx context.Context, period time.Duration) {
 }
 
 // sync installs what the RIB calls for. Until the speaker has converged after a start
-// (every peer established for 2 s, or the graceful-restart window has passed), routes it
-// no longer sees are kept: they may be a previous run's, still right, about to be relearned.
+// (every peer established and past its End-of-RIB, or the graceful-restart window has
+// passed), routes it no longer sees are kept: they may be a previous run's, still right,
+// about to be relearned.
 func (r *reconciler) sync(ctx context.Context) error {
 	paths, err := r.sp.Paths(ctx)
 	if err != nil {
@@ -260,9 +261,13 @@ func (r *reconciler) sync(ctx context.Context) error {
 	r.mu.Lock()
 	own, npeers := r.own, r.npeers
 	if !r.converged {
+		// Converged: every peer established and done sending its table (End-of-RIB, where
+		// graceful restart is negotiated), or established for 5 s when a peer sends none.
 		all := r.configured && len(states) >= npeers
+		complete := true
 		for _, s := range states {
-			all = all && s == api.PeerState_ESTABLISHED
+			all = all && s.State == api.PeerState_ESTABLISHED
+			complete = complete && (!s.GracefulRestart || s.EndOfRIB)
 		}
 		switch {
 		case !all:
@@ -270,7 +275,8 @@ func (r *reconciler) sync(ctx context.Context) error {
 		case r.establishedSince.IsZero():
 			r.establishedSince = time.Now()
 		}
-		if (!r.establishedSince.IsZero() && time.Since(r.establishedSince) >= 2*time.Second) || time.Since(r.started) >= r.staleFor {
+		up := time.Since(r.establishedSince)
+		if (!r.establishedSince.IsZero() && ((complete && up >= 500*time.Millisecond) || up >= 5*time.Second)) || time.Since(r.started) >= r.staleFor {
 			r.converged = true
 			r.log.Info("BGP converged; stale routes are removed from now on", "after", time.Since(r.started).Round(time.Millisecond))
 		}
@@ -282,7 +288,7 @@ func (r *reconciler) sync(ctx context.Context) error {
 	restarting := map[netip.Addr]bool{}
 	for addr, st := range states {
 		switch {
-		case st == api.PeerState_ESTABLISHED:
+		case st.State == api.PeerState_ESTABLISHED:
 			r.lastUp[addr] = time.Now()
 		case !r.lastUp[addr].IsZero() && time.Since(r.lastUp[addr]) < r.restartTime:
 			restarting[addr] = true

@@ -223,13 +223,32 @@ func PathOf(prefix netip.Prefix, p *api.Path) (Path, bool) {
 	return out, out.NextHop.IsValid()
 }
 
+// PeerStatus is a peer's session state and whether it has sent its whole table.
+type PeerStatus struct {
+	State api.PeerState_SessionState
+	// EndOfRIB is true once the peer sent End-of-RIB for IPv4 unicast (graceful restart
+	// negotiated); peers without graceful restart never send one.
+	EndOfRIB bool
+	// GracefulRestart is true when the peer negotiated graceful restart.
+	GracefulRestart bool
+}
+
 // PeerStates reports each configured peer's session state (ESTABLISHED, ACTIVE, ...).
-func (s *Speaker) PeerStates(ctx context.Context) (map[netip.Addr]api.PeerState_SessionState, error) {
-	out := map[netip.Addr]api.PeerState_SessionState{}
+func (s *Speaker) PeerStates(ctx context.Context) (map[netip.Addr]PeerStatus, error) {
+	out := map[netip.Addr]PeerStatus{}
 	err := s.srv.ListPeer(ctx, &api.ListPeerRequest{}, func(p *api.Peer) {
-		if a, err := netip.ParseAddr(p.Conf.NeighborAddress); err == nil && p.State != nil {
-			out[a] = p.State.SessionState
+		a, err := netip.ParseAddr(p.Conf.NeighborAddress)
+		if err != nil || p.State == nil {
+			return
 		}
+		st := PeerStatus{State: p.State.SessionState}
+		for _, af := range p.AfiSafis {
+			if gr := af.MpGracefulRestart; gr != nil && gr.State != nil {
+				st.GracefulRestart = st.GracefulRestart || gr.State.Received
+				st.EndOfRIB = st.EndOfRIB || gr.State.EndOfRibReceived
+			}
+		}
+		out[a] = st
 	})
 	return out, err
 }

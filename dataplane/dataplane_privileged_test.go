@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"bufio"
 	"fmt"
 	"net"
 	"net/netip"
@@ -155,8 +156,8 @@ print(data.decode(), src[0], src[1])
 	if err := holder.Start(); err != nil {
 		t.Fatal(err)
 	}
-	line := make([]byte, 3)
-	if _, err := stdout.Read(line); err != nil || string(line) != "up\n" {
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || line != "up\n" {
 		t.Fatalf("holder: %q %v", line, err)
 	}
 	socks, err := d.Maps.ListSockets()
