@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -95,11 +96,37 @@ func TestLabServices(t *testing.T) {
 		out, _ := exec.CommandContext(ctx, "sh", "-c", loop).CombinedOutput()
 		clientOut <- string(out)
 	}()
-	time.Sleep(500 * time.Millisecond)
+	// And one TCP connection through a ClusterIP, opened before the restart and used
+	// throughout it, to an echo server (on node2).
+	echo := l.echoService(ctx)
+	held := fmt.Sprintf(`echo $$ > %s/cgroup.procs; exec nsenter --net=/proc/%d/ns/net python3 -c "$0"`, cg, containerPID(t, l, c1))
+	script := fmt.Sprintf(`
+import socket, time
+s = socket.create_connection(('%s', 7), timeout=5)
+ok = 0
+for i in range(60):
+    msg = b'x%%d\n' %% i
+    s.sendall(msg)
+    data = b''
+    while not data.endswith(b'\n'):
+        data += s.recv(64)
+    ok += data == msg
+    time.sleep(0.1)
+print(ok, s.getpeername()[0])
+`, echo)
+	heldOut := make(chan string, 1)
+	go func() {
+		out, err := exec.CommandContext(ctx, "sh", "-c", held, script).CombinedOutput()
+		heldOut <- fmt.Sprint(strings.TrimSpace(string(out)), " ", err)
+	}()
+	time.Sleep(1500 * time.Millisecond)
 	l.skiff("restart-agent", "node1")
 	answers := <-clientOut
 	if n := strings.Count(answers, "web-"); n != 40 || strings.Contains(answers, "FAILED") {
 		t.Errorf("%d of 40 requests through the ClusterIP answered during the agent restart:\n%s", n, answers)
+	}
+	if got := <-heldOut; got != "60 "+echo+" <nil>" {
+		t.Errorf("a connection through the ClusterIP held across the agent restart: %q, want all 60 echoes", got)
 	}
 	// NodePort from outside the cluster (the ToR's namespace) through node1, to backends on
 	// both nodes; with externalTrafficPolicy Local the backend sees the client's address.
@@ -241,6 +268,41 @@ func (l *lab) fetchErr(from, url string) string {
 	cmd.Env = append(os.Environ(), "KUBECONFIG=/var/lib/skiff/lab/"+l.name+"/admin.kubeconfig")
 	b, _ := cmd.CombinedOutput()
 	return string(b)
+}
+
+// echoService runs a netutil TCP echo server on node2 behind a ClusterIP on port 7 and
+// returns the ClusterIP once its endpoint is ready.
+func (l *lab) echoService(ctx context.Context) string {
+	l.t.Helper()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "echo", Labels: map[string]string{"app": "echo"}}, Spec: corev1.PodSpec{
+		NodeName: l.name + "-node2",
+		Containers: []corev1.Container{{Name: "c", Image: "localhost/skiff/netutil:1", ImagePullPolicy: corev1.PullIfNotPresent,
+			Command: []string{"netutil", "echo", "--port", "7"}, ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+				TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(7)}}, PeriodSeconds: 1}}}}}
+	if _, err := l.client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		l.t.Fatal(err)
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "echo"}, Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "echo"},
+		Ports: []corev1.ServicePort{{Port: 7, TargetPort: intstr.FromInt32(7), Protocol: corev1.ProtocolTCP}}}}
+	created, err := l.client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{})
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	framework.Eventually(l.t, 60*time.Second, "the echo endpoint ready", func() (bool, string) {
+		list, err := l.client.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=echo"})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, s := range list.Items {
+			for _, ep := range s.Endpoints {
+				if ep.Conditions.Ready != nil && *ep.Conditions.Ready {
+					return true, ""
+				}
+			}
+		}
+		return false, fmt.Sprint(len(list.Items), " slices")
+	})
+	return created.Spec.ClusterIP
 }
 
 func (l *lab) podNamed(name string) *corev1.Pod {
