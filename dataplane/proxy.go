@@ -84,6 +84,8 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 			}
 		}
 	}()
+	health := newHealthServer(o.Node.IP, log)
+	defer health.Close(ctx)
 	log.Info("service proxy running", "pins", o.PinDir, "cgroup", o.CgroupPath, "nodePortUplink", o.Uplink)
 	for {
 		svcs, _ := services.Lister().List(labels.Everything())
@@ -91,6 +93,9 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 		compiled := Compile(svcs, eps, ids, o.Node)
 		if err := d.Maps.Apply(compiled); err != nil {
 			log.Warn("service maps", "err", err)
+		}
+		if o.Node.IP.IsValid() {
+			health.Sync(HealthChecks(svcs, eps, o.Node.Name))
 		}
 		select {
 		case <-ctx.Done():

@@ -85,6 +85,12 @@ func needsNodePorts(s *corev1.Service) bool {
 	return false
 }
 
+// needsHealthCheck: a LoadBalancer Service with externalTrafficPolicy Local gets a
+// healthCheckNodePort, on which every node says whether it has local endpoints.
+func needsHealthCheck(s *corev1.Service) bool {
+	return s.Spec.Type == corev1.ServiceTypeLoadBalancer && s.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+}
+
 // txn tracks what one write reserved, to undo on failure, and what it frees, to release on
 // success.
 type txn struct {
@@ -188,6 +194,41 @@ func (h serviceHooks) allocPorts(ctx context.Context, t *txn, svc, old *corev1.S
 			t.freePorts = append(t.freePorts, strconv.Itoa(int(p)))
 		}
 	}
+	return h.allocHealthCheck(ctx, t, svc, old, dryRun)
+}
+
+// allocHealthCheck reserves, keeps or frees the healthCheckNodePort, as upstream: kept across
+// updates (a PUT that omits it keeps it), dropped when the Service stops needing one.
+func (h serviceHooks) allocHealthCheck(ctx context.Context, t *txn, svc, old *corev1.Service, dryRun bool) error {
+	var oldHC int32
+	if old != nil && needsHealthCheck(old) {
+		oldHC = old.Spec.HealthCheckNodePort
+	}
+	fld := field.NewPath("spec", "healthCheckNodePort")
+	switch hc := svc.Spec.HealthCheckNodePort; {
+	case !needsHealthCheck(svc):
+		svc.Spec.HealthCheckNodePort = 0
+	case dryRun:
+	case hc != 0 && hc == oldHC:
+	case hc == 0 && oldHC != 0:
+		svc.Spec.HealthCheckNodePort = oldHC
+	case hc != 0:
+		if err := h.alloc.NodePorts.Allocate(ctx, strconv.Itoa(int(hc)), svc.Namespace); err != nil {
+			return allocError(svc, fld, hc, err)
+		}
+		t.ports = append(t.ports, strconv.Itoa(int(hc)))
+	default:
+		v, err := h.alloc.NodePorts.AllocateNext(ctx, svc.Namespace)
+		if err != nil {
+			return allocError(svc, fld, 0, err)
+		}
+		n, _ := strconv.Atoi(v)
+		svc.Spec.HealthCheckNodePort = int32(n)
+		t.ports = append(t.ports, v)
+	}
+	if oldHC != 0 && svc.Spec.HealthCheckNodePort != oldHC {
+		t.freePorts = append(t.freePorts, strconv.Itoa(int(oldHC)))
+	}
 	return nil
 }
 
@@ -277,6 +318,9 @@ func (h serviceHooks) afterDelete(obj runtime.Object, options *metav1.DeleteOpti
 		if p.NodePort != 0 {
 			t.freePorts = append(t.freePorts, strconv.Itoa(int(p.NodePort)))
 		}
+	}
+	if needsHealthCheck(svc) && svc.Spec.HealthCheckNodePort != 0 {
+		t.freePorts = append(t.freePorts, strconv.Itoa(int(svc.Spec.HealthCheckNodePort)))
 	}
 	t.finish(context.Background(), true)
 }

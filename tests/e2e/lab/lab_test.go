@@ -154,6 +154,28 @@ print(ok, s.getpeername()[0])
 		}
 		return true, ""
 	})
+	// A LoadBalancer Service with externalTrafficPolicy Local gets a healthCheckNodePort; each
+	// node answers it with its count of local endpoints (503 on the master, which has none).
+	l.kubectl("expose", "deployment", "web", "--name=web-lb", "--type=LoadBalancer", "--port=80", "--target-port=8080")
+	l.kubectl("patch", "service", "web-lb", "-p", `{"spec":{"externalTrafficPolicy":"Local"}}`)
+	lb, err := l.client.CoreV1().Services("default").Get(ctx, "web-lb", metav1.GetOptions{})
+	if err != nil || lb.Spec.HealthCheckNodePort < 30000 || lb.Spec.HealthCheckNodePort > 32767 {
+		t.Fatalf("healthCheckNodePort %d, %v", lb.Spec.HealthCheckNodePort, err)
+	}
+	pods, _ := l.client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+	onNode1 := 0
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == name+"-node1" {
+			onNode1++
+		}
+	}
+	framework.Eventually(t, 30*time.Second, "healthCheckNodePort answers", func() (bool, string) {
+		ok1, err1 := l.in("tor", netutil, "fetch", fmt.Sprintf("http://198.18.0.2:%d/", lb.Spec.HealthCheckNodePort))
+		master, _ := l.in("tor", netutil, "fetch", fmt.Sprintf("http://198.18.0.1:%d/", lb.Spec.HealthCheckNodePort))
+		want1 := fmt.Sprintf(`"localEndpoints":%d`, onNode1)
+		return (onNode1 == 0) == (err1 != nil) && strings.Contains(ok1, want1) && strings.Contains(master, `"localEndpoints":0`) &&
+			strings.Contains(master, "503"), ok1 + " | " + master
+	})
 	if out, err := exec.Command(l.bin, "bpf", "conntrack", "--node", name+"-node1").CombinedOutput(); err != nil || !strings.Contains(string(out), "198.18.0.254") {
 		t.Errorf("skiff bpf conntrack shows no NodePort flow: %v\n%s", err, out)
 	}
