@@ -284,6 +284,39 @@ func TestAPISemantics(t *testing.T) {
 		}
 	})
 
+	t.Run("healthCheckNodePort follows externalTrafficPolicy Local on LoadBalancers", func(t *testing.T) {
+		svcs := client.CoreV1().Services("default")
+		lb := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "lb-local"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer,
+			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal, Ports: []corev1.ServicePort{{Port: 80}}}}
+		got, err := svcs.Create(ctx, lb, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hc := got.Spec.HealthCheckNodePort
+		if hc < 30000 || hc > 32767 || hc == got.Spec.Ports[0].NodePort {
+			t.Fatalf("healthCheckNodePort %d (nodePort %d)", hc, got.Spec.Ports[0].NodePort)
+		}
+		// A PUT that omits it keeps it.
+		got.Spec.HealthCheckNodePort = 0
+		got.Labels = map[string]string{"touched": "yes"}
+		if got, err = svcs.Update(ctx, got, metav1.UpdateOptions{}); err != nil || got.Spec.HealthCheckNodePort != hc {
+			t.Fatalf("after an update: %d, %v", got.Spec.HealthCheckNodePort, err)
+		}
+		// Another Service cannot take it; once the policy is Cluster it is free again.
+		taker := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "taker"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort,
+			Ports: []corev1.ServicePort{{Port: 80, NodePort: hc}}}}
+		if _, err := svcs.Create(ctx, taker, metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
+			t.Fatalf("taking a reserved healthCheckNodePort: %v", err)
+		}
+		got.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyCluster
+		if got, err = svcs.Update(ctx, got, metav1.UpdateOptions{}); err != nil || got.Spec.HealthCheckNodePort != 0 {
+			t.Fatalf("with policy Cluster: %d, %v", got.Spec.HealthCheckNodePort, err)
+		}
+		if _, err := svcs.Create(ctx, taker, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("the freed port: %v", err)
+		}
+	})
+
 	t.Run("service account tokens", func(t *testing.T) {
 		sa, err := client.CoreV1().ServiceAccounts("default").Create(ctx,
 			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "robot"}}, metav1.CreateOptions{})
