@@ -113,6 +113,76 @@ static __always_inline int forward(struct __sk_buff *skb, __u32 daddr)
 	return bpf_redirect_neigh(fib.ifindex, 0, 0, 0);
 }
 
+static __always_inline __u16 fold(__s64 sum)
+{
+	__u32 s = (__u32)sum;
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	return (__u16)~s;
+}
+
+/* reset answers a TCP segment for a frontend without endpoints with a RST from that
+ * frontend, sent straight back out of the interface it came in on: the client learns at once
+ * that nothing listens, as it would from a closed port, instead of retrying into a black hole. */
+static __always_inline int reset(struct __sk_buff *skb)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	struct iphdr *ip = (void *)(eth + 1);
+	struct tcphdr *tcp = (void *)(ip + 1);
+	if ((void *)(tcp + 1) > end || tcp->rst)
+		return TC_ACT_SHOT;
+	__u32 saddr = ip->saddr, daddr = ip->daddr;
+	__u16 sport = tcp->source, dport = tcp->dest;
+	__u32 seq = bpf_ntohl(tcp->seq), ackseq = tcp->ack_seq;
+	__u32 payload = bpf_ntohs(ip->tot_len) - sizeof(struct iphdr) - tcp->doff * 4;
+	int had_ack = tcp->ack;
+	__u32 consumed = payload + tcp->syn + tcp->fin;
+	unsigned char mac[ETH_ALEN];
+	__builtin_memcpy(mac, eth->h_source, ETH_ALEN);
+
+	if (bpf_skb_change_tail(skb, ETH_HLEN + sizeof(struct iphdr) + sizeof(struct tcphdr), 0))
+		return TC_ACT_SHOT;
+	data = (void *)(long)skb->data;
+	end = (void *)(long)skb->data_end;
+	eth = data;
+	ip = (void *)(eth + 1);
+	tcp = (void *)(ip + 1);
+	if ((void *)(tcp + 1) > end)
+		return TC_ACT_SHOT;
+	__builtin_memcpy(eth->h_source, eth->h_dest, ETH_ALEN);
+	__builtin_memcpy(eth->h_dest, mac, ETH_ALEN);
+	ip->saddr = daddr;
+	ip->daddr = saddr;
+	ip->tot_len = bpf_htons(sizeof(struct iphdr) + sizeof(struct tcphdr));
+	ip->ttl = 64;
+	ip->id = 0;
+	ip->frag_off = bpf_htons(0x4000);
+	ip->check = 0;
+	ip->check = fold(bpf_csum_diff(0, 0, (__be32 *)ip, sizeof(struct iphdr), 0));
+	__builtin_memset(tcp, 0, sizeof(*tcp));
+	tcp->source = dport;
+	tcp->dest = sport;
+	tcp->doff = 5;
+	tcp->rst = 1;
+	if (had_ack) {
+		tcp->seq = ackseq;
+	} else {
+		tcp->ack = 1;
+		tcp->ack_seq = bpf_htonl(seq + consumed);
+	}
+	struct {
+		__u32 saddr, daddr;
+		__u8 zero, proto;
+		__u16 len;
+	} pseudo = { .saddr = daddr, .daddr = saddr, .proto = IPPROTO_TCP, .len = bpf_htons(sizeof(struct tcphdr)) };
+	__s64 sum = bpf_csum_diff(0, 0, (__be32 *)&pseudo, sizeof(pseudo), 0);
+	sum = bpf_csum_diff(0, 0, (__be32 *)tcp, sizeof(struct tcphdr), (__u32)sum);
+	tcp->check = fold(sum);
+	return bpf_redirect(skb->ifindex, 0);
+}
+
 SEC("tc")
 int skiff_nodeport_ingress(struct __sk_buff *skb)
 {
@@ -140,7 +210,7 @@ int skiff_nodeport_ingress(struct __sk_buff *skb)
 	if (!svc)
 		return TC_ACT_OK;
 	if (svc->count == 0)
-		return TC_ACT_SHOT; /* no endpoints */
+		return t.proto == IPPROTO_TCP ? reset(skb) : TC_ACT_SHOT; /* no endpoints */
 
 	__u32 be_addr;
 	__u16 be_port, snat_port = 0;

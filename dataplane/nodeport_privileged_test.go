@@ -165,10 +165,23 @@ func TestPrivilegedNodePortPrograms(t *testing.T) {
 			t.Errorf("verdict %d, changed=%v", ret, string(out) != string(in))
 		}
 	})
-	t.Run("no endpoints: dropped", func(t *testing.T) {
-		apply(Service{Name: "empty", ID: 5, Frontend: fe})
-		if ret, _ := run(t, objs.SkiffNodeportIngress, packet(npClient, nodeFE, false, false)); ret != tcActShot {
-			t.Errorf("verdict %d, want drop", ret)
+	t.Run("no endpoints: TCP gets a RST from the frontend, UDP is dropped", func(t *testing.T) {
+		apply(Service{Name: "empty", ID: 5, Frontend: fe}, Service{Name: "empty-udp", ID: 6, Frontend: Frontend{Addr: nodeFE.Addr(), Port: nodeFE.Port(), Proto: "UDP"}})
+		syn := packet(npClient, nodeFE, false, false)
+		binary.BigEndian.PutUint32(syn[34+4:], 1000) // the client's sequence number
+		copy(syn[0:6], []byte{2, 0, 0, 0, 0, 2}) // destination MAC: this node
+		copy(syn[6:12], []byte{2, 0, 0, 0, 0, 1}) // source MAC: the client
+		ret, out := run(t, objs.SkiffNodeportIngress, syn)
+		out = out[:54]
+		src, dst, ok := decode(t, out)
+		flags := out[34+13]
+		ack := binary.BigEndian.Uint32(out[34+8:])
+		if ret != tcActRedirect || src != nodeFE || dst != npClient || !ok || flags != 0x14 || ack != 1001 ||
+			binary.BigEndian.Uint16(out[14+2:]) != 40 || out[0] != 2 || out[5] != 1 || out[11] != 2 {
+			t.Errorf("verdict %d, %s -> %s, checksums ok=%v, flags %#x, ack %d, frame % x", ret, src, dst, ok, flags, ack, out)
+		}
+		if ret, _ := run(t, objs.SkiffNodeportIngress, packet(npClient, nodeFE, true, false)); ret != tcActShot {
+			t.Errorf("UDP verdict %d, want drop", ret)
 		}
 	})
 	t.Run("local backend: DNAT only, client kept, reply restored at egress", func(t *testing.T) {

@@ -154,6 +154,17 @@ print(ok, s.getpeername()[0])
 		}
 		return true, ""
 	})
+	// A NodePort without endpoints answers a connection attempt with a RST: refused at once.
+	l.kubectl("create", "service", "nodeport", "empty-np", "--tcp=80:80")
+	enp, err := l.client.CoreV1().Services("default").Get(ctx, "empty-np", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 20*time.Second, "a NodePort without endpoints refuses", func() (bool, string) {
+		start := time.Now()
+		out, _ := l.in("tor", netutil, "fetch", fmt.Sprintf("http://198.18.0.2:%d/", enp.Spec.Ports[0].NodePort))
+		return strings.Contains(out, "connection refused") && time.Since(start) < 3*time.Second, out
+	})
 	// A LoadBalancer Service with externalTrafficPolicy Local gets a healthCheckNodePort; each
 	// node answers it with its count of local endpoints (503 on the master, which has none).
 	l.kubectl("expose", "deployment", "web", "--name=web-lb", "--type=LoadBalancer", "--port=80", "--target-port=8080")
