@@ -169,8 +169,8 @@ func TestPrivilegedNodePortPrograms(t *testing.T) {
 		apply(Service{Name: "empty", ID: 5, Frontend: fe}, Service{Name: "empty-udp", ID: 6, Frontend: Frontend{Addr: nodeFE.Addr(), Port: nodeFE.Port(), Proto: "UDP"}})
 		syn := packet(npClient, nodeFE, false, false)
 		binary.BigEndian.PutUint32(syn[34+4:], 1000) // the client's sequence number
-		copy(syn[0:6], []byte{2, 0, 0, 0, 0, 2}) // destination MAC: this node
-		copy(syn[6:12], []byte{2, 0, 0, 0, 0, 1}) // source MAC: the client
+		copy(syn[0:6], []byte{2, 0, 0, 0, 0, 2})     // destination MAC: this node
+		copy(syn[6:12], []byte{2, 0, 0, 0, 0, 1})    // source MAC: the client
 		ret, out := run(t, objs.SkiffNodeportIngress, syn)
 		out = out[:54]
 		src, dst, ok := decode(t, out)
