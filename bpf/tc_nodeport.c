@@ -229,8 +229,18 @@ int skiff_nodeport_ingress(struct __sk_buff *skb)
 		be_addr = be->addr;
 		be_port = be->port;
 		local = (be->flags & BE_FLAG_LOCAL) || (svc->flags & SVC_FLAG_LOCAL);
-		if (!local)
-			snat_port = bpf_htons(SNAT_PORT_MIN + (bpf_get_prandom_u32() % SNAT_PORT_RANGE));
+		if (!local) {
+			/* A free SNAT port: one whose reply tuple no flow uses yet (a few tries; the
+			 * table is an LRU, so a port stays taken only while its flow is recent). */
+			struct ct_key probe = { .saddr = be_addr, .daddr = t.daddr, .sport = be_port, .proto = t.proto };
+#pragma unroll
+			for (int i = 0; i < 4; i++) {
+				snat_port = bpf_htons(SNAT_PORT_MIN + (bpf_get_prandom_u32() % SNAT_PORT_RANGE));
+				probe.dport = snat_port;
+				if (!bpf_map_lookup_elem(&skiff_ct, &probe))
+					break;
+			}
+		}
 		struct ct_value fwd = { .kind = CT_FORWARD, .addr1 = be_addr, .port1 = be_port, .port2 = snat_port, .last_ns = now };
 		bpf_map_update_elem(&skiff_ct, &key, &fwd, BPF_ANY);
 		struct ct_value rev = { .kind = CT_REVERSE, .addr1 = t.daddr, .port1 = t.dport, .last_ns = now };
