@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -170,6 +171,10 @@ print(data.decode(), src[0], src[1])
 		t.Errorf("socket table after the holder closed: %d entries", n)
 	}
 
+	if v, err := PinnedVersion(pinDir); err != nil || v != MapVersion {
+		t.Errorf("pinned map version %d, %v", v, err)
+	}
+
 	// An agent restart: load again over the pinned maps and links.
 	d2, err := Load(pinDir, cgroup, "")
 	if err != nil {
@@ -199,5 +204,26 @@ print(data.decode(), src[0], src[1])
 	}
 	if n != 2 {
 		t.Errorf("%d backends left, want 2", n)
+	}
+
+	// Maps of another layout version are rebuilt, not reused.
+	meta, err := ebpf.LoadPinnedMap(filepath.Join(pinDir, "skiff_meta"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := meta.Put(uint32(0), uint32(MapVersion+1)); err != nil {
+		t.Fatal(err)
+	}
+	meta.Close()
+	d3, err := Load(pinDir, cgroup, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d3.Close()
+	if entries, _ := d3.Maps.Dump(); len(entries) != 0 {
+		t.Errorf("maps of another version were reused: %+v", entries)
+	}
+	if v, _ := PinnedVersion(pinDir); v != MapVersion {
+		t.Errorf("version after migration: %d", v)
 	}
 }

@@ -66,6 +66,9 @@ func Load(pinDir, cgroupPath, uplink string) (*Dataplane, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := migrate(pinDir); err != nil {
+		return nil, err
+	}
 	d := &Dataplane{}
 	if err := spec.LoadAndAssign(&d.objs, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: pinDir}}); err != nil {
 		var ve *ebpf.VerifierError
@@ -75,6 +78,10 @@ func Load(pinDir, cgroupPath, uplink string) (*Dataplane, error) {
 		return nil, fmt.Errorf("loading skiff's BPF programs (maps pinned in %s): %w", pinDir, err)
 	}
 	d.Maps = Maps{Services: d.objs.SkiffServices, Backends: d.objs.SkiffBackends, Names: d.objs.SkiffSvcNames, Sockets: d.objs.SkiffSockNat}
+	if err := d.objs.SkiffMeta.Put(uint32(0), uint32(MapVersion)); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("recording the map version: %w", err)
+	}
 	for _, a := range d.objs.attachments() {
 		err := d.attach(pinDir, a.name, a.prog, func() (link.Link, error) {
 			return link.AttachCgroup(link.CgroupOptions{Path: cgroupPath, Attach: a.typ, Program: a.prog})
@@ -115,6 +122,42 @@ func Load(pinDir, cgroupPath, uplink string) (*Dataplane, error) {
 		}
 	}
 	return d, nil
+}
+
+// PinnedVersion is the layout version recorded beside the maps pinned in pinDir: 0 when
+// none are pinned (a first start) or they predate the record.
+func PinnedVersion(pinDir string) (uint32, error) {
+	m, err := ebpf.LoadPinnedMap(filepath.Join(pinDir, "skiff_meta"), &ebpf.LoadPinOptions{ReadOnly: true})
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer m.Close()
+	var v uint32
+	if err := m.Lookup(uint32(0), &v); err != nil {
+		return 0, err
+	}
+	return v, nil
+}
+
+// migrate brings maps pinned by another layout version to this one before they are reused.
+// Version 1 is the first layout, so there is nothing older to convert yet: maps of an
+// unknown version are unpinned and rebuilt from the API (socket-level connections are
+// direct and unaffected; NodePort flows would restart). The next layout change adds its
+// conversion here, keyed by the version found, so that flows survive the upgrade.
+func migrate(pinDir string) error {
+	v, err := PinnedVersion(pinDir)
+	if err != nil || v == 0 || v == MapVersion {
+		return err
+	}
+	for _, name := range []string{"skiff_services", "skiff_backends", "skiff_svc_names", "skiff_sock_nat", "skiff_affinity", "skiff_ct", "skiff_meta"} {
+		if err := os.Remove(filepath.Join(pinDir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("migrating maps from version %d: %w", v, err)
+		}
+	}
+	return nil
 }
 
 // attach swaps prog into the link pinned as link_<name>, or attaches it anew and pins it.

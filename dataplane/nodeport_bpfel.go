@@ -101,6 +101,7 @@ const (
 	nodeportMapSkiffAffinity         = "skiff_affinity"
 	nodeportMapSkiffBackends         = "skiff_backends"
 	nodeportMapSkiffCt               = "skiff_ct"
+	nodeportMapSkiffMeta             = "skiff_meta"
 	nodeportMapSkiffServices         = "skiff_services"
 	nodeportMapSkiffSockNat          = "skiff_sock_nat"
 	nodeportMapSkiffSvcNames         = "skiff_svc_names"
@@ -161,6 +162,7 @@ type nodeportMapSpecs struct {
 	SkiffAffinity *ebpf.MapSpec `ebpf:"skiff_affinity"`
 	SkiffBackends *ebpf.MapSpec `ebpf:"skiff_backends"`
 	SkiffCt       *ebpf.MapSpec `ebpf:"skiff_ct"`
+	SkiffMeta     *ebpf.MapSpec `ebpf:"skiff_meta"`
 	SkiffServices *ebpf.MapSpec `ebpf:"skiff_services"`
 	SkiffSockNat  *ebpf.MapSpec `ebpf:"skiff_sock_nat"`
 	SkiffSvcNames *ebpf.MapSpec `ebpf:"skiff_svc_names"`
@@ -195,6 +197,7 @@ type nodeportMaps struct {
 	SkiffAffinity *ebpf.Map `ebpf:"skiff_affinity"`
 	SkiffBackends *ebpf.Map `ebpf:"skiff_backends"`
 	SkiffCt       *ebpf.Map `ebpf:"skiff_ct"`
+	SkiffMeta     *ebpf.Map `ebpf:"skiff_meta"`
 	SkiffServices *ebpf.Map `ebpf:"skiff_services"`
 	SkiffSockNat  *ebpf.Map `ebpf:"skiff_sock_nat"`
 	SkiffSvcNames *ebpf.Map `ebpf:"skiff_svc_names"`
@@ -205,6 +208,7 @@ func (m *nodeportMaps) Close() error {
 		m.SkiffAffinity,
 		m.SkiffBackends,
 		m.SkiffCt,
+		m.SkiffMeta,
 		m.SkiffServices,
 		m.SkiffSockNat,
 		m.SkiffSvcNames,

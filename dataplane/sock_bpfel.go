@@ -101,6 +101,7 @@ const (
 	sockMapSkiffAffinity      = "skiff_affinity"
 	sockMapSkiffBackends      = "skiff_backends"
 	sockMapSkiffCt            = "skiff_ct"
+	sockMapSkiffMeta          = "skiff_meta"
 	sockMapSkiffServices      = "skiff_services"
 	sockMapSkiffSockNat       = "skiff_sock_nat"
 	sockMapSkiffSvcNames      = "skiff_svc_names"
@@ -168,6 +169,7 @@ type sockMapSpecs struct {
 	SkiffAffinity *ebpf.MapSpec `ebpf:"skiff_affinity"`
 	SkiffBackends *ebpf.MapSpec `ebpf:"skiff_backends"`
 	SkiffCt       *ebpf.MapSpec `ebpf:"skiff_ct"`
+	SkiffMeta     *ebpf.MapSpec `ebpf:"skiff_meta"`
 	SkiffServices *ebpf.MapSpec `ebpf:"skiff_services"`
 	SkiffSockNat  *ebpf.MapSpec `ebpf:"skiff_sock_nat"`
 	SkiffSvcNames *ebpf.MapSpec `ebpf:"skiff_svc_names"`
@@ -203,6 +205,7 @@ type sockMaps struct {
 	SkiffAffinity *ebpf.Map `ebpf:"skiff_affinity"`
 	SkiffBackends *ebpf.Map `ebpf:"skiff_backends"`
 	SkiffCt       *ebpf.Map `ebpf:"skiff_ct"`
+	SkiffMeta     *ebpf.Map `ebpf:"skiff_meta"`
 	SkiffServices *ebpf.Map `ebpf:"skiff_services"`
 	SkiffSockNat  *ebpf.Map `ebpf:"skiff_sock_nat"`
 	SkiffSvcNames *ebpf.Map `ebpf:"skiff_svc_names"`
@@ -213,6 +216,7 @@ func (m *sockMaps) Close() error {
 		m.SkiffAffinity,
 		m.SkiffBackends,
 		m.SkiffCt,
+		m.SkiffMeta,
 		m.SkiffServices,
 		m.SkiffSockNat,
 		m.SkiffSvcNames,

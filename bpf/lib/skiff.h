@@ -142,6 +142,17 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } skiff_ct SEC(".maps");
 
+/* The layout version of the maps pinned beside it (entry 0), written by the agent: a newer
+ * agent that finds an older version migrates the maps' entries before attaching programs
+ * that read the new layout (dataplane.Load). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} skiff_meta SEC(".maps");
+
 /* Which Service each id belongs to ("namespace/name:port/PROTO"), written by the agent
  * for `skiff bpf services` and bpftool; the programs never read it. */
 struct svc_name {
