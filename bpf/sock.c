@@ -15,6 +15,13 @@
 static __always_inline __u32 pick_slot(struct bpf_sock_addr *ctx, struct svc_value *svc)
 {
 	__u32 slot = (bpf_get_prandom_u32() % svc->count) + 1;
+	if (svc->flags & SVC_FLAG_MAGLEV) {
+		/* A socket has no source port yet: hash the client (its netns) and the socket. */
+		__u64 c = bpf_get_netns_cookie(ctx) ^ bpf_get_socket_cookie(ctx);
+		__u32 m = pick_maglev(svc->id, flow_hash((__u32)c, (__u32)(c >> 32), 0, (__u16)ctx->user_port, (__u8)ctx->protocol));
+		if (m >= 1 && m <= svc->count)
+			slot = m;
+	}
 	if (!(svc->flags & SVC_FLAG_AFFINITY))
 		return slot;
 	struct affinity_key ak = { .client = bpf_get_netns_cookie(ctx), .id = svc->id };

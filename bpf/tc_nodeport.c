@@ -222,7 +222,12 @@ int skiff_nodeport_ingress(struct __sk_buff *skb)
 		local = snat_port == 0;
 		ct->last_ns = now;
 	} else {
-		struct backend_key bk = { .id = svc->id, .slot = (bpf_get_prandom_u32() % svc->count) + 1 };
+		__u32 slot = 0;
+		if (svc->flags & SVC_FLAG_MAGLEV)
+			slot = pick_maglev(svc->id, flow_hash(t.saddr, t.daddr, t.sport, t.dport, t.proto));
+		if (slot == 0 || slot > svc->count)
+			slot = (bpf_get_prandom_u32() % svc->count) + 1;
+		struct backend_key bk = { .id = svc->id, .slot = slot };
 		struct backend_value *be = bpf_map_lookup_elem(&skiff_backends, &bk);
 		if (!be)
 			return TC_ACT_SHOT;

@@ -36,6 +36,8 @@ type Service struct {
 	Backends []Backend
 	// Affinity is sessionAffinity ClientIP's timeout; zero means none.
 	Affinity time.Duration
+	// Maglev selects backends by consistent hashing instead of at random.
+	Maglev bool
 	// ExternalLocal marks a NodePort frontend of externalTrafficPolicy Local: only local
 	// backends, no SNAT, so the client's address is kept.
 	ExternalLocal bool
@@ -95,6 +97,7 @@ func Compile(services []*corev1.Service, epSlices []*discoveryv1.EndpointSlice, 
 			continue
 		}
 		slicesOf := bySvc[svc.Namespace+"/"+svc.Name]
+		maglev := svc.Annotations[AnnotationLBAlgorithm] == "maglev"
 		if (svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer) && node.IP.Is4() {
 			local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
 			for _, port := range svc.Spec.Ports {
@@ -106,7 +109,7 @@ func Compile(services []*corev1.Service, epSlices []*discoveryv1.EndpointSlice, 
 					only = node.Name
 				}
 				add(fmt.Sprintf("%s/%s:%d/%s@nodeport", svc.Namespace, svc.Name, port.NodePort, port.Protocol), Service{
-					Frontend: Frontend{Addr: node.IP, Port: uint16(port.NodePort), Proto: port.Protocol}, ExternalLocal: local,
+					Frontend: Frontend{Addr: node.IP, Port: uint16(port.NodePort), Proto: port.Protocol}, ExternalLocal: local, Maglev: maglev,
 					Backends: backends(slicesOf, port, only, node.Name)})
 			}
 		}
@@ -138,7 +141,7 @@ func Compile(services []*corev1.Service, epSlices []*discoveryv1.EndpointSlice, 
 				if p := svc.Spec.InternalTrafficPolicy; p != nil && *p == corev1.ServiceInternalTrafficPolicyLocal {
 					localOnly = node.Name
 				}
-				add(name, Service{Affinity: affinity, Frontend: Frontend{Addr: ip, Port: uint16(port.Port), Proto: port.Protocol},
+				add(name, Service{Affinity: affinity, Maglev: maglev, Frontend: Frontend{Addr: ip, Port: uint16(port.Port), Proto: port.Protocol},
 					Backends: backends(slicesOf, port, localOnly, node.Name)})
 			}
 		}

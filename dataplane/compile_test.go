@@ -57,6 +57,9 @@ func show(out []Service) string {
 		if x.ExternalLocal {
 			local = " etp=Local"
 		}
+		if x.Maglev {
+			local += " maglev"
+		}
 		s += fmt.Sprintf("%s %s:%d/%s %v aff=%s%s; ", x.Name, x.Frontend.Addr, x.Frontend.Port, x.Frontend.Proto, bs, x.Affinity, local)
 	}
 	return s
@@ -123,6 +126,11 @@ func TestCompile(t *testing.T) {
 			return s
 		}()}, []*discoveryv1.EndpointSlice{slice("np", "http", 8080, corev1.ProtocolTCP, ep{addr: "10.244.1.1", node: "n1"}, ep{addr: "10.244.2.1", node: "n2"})},
 			"default/np:30080/TCP@nodeport 198.18.0.2:30080/TCP [10.244.1.1:8080(local)] aff=0s etp=Local; default/np:http/TCP 10.96.0.14:80/TCP [10.244.1.1:8080(local) 10.244.2.1:8080] aff=0s; "},
+		{"Maglev by annotation", []*corev1.Service{func() *corev1.Service {
+			s := svc("mg", "10.96.0.15", port("", 80, corev1.ProtocolTCP))
+			s.Annotations = map[string]string{AnnotationLBAlgorithm: "maglev"}
+			return s
+		}()}, nil, "default/mg:80/TCP 10.96.0.15:80/TCP [] aff=0s maglev; "},
 		{"another namespace's slice is not ours", []*corev1.Service{web}, []*discoveryv1.EndpointSlice{func() *discoveryv1.EndpointSlice {
 			s := slice("web", "http", 8080, corev1.ProtocolTCP, ep{addr: "10.244.1.1"})
 			s.Namespace = "other"

@@ -77,7 +77,8 @@ func Load(pinDir, cgroupPath, uplink string) (*Dataplane, error) {
 		}
 		return nil, fmt.Errorf("loading skiff's BPF programs (maps pinned in %s): %w", pinDir, err)
 	}
-	d.Maps = Maps{Services: d.objs.SkiffServices, Backends: d.objs.SkiffBackends, Names: d.objs.SkiffSvcNames, Sockets: d.objs.SkiffSockNat}
+	d.Maps = Maps{Services: d.objs.SkiffServices, Backends: d.objs.SkiffBackends, Names: d.objs.SkiffSvcNames, Sockets: d.objs.SkiffSockNat,
+		Maglev: d.objs.SkiffMaglev}
 	if err := d.objs.SkiffMeta.Put(uint32(0), uint32(MapVersion)); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("recording the map version: %w", err)
@@ -152,7 +153,7 @@ func migrate(pinDir string) error {
 	if err != nil || v == 0 || v == MapVersion {
 		return err
 	}
-	for _, name := range []string{"skiff_services", "skiff_backends", "skiff_svc_names", "skiff_sock_nat", "skiff_affinity", "skiff_ct", "skiff_meta"} {
+	for _, name := range []string{"skiff_services", "skiff_backends", "skiff_svc_names", "skiff_sock_nat", "skiff_affinity", "skiff_ct", "skiff_maglev", "skiff_meta"} {
 		if err := os.Remove(filepath.Join(pinDir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("migrating maps from version %d: %w", v, err)
 		}

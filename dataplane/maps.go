@@ -20,6 +20,7 @@ const (
 	// svcFlagAffinity is SVC_FLAG_AFFINITY, svcFlagLocal SVC_FLAG_LOCAL, beFlagLocal BE_FLAG_LOCAL.
 	svcFlagAffinity = 1
 	svcFlagLocal    = 2
+	svcFlagMaglev   = 4
 	beFlagLocal     = 1
 	// ctReverse is CT_REVERSE.
 	ctReverse = 2
@@ -32,6 +33,8 @@ type Maps struct {
 	Sockets *ebpf.Map
 	// CT is the per-packet connection table of NodePort traffic (set by OpenPinned).
 	CT *ebpf.Map
+	// Maglev holds the lookup tables of Maglev frontends.
+	Maglev *ebpf.Map
 }
 
 // be32 is an IPv4 address as the kernel hands it to the hooks: the network-order bytes read
@@ -82,10 +85,12 @@ type entries struct {
 	services map[sockSvcKey]sockSvcValue
 	backends map[sockBackendKey]sockBackendValue
 	names    map[uint32]sockSvcName
+	maglev   map[sockMaglevKey]uint32
 }
 
 func encode(services []Service) entries {
-	e := entries{services: map[sockSvcKey]sockSvcValue{}, backends: map[sockBackendKey]sockBackendValue{}, names: map[uint32]sockSvcName{}}
+	e := entries{services: map[sockSvcKey]sockSvcValue{}, backends: map[sockBackendKey]sockBackendValue{}, names: map[uint32]sockSvcName{},
+		maglev: map[sockMaglevKey]uint32{}}
 	for _, s := range services {
 		key := sockSvcKey{Addr: be32(s.Frontend.Addr), Port: be16(s.Frontend.Port), Proto: protoNumber(s.Frontend.Proto)}
 		n := len(s.Backends)
@@ -95,6 +100,16 @@ func encode(services []Service) entries {
 		val := sockSvcValue{Id: s.ID, Count: uint16(n)}
 		if s.ExternalLocal {
 			val.Flags |= svcFlagLocal
+		}
+		if s.Maglev && n > 0 {
+			val.Flags |= svcFlagMaglev
+			names := make([]string, n)
+			for i, b := range s.Backends[:n] {
+				names[i] = netip.AddrPortFrom(b.Addr, b.Port).String()
+			}
+			for i, slot := range Maglev(names, MaglevSize) {
+				e.maglev[sockMaglevKey{Id: s.ID, Index: uint32(i)}] = slot
+			}
 		}
 		if s.Affinity > 0 {
 			val.Flags |= svcFlagAffinity
@@ -133,12 +148,22 @@ func (m Maps) Apply(services []Service) error {
 			errs = append(errs, fmt.Errorf("name %d: %w", k, err))
 		}
 	}
+	if m.Maglev != nil {
+		for k, v := range want.maglev {
+			if err := m.Maglev.Update(k, v, ebpf.UpdateAny); err != nil {
+				errs = append(errs, fmt.Errorf("maglev %d/%d: %w", k.Id, k.Index, err))
+			}
+		}
+	}
 	for k, v := range want.services {
 		if err := m.Services.Update(k, v, ebpf.UpdateAny); err != nil {
 			errs = append(errs, fmt.Errorf("service %s:%d: %w", fromBe32(k.Addr), fromBe16(k.Port), err))
 		}
 	}
 	errs = append(errs, prune(m.Services, want.services), prune(m.Backends, want.backends), prune(m.Names, want.names))
+	if m.Maglev != nil {
+		errs = append(errs, prune(m.Maglev, want.maglev))
+	}
 	return errors.Join(errs...)
 }
 

@@ -62,6 +62,12 @@ type nodeportCtValue struct {
 	LastNs uint64
 }
 
+type nodeportMaglevKey struct {
+	_     structs.HostLayout
+	Id    uint32
+	Index uint32
+}
+
 type nodeportSockNat struct {
 	_       structs.HostLayout
 	SvcAddr uint32
@@ -101,6 +107,7 @@ const (
 	nodeportMapSkiffAffinity         = "skiff_affinity"
 	nodeportMapSkiffBackends         = "skiff_backends"
 	nodeportMapSkiffCt               = "skiff_ct"
+	nodeportMapSkiffMaglev           = "skiff_maglev"
 	nodeportMapSkiffMeta             = "skiff_meta"
 	nodeportMapSkiffServices         = "skiff_services"
 	nodeportMapSkiffSockNat          = "skiff_sock_nat"
@@ -162,6 +169,7 @@ type nodeportMapSpecs struct {
 	SkiffAffinity *ebpf.MapSpec `ebpf:"skiff_affinity"`
 	SkiffBackends *ebpf.MapSpec `ebpf:"skiff_backends"`
 	SkiffCt       *ebpf.MapSpec `ebpf:"skiff_ct"`
+	SkiffMaglev   *ebpf.MapSpec `ebpf:"skiff_maglev"`
 	SkiffMeta     *ebpf.MapSpec `ebpf:"skiff_meta"`
 	SkiffServices *ebpf.MapSpec `ebpf:"skiff_services"`
 	SkiffSockNat  *ebpf.MapSpec `ebpf:"skiff_sock_nat"`
@@ -197,6 +205,7 @@ type nodeportMaps struct {
 	SkiffAffinity *ebpf.Map `ebpf:"skiff_affinity"`
 	SkiffBackends *ebpf.Map `ebpf:"skiff_backends"`
 	SkiffCt       *ebpf.Map `ebpf:"skiff_ct"`
+	SkiffMaglev   *ebpf.Map `ebpf:"skiff_maglev"`
 	SkiffMeta     *ebpf.Map `ebpf:"skiff_meta"`
 	SkiffServices *ebpf.Map `ebpf:"skiff_services"`
 	SkiffSockNat  *ebpf.Map `ebpf:"skiff_sock_nat"`
@@ -208,6 +217,7 @@ func (m *nodeportMaps) Close() error {
 		m.SkiffAffinity,
 		m.SkiffBackends,
 		m.SkiffCt,
+		m.SkiffMaglev,
 		m.SkiffMeta,
 		m.SkiffServices,
 		m.SkiffSockNat,

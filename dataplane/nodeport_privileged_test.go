@@ -143,7 +143,7 @@ func TestPrivilegedNodePortPrograms(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer objs.Close()
-	maps := Maps{Services: objs.SkiffServices, Backends: objs.SkiffBackends, Names: objs.SkiffSvcNames}
+	maps := Maps{Services: objs.SkiffServices, Backends: objs.SkiffBackends, Names: objs.SkiffSvcNames, Maglev: objs.SkiffMaglev}
 	apply := func(svcs ...Service) {
 		t.Helper()
 		if err := maps.Apply(svcs); err != nil {
@@ -245,6 +245,60 @@ func TestPrivilegedNodePortPrograms(t *testing.T) {
 		}
 		if n, _, _ := ConntrackCount(objs.SkiffCt); n != 0 {
 			t.Errorf("%d entries after GC", n)
+		}
+	})
+	t.Run("Maglev: a flow keeps its backend without conntrack, and losing a backend moves only its flows", func(t *testing.T) {
+		var bes []Backend
+		for i := 1; i <= 10; i++ {
+			bes = append(bes, Backend{Addr: netip.AddrFrom4([4]byte{10, 244, 2, byte(i)}), Port: 8080, Local: true})
+		}
+		apply(Service{Name: "mg", ID: 21, Maglev: true, Frontend: fe, Backends: bes})
+		clearCT := func() {
+			var k nodeportCtKey
+			var keys []nodeportCtKey
+			var v nodeportCtValue
+			for it := objs.SkiffCt.Iterate(); it.Next(&k, &v); {
+				keys = append(keys, k)
+			}
+			for _, k := range keys {
+				_ = objs.SkiffCt.Delete(k)
+			}
+		}
+		pick := func() map[uint16]netip.AddrPort {
+			clearCT() // every packet must decide afresh, as on another node
+			out := map[uint16]netip.AddrPort{}
+			for p := uint16(20000); p < 20300; p++ {
+				_, pkt := run(t, objs.SkiffNodeportIngress, packet(netip.AddrPortFrom(npClient.Addr(), p), nodeFE, false, false))
+				_, dst, _ := decode(t, pkt)
+				out[p] = dst
+			}
+			return out
+		}
+		first, again := pick(), pick()
+		used := map[netip.AddrPort]bool{}
+		for p, b := range first {
+			used[b] = true
+			if again[p] != b {
+				t.Fatalf("flow from port %d went to %s, then %s", p, b, again[p])
+			}
+		}
+		if len(used) < 8 {
+			t.Errorf("300 flows used only %d of 10 backends", len(used))
+		}
+		lost := bes[3]
+		apply(Service{Name: "mg", ID: 21, Maglev: true, Frontend: fe, Backends: append(append([]Backend(nil), bes[:3]...), bes[4:]...)})
+		after := pick()
+		moved := 0
+		for p, b := range first {
+			if b.Addr() == lost.Addr {
+				continue
+			}
+			if after[p] != b {
+				moved++
+			}
+		}
+		if moved > 30 {
+			t.Errorf("%d of the surviving backends' flows moved after one backend went", moved)
 		}
 	})
 }

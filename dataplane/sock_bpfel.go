@@ -62,6 +62,12 @@ type sockCtValue struct {
 	LastNs uint64
 }
 
+type sockMaglevKey struct {
+	_     structs.HostLayout
+	Id    uint32
+	Index uint32
+}
+
 type sockSockNat struct {
 	_       structs.HostLayout
 	SvcAddr uint32
@@ -101,6 +107,7 @@ const (
 	sockMapSkiffAffinity      = "skiff_affinity"
 	sockMapSkiffBackends      = "skiff_backends"
 	sockMapSkiffCt            = "skiff_ct"
+	sockMapSkiffMaglev        = "skiff_maglev"
 	sockMapSkiffMeta          = "skiff_meta"
 	sockMapSkiffServices      = "skiff_services"
 	sockMapSkiffSockNat       = "skiff_sock_nat"
@@ -169,6 +176,7 @@ type sockMapSpecs struct {
 	SkiffAffinity *ebpf.MapSpec `ebpf:"skiff_affinity"`
 	SkiffBackends *ebpf.MapSpec `ebpf:"skiff_backends"`
 	SkiffCt       *ebpf.MapSpec `ebpf:"skiff_ct"`
+	SkiffMaglev   *ebpf.MapSpec `ebpf:"skiff_maglev"`
 	SkiffMeta     *ebpf.MapSpec `ebpf:"skiff_meta"`
 	SkiffServices *ebpf.MapSpec `ebpf:"skiff_services"`
 	SkiffSockNat  *ebpf.MapSpec `ebpf:"skiff_sock_nat"`
@@ -205,6 +213,7 @@ type sockMaps struct {
 	SkiffAffinity *ebpf.Map `ebpf:"skiff_affinity"`
 	SkiffBackends *ebpf.Map `ebpf:"skiff_backends"`
 	SkiffCt       *ebpf.Map `ebpf:"skiff_ct"`
+	SkiffMaglev   *ebpf.Map `ebpf:"skiff_maglev"`
 	SkiffMeta     *ebpf.Map `ebpf:"skiff_meta"`
 	SkiffServices *ebpf.Map `ebpf:"skiff_services"`
 	SkiffSockNat  *ebpf.Map `ebpf:"skiff_sock_nat"`
@@ -216,6 +225,7 @@ func (m *sockMaps) Close() error {
 		m.SkiffAffinity,
 		m.SkiffBackends,
 		m.SkiffCt,
+		m.SkiffMaglev,
 		m.SkiffMeta,
 		m.SkiffServices,
 		m.SkiffSockNat,

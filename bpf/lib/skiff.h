@@ -20,6 +20,10 @@
 
 #define SVC_FLAG_AFFINITY 1 /* sessionAffinity: ClientIP */
 #define SVC_FLAG_LOCAL 2    /* externalTrafficPolicy: Local: no SNAT, local backends only */
+#define SVC_FLAG_MAGLEV 4   /* backends picked by Maglev consistent hashing of the flow */
+
+/* Entries of every Maglev lookup table (a prime). */
+#define SKIFF_MAGLEV_SIZE 1021
 
 #define BE_FLAG_LOCAL 1 /* the backend runs on this node */
 
@@ -141,6 +145,55 @@ struct {
 	__type(value, struct ct_value);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } skiff_ct SEC(".maps");
+
+/* Maglev lookup tables: for a frontend with SVC_FLAG_MAGLEV, entry {id, hash % SIZE} names
+ * the backend slot. The same flow hashes to the same backend on every node, and losing a
+ * backend moves only the flows that were on it. */
+struct maglev_key {
+	__u32 id;
+	__u32 index;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1048576);
+	__type(key, struct maglev_key);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} skiff_maglev SEC(".maps");
+
+/* pick_maglev returns the slot for a flow hash, 0 when the table lacks the entry. */
+static __always_inline __u32 pick_maglev(__u32 id, __u32 hash)
+{
+	struct maglev_key mk = { .id = id, .index = hash % SKIFF_MAGLEV_SIZE };
+	__u32 *slot = bpf_map_lookup_elem(&skiff_maglev, &mk);
+	return slot ? *slot : 0;
+}
+
+/* flow_hash mixes a 5-tuple (a murmur3-style finalizer over each word). */
+static __always_inline __u32 mix(__u32 h, __u32 v)
+{
+	v *= 0xcc9e2d51;
+	v = (v << 15) | (v >> 17);
+	v *= 0x1b873593;
+	h ^= v;
+	h = (h << 13) | (h >> 19);
+	return h * 5 + 0xe6546b64;
+}
+
+static __always_inline __u32 flow_hash(__u32 saddr, __u32 daddr, __u16 sport, __u16 dport, __u8 proto)
+{
+	__u32 h = mix(0x5f1ff, saddr);
+	h = mix(h, daddr);
+	h = mix(h, ((__u32)sport << 16) | dport);
+	h = mix(h, proto);
+	h ^= h >> 16;
+	h *= 0x85ebca6b;
+	h ^= h >> 13;
+	h *= 0xc2b2ae35;
+	h ^= h >> 16;
+	return h;
+}
 
 /* The layout version of the maps pinned beside it (entry 0), written by the agent: a newer
  * agent that finds an older version migrates the maps' entries before attaching programs
