@@ -156,20 +156,39 @@ func TestKubectlRunThroughTheAgent(t *testing.T) {
 		return err != nil && strings.Contains(out, "exit code 1"), fmt.Sprint(err, " ", out)
 	})
 
-	// kubectl port-forward, with both protocols.
+	// kubectl port-forward, with both protocols. kubectl gives up when its first attempt
+	// fails (the agent API busy on a loaded machine), so it is started again if it exits.
 	for _, minor := range []int{33, 27} {
-		local := framework.FreePort(t)
-		pf := exec.CommandContext(ctx, framework.Kubectl(t, minor), "port-forward", "pod/test", fmt.Sprintf("%d:8080", local))
-		pf.Env = append(pf.Environ(), "KUBECONFIG="+s.Kubeconfig)
-		if err := pf.Start(); err != nil {
-			t.Fatal(err)
+		var pf *exec.Cmd
+		var pfOut *strings.Builder
+		var local int
+		exited := make(chan struct{})
+		start := func() {
+			local = framework.FreePort(t)
+			pf = exec.CommandContext(ctx, framework.Kubectl(t, minor), "port-forward", "pod/test", fmt.Sprintf("%d:8080", local))
+			pf.Env = append(pf.Environ(), "KUBECONFIG="+s.Kubeconfig)
+			pfOut = &strings.Builder{}
+			pf.Stdout, pf.Stderr = pfOut, pfOut
+			if err := pf.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited = make(chan struct{})
+			go func(c *exec.Cmd, done chan struct{}) { _ = c.Wait(); close(done) }(pf, exited)
 		}
+		start()
 		eventually(t, 30*time.Second, fmt.Sprintf("kubectl 1.%d port-forward", minor), func() (bool, string) {
+			select {
+			case <-exited:
+				msg := pfOut.String()
+				start()
+				return false, "kubectl exited: " + msg
+			default:
+			}
 			out, err := exec.Command(netutil, "fetch", fmt.Sprintf("http://127.0.0.1:%d/hostname", local)).CombinedOutput()
-			return err == nil && strings.TrimSpace(string(out)) == "test", string(out)
+			return err == nil && strings.TrimSpace(string(out)) == "test", string(out) + " | " + pfOut.String()
 		})
 		_ = pf.Process.Kill()
-		_ = pf.Wait()
+		<-exited
 	}
 
 	// execEquals runs a command in the test pod until it prints want (see the exec note above).
