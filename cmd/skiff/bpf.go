@@ -35,18 +35,23 @@ func bpfCommand() *cobra.Command {
 		}
 		return dataplane.OpenPinned(dir)
 	}
+	// readEntries reads the frontends, sorted by Service.
+	readEntries := func() ([]dataplane.Entry, error) {
+		m, closeMaps, err := open()
+		if err != nil {
+			return nil, err
+		}
+		defer closeMaps()
+		out, err := m.Dump()
+		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+		return out, err
+	}
 	services := &cobra.Command{Use: "services", Short: "Service frontends and their backends", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, closeMaps, err := open()
+			entries, err := readEntries()
 			if err != nil {
 				return err
 			}
-			defer closeMaps()
-			entries, err := m.Dump()
-			if err != nil {
-				return err
-			}
-			sort.Slice(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
 			tw := tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', 0)
 			fmt.Fprintln(tw, "SERVICE\tFRONTEND\tAFFINITY\tBACKENDS")
 			for _, e := range entries {
@@ -63,16 +68,10 @@ func bpfCommand() *cobra.Command {
 		}}
 	backends := &cobra.Command{Use: "backends", Short: "Every backend slot: service id, slot, address", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, closeMaps, err := open()
+			entries, err := readEntries()
 			if err != nil {
 				return err
 			}
-			defer closeMaps()
-			entries, err := m.Dump()
-			if err != nil {
-				return err
-			}
-			sort.Slice(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
 			tw := tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tSLOT\tBACKEND\tSERVICE")
 			for _, e := range entries {
