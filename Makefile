@@ -56,6 +56,7 @@ bench: deps build ## benchmarks: API and watch latency, idle RSS, scheduler thro
 	$(GO) test -run '^$$' -bench BGPRoutePropagation -benchtime 5x -timeout 20m ./tests/bench/... | tee -a bench.out
 	$(GO) test -run '^$$' -bench ProgramServices -benchtime 3x -timeout 20m ./dataplane/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench Connect -benchtime 2000x -timeout 20m ./dataplane/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench ServiceConnect -benchtime 1x -timeout 30m ./tests/bench/... | tee -a bench.out
 
 generate: ## regenerate committed generated code (OpenAPI definitions)
 	$(GO) generate ./...
