@@ -23,15 +23,20 @@ import (
 	"github.com/skiff-sh/skiff/tests/e2e/framework"
 )
 
-// TestLoadHelper is not a test: BenchmarkServiceConnect runs this binary as a client inside a
-// pod's network namespace and the node's pod cgroup (SKIFF_LOAD_TARGET set), where it opens
-// one TCP connection per request (GET /hostname, read to EOF) for SKIFF_LOAD_SECONDS and
-// prints "<requests> <p50 µs> <p99 µs>".
-func TestLoadHelper(t *testing.T) {
-	target := os.Getenv("SKIFF_LOAD_TARGET")
-	if target == "" {
-		return // run only as the benchmark's helper
+// TestMain turns this binary into BenchmarkServiceConnect's load client when SKIFF_LOAD_TARGET
+// is set: it then runs inside a pod's network namespace and the node's pod cgroup instead of
+// running tests.
+func TestMain(m *testing.M) {
+	if target := os.Getenv("SKIFF_LOAD_TARGET"); target != "" {
+		loadClient(target)
+		os.Exit(0)
 	}
+	os.Exit(m.Run())
+}
+
+// loadClient opens one TCP connection per request (GET /hostname, read to EOF) for
+// SKIFF_LOAD_SECONDS and prints "<requests> <p50 µs> <p99 µs>".
+func loadClient(target string) {
 	secs, _ := strconv.Atoi(os.Getenv("SKIFF_LOAD_SECONDS"))
 	var lat []time.Duration
 	deadline := time.Now().Add(time.Duration(secs) * time.Second)
@@ -115,7 +120,7 @@ func BenchmarkServiceConnect(b *testing.B) {
 	}
 	self, _ := os.Executable()
 	load := func(target string) (rate float64, p50, p99 int) {
-		cmd := exec.CommandContext(ctx, "sh", "-c", fmt.Sprintf(`echo $$ > %s/cgroup.procs && exec nsenter --net=/proc/%s/ns/net %s -test.run '^TestLoadHelper$'`, cg, pid, self))
+		cmd := exec.CommandContext(ctx, "sh", "-c", fmt.Sprintf(`echo $$ > %s/cgroup.procs && exec nsenter --net=/proc/%s/ns/net %s`, cg, pid, self))
 		cmd.Env = append(os.Environ(), "SKIFF_LOAD_TARGET="+target, "SKIFF_LOAD_SECONDS=5")
 		out, err := cmd.CombinedOutput()
 		var n int
