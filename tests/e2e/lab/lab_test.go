@@ -288,9 +288,12 @@ func (l *lab) fetch(from, url string) string {
 	framework.Eventually(l.t, 30*time.Second, from+" fetches "+url, func() (bool, string) {
 		cmd := exec.CommandContext(l.ctx, framework.Kubectl(l.t, 33), "exec", from, "--", "netutil", "fetch", url)
 		cmd.Env = append(os.Environ(), "KUBECONFIG=/var/lib/skiff/lab/"+l.name+"/admin.kubeconfig")
-		b, err := cmd.CombinedOutput()
+		// The body only: kubectl 1.33 sometimes logs a websocket note on stderr.
+		stderr := &strings.Builder{}
+		cmd.Stderr = stderr
+		b, err := cmd.Output()
 		out = string(b)
-		return err == nil, out
+		return err == nil, out + stderr.String()
 	})
 	return out
 }
