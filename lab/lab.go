@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/skiff-sh/skiff/agent/cgroups"
+	"github.com/skiff-sh/skiff/agent/runtime"
 )
 
 // Root is where labs keep their state.
@@ -411,6 +412,11 @@ func Down(name string, out io.Writer) error {
 		}
 	}
 	unmountUnder(dir)
+	// The pods' network namespaces, which the killed containerds left mounted.
+	runtime.RemovePodNamespaces(dir)
+	// The host end of the API link goes with the master's namespace, but only once the kernel
+	// has torn that down; deleting it here makes down finished when it returns.
+	_ = exec.Command("ip", "link", "del", name+"-api").Run()
 	for _, ns := range namespaces(name) {
 		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
 			errs = append(errs, fmt.Errorf("ip netns del %s: %v: %s", ns, err, strings.TrimSpace(string(out))))

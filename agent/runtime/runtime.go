@@ -8,15 +8,18 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -274,4 +277,35 @@ func (c *Containerd) ImportImage(ctx context.Context, file string) error {
 		return fmt.Errorf("import %s: %v: %s", file, err, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// podNetnsRE matches the network namespaces containerd's CRI creates for pod sandboxes.
+var podNetnsRE = regexp.MustCompile(`/var/run/netns/cni-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+
+// RemovePodNamespaces deletes the pod network namespaces a containerd under dir created and
+// left behind (it removes them itself only when it stops a sandbox, not when it is killed).
+// They are found in its metadata store, so namespaces of other runtimes are never touched.
+func RemovePodNamespaces(dir string) []string {
+	var removed []string
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() != "meta.db" {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil
+		}
+		for _, ns := range podNetnsRE.FindAll(b, -1) {
+			path := string(ns)
+			if _, err := os.Stat(path); err != nil {
+				continue
+			}
+			_ = unix.Unmount(path, unix.MNT_DETACH)
+			if err := os.Remove(path); err == nil {
+				removed = append(removed, path)
+			}
+		}
+		return nil
+	})
+	return removed
 }

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	agentruntime "github.com/skiff-sh/skiff/agent/runtime"
 )
 
 // AgentArtifacts returns the skiff-cni binary and the directory of skiff's image archives that
@@ -106,7 +108,8 @@ func NewServerWithAgent(tb testing.TB, dir, netnsPath string, extra ...string) *
 }
 
 // KillUnder kills every process whose command line mentions dir (containerd, its shims,
-// containers started from there) and lazily unmounts whatever is mounted below dir.
+// containers started from there), lazily unmounts whatever is mounted below dir, and removes
+// the pod network namespaces that containerd created.
 func KillUnder(dir string) {
 	entries, _ := os.ReadDir("/proc")
 	self := os.Getpid()
@@ -129,4 +132,6 @@ func KillUnder(dir string) {
 			_ = syscall.Unmount(f[1], syscall.MNT_DETACH)
 		}
 	}
+	// The pod network namespaces its containerd made and, killed, left behind.
+	agentruntime.RemovePodNamespaces(dir)
 }

@@ -509,9 +509,18 @@ func runLab(t *testing.T, name, tor string) {
 			regexp.MustCompile(`(?m)^bgp_routes_received\{.*\} [1-9]`).MatchString(out), out
 	})
 
-	// Down leaves nothing behind.
-	l.skiff("down")
+	// Down leaves nothing behind, the pods' network namespaces included.
 	var left []string
+	podNamespaces := podNetns(t, "/var/lib/skiff/lab/"+name)
+	if len(podNamespaces) == 0 {
+		t.Error("found no pod network namespaces in the lab's containerd metadata")
+	}
+	l.skiff("down")
+	for _, ns := range podNamespaces {
+		if _, err := os.Stat(ns); err == nil {
+			left = append(left, "pod network namespace "+ns)
+		}
+	}
 	if out, _ := exec.Command("ip", "netns", "list").CombinedOutput(); strings.Contains(string(out), name+"-") {
 		left = append(left, "namespaces:\n"+string(out))
 	}
@@ -530,6 +539,26 @@ func runLab(t *testing.T, name, tor string) {
 	if len(left) > 0 {
 		t.Errorf("skiff lab down left: %v", left)
 	}
+}
+
+// podNetns lists the pod network namespaces the lab's containerds recorded.
+func podNetns(t *testing.T, labDir string) []string {
+	t.Helper()
+	re := regexp.MustCompile(`/var/run/netns/cni-[0-9a-f-]{36}`)
+	seen := map[string]bool{}
+	files, _ := filepath.Glob(filepath.Join(labDir, "*", "containerd", "root", "io.containerd.metadata.v1.bolt", "meta.db"))
+	more, _ := filepath.Glob(filepath.Join(labDir, "master", "agent", "containerd", "root", "io.containerd.metadata.v1.bolt", "meta.db"))
+	for _, f := range append(files, more...) {
+		b, _ := os.ReadFile(f)
+		for _, m := range re.FindAll(b, -1) {
+			seen[string(m)] = true
+		}
+	}
+	var out []string
+	for ns := range seen {
+		out = append(out, ns)
+	}
+	return out
 }
 
 // pingFromPod pings dst from src's network namespace at 20 Hz while during runs, and
