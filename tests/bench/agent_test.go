@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/skiff-sh/skiff/agent/cgroups"
 	"github.com/skiff-sh/skiff/tests/e2e/framework"
 )
 
@@ -39,11 +40,18 @@ func podStartup(b *testing.B) {
 	s := framework.StartServer(b)
 	cni, images := framework.AgentArtifacts(b)
 	dir := b.TempDir()
-	b.Cleanup(func() { framework.KillUnder(dir) })
+	root := fmt.Sprintf("/skiff/bench-%d", os.Getpid())
+	b.Cleanup(func() {
+		framework.KillUnder(dir)
+		_ = cgroups.KillAll(cgroups.Mounts(), root)
+	})
 	agent := exec.Command(framework.Binary(b), "agent", "--kubeconfig", s.Kubeconfig, "--data-dir", dir, "--netns", nsPath,
 		"--node-name", "bench-node", "--node-ip", "127.0.0.1", "--port", strconv.Itoa(framework.FreePort(b)),
 		"--healthz-address", "127.0.0.1:"+strconv.Itoa(framework.FreePort(b)),
-		"--cni-plugin", cni, "--images-dir", images, "--pod-log-dir", filepath.Join(dir, "logs"), "--log-level", "warn")
+		"--cni-plugin", cni, "--images-dir", images, "--pod-log-dir", filepath.Join(dir, "logs"), "--log-level", "warn",
+		// As in the e2e tests: the agent process is in the host's namespace, so no BGP or
+		// service proxy, and its own cgroup root, removed afterwards.
+		"--bgp=false", "--service-proxy=false", "--cgroup-root", root)
 	agent.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := agent.Start(); err != nil {
 		b.Fatal(err)

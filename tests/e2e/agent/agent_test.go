@@ -246,20 +246,20 @@ func TestKubectlRunThroughTheAgent(t *testing.T) {
 	cm, _ := c.CoreV1().Pods("default").Get(ctx, "with-cm", metav1.GetOptions{})
 	cid := strings.TrimPrefix(cm.Status.ContainerStatuses[0].ContainerID, "containerd://")
 	// cgroup v1's memory hierarchy where it is mounted (these machines), else cgroup v2's.
-	limitFile := filepath.Join("/sys/fs/cgroup/memory", cgroups.Parent(cgroups.DefaultRoot, string(cm.UID)), cid, "memory.limit_in_bytes")
+	limitFile := filepath.Join("/sys/fs/cgroup/memory", cgroups.Parent(s.CgroupRoot, string(cm.UID)), cid, "memory.limit_in_bytes")
 	if _, err := os.Stat("/sys/fs/cgroup/memory"); err != nil {
-		limitFile = filepath.Join("/sys/fs/cgroup", cgroups.Parent(cgroups.DefaultRoot, string(cm.UID)), cid, "memory.max")
+		limitFile = filepath.Join("/sys/fs/cgroup", cgroups.Parent(s.CgroupRoot, string(cm.UID)), cid, "memory.max")
 	}
 	limit, err := os.ReadFile(limitFile)
 	if err != nil || strings.TrimSpace(string(limit)) != "67108864" {
 		t.Errorf("memory limit in the container cgroup: %q %v", limit, err)
 	}
-	if !cgroups.Exists(cgroups.Mounts(), cgroups.DefaultRoot, string(cm.UID)) {
+	if !cgroups.Exists(cgroups.Mounts(), s.CgroupRoot, string(cm.UID)) {
 		t.Error("the pod has no cgroup parent of its own")
 	}
 	kubectl("delete", "pod", "with-cm", "--grace-period=1")
 	eventually(t, 30*time.Second, "the pod's cgroup removed", func() (bool, string) {
-		return !cgroups.Exists(cgroups.Mounts(), cgroups.DefaultRoot, string(cm.UID)), ""
+		return !cgroups.Exists(cgroups.Mounts(), s.CgroupRoot, string(cm.UID)), ""
 	})
 
 	// Killing the container's process gets it restarted.

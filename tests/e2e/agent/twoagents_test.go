@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/skiff-sh/skiff/agent/cgroups"
 	"github.com/skiff-sh/skiff/tests/e2e/framework"
 )
 
@@ -67,7 +68,10 @@ func TestTwoAgents(t *testing.T) {
 		_, nsPath := framework.Netns(t)
 		dir := t.TempDir()
 		t.Cleanup(func() { framework.KillUnder(dir) })
+		root := fmt.Sprintf("/skiff/e2e-%s-%d", node, os.Getpid())
+		t.Cleanup(func() { _ = cgroups.KillAll(cgroups.Mounts(), root) })
 		agent := exec.Command(framework.Binary(t), "agent", "--server", server, "--token", token, "--data-dir", dir, "--netns", nsPath, "--bgp=false", "--service-proxy=false",
+			"--cgroup-root", root,
 			"--node-name", node, "--node-ip", "127.0.0.1", "--port", strconv.Itoa(framework.FreePort(t)),
 			"--healthz-address", "127.0.0.1:"+strconv.Itoa(framework.FreePort(t)),
 			"--cni-plugin", cni, "--images-dir", images, "--pod-log-dir", filepath.Join(dir, "logs"))

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiff-sh/skiff/agent/cgroups"
 	agentruntime "github.com/skiff-sh/skiff/agent/runtime"
 )
 
@@ -97,13 +98,19 @@ func NewServerWithAgent(tb testing.TB, dir, netnsPath string, extra ...string) *
 		// Service load balancing attaches to a cgroup and pins under /sys/fs/bpf shared by
 		// every agent on the machine; the lab tests it, one agent per node namespace.
 		"--service-proxy=false"}, extra...)...)
+	// Its own cgroup root, so whatever its pods leave behind is removed with it.
+	s.CgroupRoot = fmt.Sprintf("/skiff/e2e-%d-%d", os.Getpid(), rand.IntN(1<<30))
+	s.args = append(s.args, "--cgroup-root", s.CgroupRoot)
 	for i, a := range s.args {
 		if a == "--disable-agent" {
 			s.args = append(s.args[:i], s.args[i+1:]...)
 			break
 		}
 	}
-	tb.Cleanup(func() { KillUnder(filepath.Join(dir, "agent")) })
+	tb.Cleanup(func() {
+		KillUnder(filepath.Join(dir, "agent"))
+		_ = cgroups.KillAll(cgroups.Mounts(), s.CgroupRoot)
+	})
 	return s
 }
 

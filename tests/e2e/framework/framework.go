@@ -99,6 +99,8 @@ type Server struct {
 	Port       int
 	EtcdPort   int
 	Kubeconfig string
+	// CgroupRoot is where its agent's pods get their cgroups (NewServerWithAgent).
+	CgroupRoot string
 	// SchedulerAddr and ControllerManagerAddr serve health and metrics over HTTPS.
 	SchedulerAddr, ControllerManagerAddr string
 	args                                 []string
