@@ -114,7 +114,7 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 	}
 	log.Info("BGP speaker started", "asn", cfg.ASN, "routerID", cfg.RouterID, "nodeMesh", cfg.NodeMesh, "peers", len(cfg.Peers))
 
-	r := &reconciler{sp: sp, kernel: o.Kernel, self: cfg.RouterID, started: time.Now(), log: log,
+	r := &reconciler{sp: sp, kernel: o.Kernel, self: cfg.RouterID, started: time.Now(), log: log, kicks: make(chan struct{}, 1),
 		staleFor: min(cfg.GracefulRestart.RestartTime, 30*time.Second)}
 	if cfg.GracefulRestart.Enabled {
 		r.restartTime = cfg.GracefulRestart.RestartTime
@@ -152,7 +152,7 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 				mesh[i].Passive = c.RouterID.Less(mesh[i].Address)
 			}
 			peers := append(append([]config.Peer(nil), c.Peers...), mesh...)
-			if err := sp.SetPeers(ctx, dedupe(peers)); err != nil {
+			if err := sp.SetPeers(ctx, peers); err != nil {
 				log.Warn("BGP peers", "err", err)
 			}
 			r.setOwn(cidr, len(peers))
@@ -164,19 +164,6 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 		case <-time.After(30 * time.Second):
 		}
 	}
-}
-
-// dedupe keeps the first peer of each address (explicit peers come before mesh peers).
-func dedupe(peers []config.Peer) []config.Peer {
-	seen := map[netip.Addr]bool{}
-	var out []config.Peer
-	for _, p := range peers {
-		if !seen[p.Address] {
-			seen[p.Address] = true
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // reconciler syncs kernel routes from the RIB, coalescing bursts of BGP events.
@@ -213,28 +200,19 @@ func (r *reconciler) setOwn(p netip.Prefix, npeers int) {
 }
 
 func (r *reconciler) kick() {
-	r.mu.Lock()
-	if r.kicks == nil {
-		r.kicks = make(chan struct{}, 1)
-	}
-	ch := r.kicks
-	r.mu.Unlock()
 	select {
-	case ch <- struct{}{}:
+	case r.kicks <- struct{}{}:
 	default:
 	}
 }
 
 func (r *reconciler) loop(ctx context.Context, period time.Duration) {
 	r.kick()
-	r.mu.Lock()
-	ch := r.kicks
-	r.mu.Unlock()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-ch:
+		case <-r.kicks:
 			// Coalesce: a restarting peer's withdraw and re-announce arrive together.
 			time.Sleep(50 * time.Millisecond)
 		case <-time.After(period):

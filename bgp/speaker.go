@@ -107,14 +107,8 @@ func (s *Speaker) SetPeers(ctx context.Context, peers []config.Peer) error {
 }
 
 func (s *Speaker) apiPeer(p config.Peer) *api.Peer {
-	hold := p.HoldTime
-	if hold == 0 {
-		hold = 90 * time.Second
-	}
-	keepalive := p.KeepaliveTime
-	if keepalive == 0 {
-		keepalive = hold / 3
-	}
+	// config.Resolve fills in the defaults (90 s, hold/3).
+	hold, keepalive := p.HoldTime, p.KeepaliveTime
 	ap := &api.Peer{
 		Conf: &api.PeerConf{NeighborAddress: p.Address.String(), PeerAsn: p.ASN, AuthPassword: p.Password, Description: p.Name},
 		Timers: &api.Timers{Config: &api.TimersConfig{HoldTime: uint64(hold / time.Second), KeepaliveInterval: uint64(keepalive / time.Second),

@@ -404,16 +404,15 @@ func Down(name string, out io.Writer) error {
 			}
 		}
 	}
-	killMentioning(dir)
+	// Whatever else was started from the lab's directory (containerd, shims, routers), its
+	// mounts and the pods' network namespaces.
+	runtime.Teardown(dir)
 	mounts := cgroups.Mounts()
 	if exists(mounts, CgroupRoot(name)) {
 		if err := cgroups.KillAll(mounts, CgroupRoot(name)); err != nil {
 			errs = append(errs, fmt.Errorf("cgroups: %w", err))
 		}
 	}
-	unmountUnder(dir)
-	// The pods' network namespaces, which the killed containerds left mounted.
-	runtime.RemovePodNamespaces(dir)
 	// The host end of the API link goes with the master's namespace, but only once the kernel
 	// has torn that down; deleting it here makes down finished when it returns.
 	_ = exec.Command("ip", "link", "del", name+"-api").Run()
@@ -474,35 +473,6 @@ func isDigits(s string) bool {
 		}
 	}
 	return true
-}
-
-// killMentioning SIGKILLs every process whose command line mentions dir: containerd, its
-// shims, the routers, whatever a crash left behind.
-func killMentioning(dir string) {
-	entries, _ := os.ReadDir("/proc")
-	self := os.Getpid()
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.Contains(string(b), dir+"/") {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
-	time.Sleep(200 * time.Millisecond)
-}
-
-func unmountUnder(dir string) {
-	b, _ := os.ReadFile("/proc/self/mounts")
-	lines := strings.Split(string(b), "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		f := strings.Fields(lines[i])
-		if len(f) > 1 && strings.HasPrefix(f[1], dir+"/") {
-			_ = syscall.Unmount(f[1], syscall.MNT_DETACH)
-		}
-	}
 }
 
 // Status reports each host's namespace, process and node readiness.

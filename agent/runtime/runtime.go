@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -308,4 +309,35 @@ func RemovePodNamespaces(dir string) []string {
 		return nil
 	})
 	return removed
+}
+
+// Teardown removes what containerd runs under dir left behind after it was killed, as a
+// crashed node would: it SIGKILLs every process whose command line mentions dir (containerd,
+// its shims, anything else started from there), lazily unmounts everything mounted below dir,
+// and removes the pod network namespaces (RemovePodNamespaces). Container processes live in
+// the agent's cgroups; whoever owns the cgroup root kills those (cgroups.KillAll).
+func Teardown(dir string) {
+	dir = filepath.Clean(dir)
+	entries, _ := os.ReadDir("/proc")
+	self := os.Getpid()
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(b), dir+"/") {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	mounts, _ := os.ReadFile("/proc/self/mounts")
+	lines := strings.Split(string(mounts), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		f := strings.Fields(lines[i])
+		if len(f) > 1 && strings.HasPrefix(f[1], dir+"/") {
+			_ = unix.Unmount(f[1], unix.MNT_DETACH)
+		}
+	}
+	RemovePodNamespaces(dir)
 }

@@ -8,10 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/skiff-sh/skiff/agent/cgroups"
 	agentruntime "github.com/skiff-sh/skiff/agent/runtime"
@@ -114,31 +111,5 @@ func NewServerWithAgent(tb testing.TB, dir, netnsPath string, extra ...string) *
 	return s
 }
 
-// KillUnder kills every process whose command line mentions dir (containerd, its shims,
-// containers started from there), lazily unmounts whatever is mounted below dir, and removes
-// the pod network namespaces that containerd created.
-func KillUnder(dir string) {
-	entries, _ := os.ReadDir("/proc")
-	self := os.Getpid()
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.Contains(string(b), dir) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
-	time.Sleep(200 * time.Millisecond)
-	mounts, _ := os.ReadFile("/proc/self/mounts")
-	lines := strings.Split(string(mounts), "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		f := strings.Fields(lines[i])
-		if len(f) > 1 && strings.HasPrefix(f[1], dir) {
-			_ = syscall.Unmount(f[1], syscall.MNT_DETACH)
-		}
-	}
-	// The pod network namespaces its containerd made and, killed, left behind.
-	agentruntime.RemovePodNamespaces(dir)
-}
+// KillUnder tears down what an agent under dir left running (agent/runtime.Teardown).
+func KillUnder(dir string) { agentruntime.Teardown(dir) }
