@@ -22,17 +22,7 @@ static __always_inline __u32 pick_slot(struct bpf_sock_addr *ctx, struct svc_val
 		if (m >= 1 && m <= svc->count)
 			slot = m;
 	}
-	if (!(svc->flags & SVC_FLAG_AFFINITY))
-		return slot;
-	struct affinity_key ak = { .client = bpf_get_netns_cookie(ctx), .id = svc->id };
-	__u64 now = bpf_ktime_get_ns();
-	struct affinity_value *av = bpf_map_lookup_elem(&skiff_affinity, &ak);
-	if (av && av->slot >= 1 && av->slot <= svc->count &&
-	    now - av->last_ns < (__u64)svc->affinity_timeout * 1000000000ULL)
-		slot = av->slot;
-	struct affinity_value nv = { .last_ns = now, .slot = slot };
-	bpf_map_update_elem(&skiff_affinity, &ak, &nv, BPF_ANY);
-	return slot;
+	return sticky_slot(bpf_get_netns_cookie(ctx), svc, slot);
 }
 
 /* translate rewrites ctx's destination when it is a service frontend. It returns 0 to refuse

@@ -18,6 +18,15 @@
 #define AF_INET 2
 #endif
 
+/* ICMP as RFC 792 has it (linux/icmp.h pulls in libc headers a BPF target lacks). */
+#define ICMP_DEST_UNREACH 3
+#define ICMP_PORT_UNREACH 3
+struct icmphdr {
+	__u8 type, code;
+	__sum16 checksum;
+	__u32 unused;
+};
+
 #define SNAT_PORT_MIN 61000
 #define SNAT_PORT_RANGE 4000
 
@@ -183,6 +192,58 @@ static __always_inline int reset(struct __sk_buff *skb)
 	return bpf_redirect(skb->ifindex, 0);
 }
 
+/* unreachable answers a UDP datagram for a frontend without endpoints with an ICMP port
+ * unreachable from that frontend, quoting the datagram's IP header and first 8 bytes as
+ * RFC 792 asks: the client's socket gets ECONNREFUSED, as from a closed port. */
+static __always_inline int unreachable(struct __sk_buff *skb)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	struct {
+		struct iphdr ip;
+		__u8 l4[8];
+	} quote;
+	if ((void *)eth + ETH_HLEN + sizeof(quote) > end)
+		return TC_ACT_SHOT;
+	__builtin_memcpy(&quote, (void *)(eth + 1), sizeof(quote));
+	unsigned char mac[ETH_ALEN];
+	__builtin_memcpy(mac, eth->h_source, ETH_ALEN);
+
+	const __u32 len = ETH_HLEN + sizeof(struct iphdr) + sizeof(struct icmphdr) + sizeof(quote);
+	if (bpf_skb_change_tail(skb, len, 0))
+		return TC_ACT_SHOT;
+	data = (void *)(long)skb->data;
+	end = (void *)(long)skb->data_end;
+	eth = data;
+	if ((void *)eth + len > end)
+		return TC_ACT_SHOT;
+	struct iphdr *ip = (void *)(eth + 1);
+	struct icmphdr *icmp = (void *)(ip + 1);
+	__builtin_memcpy(eth->h_source, eth->h_dest, ETH_ALEN);
+	__builtin_memcpy(eth->h_dest, mac, ETH_ALEN);
+	ip->version = 4;
+	ip->ihl = 5;
+	ip->tos = 0;
+	ip->tot_len = bpf_htons(len - ETH_HLEN);
+	ip->id = 0;
+	ip->frag_off = 0;
+	ip->ttl = 64;
+	ip->protocol = IPPROTO_ICMP;
+	ip->saddr = quote.ip.daddr;
+	ip->daddr = quote.ip.saddr;
+	ip->check = 0;
+	ip->check = fold(bpf_csum_diff(0, 0, (__be32 *)ip, sizeof(struct iphdr), 0));
+	__builtin_memset(icmp, 0, sizeof(*icmp));
+	icmp->type = ICMP_DEST_UNREACH;
+	icmp->code = ICMP_PORT_UNREACH;
+	__builtin_memcpy((void *)(icmp + 1), &quote, sizeof(quote));
+	__s64 sum = bpf_csum_diff(0, 0, (__be32 *)icmp, sizeof(struct icmphdr), 0);
+	sum = bpf_csum_diff(0, 0, (__be32 *)&quote, sizeof(quote), (__u32)sum);
+	icmp->checksum = fold(sum);
+	return bpf_redirect(skb->ifindex, 0);
+}
+
 SEC("tc")
 int skiff_nodeport_ingress(struct __sk_buff *skb)
 {
@@ -210,7 +271,7 @@ int skiff_nodeport_ingress(struct __sk_buff *skb)
 	if (!svc)
 		return TC_ACT_OK;
 	if (svc->count == 0)
-		return t.proto == IPPROTO_TCP ? reset(skb) : TC_ACT_SHOT; /* no endpoints */
+		return t.proto == IPPROTO_TCP ? reset(skb) : unreachable(skb); /* no endpoints */
 
 	__u32 be_addr;
 	__u16 be_port, snat_port = 0;
@@ -227,6 +288,7 @@ int skiff_nodeport_ingress(struct __sk_buff *skb)
 			slot = pick_maglev(svc->id, flow_hash(t.saddr, t.daddr, t.sport, t.dport, t.proto));
 		if (slot == 0 || slot > svc->count)
 			slot = (bpf_get_prandom_u32() % svc->count) + 1;
+		slot = sticky_slot(AFFINITY_BY_ADDR | t.saddr, svc, slot);
 		struct backend_key bk = { .id = svc->id, .slot = slot };
 		struct backend_value *be = bpf_map_lookup_elem(&skiff_backends, &bk);
 		if (!be)

@@ -78,6 +78,42 @@ func BenchmarkProgramServices(b *testing.B) {
 	}
 }
 
+// BenchmarkProgramChange measures what the proxy does for one change (a Service and its
+// slice added) with 1, 1000 and 10,000 Services present: compile everything and write the
+// delta — the per-event cost — against a full rewrite of the same state as the baseline.
+func BenchmarkProgramChange(b *testing.B) {
+	d, _ := benchDataplane(b)
+	for _, n := range []int{1, 1000, 10000} {
+		svcs, slices := synthetic(n + 1)
+		ids := map[string]uint32{}
+		before := Compile(svcs[:n], slices[:n], ids, Node{})
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			p := &Programmer{Maps: d.Maps}
+			var full, delta time.Duration
+			for i := 0; i < b.N; i++ {
+				if err := p.Apply(before, true); err != nil {
+					b.Fatal(err)
+				}
+				start := time.Now()
+				if err := p.Apply(Compile(svcs, slices, ids, Node{}), false); err != nil {
+					b.Fatal(err)
+				}
+				delta += time.Since(start)
+				if err := p.Apply(before, true); err != nil {
+					b.Fatal(err)
+				}
+				start = time.Now()
+				if err := p.Apply(Compile(svcs, slices, ids, Node{}), true); err != nil {
+					b.Fatal(err)
+				}
+				full += time.Since(start)
+			}
+			b.ReportMetric(float64(delta.Microseconds())/float64(b.N), "µs/change")
+			b.ReportMetric(float64(delta)/float64(full), "change/full-rewrite")
+		})
+	}
+}
+
 // BenchmarkConnect compares new TCP connections through a ClusterIP with connections straight
 // to the backend, from a process in the balanced cgroup, with 1, 1000 and 10,000 Services in
 // the maps. With socket-level balancing the difference is one map lookup per connect().

@@ -98,6 +98,13 @@ func Compile(services []*corev1.Service, epSlices []*discoveryv1.EndpointSlice, 
 		}
 		slicesOf := bySvc[svc.Namespace+"/"+svc.Name]
 		maglev := svc.Annotations[AnnotationLBAlgorithm] == "maglev"
+		var affinity time.Duration
+		if svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
+			affinity = defaultAffinityTimeout
+			if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
+				affinity = time.Duration(*c.ClientIP.TimeoutSeconds) * time.Second
+			}
+		}
 		if (svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer) && node.IP.Is4() {
 			local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
 			for _, port := range svc.Spec.Ports {
@@ -109,15 +116,8 @@ func Compile(services []*corev1.Service, epSlices []*discoveryv1.EndpointSlice, 
 					only = node.Name
 				}
 				add(fmt.Sprintf("%s/%s:%d/%s@nodeport", svc.Namespace, svc.Name, port.NodePort, port.Protocol), Service{
-					Frontend: Frontend{Addr: node.IP, Port: uint16(port.NodePort), Proto: port.Protocol}, ExternalLocal: local, Maglev: maglev,
+					Frontend: Frontend{Addr: node.IP, Port: uint16(port.NodePort), Proto: port.Protocol}, ExternalLocal: local, Maglev: maglev, Affinity: affinity,
 					Backends: backends(slicesOf, port, only, node.Name)})
-			}
-		}
-		var affinity time.Duration
-		if svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
-			affinity = defaultAffinityTimeout
-			if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
-				affinity = time.Duration(*c.ClientIP.TimeoutSeconds) * time.Second
 			}
 		}
 		for _, ipText := range clusterIPs(svc) {

@@ -126,6 +126,13 @@ func TestCompile(t *testing.T) {
 			return s
 		}()}, []*discoveryv1.EndpointSlice{slice("np", "http", 8080, corev1.ProtocolTCP, ep{addr: "10.244.1.1", node: "n1"}, ep{addr: "10.244.2.1", node: "n2"})},
 			"default/np:30080/TCP@nodeport 198.18.0.2:30080/TCP [10.244.1.1:8080(local)] aff=0s etp=Local; default/np:http/TCP 10.96.0.14:80/TCP [10.244.1.1:8080(local) 10.244.2.1:8080] aff=0s; "},
+		{"NodePort with ClientIP affinity: both frontends keep the timeout", []*corev1.Service{func() *corev1.Service {
+			s := svc("np", "10.96.0.14", corev1.ServicePort{Name: "http", Port: 80, NodePort: 30080, Protocol: corev1.ProtocolTCP})
+			s.Spec.Type = corev1.ServiceTypeNodePort
+			s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+			s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](60)}}
+			return s
+		}()}, nil, "default/np:30080/TCP@nodeport 198.18.0.2:30080/TCP [] aff=1m0s; default/np:http/TCP 10.96.0.14:80/TCP [] aff=1m0s; "},
 		{"Maglev by annotation", []*corev1.Service{func() *corev1.Service {
 			s := svc("mg", "10.96.0.15", port("", 80, corev1.ProtocolTCP))
 			s.Annotations = map[string]string{AnnotationLBAlgorithm: "maglev"}

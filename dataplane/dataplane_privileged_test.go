@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -196,6 +197,35 @@ print(data.decode(), src[0], src[1])
 	if len(entries) != 1 || entries[0].Name != "default/web:80/TCP" || len(entries[0].Backends) != 2 {
 		t.Errorf("after pruning: %+v", entries)
 	}
+	if e, ok, err := d2.Maps.Lookup(netip.MustParseAddrPort(strings.TrimSuffix(entries[0].Frontend, "/TCP")), corev1.ProtocolTCP); err != nil || !ok || e.Name != entries[0].Name || len(e.Backends) != 2 {
+		t.Errorf("Lookup(%s) = %+v %v %v", entries[0].Frontend, e, ok, err)
+	}
+	if _, ok, err := d2.Maps.Lookup(netip.MustParseAddrPort("10.96.0.44:80"), corev1.ProtocolTCP); err != nil || ok {
+		t.Errorf("Lookup of a pruned frontend: %v %v", ok, err)
+	}
+	// The proxy's Programmer writes only deltas; after any sequence of states the maps are
+	// what a full Apply of the last state makes them.
+	prog := &Programmer{Maps: d2.Maps}
+	moved := services[0]
+	moved.Backends = []Backend{backend(b)}
+	for i, state := range [][]Service{services, {services[1], moved}, {moved}, services[2:], services} {
+		if err := prog.Apply(state, i == 0); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := d2.Maps.Dump()
+		if err := d2.Maps.Apply(state); err != nil {
+			t.Fatal(err)
+		}
+		want, _ := d2.Maps.Dump()
+		sortEntries(got)
+		sortEntries(want)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("state %d: delta writes left %v, a full apply makes %v", i, got, want)
+		}
+	}
+	if err := d2.Maps.Apply(services[:1]); err != nil {
+		t.Fatal(err)
+	}
 	var n int
 	var k sockBackendKey
 	var v sockBackendValue
@@ -226,4 +256,8 @@ print(data.decode(), src[0], src[1])
 	if v, _ := PinnedVersion(pinDir); v != MapVersion {
 		t.Errorf("version after migration: %d", v)
 	}
+}
+
+func sortEntries(e []Entry) {
+	slices.SortFunc(e, func(a, b Entry) int { return strings.Compare(a.Frontend, b.Frontend) })
 }

@@ -132,37 +132,96 @@ func encode(services []Service) entries {
 	return e
 }
 
-// Apply makes the maps hold exactly services. Backends are written before the frontends that
-// point at them and removed after, so a lookup never finds a slot without its backend; a
-// frontend's count only changes once its new slots exist.
+// Apply makes the maps hold exactly services, whatever they held before.
 func (m Maps) Apply(services []Service) error {
+	return m.write(entries{}, encode(services), true)
+}
+
+// Programmer applies successive states to the maps, writing only the entries that changed
+// since the state it last applied, so one new Service among 10,000 costs a few map writes
+// rather than 100,000. After an error, or when asked (start, periodic resync), it writes
+// everything and prunes what the maps hold beyond the state, repairing any drift.
+type Programmer struct {
+	Maps Maps
+	last *entries
+}
+
+// Apply programs services; full rewrites every entry and prunes by iterating the maps.
+func (p *Programmer) Apply(services []Service, full bool) error {
 	want := encode(services)
+	var err error
+	if full || p.last == nil {
+		err = p.Maps.write(entries{}, want, true)
+	} else {
+		err = p.Maps.write(*p.last, want, false)
+	}
+	p.last = nil
+	if err == nil {
+		p.last = &want
+	}
+	return err
+}
+
+// write moves the maps from have to want. Backends are written before the frontends that
+// point at them and removed after, so a lookup never finds a slot without its backend; a
+// frontend's count only changes once its new slots exist. With full, have is ignored: every
+// entry of want is written and whatever else the maps hold is pruned.
+func (m Maps) write(have, want entries, full bool) error {
 	var errs []error
 	for k, v := range want.backends {
-		if err := m.Backends.Update(k, v, ebpf.UpdateAny); err != nil {
-			errs = append(errs, fmt.Errorf("backend %d/%d: %w", k.Id, k.Slot, err))
+		if old, ok := have.backends[k]; full || !ok || old != v {
+			if err := m.Backends.Update(k, v, ebpf.UpdateAny); err != nil {
+				errs = append(errs, fmt.Errorf("backend %d/%d: %w", k.Id, k.Slot, err))
+			}
 		}
 	}
 	for k, v := range want.names {
-		if err := m.Names.Update(k, v, ebpf.UpdateAny); err != nil {
-			errs = append(errs, fmt.Errorf("name %d: %w", k, err))
+		if old, ok := have.names[k]; full || !ok || old != v {
+			if err := m.Names.Update(k, v, ebpf.UpdateAny); err != nil {
+				errs = append(errs, fmt.Errorf("name %d: %w", k, err))
+			}
 		}
 	}
 	if m.Maglev != nil {
 		for k, v := range want.maglev {
-			if err := m.Maglev.Update(k, v, ebpf.UpdateAny); err != nil {
-				errs = append(errs, fmt.Errorf("maglev %d/%d: %w", k.Id, k.Index, err))
+			if old, ok := have.maglev[k]; full || !ok || old != v {
+				if err := m.Maglev.Update(k, v, ebpf.UpdateAny); err != nil {
+					errs = append(errs, fmt.Errorf("maglev %d/%d: %w", k.Id, k.Index, err))
+				}
 			}
 		}
 	}
 	for k, v := range want.services {
-		if err := m.Services.Update(k, v, ebpf.UpdateAny); err != nil {
-			errs = append(errs, fmt.Errorf("service %s:%d: %w", fromBe32(k.Addr), fromBe16(k.Port), err))
+		if old, ok := have.services[k]; full || !ok || old != v {
+			if err := m.Services.Update(k, v, ebpf.UpdateAny); err != nil {
+				errs = append(errs, fmt.Errorf("service %s:%d: %w", fromBe32(k.Addr), fromBe16(k.Port), err))
+			}
 		}
 	}
-	errs = append(errs, prune(m.Services, want.services), prune(m.Backends, want.backends), prune(m.Names, want.names))
+	if full {
+		errs = append(errs, prune(m.Services, want.services), prune(m.Backends, want.backends), prune(m.Names, want.names))
+		if m.Maglev != nil {
+			errs = append(errs, prune(m.Maglev, want.maglev))
+		}
+		return errors.Join(errs...)
+	}
+	errs = append(errs, remove(m.Services, have.services, want.services), remove(m.Backends, have.backends, want.backends),
+		remove(m.Names, have.names, want.names))
 	if m.Maglev != nil {
-		errs = append(errs, prune(m.Maglev, want.maglev))
+		errs = append(errs, remove(m.Maglev, have.maglev, want.maglev))
+	}
+	return errors.Join(errs...)
+}
+
+// remove deletes the keys of have that want lacks.
+func remove[K comparable, V any](m *ebpf.Map, have, want map[K]V) error {
+	var errs []error
+	for k := range have {
+		if _, ok := want[k]; !ok {
+			if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				errs = append(errs, err)
+			}
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -206,32 +265,49 @@ func (m Maps) Dump() ([]Entry, error) {
 	var v sockSvcValue
 	it := m.Services.Iterate()
 	for it.Next(&k, &v) {
-		e := Entry{ID: v.Id, Frontend: fmt.Sprintf("%s:%d/%s", fromBe32(k.Addr), fromBe16(k.Port), protoName(k.Proto))}
-		if v.Flags&svcFlagAffinity != 0 {
-			e.Affinity = time.Duration(v.AffinityTimeout) * time.Second
-		}
-		var name sockSvcName
-		if err := m.Names.Lookup(v.Id, &name); err == nil {
-			b := make([]byte, 0, len(name.Name))
-			for _, c := range name.Name {
-				if c == 0 {
-					break
-				}
-				b = append(b, byte(c))
-			}
-			e.Name = string(b)
-		}
-		for slot := uint32(1); slot <= uint32(v.Count); slot++ {
-			var be sockBackendValue
-			if err := m.Backends.Lookup(sockBackendKey{Id: v.Id, Slot: slot}, &be); err == nil {
-				e.Backends = append(e.Backends, fmt.Sprintf("%s:%d", fromBe32(be.Addr), fromBe16(be.Port)))
-			} else {
-				e.Backends = append(e.Backends, fmt.Sprintf("slot %d missing", slot))
-			}
-		}
-		out = append(out, e)
+		out = append(out, m.entry(k, v))
 	}
 	return out, it.Err()
+}
+
+// Lookup reads one frontend back in Service terms; ok is false when it is not programmed.
+func (m Maps) Lookup(frontend netip.AddrPort, proto corev1.Protocol) (e Entry, ok bool, err error) {
+	k := sockSvcKey{Addr: be32(frontend.Addr()), Port: be16(frontend.Port()), Proto: protoNumber(proto)}
+	var v sockSvcValue
+	if err := m.Services.Lookup(k, &v); errors.Is(err, ebpf.ErrKeyNotExist) {
+		return Entry{}, false, nil
+	} else if err != nil {
+		return Entry{}, false, err
+	}
+	return m.entry(k, v), true, nil
+}
+
+// entry decodes one frontend with its name and backends.
+func (m Maps) entry(k sockSvcKey, v sockSvcValue) Entry {
+	e := Entry{ID: v.Id, Frontend: fmt.Sprintf("%s:%d/%s", fromBe32(k.Addr), fromBe16(k.Port), protoName(k.Proto))}
+	if v.Flags&svcFlagAffinity != 0 {
+		e.Affinity = time.Duration(v.AffinityTimeout) * time.Second
+	}
+	var name sockSvcName
+	if err := m.Names.Lookup(v.Id, &name); err == nil {
+		b := make([]byte, 0, len(name.Name))
+		for _, c := range name.Name {
+			if c == 0 {
+				break
+			}
+			b = append(b, byte(c))
+		}
+		e.Name = string(b)
+	}
+	for slot := uint32(1); slot <= uint32(v.Count); slot++ {
+		var be sockBackendValue
+		if err := m.Backends.Lookup(sockBackendKey{Id: v.Id, Slot: slot}, &be); err == nil {
+			e.Backends = append(e.Backends, fmt.Sprintf("%s:%d", fromBe32(be.Addr), fromBe16(be.Port)))
+		} else {
+			e.Backends = append(e.Backends, fmt.Sprintf("slot %d missing", slot))
+		}
+	}
+	return e
 }
 
 // Socket is one balanced socket: what it asked for and where it went.

@@ -107,12 +107,12 @@ func decode(t *testing.T, b []byte) (src, dst netip.AddrPort, ok bool) {
 
 func run(t *testing.T, p *ebpf.Program, in []byte) (uint32, []byte) {
 	t.Helper()
-	out := make([]byte, len(in)+64)
-	ret, err := p.Run(&ebpf.RunOptions{Data: in, DataOut: out})
+	opts := &ebpf.RunOptions{Data: in, DataOut: make([]byte, len(in)+256)}
+	ret, err := p.Run(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ret, out[:len(in)]
+	return ret, opts.DataOut // resliced to what the program left (a reply may be longer or shorter)
 }
 
 var (
@@ -165,7 +165,7 @@ func TestPrivilegedNodePortPrograms(t *testing.T) {
 			t.Errorf("verdict %d, changed=%v", ret, string(out) != string(in))
 		}
 	})
-	t.Run("no endpoints: TCP gets a RST from the frontend, UDP is dropped", func(t *testing.T) {
+	t.Run("no endpoints: TCP gets a RST, UDP an ICMP port unreachable from the frontend", func(t *testing.T) {
 		apply(Service{Name: "empty", ID: 5, Frontend: fe}, Service{Name: "empty-udp", ID: 6, Frontend: Frontend{Addr: nodeFE.Addr(), Port: nodeFE.Port(), Proto: "UDP"}})
 		syn := packet(npClient, nodeFE, false, false)
 		binary.BigEndian.PutUint32(syn[34+4:], 1000) // the client's sequence number
@@ -180,8 +180,21 @@ func TestPrivilegedNodePortPrograms(t *testing.T) {
 			binary.BigEndian.Uint16(out[14+2:]) != 40 || out[0] != 2 || out[5] != 1 || out[11] != 2 {
 			t.Errorf("verdict %d, %s -> %s, checksums ok=%v, flags %#x, ack %d, frame % x", ret, src, dst, ok, flags, ack, out)
 		}
-		if ret, _ := run(t, objs.SkiffNodeportIngress, packet(npClient, nodeFE, true, false)); ret != tcActShot {
-			t.Errorf("UDP verdict %d, want drop", ret)
+		// UDP: an ICMP port unreachable from the node's address, quoting the datagram.
+		dgram := packet(npClient, nodeFE, true, false)
+		copy(dgram[0:6], []byte{2, 0, 0, 0, 0, 2})
+		copy(dgram[6:12], []byte{2, 0, 0, 0, 0, 1})
+		ret, out = run(t, objs.SkiffNodeportIngress, dgram)
+		if ret != tcActRedirect || len(out) < 70 {
+			t.Fatalf("UDP verdict %d, %d bytes, want a redirected ICMP reply", ret, len(out))
+		}
+		ip, icmp := out[14:34], out[34:70]
+		if out[0] != 2 || out[5] != 1 || out[11] != 2 || ip[9] != 1 || csum(ip, 0) != 0 || binary.BigEndian.Uint16(ip[2:]) != 56 ||
+			netip.AddrFrom4([4]byte(ip[12:16])) != nodeFE.Addr() || netip.AddrFrom4([4]byte(ip[16:20])) != npClient.Addr() {
+			t.Errorf("ICMP reply's Ethernet/IP header: % x", out[:34])
+		}
+		if icmp[0] != 3 || icmp[1] != 3 || csum(icmp, 0) != 0 || string(icmp[8:36]) != string(dgram[14:42]) {
+			t.Errorf("ICMP header or quote: % x (datagram % x)", icmp, dgram[14:42])
 		}
 	})
 	t.Run("local backend: DNAT only, client kept, reply restored at egress", func(t *testing.T) {
@@ -217,6 +230,39 @@ func TestPrivilegedNodePortPrograms(t *testing.T) {
 		rs, rd, ok := decode(t, out)
 		if rs != nodeFE || rd != c2 || !ok {
 			t.Errorf("reply: %s -> %s, checksums ok=%v", rs, rd, ok)
+		}
+	})
+	t.Run("sessionAffinity ClientIP: a client's new flows keep its backend; another client picks afresh", func(t *testing.T) {
+		var bes []Backend
+		for i := 1; i <= 4; i++ {
+			bes = append(bes, Backend{Addr: netip.AddrFrom4([4]byte{10, 244, 1, byte(10 + i)}), Port: 8080, Local: true})
+		}
+		backendsOf := func(client netip.Addr, from uint16) map[netip.AddrPort]int {
+			got := map[netip.AddrPort]int{}
+			for p := from; p < from+40; p++ { // 40 new flows, each from its own port
+				_, out := run(t, objs.SkiffNodeportIngress, packet(netip.AddrPortFrom(client, p), nodeFE, false, false))
+				_, dst, _ := decode(t, out)
+				got[dst]++
+			}
+			return got
+		}
+		apply(Service{Name: "plain", ID: 30, Frontend: fe, Backends: bes})
+		if got := backendsOf(netip.MustParseAddr("198.18.0.201"), 21000); len(got) < 2 {
+			t.Fatalf("without affinity 40 flows all went to %v", got)
+		}
+		apply(Service{Name: "sticky", ID: 31, Affinity: time.Hour, Frontend: fe, Backends: bes})
+		a := backendsOf(netip.MustParseAddr("198.18.0.202"), 22000)
+		if len(a) != 1 {
+			t.Errorf("with affinity one client's 40 flows went to %v", a)
+		}
+		seen := map[netip.AddrPort]bool{}
+		for i := byte(0); i < 20; i++ {
+			for be := range backendsOf(netip.AddrFrom4([4]byte{198, 18, 0, 100 + i}), 23000) {
+				seen[be] = true
+			}
+		}
+		if len(seen) < 2 {
+			t.Errorf("20 clients with affinity all landed on %v", seen)
 		}
 	})
 	t.Run("UDP without a checksum keeps none", func(t *testing.T) {

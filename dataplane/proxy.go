@@ -87,23 +87,31 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 	health := newHealthServer(o.Node.IP, log)
 	defer health.Close(ctx)
 	log.Info("service proxy running", "pins", o.PinDir, "cgroup", o.CgroupPath, "nodePortUplink", o.Uplink)
+	programmer := &Programmer{Maps: d.Maps}
+	full := true // the first sync and every resync rewrite everything; changes write their delta
+	var took time.Duration
 	for {
+		start := time.Now()
 		svcs, _ := services.Lister().List(labels.Everything())
 		eps, _ := slices.Lister().List(labels.Everything())
 		compiled := Compile(svcs, eps, ids, o.Node)
-		if err := d.Maps.Apply(compiled); err != nil {
+		if err := programmer.Apply(compiled, full); err != nil {
 			log.Warn("service maps", "err", err)
 		}
 		if o.Node.IP.IsValid() {
 			health.Sync(HealthChecks(svcs, eps, o.Node.Name))
 		}
+		took = time.Since(start)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-kick:
-			// Coalesce a burst (a Deployment's endpoints change together).
-			time.Sleep(20 * time.Millisecond)
+			// Coalesce a burst (a Deployment's endpoints change together), and in a long one
+			// (thousands of Services created) spend at most half the time syncing.
+			time.Sleep(max(20*time.Millisecond, took))
+			full = false
 		case <-time.After(o.Resync):
+			full = true
 		}
 	}
 }

@@ -64,7 +64,10 @@ struct sock_nat {
 	__u16 pad2;
 };
 
-/* ClientIP affinity: a client (its network namespace, as a pod) sticks to a slot. */
+/* ClientIP affinity: a client sticks to a slot. A pod is known by its network namespace
+ * cookie (socket hooks), a client outside by its address with AFFINITY_BY_ADDR set (NodePort;
+ * cookies count up from 1 and never reach that bit). */
+#define AFFINITY_BY_ADDR (1ULL << 63)
 struct affinity_key {
 	__u64 client;
 	__u32 id;
@@ -168,6 +171,24 @@ static __always_inline __u32 pick_maglev(__u32 id, __u32 hash)
 	struct maglev_key mk = { .id = id, .index = hash % SKIFF_MAGLEV_SIZE };
 	__u32 *slot = bpf_map_lookup_elem(&skiff_maglev, &mk);
 	return slot ? *slot : 0;
+}
+
+/* sticky_slot applies a frontend's ClientIP affinity to a fresh pick: a client seen within
+ * the timeout keeps its slot (while that slot exists); either way the client's entry is
+ * refreshed. Without affinity the pick stands. */
+static __always_inline __u32 sticky_slot(__u64 client, struct svc_value *svc, __u32 slot)
+{
+	if (!(svc->flags & SVC_FLAG_AFFINITY))
+		return slot;
+	struct affinity_key ak = { .client = client, .id = svc->id };
+	__u64 now = bpf_ktime_get_ns();
+	struct affinity_value *av = bpf_map_lookup_elem(&skiff_affinity, &ak);
+	if (av && av->slot >= 1 && av->slot <= svc->count &&
+	    now - av->last_ns < (__u64)svc->affinity_timeout * 1000000000ULL)
+		slot = av->slot;
+	struct affinity_value nv = { .last_ns = now, .slot = slot };
+	bpf_map_update_elem(&skiff_affinity, &ak, &nv, BPF_ANY);
+	return slot;
 }
 
 /* flow_hash mixes a 5-tuple (a murmur3-style finalizer over each word). */
