@@ -124,7 +124,8 @@ func Up(ctx context.Context, o Options, log *slog.Logger) error {
 		"--data-dir", mdir, "--advertise-address", master.IP.String(), "--tls-san", masterSide.String(),
 		"--node-name", master.NodeName, "--node-ip", master.IP.String(),
 		"--agent-data-dir", filepath.Join(mdir, "agent"), "--pod-log-dir", filepath.Join(mdir, "logs"),
-		"--pod-manifest-path", filepath.Join(mdir, "manifests"), "--cgroup-root", CgroupRoot(o.Name)+"/master")
+		"--pod-manifest-path", filepath.Join(mdir, "manifests"), "--cgroup-root", CgroupRoot(o.Name)+"/master",
+		"--service-proxy="+strconv.FormatBool(!o.NoServiceProxy))
 	if err != nil {
 		return err
 	}
@@ -178,7 +179,8 @@ func agentArgs(s Spec, labDir string, n Host) []string {
 	dir := filepath.Join(labDir, n.Role)
 	return []string{"agent", "--server", s.APIServer(), "--token-file", filepath.Join(labDir, "master", "token"), "--data-dir", dir,
 		"--node-name", n.NodeName, "--node-ip", n.IP.String(), "--pod-log-dir", filepath.Join(dir, "logs"),
-		"--pod-manifest-path", filepath.Join(dir, "manifests"), "--cgroup-root", CgroupRoot(s.Name) + "/" + n.Role}
+		"--pod-manifest-path", filepath.Join(dir, "manifests"), "--cgroup-root", CgroupRoot(s.Name) + "/" + n.Role,
+		"--service-proxy=" + strconv.FormatBool(!s.NoServiceProxy)}
 }
 
 // RestartAgent stops a worker's agent (SIGTERM, as an upgrade would) and starts it again;

@@ -40,6 +40,9 @@ type Spec struct {
 	Name  string
 	Nodes int
 	ToR   string
+	// NoServiceProxy runs the agents with --service-proxy=false, so another Service
+	// proxy (kube-proxy, for the side-by-side benchmark) can take the nodes.
+	NoServiceProxy bool `json:",omitempty"`
 }
 
 // Validate checks the spec; names are short because they prefix interface names (15 bytes).

@@ -1,34 +1,46 @@
 package bench
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 
+	"github.com/skiff-sh/skiff/dataplane"
 	"github.com/skiff-sh/skiff/tests/e2e/framework"
 )
 
 // TestMain turns this binary into BenchmarkServiceConnect's load client when SKIFF_LOAD_TARGET
-// is set: it then runs inside a pod's network namespace and the node's pod cgroup instead of
+// or SKIFF_WAIT_TARGET is set: it then runs inside a pod's network namespace instead of
 // running tests.
 func TestMain(m *testing.M) {
 	if target := os.Getenv("SKIFF_LOAD_TARGET"); target != "" {
 		loadClient(target)
+		os.Exit(0)
+	}
+	if target := os.Getenv("SKIFF_WAIT_TARGET"); target != "" {
+		waitClient(target)
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
@@ -56,26 +68,136 @@ func loadClient(target string) {
 	fmt.Println(len(lat), lat[len(lat)/2].Microseconds(), lat[len(lat)*99/100].Microseconds())
 }
 
-// BenchmarkServiceConnect measures, in a lab, new connections per second and request latency
-// (p50/p99) from a pod on node1 to a backend pod on node2, through a ClusterIP against
-// straight to the pod IP, with 1, 1000 and 10,000 Services in the cluster. The direct
-// figure, taken in the same run, is the baseline: "no load balancer at all".
+// waitClient prints "ready", then dials target every millisecond until a connection is
+// answered (for at most a minute) and prints the Unix time in nanoseconds when it was.
+func waitClient(target string) {
+	fmt.Println("ready")
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("tcp", target, 100*time.Millisecond)
+		if err == nil {
+			at := time.Now().UnixNano()
+			c.Close()
+			fmt.Println(at)
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	fmt.Println("timeout")
+}
+
+// The Service proxies compared, each in a lab of its own: skiff's eBPF programs, and
+// upstream kube-proxy in its nftables and iptables modes watching skiff's API server.
+const (
+	proxySkiff    = "skiff"
+	proxyNFTables = "nftables"
+	proxyIPTables = "iptables"
+)
+
+// serviceSizes are the cluster sizes measured, in Services of 10 endpoints each.
+var serviceSizes = []int{1, 1000, 10000}
+
+// sizeResult is what one proxy achieved with n Services present.
+type sizeResult struct {
+	n int
+	// program is the time from the API holding every Service and EndpointSlice until the
+	// node's data plane serves the last of them; change the time from creating one more
+	// Service (of a running backend) until a pod's connection through it is answered.
+	program, change time.Duration
+	// Connections per second and p50/p99 of a request, straight to the pod and through the ClusterIP.
+	direct, cluster load
+}
+
+type load struct {
+	rate     float64
+	p50, p99 int
+}
+
+// BenchmarkServiceConnect compares Service proxies in a lab (two nodes and a ToR), with 1,
+// 1000 and 10,000 Services of 10 endpoints each: how long the node takes to program them,
+// how long one new Service takes to answer, and the connections/s and request latency
+// (p50/p99) from a pod on node1 to a backend pod on node2 through the ClusterIP against
+// straight to the pod IP — the baseline "no load balancer at all", measured in the same lab.
+// Each proxy gets a lab of its own, one after another, in this one run: skiff's eBPF, then
+// kube-proxy v1.37.2 in nftables and in iptables mode (built by `make kube-proxy`).
 func BenchmarkServiceConnect(b *testing.B) {
 	framework.AgentArtifacts(b)
+	kubeProxy := kubeProxyBinary(b)
+	results := map[string][]sizeResult{}
+	proxies := []string{proxySkiff, proxyNFTables, proxyIPTables}
+	for i, proxy := range proxies {
+		results[proxy] = benchProxy(b, fmt.Sprintf("bsvc%d", i), proxy, kubeProxy)
+	}
+
+	b.Logf("Services proxy     program      change     conn/s (x direct, x skiff)  p50 µs (x direct, x skiff)  p99 µs (x direct)")
+	for i, n := range serviceSizes {
+		sk := results[proxySkiff][i]
+		for _, proxy := range proxies {
+			r := results[proxy][i]
+			b.Logf("%8d %-9s %9s %11s %8.0f (%.2fx, %.2fx) %11d (%.2fx, %.2fx) %8d (%.2fx)", n, proxy,
+				r.program.Round(time.Millisecond), r.change.Round(time.Millisecond),
+				r.cluster.rate, r.cluster.rate/r.direct.rate, r.cluster.rate/sk.cluster.rate,
+				r.cluster.p50, float64(r.cluster.p50)/float64(r.direct.p50), float64(r.cluster.p50)/float64(sk.cluster.p50),
+				r.cluster.p99, float64(r.cluster.p99)/float64(r.direct.p99))
+			if proxy == proxySkiff {
+				b.ReportMetric(r.cluster.rate/r.direct.rate, fmt.Sprintf("conn-rate-vs-direct-%d", n))
+				b.ReportMetric(float64(r.cluster.p50)/float64(r.direct.p50), fmt.Sprintf("p50-vs-direct-%d", n))
+				continue
+			}
+			// How many times longer kube-proxy takes than skiff (above 1: skiff is ahead).
+			b.ReportMetric(r.program.Seconds()/sk.program.Seconds(), fmt.Sprintf("%s-program-vs-skiff-%d", proxy, n))
+			b.ReportMetric(r.change.Seconds()/sk.change.Seconds(), fmt.Sprintf("%s-change-vs-skiff-%d", proxy, n))
+			b.ReportMetric(float64(r.cluster.p50)/float64(sk.cluster.p50), fmt.Sprintf("%s-p50-vs-skiff-%d", proxy, n))
+		}
+	}
+}
+
+// kubeProxyBinary is upstream kube-proxy, built outside skiff's module by `make kube-proxy`
+// (tests/bench/kubeproxy) or named by SKIFF_KUBE_PROXY.
+func kubeProxyBinary(b *testing.B) string {
+	path := os.Getenv("SKIFF_KUBE_PROXY")
+	if path == "" {
+		_, file, _, _ := runtime.Caller(0)
+		path = filepath.Join(filepath.Dir(file), "kubeproxy", "kube-proxy")
+	}
+	if _, err := os.Stat(path); err != nil {
+		b.Fatalf("kube-proxy for the side-by-side run: %v (build it with `make kube-proxy`)", err)
+	}
+	return path
+}
+
+// benchProxy brings up a lab whose Services the given proxy serves and measures it at every size.
+func benchProxy(b *testing.B, name, proxy, kubeProxy string) []sizeResult {
 	bin := framework.Binary(b)
-	const name = "benchsvc"
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	b.Cleanup(func() { _ = exec.Command(bin, "lab", "down", "--name", name).Run() })
-	if out, err := exec.CommandContext(ctx, bin, "lab", "up", "--name", name, "--nodes", "2").CombinedOutput(); err != nil {
+	labDir := filepath.Join("/var/lib/skiff/lab", name)
+	down := func() { _ = exec.Command(bin, "lab", "down", "--name", name).Run() }
+	defer down()
+	b.Cleanup(down)
+	up := []string{"lab", "up", "--name", name, "--nodes", "2"}
+	if proxy != proxySkiff {
+		up = append(up, "--service-proxy=false")
+	}
+	if out, err := exec.CommandContext(ctx, bin, up...).CombinedOutput(); err != nil {
 		b.Fatalf("lab up: %v\n%s", err, out)
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", "/var/lib/skiff/lab/"+name+"/admin.kubeconfig")
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(labDir, "admin.kubeconfig"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg.QPS, cfg.Burst = 500, 1000
+	cfg.QPS, cfg.Burst = 2000, 4000
 	client := kubernetes.NewForConfigOrDie(cfg)
+	node1 := name + "-node1"
+
+	if proxy != proxySkiff {
+		for _, role := range []string{"node1", "node2"} {
+			stop := startKubeProxy(b, kubeProxy, proxy, labDir, name, role)
+			defer stop()
+		}
+	}
+	programmed := programmedCheck(b, proxy, node1)
+
 	pod := func(podName, node string, labels map[string]string) *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: podName, Labels: labels}, Spec: corev1.PodSpec{NodeName: name + "-" + node,
 			Containers: []corev1.Container{{Name: "c", Image: "localhost/skiff/netutil:1", ImagePullPolicy: corev1.PullIfNotPresent}}}}
@@ -94,63 +216,244 @@ func BenchmarkServiceConnect(b *testing.B) {
 	}
 	backend := pod("backend", "node2", map[string]string{"app": "backend"})
 	clientPod := pod("client", "node1", nil)
-	svc, err := client.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "backend"},
-		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "backend"}, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}}}, metav1.CreateOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	time.Sleep(3 * time.Second) // the endpoint reaches every node's maps
+	svc := serviceOf(b, ctx, client, "backend", "")
+	waitFor(b, ctx, "the measured Service programmed on node1", func() bool { return programmed(svc.Spec.ClusterIP, 1) })
 
-	// The helper runs in the client pod's network namespace and under node1's pod cgroup.
-	sock := filepath.Join("/var/lib/skiff/lab", name, "node1", "containerd", "containerd.sock")
-	id := strings.TrimPrefix(clientPod.Status.ContainerStatuses[0].ContainerID, "containerd://")
-	out, err := exec.Command("ctr", "--address", sock, "-n", "k8s.io", "task", "ls").CombinedOutput()
-	if err != nil {
-		b.Fatal(err)
-	}
-	pid := ""
-	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == id {
-			pid = f[1]
-		}
-	}
+	// The load helpers run in the client pod's network namespace and under node1's pod cgroup
+	// (where skiff's socket hooks see them; kube-proxy sees their packets at the node).
+	pid := containerPID(b, filepath.Join(labDir, "node1", "containerd", "containerd.sock"), clientPod)
 	cg := filepath.Join("/sys/fs/cgroup/unified/skiff/lab-"+name, "node1", "bench-client")
 	if err := os.MkdirAll(cg, 0o755); err != nil {
 		b.Fatal(err)
 	}
 	self, _ := os.Executable()
-	load := func(target string) (rate float64, p50, p99 int) {
+	inPod := func(env ...string) *exec.Cmd {
 		cmd := exec.CommandContext(ctx, "sh", "-c", fmt.Sprintf(`echo $$ > %s/cgroup.procs && exec nsenter --net=/proc/%s/ns/net %s`, cg, pid, self))
-		cmd.Env = append(os.Environ(), "SKIFF_LOAD_TARGET="+target, "SKIFF_LOAD_SECONDS=5")
-		out, err := cmd.CombinedOutput()
+		cmd.Env = append(os.Environ(), env...)
+		return cmd
+	}
+	measure := func(target string) load {
+		out, err := inPod("SKIFF_LOAD_TARGET="+target, "SKIFF_LOAD_SECONDS=5").CombinedOutput()
 		var n int
-		if _, perr := fmt.Sscan(strings.TrimSpace(string(out)), &n, &p50, &p99); err != nil || perr != nil {
+		var l load
+		if _, perr := fmt.Sscan(strings.TrimSpace(string(out)), &n, &l.p50, &l.p99); err != nil || perr != nil {
 			b.Fatalf("load helper to %s: %v %v\n%s", target, err, perr, out)
 		}
-		return float64(n) / 5, p50, p99
+		l.rate = float64(n) / 5
+		return l
 	}
-	created := 1 // the measured Service
-	for _, n := range []int{1, 1000, 10000} {
-		for ; created < n; created++ {
-			dummy := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("dummy-%d", created)},
-				Spec: corev1.ServiceSpec{Selector: map[string]string{"app": fmt.Sprintf("none-%d", created)}, Ports: []corev1.ServicePort{{Port: 80}}}}
-			if _, err := client.CoreV1().Services("default").Create(ctx, dummy, metav1.CreateOptions{}); err != nil {
-				b.Fatal(err)
-			}
+
+	var results []sizeResult
+	created := 0
+	for i, n := range serviceSizes {
+		r := sizeResult{n: n}
+		createDummies(b, ctx, client, created, n)
+		apiDone := time.Now()
+		created = n
+		last := dummyName(n - 1)
+		lastSvc, err := client.CoreV1().Services("default").Get(ctx, last, metav1.GetOptions{})
+		if err != nil {
+			b.Fatal(err)
 		}
-		// Wait until node1's maps hold them all.
-		for ctx.Err() == nil {
-			out, _ := exec.Command(bin, "bpf", "services", "--node", name+"-node1").CombinedOutput()
-			if strings.Count(string(out), "\n") >= n+1 {
-				break
-			}
-			time.Sleep(500 * time.Millisecond)
+		waitFor(b, ctx, fmt.Sprintf("%d Services programmed on node1", n), func() bool { return programmed(lastSvc.Spec.ClusterIP, 10) })
+		r.program = time.Since(apiDone)
+
+		// One more Service of the running backend, at an address chosen beforehand so the
+		// helper can dial it before it exists.
+		probeIP := fmt.Sprintf("10.111.222.%d", i+1)
+		wait := inPod("SKIFF_WAIT_TARGET=" + net.JoinHostPort(probeIP, "80"))
+		stdout, _ := wait.StdoutPipe()
+		wait.Stderr = os.Stderr
+		if err := wait.Start(); err != nil {
+			b.Fatal(err)
 		}
-		dRate, d50, d99 := load(net.JoinHostPort(backend.Status.PodIP, "8080"))
-		sRate, s50, s99 := load(net.JoinHostPort(svc.Spec.ClusterIP, "80"))
-		b.ReportMetric(sRate/dRate, fmt.Sprintf("conn-rate-ratio-%d", n))
-		b.ReportMetric(float64(s50)/float64(d50), fmt.Sprintf("p50-ratio-%d", n))
-		b.Logf("%5d Services: direct %.0f conn/s p50 %d µs p99 %d µs; ClusterIP %.0f conn/s (%.2fx) p50 %d µs (%.2fx) p99 %d µs (%.2fx)",
-			n, dRate, d50, d99, sRate, sRate/dRate, s50, float64(s50)/float64(d50), s99, float64(s99)/float64(d99))
+		lines := bufio.NewScanner(stdout)
+		if !lines.Scan() || lines.Text() != "ready" {
+			b.Fatalf("wait helper: %q", lines.Text())
+		}
+		start := time.Now()
+		serviceOf(b, ctx, client, fmt.Sprintf("probe-%d", n), probeIP)
+		if !lines.Scan() {
+			b.Fatal("wait helper printed nothing")
+		}
+		at, err := strconv.ParseInt(lines.Text(), 10, 64)
+		if err != nil {
+			b.Fatalf("wait helper: %q", lines.Text())
+		}
+		_ = wait.Wait()
+		r.change = time.Unix(0, at).Sub(start)
+
+		r.direct = measure(net.JoinHostPort(backend.Status.PodIP, "8080"))
+		r.cluster = measure(net.JoinHostPort(svc.Spec.ClusterIP, "80"))
+		b.Logf("%s, %5d Services: programmed in %s after the API held them; a new Service answered in %s; direct %.0f conn/s p50 %d µs p99 %d µs; ClusterIP %.0f conn/s (%.2fx) p50 %d µs (%.2fx) p99 %d µs (%.2fx)",
+			proxy, n, r.program.Round(time.Millisecond), r.change.Round(time.Millisecond),
+			r.direct.rate, r.direct.p50, r.direct.p99, r.cluster.rate, r.cluster.rate/r.direct.rate,
+			r.cluster.p50, float64(r.cluster.p50)/float64(r.direct.p50), r.cluster.p99, float64(r.cluster.p99)/float64(r.direct.p99))
+		results = append(results, r)
 	}
+	return results
+}
+
+// serviceOf makes a ClusterIP Service of the backend pod (port 80 to 8080), at clusterIP when given.
+func serviceOf(b *testing.B, ctx context.Context, client kubernetes.Interface, name, clusterIP string) *corev1.Service {
+	svc, err := client.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.ServiceSpec{ClusterIP: clusterIP, Selector: map[string]string{"app": "backend"},
+			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}}}, metav1.CreateOptions{})
+	if err != nil {
+		b.Fatalf("service %s: %v", name, err)
+	}
+	return svc
+}
+
+func dummyName(i int) string { return fmt.Sprintf("dummy-%d", i) }
+
+// createDummies creates Services from..to-1, each without a selector and with an
+// EndpointSlice of 10 ready endpoints in 10.248.0.0/14 — addresses nothing dials.
+func createDummies(b *testing.B, ctx context.Context, client kubernetes.Interface, from, to int) {
+	next := make(chan int)
+	var wg sync.WaitGroup
+	var once sync.Once
+	var failure error
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := createDummy(ctx, client, i); err != nil {
+					once.Do(func() { failure = err })
+				}
+			}
+		}()
+	}
+	for i := from; i < to; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if failure != nil {
+		b.Fatal(failure)
+	}
+}
+
+func createDummy(ctx context.Context, client kubernetes.Interface, i int) error {
+	name := dummyName(i)
+	if _, err := client.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}}}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("service %s: %w", name, err)
+	}
+	base := netip.MustParseAddr("10.248.0.0").As4()
+	first := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(i*10)
+	ready := true
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: name + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(""), Port: ptr.To(int32(8080)), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}
+	for k := uint32(0); k < 10; k++ {
+		a := first + k
+		ip := netip.AddrFrom4([4]byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)})
+		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{ip.String()}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}})
+	}
+	if _, err := client.DiscoveryV1().EndpointSlices("default").Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("endpointslice of %s: %w", name, err)
+	}
+	return nil
+}
+
+// waitFor polls cond every 10 ms (the figures it bounds are hundreds of ms and more).
+func waitFor(b *testing.B, ctx context.Context, what string, cond func() bool) {
+	for !cond() {
+		if ctx.Err() != nil {
+			b.Fatalf("waiting for %s: %v", what, ctx.Err())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// programmedCheck answers whether node's data plane serves clusterIP:80/TCP with at least
+// backends endpoints — read from skiff's pinned maps, or from kube-proxy's nftables map or
+// iptables chains in the node's namespace.
+func programmedCheck(b *testing.B, proxy, node string) func(clusterIP string, backends int) bool {
+	netns := "--net=/run/netns/" + node
+	switch proxy {
+	case proxySkiff:
+		return func(clusterIP string, backends int) bool {
+			m, closeMaps, err := dataplane.OpenPinned(filepath.Join(dataplane.BPFFS, "skiff", node))
+			if err != nil {
+				return false
+			}
+			defer closeMaps()
+			e, ok, err := m.Lookup(netip.AddrPortFrom(netip.MustParseAddr(clusterIP), 80), corev1.ProtocolTCP)
+			return err == nil && ok && len(e.Backends) >= backends
+		}
+	case proxyNFTables:
+		// A Service with endpoints is an element of the service-ips map (one without is in
+		// no-endpoint-services); its endpoints are written in the same transaction.
+		return func(clusterIP string, _ int) bool {
+			return exec.Command("nsenter", netns, "nft", "get", "element", "ip", "kube-proxy", "service-ips",
+				"{ "+clusterIP+" . tcp . 80 }").Run() == nil
+		}
+	case proxyIPTables:
+		// A Service with endpoints jumps from KUBE-SERVICES to its KUBE-SVC- chain, written
+		// with its endpoints in one iptables-restore.
+		return func(clusterIP string, _ int) bool {
+			out, err := exec.Command("nsenter", netns, "iptables", "-w", "-t", "nat", "-S", "KUBE-SERVICES").Output()
+			if err != nil {
+				return false
+			}
+			for _, line := range strings.Split(string(out), "\n") {
+				if strings.Contains(line, "-d "+clusterIP+"/32 ") && strings.Contains(line, "-j KUBE-SVC-") {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	b.Fatalf("unknown proxy %q", proxy)
+	return nil
+}
+
+// startKubeProxy runs upstream kube-proxy in a lab node's namespace with the node's
+// credentials, as a kube-proxy DaemonSet would (defaults otherwise), and returns its stop.
+func startKubeProxy(b *testing.B, kubeProxy, mode, labDir, lab, role string) func() {
+	logFile, err := os.Create(filepath.Join(labDir, "kube-proxy-"+role+".log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command("nsenter", "--net=/run/netns/"+lab+"-"+role, kubeProxy,
+		"--kubeconfig", filepath.Join(labDir, role, "node.kubeconfig"),
+		"--hostname-override", lab+"-"+role, "--proxy-mode", mode, "--cluster-cidr", "10.244.0.0/16",
+		// Leave the machine-wide conntrack table size alone; bind in the node's namespace only.
+		"--conntrack-max-per-core", "0", "--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "127.0.0.1:10256")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			logFile.Close()
+		})
+	}
+	b.Cleanup(stop)
+	return stop
+}
+
+// containerPID is the PID of the pod's first container, from the node's containerd.
+func containerPID(b *testing.B, sock string, p *corev1.Pod) string {
+	id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
+	out, err := exec.Command("ctr", "--address", sock, "-n", "k8s.io", "task", "ls").CombinedOutput()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == id {
+			return f[1]
+		}
+	}
+	b.Fatalf("no task for container %s", id)
+	return ""
 }
