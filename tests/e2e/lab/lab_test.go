@@ -165,6 +165,36 @@ print(ok, s.getpeername()[0])
 		out, _ := l.in("tor", netutil, "fetch", fmt.Sprintf("http://198.18.0.2:%d/", enp.Spec.Ports[0].NodePort))
 		return strings.Contains(out, "connection refused") && time.Since(start) < 3*time.Second, out
 	})
+	// UDP to a NodePort without endpoints gets an ICMP port unreachable: the client's socket
+	// reports the refusal at once instead of waiting out its timeout.
+	udpNP, err := l.client.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "empty-udp"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Port: 53, Protocol: corev1.ProtocolUDP}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 20*time.Second, "UDP to a NodePort without endpoints is refused", func() (bool, string) {
+		start := time.Now()
+		out, _ := l.in("tor", netutil, "connect", fmt.Sprintf("198.18.0.2:%d", udpNP.Spec.Ports[0].NodePort), "--udp", "--timeout", "3s")
+		return strings.Contains(out, "connection refused") && time.Since(start) < 2*time.Second, out
+	})
+	// sessionAffinity ClientIP holds for NodePort clients too: every new connection from the
+	// ToR lands on the backend its first one did.
+	l.kubectl("expose", "deployment", "web", "--name=web-sticky", "--type=NodePort", "--port=80", "--target-port=8080", "--session-affinity=ClientIP")
+	sticky, err := l.client.CoreV1().Services("default").Get(ctx, "web-sticky", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 30*time.Second, "NodePort with ClientIP affinity keeps one backend", func() (bool, string) {
+		seen := map[string]int{}
+		for i := 0; i < 12; i++ {
+			out, err := l.in("tor", netutil, "fetch", fmt.Sprintf("http://198.18.0.2:%d/hostname", sticky.Spec.Ports[0].NodePort))
+			if err != nil {
+				return false, fmt.Sprint(err, out)
+			}
+			seen[out]++
+		}
+		return len(seen) == 1, fmt.Sprint(seen)
+	})
 	// A LoadBalancer Service with externalTrafficPolicy Local gets a healthCheckNodePort; each
 	// node answers it with its count of local endpoints (503 on the master, which has none).
 	l.kubectl("expose", "deployment", "web", "--name=web-lb", "--type=LoadBalancer", "--port=80", "--target-port=8080")
