@@ -4,10 +4,12 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"net/netip"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/skiff-sh/skiff/controlplane/bootstraptoken"
+	"github.com/skiff-sh/skiff/controlplane/validation"
 )
 
 // SystemNamespaces exist in every cluster.
@@ -31,6 +34,8 @@ type bootstrap struct {
 	advertise net.IP
 	port      int
 	serviceIP string
+	// serviceCIDR is --service-cidr, shown as the "kubernetes" ServiceCIDR.
+	serviceCIDR string
 	// joinToken is the node-join bootstrap token, kept as its kube-system Secret.
 	joinToken bootstraptoken.Token
 	log       *slog.Logger
@@ -52,6 +57,9 @@ func (b bootstrap) reconcile(ctx context.Context) error {
 		}
 	}
 	if err := b.ensureTokenSecret(ctx); err != nil {
+		return err
+	}
+	if err := b.ensureServiceCIDR(ctx); err != nil {
 		return err
 	}
 	svc := &corev1.Service{
@@ -90,6 +98,37 @@ func (b bootstrap) reconcile(ctx context.Context) error {
 		Ports: []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: &port, Protocol: ptr.To(corev1.ProtocolTCP)}},
 	}
 	return upsertSlice(ctx, b.client, slice)
+}
+
+// ensureServiceCIDR keeps the default ServiceCIDR, Ready, as upstream's API server does for
+// its --service-cidr.
+func (b bootstrap) ensureServiceCIDR(ctx context.Context) error {
+	c := b.client.NetworkingV1().ServiceCIDRs()
+	sc, err := c.Get(ctx, validation.DefaultServiceCIDR, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		sc, err = c.Create(ctx, &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: validation.DefaultServiceCIDR},
+			Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{canonicalPrefix(b.serviceCIDR)}}}, metav1.CreateOptions{})
+	}
+	if err != nil {
+		return err
+	}
+	for _, cond := range sc.Status.Conditions {
+		if cond.Type == networkingv1.ServiceCIDRConditionReady && cond.Status == metav1.ConditionTrue {
+			return nil
+		}
+	}
+	sc.Status.Conditions = []metav1.Condition{{Type: networkingv1.ServiceCIDRConditionReady, Status: metav1.ConditionTrue,
+		Reason: "ServiceCIDRReady", Message: "ClusterIPs are allocated from this range", LastTransitionTime: metav1.Now()}}
+	_, err = c.UpdateStatus(ctx, sc, metav1.UpdateOptions{})
+	return err
+}
+
+// canonicalPrefix drops host bits (10.96.0.1/12 is 10.96.0.0/12), as ServiceCIDRs require.
+func canonicalPrefix(cidr string) string {
+	if p, err := netip.ParsePrefix(cidr); err == nil {
+		return p.Masked().String()
+	}
+	return cidr
 }
 
 func upsertEndpoints(ctx context.Context, c kubernetes.Interface, want *corev1.Endpoints) error {

@@ -199,7 +199,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		b := bootstrap{client: client, advertise: o.AdvertiseAddress, port: o.SecurePort, serviceIP: serviceIP.String(), joinToken: join.Token, log: log}
+		b := bootstrap{client: client, advertise: o.AdvertiseAddress, port: o.SecurePort, serviceIP: serviceIP.String(), serviceCIDR: o.ServiceCIDR, joinToken: join.Token, log: log}
 		// The first reconcile finishes before the hook returns, so /readyz passes only once the
 		// built-in namespaces and the kubernetes Service exist.
 		if err := wait.PollUntilContextTimeout(hc, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {

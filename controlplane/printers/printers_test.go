@@ -455,6 +455,7 @@ var every = []struct {
 	{"Secrets", Secrets, &corev1.Secret{}, &corev1.SecretList{}},
 	{"ServiceAccounts", ServiceAccounts, &corev1.ServiceAccount{}, &corev1.ServiceAccountList{}},
 	{"NetworkPolicies", NetworkPolicies, &networkingv1.NetworkPolicy{}, &networkingv1.NetworkPolicyList{}},
+	{"ServiceCIDRs", ServiceCIDRs, &networkingv1.ServiceCIDR{}, &networkingv1.ServiceCIDRList{}},
 	{"CertificateSigningRequests", CertificateSigningRequests, &certificatesv1.CertificateSigningRequest{}, &certificatesv1.CertificateSigningRequestList{}},
 }
 

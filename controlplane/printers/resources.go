@@ -429,6 +429,12 @@ var ServiceAccounts = New(func(o runtime.Object) []any {
 	return []any{int64(len(sa.Secrets)), Age(sa.CreationTimestamp)}
 }, Column{Name: "Secrets", Type: "integer"}, AgeColumn)
 
+// ServiceCIDRs prints NAME CIDRS AGE.
+var ServiceCIDRs = New(func(o runtime.Object) []any {
+	sc := o.(*networkingv1.ServiceCIDR)
+	return []any{strings.Join(sc.Spec.CIDRs, ","), Age(sc.CreationTimestamp)}
+}, Column{Name: "CIDRs"}, AgeColumn)
+
 // NetworkPolicies prints NAME POD-SELECTOR AGE.
 var NetworkPolicies = New(func(o runtime.Object) []any {
 	np := o.(*networkingv1.NetworkPolicy)

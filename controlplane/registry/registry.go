@@ -67,6 +67,7 @@ func Storage(o Options) (map[schema.GroupVersion]map[string]rest.Storage, error)
 		func() error { m, err := endpointSlices(opts); return add(discoveryv1.SchemeGroupVersion, m, err) },
 		func() error { m, err := leases(opts); return add(coordinationv1.SchemeGroupVersion, m, err) },
 		func() error { m, err := networkPolicies(opts); return add(networkingv1.SchemeGroupVersion, m, err) },
+		func() error { m, err := serviceCIDRs(opts); return add(networkingv1.SchemeGroupVersion, m, err) },
 		func() error {
 			m, err := certificateSigningRequests(opts)
 			return add(certificatesv1.SchemeGroupVersion, m, err)

@@ -47,25 +47,36 @@ func TestMain(m *testing.M) {
 }
 
 // loadClient opens one TCP connection per request (GET /hostname, read to EOF) for
-// SKIFF_LOAD_SECONDS and prints "<requests> <p50 µs> <p99 µs>".
+// SKIFF_LOAD_SECONDS and prints "<requests answered> <p50 µs> <p99 µs> <failed>"; a request
+// that fails (2 s to connect) counts as failed, and its time goes into no percentile.
 func loadClient(target string) {
 	secs, _ := strconv.Atoi(os.Getenv("SKIFF_LOAD_SECONDS"))
 	var lat []time.Duration
+	failed := 0
 	deadline := time.Now().Add(time.Duration(secs) * time.Second)
 	for time.Now().Before(deadline) {
 		start := time.Now()
 		c, err := net.DialTimeout("tcp", target, 2*time.Second)
 		if err != nil {
-			fmt.Println("error", err)
-			os.Exit(1)
+			failed++
+			continue
 		}
+		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
 		_, _ = c.Write([]byte("GET /hostname HTTP/1.0\r\n\r\n"))
-		_, _ = io.Copy(io.Discard, c)
+		n, err := io.Copy(io.Discard, c)
 		c.Close()
+		if err != nil || n == 0 {
+			failed++
+			continue
+		}
 		lat = append(lat, time.Since(start))
 	}
+	if len(lat) == 0 {
+		fmt.Println(0, 0, 0, failed)
+		return
+	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	fmt.Println(len(lat), lat[len(lat)/2].Microseconds(), lat[len(lat)*99/100].Microseconds())
+	fmt.Println(len(lat), lat[len(lat)/2].Microseconds(), lat[len(lat)*99/100].Microseconds(), failed)
 }
 
 // waitClient prints "ready", then dials target every millisecond until a connection is
@@ -112,6 +123,8 @@ type sizeResult struct {
 type load struct {
 	rate     float64
 	p50, p99 int
+	// failed counts requests not answered (2 s to connect, or no reply).
+	failed int
 }
 
 // BenchmarkServiceConnect compares Service proxies in a lab (two nodes and a ToR), with 1,
@@ -133,6 +146,7 @@ func BenchmarkServiceConnect(b *testing.B) {
 				n := r.n
 				b.ReportMetric(r.cluster.rate/r.direct.rate, fmt.Sprintf("conn-rate-vs-direct-%d", n))
 				b.ReportMetric(float64(r.cluster.p50)/float64(r.direct.p50), fmt.Sprintf("p50-vs-direct-%d", n))
+				b.ReportMetric(float64(r.cluster.failed), fmt.Sprintf("failed-requests-%d", n))
 				sk, ok := results[proxySkiff]
 				if proxy == proxySkiff || !ok {
 					continue
@@ -147,16 +161,16 @@ func BenchmarkServiceConnect(b *testing.B) {
 	if len(results) < len(proxies) {
 		return // a sub-benchmark alone (-bench ServiceConnect/skiff): no side-by-side table
 	}
-	b.Logf("Services proxy     program  programmed   answered   conn/s (x direct, x skiff)  p50 µs (x direct, x skiff)  p99 µs (x direct, x skiff)")
+	b.Logf("Services proxy     program  programmed   answered   conn/s (x direct, x skiff)  p50 µs (x direct, x skiff)  p99 µs (x direct, x skiff)  failed")
 	for i, n := range serviceSizes {
 		sk := results[proxySkiff][i]
 		for _, proxy := range proxies {
 			r := results[proxy][i]
-			b.Logf("%8d %-9s %8s %11s %10s %8.0f (%.2fx, %.2fx) %11d (%.2fx, %.2fx) %8d (%.2fx, %.2fx)", n, proxy,
+			b.Logf("%8d %-9s %8s %11s %10s %8.0f (%.2fx, %.2fx) %11d (%.2fx, %.2fx) %8d (%.2fx, %.2fx) %7d", n, proxy,
 				r.program.Round(time.Millisecond), r.changeProgrammed.Round(time.Millisecond), r.change.Round(time.Millisecond),
 				r.cluster.rate, r.cluster.rate/r.direct.rate, r.cluster.rate/sk.cluster.rate,
 				r.cluster.p50, float64(r.cluster.p50)/float64(r.direct.p50), float64(r.cluster.p50)/float64(sk.cluster.p50),
-				r.cluster.p99, float64(r.cluster.p99)/float64(r.direct.p99), float64(r.cluster.p99)/float64(sk.cluster.p99))
+				r.cluster.p99, float64(r.cluster.p99)/float64(r.direct.p99), float64(r.cluster.p99)/float64(sk.cluster.p99), r.cluster.failed)
 		}
 	}
 }
@@ -245,7 +259,7 @@ func benchProxy(b *testing.B, name, proxy, kubeProxy string) []sizeResult {
 		out, err := inPod("SKIFF_LOAD_TARGET="+target, "SKIFF_LOAD_SECONDS=5").CombinedOutput()
 		var n int
 		var l load
-		if _, perr := fmt.Sscan(strings.TrimSpace(string(out)), &n, &l.p50, &l.p99); err != nil || perr != nil {
+		if _, perr := fmt.Sscan(strings.TrimSpace(string(out)), &n, &l.p50, &l.p99, &l.failed); err != nil || perr != nil || n == 0 {
 			b.Fatalf("load helper to %s: %v %v\n%s", target, err, perr, out)
 		}
 		l.rate = float64(n) / 5
@@ -303,10 +317,11 @@ func benchProxy(b *testing.B, name, proxy, kubeProxy string) []sizeResult {
 
 		r.direct = measure(net.JoinHostPort(backend.Status.PodIP, "8080"))
 		r.cluster = measure(net.JoinHostPort(svc.Spec.ClusterIP, "80"))
-		b.Logf("%s, %5d Services: programmed in %s after the API held them; a new Service programmed in %s, answered in %s; direct %.0f conn/s p50 %d µs p99 %d µs; ClusterIP %.0f conn/s (%.2fx) p50 %d µs (%.2fx) p99 %d µs (%.2fx)",
+		b.Logf("%s, %5d Services: programmed in %s after the API held them; a new Service programmed in %s, answered in %s; direct %.0f conn/s p50 %d µs p99 %d µs; ClusterIP %.0f conn/s (%.2fx) p50 %d µs (%.2fx) p99 %d µs (%.2fx); failed requests: direct %d, ClusterIP %d",
 			proxy, n, r.program.Round(time.Millisecond), r.changeProgrammed.Round(time.Millisecond), r.change.Round(time.Millisecond),
 			r.direct.rate, r.direct.p50, r.direct.p99, r.cluster.rate, r.cluster.rate/r.direct.rate,
-			r.cluster.p50, float64(r.cluster.p50)/float64(r.direct.p50), r.cluster.p99, float64(r.cluster.p99)/float64(r.direct.p99))
+			r.cluster.p50, float64(r.cluster.p50)/float64(r.direct.p50), r.cluster.p99, float64(r.cluster.p99)/float64(r.direct.p99),
+			r.direct.failed, r.cluster.failed)
 		results = append(results, r)
 	}
 	return results

@@ -96,7 +96,14 @@ func testKubectl(t *testing.T, minor int) {
 	}
 	out := run("api-resources")
 	contains(out, "pods", "po", "deployments", "deploy", "apps/v1", "endpointslices", "discovery.k8s.io/v1",
-		"leases", "coordination.k8s.io/v1", "networkpolicies", "netpol", "nodes", "no ")
+		"leases", "coordination.k8s.io/v1", "networkpolicies", "netpol", "nodes", "no ", "servicecidrs")
+
+	// The default ServiceCIDR shows --service-cidr, Ready; another is refused with the reason.
+	contains(run("get", "servicecidrs"), "NAME", "CIDRS", "kubernetes", "10.96.0.0/12")
+	contains(run("get", "servicecidr", "kubernetes", "-o", "jsonpath={.status.conditions[0].type}={.status.conditions[0].status}"), "Ready=True")
+	extra := filepath.Join(t.TempDir(), "servicecidr.yaml")
+	_ = os.WriteFile(extra, []byte("apiVersion: networking.k8s.io/v1\nkind: ServiceCIDR\nmetadata: {name: extra}\nspec: {cidrs: [10.100.0.0/16]}\n"), 0o644)
+	contains(fail("create", "-f", extra), "more ServiceCIDRs are not supported")
 
 	// Namespaces: create, get, describe, delete.
 	contains(run("create", "namespace", "team-a"), "namespace/team-a created")
