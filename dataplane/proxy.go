@@ -89,7 +89,8 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 	log.Info("service proxy running", "pins", o.PinDir, "cgroup", o.CgroupPath, "nodePortUplink", o.Uplink)
 	programmer := &Programmer{Maps: d.Maps}
 	full := true // the first sync and every resync rewrite everything; changes write their delta
-	var took time.Duration
+	var took time.Duration // how long the last sync ran
+	var done time.Time     // and when it ended
 	for {
 		start := time.Now()
 		svcs, _ := services.Lister().List(labels.Everything())
@@ -101,14 +102,16 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 		if o.Node.IP.IsValid() {
 			health.Sync(HealthChecks(svcs, eps, o.Node.Name))
 		}
-		took = time.Since(start)
+		done = time.Now()
+		took = done.Sub(start)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-kick:
 			// Coalesce a burst (a Deployment's endpoints change together), and in a long one
-			// (thousands of Services created) spend at most half the time syncing.
-			time.Sleep(max(20*time.Millisecond, took))
+			// (thousands of Services created) spend at most half the time syncing; a change
+			// after a quiet spell waits only the 20 ms.
+			time.Sleep(max(20*time.Millisecond, took-time.Since(done)))
 			full = false
 		case <-time.After(o.Resync):
 			full = true

@@ -32,15 +32,15 @@ import (
 )
 
 // TestMain turns this binary into BenchmarkServiceConnect's load client when SKIFF_LOAD_TARGET
-// or SKIFF_WAIT_TARGET is set: it then runs inside a pod's network namespace instead of
+// or SKIFF_WAIT is set: it then runs inside a pod's network namespace instead of
 // running tests.
 func TestMain(m *testing.M) {
 	if target := os.Getenv("SKIFF_LOAD_TARGET"); target != "" {
 		loadClient(target)
 		os.Exit(0)
 	}
-	if target := os.Getenv("SKIFF_WAIT_TARGET"); target != "" {
-		waitClient(target)
+	if os.Getenv("SKIFF_WAIT") != "" {
+		waitClient()
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
@@ -79,13 +79,17 @@ func loadClient(target string) {
 	fmt.Println(len(lat), lat[len(lat)/2].Microseconds(), lat[len(lat)*99/100].Microseconds(), failed)
 }
 
-// waitClient prints "ready", then dials target every millisecond until a connection is
-// answered (for at most a minute) and prints the Unix time in nanoseconds when it was.
-func waitClient(target string) {
+// waitClient prints "ready", reads a HOST:PORT line, then dials it every millisecond until a
+// connection is answered (for at most a minute) and prints the Unix time in nanoseconds when it
+// was. Each attempt waits 20 ms at most, so a Service programmed mid-attempt is seen within
+// that.
+func waitClient() {
 	fmt.Println("ready")
+	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+	target := strings.TrimSpace(line)
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
-		c, err := net.DialTimeout("tcp", target, 100*time.Millisecond)
+		c, err := net.DialTimeout("tcp", target, 20*time.Millisecond)
 		if err == nil {
 			at := time.Now().UnixNano()
 			c.Close()
@@ -111,11 +115,10 @@ var serviceSizes = []int{1, 1000, 10000}
 // sizeResult is what one proxy achieved with n Services present.
 type sizeResult struct {
 	n int
-	// program is the time from the API holding every Service and EndpointSlice until the
-	// node's data plane serves the last of them; change the time from creating one more
-	// Service (of a running backend) until a pod's connection through it is answered, and
-	// changeProgrammed until the node's data plane held it.
-	program, change, changeProgrammed time.Duration
+	// program is the time from creating a Service (of the running backend) right after the
+	// burst of n until a pod's connection through it is answered — the proxy's lag behind the
+	// API; change the same for one more Service once all n are programmed.
+	program, change time.Duration
 	// Connections per second and p50/p99 of a request, straight to the pod and through the ClusterIP.
 	direct, cluster load
 }
@@ -161,13 +164,14 @@ func BenchmarkServiceConnect(b *testing.B) {
 	if len(results) < len(proxies) {
 		return // a sub-benchmark alone (-bench ServiceConnect/skiff): no side-by-side table
 	}
-	b.Logf("Services proxy     program  programmed   answered   conn/s (x direct, x skiff)  p50 µs (x direct, x skiff)  p99 µs (x direct, x skiff)  failed")
+	// A parent benchmark's log is not printed: the table goes to stdout.
+	fmt.Printf("\nServices proxy     after-burst     change   conn/s (x direct, x skiff)  p50 µs (x direct, x skiff)  p99 µs (x direct, x skiff)  failed\n")
 	for i, n := range serviceSizes {
 		sk := results[proxySkiff][i]
 		for _, proxy := range proxies {
 			r := results[proxy][i]
-			b.Logf("%8d %-9s %8s %11s %10s %8.0f (%.2fx, %.2fx) %11d (%.2fx, %.2fx) %8d (%.2fx, %.2fx) %7d", n, proxy,
-				r.program.Round(time.Millisecond), r.changeProgrammed.Round(time.Millisecond), r.change.Round(time.Millisecond),
+			fmt.Printf("%8d %-9s %11s %10s %8.0f (%.2fx, %.2fx) %11d (%.2fx, %.2fx) %8d (%.2fx, %.2fx) %7d\n", n, proxy,
+				r.program.Round(time.Millisecond), r.change.Round(time.Millisecond),
 				r.cluster.rate, r.cluster.rate/r.direct.rate, r.cluster.rate/sk.cluster.rate,
 				r.cluster.p50, float64(r.cluster.p50)/float64(r.direct.p50), float64(r.cluster.p50)/float64(sk.cluster.p50),
 				r.cluster.p99, float64(r.cluster.p99)/float64(r.direct.p99), float64(r.cluster.p99)/float64(sk.cluster.p99), r.cluster.failed)
@@ -239,7 +243,7 @@ func benchProxy(b *testing.B, name, proxy, kubeProxy string) []sizeResult {
 	}
 	backend := pod("backend", "node2", map[string]string{"app": "backend"})
 	clientPod := pod("client", "node1", nil)
-	svc := serviceOf(b, ctx, client, "backend", "")
+	svc := serviceOf(b, ctx, client, "backend")
 	waitFor(b, ctx, "the measured Service programmed on node1", func() bool { return programmed(svc.Spec.ClusterIP, 1) })
 
 	// The load helpers run in the client pod's network namespace and under node1's pod cgroup
@@ -266,59 +270,60 @@ func benchProxy(b *testing.B, name, proxy, kubeProxy string) []sizeResult {
 		return l
 	}
 
+	// answered starts the wait helper, then create() (which returns the address to dial), and
+	// returns the time from create's start until the helper's connection is answered.
+	answered := func(what string, create func() string) time.Duration {
+		w := inPod("SKIFF_WAIT=1")
+		stdin, _ := w.StdinPipe()
+		stdout, _ := w.StdoutPipe()
+		w.Stderr = os.Stderr
+		if err := w.Start(); err != nil {
+			b.Fatal(err)
+		}
+		defer func() { _ = w.Wait() }()
+		lines := bufio.NewScanner(stdout)
+		if !lines.Scan() || lines.Text() != "ready" {
+			b.Fatalf("wait helper: %q", lines.Text())
+		}
+		start := time.Now()
+		fmt.Fprintln(stdin, create())
+		if !lines.Scan() {
+			b.Fatalf("%s: the wait helper printed nothing", what)
+		}
+		at, err := strconv.ParseInt(lines.Text(), 10, 64)
+		if err != nil {
+			b.Fatalf("%s: wait helper: %q", what, lines.Text())
+		}
+		return time.Unix(0, at).Sub(start)
+	}
+	newService := func(name string) func() string {
+		return func() string { return net.JoinHostPort(serviceOf(b, ctx, client, name).Spec.ClusterIP, "80") }
+	}
 	// Pod to pod across the nodes must work first (the nodes' BGP routes are in), so the
 	// figures below are the proxy's alone.
-	reach := inPod("SKIFF_WAIT_TARGET=" + net.JoinHostPort(backend.Status.PodIP, "8080"))
-	if out, err := reach.Output(); err != nil || strings.Contains(string(out), "timeout") {
-		b.Fatalf("the client pod never reached the backend pod: %v\n%s", err, out)
-	}
+	answered("pod to pod", func() string { return net.JoinHostPort(backend.Status.PodIP, "8080") })
 
 	var results []sizeResult
 	created := 0
 	for _, n := range serviceSizes {
 		r := sizeResult{n: n}
 		createDummies(b, ctx, client, created, n)
-		apiDone := time.Now()
 		created = n
-		last := dummyName(n - 1)
-		lastSvc, err := client.CoreV1().Services("default").Get(ctx, last, metav1.GetOptions{})
+		// A Service of the running backend created as the burst ends answers once the proxy
+		// has caught up with the burst.
+		r.program = answered("a Service after the burst", newService(fmt.Sprintf("after-burst-%d", n)))
+		last, err := client.CoreV1().Services("default").Get(ctx, dummyName(n-1), metav1.GetOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}
-		waitFor(b, ctx, fmt.Sprintf("%d Services programmed on node1", n), func() bool { return programmed(lastSvc.Spec.ClusterIP, 10) })
-		r.program = time.Since(apiDone)
-
-		// One more Service of the running backend, at an address chosen beforehand so the
-		// helper can dial it before it exists.
-		probeIP := freeClusterIP(b, ctx, client)
-		wait := inPod("SKIFF_WAIT_TARGET=" + net.JoinHostPort(probeIP, "80"))
-		stdout, _ := wait.StdoutPipe()
-		wait.Stderr = os.Stderr
-		if err := wait.Start(); err != nil {
-			b.Fatal(err)
-		}
-		lines := bufio.NewScanner(stdout)
-		if !lines.Scan() || lines.Text() != "ready" {
-			b.Fatalf("wait helper: %q", lines.Text())
-		}
-		start := time.Now()
-		serviceOf(b, ctx, client, fmt.Sprintf("probe-%d", n), probeIP)
-		waitFor(b, ctx, "the new Service programmed", func() bool { return programmed(probeIP, 1) })
-		r.changeProgrammed = time.Since(start)
-		if !lines.Scan() {
-			b.Fatal("wait helper printed nothing")
-		}
-		at, err := strconv.ParseInt(lines.Text(), 10, 64)
-		if err != nil {
-			b.Fatalf("wait helper: %q", lines.Text())
-		}
-		_ = wait.Wait()
-		r.change = time.Unix(0, at).Sub(start)
+		waitFor(b, ctx, fmt.Sprintf("%d Services programmed on node1", n), func() bool { return programmed(last.Spec.ClusterIP, 10) })
+		// One more, with everything settled: the cost of one change at this size.
+		r.change = answered("a new Service", newService(fmt.Sprintf("probe-%d", n)))
 
 		r.direct = measure(net.JoinHostPort(backend.Status.PodIP, "8080"))
 		r.cluster = measure(net.JoinHostPort(svc.Spec.ClusterIP, "80"))
-		b.Logf("%s, %5d Services: programmed in %s after the API held them; a new Service programmed in %s, answered in %s; direct %.0f conn/s p50 %d µs p99 %d µs; ClusterIP %.0f conn/s (%.2fx) p50 %d µs (%.2fx) p99 %d µs (%.2fx); failed requests: direct %d, ClusterIP %d",
-			proxy, n, r.program.Round(time.Millisecond), r.changeProgrammed.Round(time.Millisecond), r.change.Round(time.Millisecond),
+		b.Logf("%s, %5d Services: a Service created as they were answered after %s; one more, after they were programmed, after %s; direct %.0f conn/s p50 %d µs p99 %d µs; ClusterIP %.0f conn/s (%.2fx) p50 %d µs (%.2fx) p99 %d µs (%.2fx); failed requests: direct %d, ClusterIP %d",
+			proxy, n, r.program.Round(time.Millisecond), r.change.Round(time.Millisecond),
 			r.direct.rate, r.direct.p50, r.direct.p99, r.cluster.rate, r.cluster.rate/r.direct.rate,
 			r.cluster.p50, float64(r.cluster.p50)/float64(r.direct.p50), r.cluster.p99, float64(r.cluster.p99)/float64(r.direct.p99),
 			r.direct.failed, r.cluster.failed)
@@ -327,36 +332,15 @@ func benchProxy(b *testing.B, name, proxy, kubeProxy string) []sizeResult {
 	return results
 }
 
-// serviceOf makes a ClusterIP Service of the backend pod (port 80 to 8080), at clusterIP when given.
-func serviceOf(b *testing.B, ctx context.Context, client kubernetes.Interface, name, clusterIP string) *corev1.Service {
+// serviceOf makes a ClusterIP Service of the backend pod (port 80 to 8080).
+func serviceOf(b *testing.B, ctx context.Context, client kubernetes.Interface, name string) *corev1.Service {
 	svc, err := client.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: corev1.ServiceSpec{ClusterIP: clusterIP, Selector: map[string]string{"app": "backend"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "backend"},
 			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}}}, metav1.CreateOptions{})
 	if err != nil {
 		b.Fatalf("service %s: %v", name, err)
 	}
 	return svc
-}
-
-// freeClusterIP is an address of the Service range no Service holds (10.111.222.0/24, the
-// range's end, where the allocator's random picks rarely land), for a Service the load
-// helper dials before it exists.
-func freeClusterIP(b *testing.B, ctx context.Context, client kubernetes.Interface) string {
-	list, err := client.CoreV1().Services("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	used := map[string]bool{}
-	for _, s := range list.Items {
-		used[s.Spec.ClusterIP] = true
-	}
-	for i := 1; i < 255; i++ {
-		if ip := fmt.Sprintf("10.111.222.%d", i); !used[ip] {
-			return ip
-		}
-	}
-	b.Fatal("no free address in 10.111.222.0/24")
-	return ""
 }
 
 func dummyName(i int) string { return fmt.Sprintf("dummy-%d", i) }
