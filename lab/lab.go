@@ -153,7 +153,8 @@ func Up(ctx context.Context, o Options, log *slog.Logger) error {
 	if err := waitReady(ctx, client, o.Hosts(), o.Timeout); err != nil {
 		return err
 	}
-	return nil
+	progress("waiting for every node's route to every other node's pods (BGP)")
+	return waitRoutes(ctx, client, o.Hosts(), o.Timeout)
 }
 
 // AddNode starts worker i (its namespace must exist: Up builds them, Grow adds one).
@@ -247,7 +248,10 @@ func Grow(ctx context.Context, o Options, nodes int) error {
 	if err != nil {
 		return err
 	}
-	return waitReady(ctx, client, added, o.Timeout)
+	if err := waitReady(ctx, client, added, o.Timeout); err != nil {
+		return err
+	}
+	return waitRoutes(ctx, client, o.Hosts(), o.Timeout)
 }
 
 // ClientFor is an admin client of a running lab.
@@ -328,6 +332,58 @@ func waitReady(ctx context.Context, client kubernetes.Interface, hosts []Host, t
 		return fmt.Errorf("nodes not Ready after %s: %v", timeout, missing)
 	}
 	return nil
+}
+
+// waitRoutes waits until every host's table routes every other host's pod CIDR (learned over
+// BGP), so pods are reachable across nodes when the lab is declared up — not only Ready.
+func waitRoutes(ctx context.Context, client kubernetes.Interface, hosts []Host, timeout time.Duration) error {
+	var missing []string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		cidrs := map[string]string{}
+		for _, h := range hosts {
+			n, err := client.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{})
+			if err != nil || n.Spec.PodCIDR == "" {
+				missing = []string{h.NodeName + " has no pod CIDR yet"}
+				return false, nil
+			}
+			cidrs[h.NodeName] = n.Spec.PodCIDR
+		}
+		missing = missingRoutes(hosts, cidrs, func(netns string) (string, error) {
+			out, err := exec.CommandContext(ctx, "ip", "-n", netns, "route", "show").Output()
+			return string(out), err
+		})
+		return len(missing) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("pod routes missing after %s: %s (check the sessions: skiff lab exec <node> -- skiff bgp peers)",
+			timeout, strings.Join(missing, "; "))
+	}
+	return nil
+}
+
+// missingRoutes lists, for each host, the other hosts' pod CIDRs its routing table (as
+// `ip route show` prints it, read by routesOf) lacks.
+func missingRoutes(hosts []Host, cidrs map[string]string, routesOf func(netns string) (string, error)) []string {
+	var missing []string
+	for _, h := range hosts {
+		table, err := routesOf(h.Netns)
+		if err != nil {
+			missing = append(missing, fmt.Sprintf("%s: %v", h.Role, err))
+			continue
+		}
+		have := map[string]bool{}
+		for _, line := range strings.Split(table, "\n") {
+			if f := strings.Fields(line); len(f) > 0 {
+				have[f[0]] = true
+			}
+		}
+		for _, other := range hosts {
+			if other.NodeName != h.NodeName && !have[cidrs[other.NodeName]] {
+				missing = append(missing, fmt.Sprintf("%s has no route to %s's pods (%s)", h.Role, other.Role, cidrs[other.NodeName]))
+			}
+		}
+	}
+	return missing
 }
 
 func ready(n *corev1.Node) bool {

@@ -1,6 +1,10 @@
 package lab
 
-import "testing"
+import (
+	"errors"
+	"strings"
+	"testing"
+)
 
 func TestSpecValidate(t *testing.T) {
 	for _, tc := range []struct {
@@ -50,5 +54,32 @@ func TestAddresses(t *testing.T) {
 		if !fabric.Contains(h.IP) {
 			t.Errorf("%s outside the fabric", h.IP)
 		}
+	}
+}
+
+func TestMissingRoutes(t *testing.T) {
+	s := Spec{Name: "t", Nodes: 2, ToR: ToRFRR}
+	hosts := s.Hosts()
+	cidrs := map[string]string{"t-master": "10.244.0.0/24", "t-node1": "10.244.1.0/24", "t-node2": "10.244.2.0/24"}
+	tables := map[string]string{
+		"t-master": "10.244.1.0/24 via 198.18.0.2 dev eth0 proto bgp\n10.244.2.0/24 via 198.18.0.3 dev eth0 proto bgp\n",
+		// node1 has learned only the master's block; its own is local and not required.
+		"t-node1": "10.244.0.0/24 via 198.18.0.1 dev eth0 proto bgp\n10.244.1.2 dev skabc scope link\n198.18.0.0/24 dev eth0 proto kernel scope link src 198.18.0.2\n",
+		"t-node2": "",
+	}
+	got := missingRoutes(hosts, cidrs, func(netns string) (string, error) {
+		if netns == "t-node2" {
+			return "", errors.New("no such namespace")
+		}
+		return tables[netns], nil
+	})
+	want := []string{"node1 has no route to node2's pods (10.244.2.0/24)", "node2: no such namespace"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("missing = %q, want %q", got, want)
+	}
+	tables["t-node1"] += "10.244.2.0/24 via 198.18.0.3 dev eth0 proto bgp\n"
+	tables["t-node2"] = "10.244.0.0/24 via 198.18.0.1 dev eth0 proto bgp\n10.244.1.0/24 via 198.18.0.2 dev eth0 proto bgp\n"
+	if got := missingRoutes(hosts, cidrs, func(netns string) (string, error) { return tables[netns], nil }); len(got) != 0 {
+		t.Errorf("with every route: missing %q", got)
 	}
 }
