@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -64,6 +65,28 @@ const defaultAffinityTimeout = 10800 * time.Second
 // NodePort and LoadBalancer Services get a frontend on its address per nodePort, with only
 // local backends when externalTrafficPolicy is Local.
 func Compile(services []*corev1.Service, epSlices []*discoveryv1.EndpointSlice, ids map[string]uint32, node Node) []Service {
+	c := Compiler{Node: node, IDs: ids}
+	return c.Compile(services, epSlices)
+}
+
+// Compiler is Compile with a memory: a Service whose object and EndpointSlices carry the
+// resourceVersions they had in the previous call reuses the frontends compiled then, so one
+// change among 10,000 Services recompiles one. Objects without a resourceVersion are always
+// compiled afresh.
+type Compiler struct {
+	Node Node
+	// IDs keeps frontend ids stable (see Compile).
+	IDs  map[string]uint32
+	memo map[string]compiled
+}
+
+type compiled struct {
+	version string
+	out     []Service
+}
+
+// Compile is the package's Compile, remembering each Service's result for the next call.
+func (c *Compiler) Compile(services []*corev1.Service, epSlices []*discoveryv1.EndpointSlice) []Service {
 	bySvc := map[string][]*discoveryv1.EndpointSlice{}
 	for _, s := range epSlices {
 		if s.AddressType != discoveryv1.AddressTypeIPv4 {
@@ -76,82 +99,122 @@ func Compile(services []*corev1.Service, epSlices []*discoveryv1.EndpointSlice, 
 		bySvc[s.Namespace+"/"+name] = append(bySvc[s.Namespace+"/"+name], s)
 	}
 	var out []Service
+	memo := map[string]compiled{}
+	for _, svc := range services {
+		key := svc.Namespace + "/" + svc.Name
+		slicesOf := bySvc[key]
+		version := versionOf(svc, slicesOf)
+		m, ok := c.memo[key]
+		if !ok || version == "" || m.version != version {
+			m = compiled{version: version, out: compileService(svc, slicesOf, c.Node)}
+		}
+		if version != "" {
+			memo[key] = m
+		}
+		out = append(out, m.out...)
+	}
+	c.memo = memo
+
 	used := map[uint32]bool{}
-	for _, id := range ids {
+	for _, id := range c.IDs {
 		used[id] = true
 	}
 	live := map[string]bool{}
-	add := func(name string, s Service) {
+	for i := range out {
+		name := out[i].Name
 		live[name] = true
-		id, ok := ids[name]
+		id, ok := c.IDs[name]
 		if !ok {
 			id = newID(name, used)
-			ids[name] = id
+			c.IDs[name] = id
 			used[id] = true
 		}
-		s.Name, s.ID = name, id
-		out = append(out, s)
+		out[i].ID = id
 	}
-	for _, svc := range services {
-		if svc.Spec.Type == corev1.ServiceTypeExternalName {
-			continue
-		}
-		slicesOf := bySvc[svc.Namespace+"/"+svc.Name]
-		maglev := svc.Annotations[AnnotationLBAlgorithm] == "maglev"
-		var affinity time.Duration
-		if svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
-			affinity = defaultAffinityTimeout
-			if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
-				affinity = time.Duration(*c.ClientIP.TimeoutSeconds) * time.Second
-			}
-		}
-		if (svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer) && node.IP.Is4() {
-			local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
-			for _, port := range svc.Spec.Ports {
-				if port.NodePort == 0 || (port.Protocol != corev1.ProtocolTCP && port.Protocol != corev1.ProtocolUDP) {
-					continue
-				}
-				only := ""
-				if local {
-					only = node.Name
-				}
-				add(fmt.Sprintf("%s/%s:%d/%s@nodeport", svc.Namespace, svc.Name, port.NodePort, port.Protocol), Service{
-					Frontend: Frontend{Addr: node.IP, Port: uint16(port.NodePort), Proto: port.Protocol}, ExternalLocal: local, Maglev: maglev, Affinity: affinity,
-					Backends: backends(slicesOf, port, only, node.Name)})
-			}
-		}
-		for _, ipText := range clusterIPs(svc) {
-			ip, err := netip.ParseAddr(ipText)
-			if err != nil || !ip.Is4() {
-				continue
-			}
-			for _, port := range svc.Spec.Ports {
-				if port.Protocol != corev1.ProtocolTCP && port.Protocol != corev1.ProtocolUDP {
-					continue
-				}
-				portName := port.Name
-				if portName == "" {
-					portName = fmt.Sprint(port.Port)
-				}
-				name := fmt.Sprintf("%s/%s:%s/%s", svc.Namespace, svc.Name, portName, port.Protocol)
-				if len(clusterIPs(svc)) > 1 {
-					name += "@" + ip.String()
-				}
-				localOnly := ""
-				if p := svc.Spec.InternalTrafficPolicy; p != nil && *p == corev1.ServiceInternalTrafficPolicyLocal {
-					localOnly = node.Name
-				}
-				add(name, Service{Affinity: affinity, Maglev: maglev, Frontend: Frontend{Addr: ip, Port: uint16(port.Port), Proto: port.Protocol},
-					Backends: backends(slicesOf, port, localOnly, node.Name)})
-			}
-		}
-	}
-	for name := range ids {
+	for name := range c.IDs {
 		if !live[name] {
-			delete(ids, name)
+			delete(c.IDs, name)
 		}
 	}
 	slices.SortFunc(out, func(a, b Service) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+// versionOf identifies a Service's inputs: its resourceVersion and its slices' (in a fixed
+// order); empty when one has none.
+func versionOf(svc *corev1.Service, epSlices []*discoveryv1.EndpointSlice) string {
+	if svc.ResourceVersion == "" {
+		return ""
+	}
+	parts := make([]string, 0, len(epSlices))
+	for _, s := range epSlices {
+		if s.ResourceVersion == "" {
+			return ""
+		}
+		parts = append(parts, s.Name+"@"+s.ResourceVersion)
+	}
+	slices.Sort(parts)
+	return string(svc.UID) + "@" + svc.ResourceVersion + "|" + strings.Join(parts, ",")
+}
+
+// compileService makes one Service's frontends (without ids).
+func compileService(svc *corev1.Service, slicesOf []*discoveryv1.EndpointSlice, node Node) []Service {
+	var out []Service
+	add := func(name string, s Service) {
+		s.Name = name
+		out = append(out, s)
+	}
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		return nil
+	}
+	maglev := svc.Annotations[AnnotationLBAlgorithm] == "maglev"
+	var affinity time.Duration
+	if svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
+		affinity = defaultAffinityTimeout
+		if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
+			affinity = time.Duration(*c.ClientIP.TimeoutSeconds) * time.Second
+		}
+	}
+	if (svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer) && node.IP.Is4() {
+		local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+		for _, port := range svc.Spec.Ports {
+			if port.NodePort == 0 || (port.Protocol != corev1.ProtocolTCP && port.Protocol != corev1.ProtocolUDP) {
+				continue
+			}
+			only := ""
+			if local {
+				only = node.Name
+			}
+			add(fmt.Sprintf("%s/%s:%d/%s@nodeport", svc.Namespace, svc.Name, port.NodePort, port.Protocol), Service{
+				Frontend: Frontend{Addr: node.IP, Port: uint16(port.NodePort), Proto: port.Protocol}, ExternalLocal: local, Maglev: maglev, Affinity: affinity,
+				Backends: backends(slicesOf, port, only, node.Name)})
+		}
+	}
+	for _, ipText := range clusterIPs(svc) {
+		ip, err := netip.ParseAddr(ipText)
+		if err != nil || !ip.Is4() {
+			continue
+		}
+		for _, port := range svc.Spec.Ports {
+			if port.Protocol != corev1.ProtocolTCP && port.Protocol != corev1.ProtocolUDP {
+				continue
+			}
+			portName := port.Name
+			if portName == "" {
+				portName = fmt.Sprint(port.Port)
+			}
+			name := fmt.Sprintf("%s/%s:%s/%s", svc.Namespace, svc.Name, portName, port.Protocol)
+			if len(clusterIPs(svc)) > 1 {
+				name += "@" + ip.String()
+			}
+			localOnly := ""
+			if p := svc.Spec.InternalTrafficPolicy; p != nil && *p == corev1.ServiceInternalTrafficPolicyLocal {
+				localOnly = node.Name
+			}
+			add(name, Service{Affinity: affinity, Maglev: maglev, Frontend: Frontend{Addr: ip, Port: uint16(port.Port), Proto: port.Protocol},
+				Backends: backends(slicesOf, port, localOnly, node.Name)})
+		}
+	}
 	return out
 }
 

@@ -192,3 +192,48 @@ func TestEncodeByteOrder(t *testing.T) {
 		t.Errorf("backend %+v", v)
 	}
 }
+
+// TestCompilerMemo checks that a Compiler's remembered results always equal a fresh Compile,
+// through a sequence of changes: an endpoint added (new slice version), a Service deleted,
+// one added, one changed, objects without versions.
+func TestCompilerMemo(t *testing.T) {
+	versioned := func(o metav1.Object, rv string) { o.SetResourceVersion(rv) }
+	web, api, db := svc("web", "10.96.0.10", port("http", 80, corev1.ProtocolTCP)), svc("api", "10.96.0.11", port("", 8080, corev1.ProtocolTCP)),
+		svc("db", "10.96.0.12", port("", 5432, corev1.ProtocolTCP))
+	webEPs := slice("web", "http", 8080, corev1.ProtocolTCP, ep{addr: "10.244.1.1", node: "n1"})
+	apiEPs := slice("api", "", 8080, corev1.ProtocolTCP, ep{addr: "10.244.2.1", node: "n2"})
+	for i, o := range []metav1.Object{web, api, db, webEPs, apiEPs} {
+		versioned(o, fmt.Sprint(i+1))
+	}
+	node := Node{Name: "n1", IP: netip.MustParseAddr("198.18.0.2")}
+	memoIDs, freshIDs := map[string]uint32{}, map[string]uint32{}
+	c := &Compiler{Node: node, IDs: memoIDs}
+	step := func(what string, svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice) {
+		t.Helper()
+		got, want := show(c.Compile(svcs, eps)), show(Compile(svcs, eps, freshIDs, node))
+		if got != want {
+			t.Errorf("%s: remembered %q, fresh %q", what, got, want)
+		}
+		if fmt.Sprint(memoIDs) != fmt.Sprint(freshIDs) {
+			t.Errorf("%s: ids %v, fresh %v", what, memoIDs, freshIDs)
+		}
+	}
+	step("first", []*corev1.Service{web, api}, []*discoveryv1.EndpointSlice{webEPs, apiEPs})
+	step("unchanged", []*corev1.Service{api, web}, []*discoveryv1.EndpointSlice{apiEPs, webEPs})
+
+	webEPs2 := webEPs.DeepCopy()
+	webEPs2.Endpoints = append(webEPs2.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.244.2.9"}})
+	versioned(webEPs2, "6")
+	step("an endpoint added", []*corev1.Service{web, api}, []*discoveryv1.EndpointSlice{webEPs2, apiEPs})
+	step("a Service deleted, another added", []*corev1.Service{web, db}, []*discoveryv1.EndpointSlice{webEPs2, apiEPs})
+
+	web2 := web.DeepCopy()
+	web2.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+	versioned(web2, "7")
+	step("a Service changed", []*corev1.Service{web2, db}, []*discoveryv1.EndpointSlice{webEPs2})
+	unversioned := svc("web", "10.96.0.10", port("http", 80, corev1.ProtocolUDP))
+	step("no resourceVersion: compiled afresh", []*corev1.Service{unversioned, db}, []*discoveryv1.EndpointSlice{webEPs2})
+	if len(c.memo) != 1 {
+		t.Errorf("remembered %d Services, want only db (versioned)", len(c.memo))
+	}
+}

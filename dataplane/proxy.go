@@ -88,14 +88,15 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 	defer health.Close(ctx)
 	log.Info("service proxy running", "pins", o.PinDir, "cgroup", o.CgroupPath, "nodePortUplink", o.Uplink)
 	programmer := &Programmer{Maps: d.Maps}
-	full := true // the first sync and every resync rewrite everything; changes write their delta
+	compiler := &Compiler{Node: o.Node, IDs: ids}
+	full := true           // the first sync and every resync rewrite everything; changes write their delta
 	var took time.Duration // how long the last sync ran
 	var done time.Time     // and when it ended
 	for {
 		start := time.Now()
 		svcs, _ := services.Lister().List(labels.Everything())
 		eps, _ := slices.Lister().List(labels.Everything())
-		compiled := Compile(svcs, eps, ids, o.Node)
+		compiled := compiler.Compile(svcs, eps)
 		if err := programmer.Apply(compiled, full); err != nil {
 			log.Warn("service maps", "err", err)
 		}
