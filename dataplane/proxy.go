@@ -24,7 +24,8 @@ type ProxyOptions struct {
 	PinDir string
 	// CgroupPath is the cgroup2 directory every pod of the node runs under.
 	CgroupPath string
-	// Resync re-applies everything periodically (30 s), repairing any drift.
+	// Resync rewrites everything at least this often (30 s), repairing any drift; changes
+	// in between write only their difference.
 	Resync time.Duration
 	// Started, if set, receives the loaded dataplane (metrics read its maps).
 	Started func(*Dataplane)
@@ -92,6 +93,7 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 	full := true           // the first sync and every resync rewrite everything; changes write their delta
 	var took time.Duration // how long the last sync ran
 	var done time.Time     // and when it ended
+	var lastFull time.Time // when everything was last rewritten: at least every Resync, even under constant churn
 	for {
 		start := time.Now()
 		svcs, _ := services.Lister().List(labels.Everything())
@@ -99,6 +101,9 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 		compiled := compiler.Compile(svcs, eps)
 		if err := programmer.Apply(compiled, full); err != nil {
 			log.Warn("service maps", "err", err)
+		}
+		if full {
+			lastFull = start
 		}
 		if o.Node.IP.IsValid() {
 			health.Sync(HealthChecks(svcs, eps, o.Node.Name))
@@ -113,7 +118,7 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 			// (thousands of Services created) spend at most half the time syncing; a change
 			// after a quiet spell waits only the 20 ms.
 			time.Sleep(max(20*time.Millisecond, took-time.Since(done)))
-			full = false
+			full = time.Since(lastFull) >= o.Resync
 		case <-time.After(o.Resync):
 			full = true
 		}
