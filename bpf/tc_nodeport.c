@@ -192,11 +192,34 @@ static __always_inline int reset(struct __sk_buff *skb)
 	return bpf_redirect(skb->ifindex, 0);
 }
 
+/* ICMP errors this program builds are rate-limited as the kernel limits its own (1000 a
+ * second, bursts of 50: net.ipv4.icmp_msgs_per_sec and _burst), so a flood at a NodePort
+ * without endpoints is not answered by a flood. A virtual-time token bucket: icmp_next_ns is
+ * when the next message is due; shared by all CPUs without locking — an approximate limit
+ * is enough. */
+#define ICMP_COST_NS (1000000000ULL / 1000)
+#define ICMP_BURST 50
+__u64 icmp_next_ns;
+
+static __always_inline int icmp_allowed(void)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u64 next = icmp_next_ns;
+	if (next + ICMP_BURST * ICMP_COST_NS < now)
+		next = now - ICMP_BURST * ICMP_COST_NS;
+	if (next > now)
+		return 0;
+	icmp_next_ns = next + ICMP_COST_NS;
+	return 1;
+}
+
 /* unreachable answers a UDP datagram for a frontend without endpoints with an ICMP port
  * unreachable from that frontend, quoting the datagram's IP header and first 8 bytes as
  * RFC 792 asks: the client's socket gets ECONNREFUSED, as from a closed port. */
 static __always_inline int unreachable(struct __sk_buff *skb)
 {
+	if (!icmp_allowed())
+		return TC_ACT_SHOT;
 	void *data = (void *)(long)skb->data;
 	void *end = (void *)(long)skb->data_end;
 	struct ethhdr *eth = data;

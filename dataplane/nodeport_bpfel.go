@@ -114,6 +114,7 @@ const (
 	nodeportMapSkiffSvcNames         = "skiff_svc_names"
 	nodeportProgSkiffNodeportEgress  = "skiff_nodeport_egress"
 	nodeportProgSkiffNodeportIngress = "skiff_nodeport_ingress"
+	nodeportVarIcmpNextNs            = "icmp_next_ns"
 )
 
 // loadNodeport returns the embedded CollectionSpec for nodeport.
@@ -180,6 +181,7 @@ type nodeportMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type nodeportVariableSpecs struct {
+	IcmpNextNs *ebpf.VariableSpec `ebpf:"icmp_next_ns"`
 }
 
 // nodeportObjects contains all objects after they have been loaded into the kernel.
@@ -229,6 +231,7 @@ func (m *nodeportMaps) Close() error {
 //
 // It can be passed to loadNodeportObjects or ebpf.CollectionSpec.LoadAndAssign.
 type nodeportVariables struct {
+	IcmpNextNs *ebpf.Variable `ebpf:"icmp_next_ns"`
 }
 
 // nodeportPrograms contains all programs after they have been loaded into the kernel.

@@ -196,6 +196,17 @@ func TestPrivilegedNodePortPrograms(t *testing.T) {
 		if icmp[0] != 3 || icmp[1] != 3 || csum(icmp, 0) != 0 || string(icmp[8:36]) != string(dgram[14:42]) {
 			t.Errorf("ICMP header or quote: % x (datagram % x)", icmp, dgram[14:42])
 		}
+		// A flood is answered at the kernel's ICMP rate (1000/s, bursts of 50), the rest dropped.
+		start := time.Now()
+		answered := 0
+		for i := 0; i < 2000; i++ {
+			if ret, _ := run(t, objs.SkiffNodeportIngress, dgram); ret == tcActRedirect {
+				answered++
+			}
+		}
+		if limit := 51 + int(time.Since(start)/time.Millisecond); answered == 0 || answered > limit {
+			t.Errorf("%d of 2000 datagrams answered in %s, want 1 to %d", answered, time.Since(start), limit)
+		}
 	})
 	t.Run("local backend: DNAT only, client kept, reply restored at egress", func(t *testing.T) {
 		apply(Service{Name: "web", ID: 9, Frontend: fe, Backends: []Backend{{Addr: localBE.Addr(), Port: localBE.Port(), Local: true}}})
