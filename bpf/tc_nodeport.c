@@ -192,25 +192,52 @@ static __always_inline int reset(struct __sk_buff *skb)
 	return bpf_redirect(skb->ifindex, 0);
 }
 
-/* ICMP errors this program builds are rate-limited as the kernel limits its own (1000 a
- * second, bursts of 50: net.ipv4.icmp_msgs_per_sec and _burst), so a flood at a NodePort
- * without endpoints is not answered by a flood. A virtual-time token bucket: icmp_next_ns is
- * when the next message is due; shared by all CPUs without locking — an approximate limit
- * is enough. */
+/* ICMP errors this program builds are rate-limited as the kernel limits its own port
+ * unreachables: per destination 1 a second with bursts of 6 (net.ipv4.icmp_ratelimit), and in
+ * all 1000 a second with bursts of 50 (icmp_msgs_per_sec, _burst) — so neither a flood nor a
+ * spoofed victim address gets a flood back. Each is a virtual-time token bucket: the time the
+ * next message is due, moved on by one message's cost. The global one is shared by all CPUs
+ * without locking; an approximate limit is enough. */
 #define ICMP_COST_NS (1000000000ULL / 1000)
 #define ICMP_BURST 50
+#define ICMP_PEER_COST_NS 1000000000ULL
+#define ICMP_PEER_BURST 6
 __u64 icmp_next_ns;
 
-static __always_inline int icmp_allowed(void)
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);   /* the destination of the ICMP message (the datagram's source) */
+	__type(value, __u64); /* when its next message is due */
+} skiff_icmp_peers SEC(".maps");
+
+/* bucket takes one message from a bucket whose next message is due at *next; 0 when empty. */
+static __always_inline int bucket(__u64 *next, __u64 now, __u64 cost, __u64 burst)
+{
+	__u64 due = *next;
+	/* A full bucket: the burst's first message is due now, its last burst-1 costs ahead. */
+	if (due + (burst - 1) * cost < now)
+		due = now - (burst - 1) * cost;
+	if (due > now)
+		return 0;
+	*next = due + cost;
+	return 1;
+}
+
+static __always_inline int icmp_allowed(__u32 peer)
 {
 	__u64 now = bpf_ktime_get_ns();
-	__u64 next = icmp_next_ns;
-	if (next + ICMP_BURST * ICMP_COST_NS < now)
-		next = now - ICMP_BURST * ICMP_COST_NS;
-	if (next > now)
+	__u64 *due = bpf_map_lookup_elem(&skiff_icmp_peers, &peer);
+	__u64 fresh = 0;
+	if (!due) {
+		bpf_map_update_elem(&skiff_icmp_peers, &peer, &fresh, BPF_NOEXIST);
+		due = bpf_map_lookup_elem(&skiff_icmp_peers, &peer);
+		if (!due)
+			return 0;
+	}
+	if (!bucket(due, now, ICMP_PEER_COST_NS, ICMP_PEER_BURST))
 		return 0;
-	icmp_next_ns = next + ICMP_COST_NS;
-	return 1;
+	return bucket(&icmp_next_ns, now, ICMP_COST_NS, ICMP_BURST);
 }
 
 /* unreachable answers a UDP datagram for a frontend without endpoints with an ICMP port
@@ -218,8 +245,6 @@ static __always_inline int icmp_allowed(void)
  * RFC 792 asks: the client's socket gets ECONNREFUSED, as from a closed port. */
 static __always_inline int unreachable(struct __sk_buff *skb)
 {
-	if (!icmp_allowed())
-		return TC_ACT_SHOT;
 	void *data = (void *)(long)skb->data;
 	void *end = (void *)(long)skb->data_end;
 	struct ethhdr *eth = data;
@@ -230,6 +255,8 @@ static __always_inline int unreachable(struct __sk_buff *skb)
 	if ((void *)eth + ETH_HLEN + sizeof(quote) > end)
 		return TC_ACT_SHOT;
 	__builtin_memcpy(&quote, (void *)(eth + 1), sizeof(quote));
+	if (!icmp_allowed(quote.ip.saddr))
+		return TC_ACT_SHOT;
 	unsigned char mac[ETH_ALEN];
 	__builtin_memcpy(mac, eth->h_source, ETH_ALEN);
 
@@ -293,8 +320,14 @@ int skiff_nodeport_ingress(struct __sk_buff *skb)
 	struct svc_value *svc = bpf_map_lookup_elem(&skiff_services, &sk);
 	if (!svc)
 		return TC_ACT_OK;
-	if (svc->count == 0)
-		return t.proto == IPPROTO_TCP ? reset(skb) : unreachable(skb); /* no endpoints */
+	if (svc->count == 0) {
+		/* No endpoints: refused, as from a closed port. With externalTrafficPolicy Local
+		 * that means none on this node, and upstream drops instead — a load balancer whose
+		 * health checks have not caught up yet gets a retransmission to another node. */
+		if (svc->flags & SVC_FLAG_LOCAL)
+			return TC_ACT_SHOT;
+		return t.proto == IPPROTO_TCP ? reset(skb) : unreachable(skb);
+	}
 
 	__u32 be_addr;
 	__u16 be_port, snat_port = 0;

@@ -114,6 +114,8 @@ func (c *Compiler) Compile(services []*corev1.Service, epSlices []*discoveryv1.E
 		out = append(out, m.out...)
 	}
 	c.memo = memo
+	// In name order, so two new names whose ids collide get the same ids on every node.
+	slices.SortFunc(out, func(a, b Service) int { return cmp.Compare(a.Name, b.Name) })
 
 	used := map[uint32]bool{}
 	for _, id := range c.IDs {
@@ -136,7 +138,6 @@ func (c *Compiler) Compile(services []*corev1.Service, epSlices []*discoveryv1.E
 			delete(c.IDs, name)
 		}
 	}
-	slices.SortFunc(out, func(a, b Service) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }
 

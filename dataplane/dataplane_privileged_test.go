@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -205,22 +206,22 @@ print(data.decode(), src[0], src[1])
 	}
 	// The proxy's Programmer writes only deltas; after any sequence of states the maps are
 	// what a full Apply of the last state makes them.
+	// Every map is compared raw, so a leftover backend slot, name or Maglev entry shows.
 	prog := &Programmer{Maps: d2.Maps}
 	moved := services[0]
 	moved.Backends = []Backend{backend(b)}
-	for i, state := range [][]Service{services, {services[1], moved}, {moved}, services[2:], services} {
+	renamed := services[0] // the same frontend under another id, balanced by Maglev
+	renamed.Name, renamed.ID, renamed.Maglev = "default/web:http/TCP", 9, true
+	for i, state := range [][]Service{services, {services[1], moved}, {moved}, {renamed, services[3]}, services[2:], services} {
 		if err := prog.Apply(state, i == 0); err != nil {
 			t.Fatal(err)
 		}
-		got, _ := d2.Maps.Dump()
+		got := rawMaps(t, d2.Maps)
 		if err := d2.Maps.Apply(state); err != nil {
 			t.Fatal(err)
 		}
-		want, _ := d2.Maps.Dump()
-		sortEntries(got)
-		sortEntries(want)
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("state %d: delta writes left %v, a full apply makes %v", i, got, want)
+		if want := rawMaps(t, d2.Maps); got != want {
+			t.Errorf("state %d: delta writes left\n%s\na full apply makes\n%s", i, got, want)
 		}
 	}
 	if err := d2.Maps.Apply(services[:1]); err != nil {
@@ -258,6 +259,23 @@ print(data.decode(), src[0], src[1])
 	}
 }
 
-func sortEntries(e []Entry) {
-	slices.SortFunc(e, func(a, b Entry) int { return strings.Compare(a.Frontend, b.Frontend) })
+// rawMaps prints every entry of the frontend, backend, name and Maglev maps, sorted.
+func rawMaps(t *testing.T, m Maps) string {
+	t.Helper()
+	var lines []string
+	dump := func(what string, mp *ebpf.Map, key, value any) {
+		it := mp.Iterate()
+		for it.Next(key, value) {
+			lines = append(lines, fmt.Sprintf("%s %+v %+v", what, reflect.ValueOf(key).Elem(), reflect.ValueOf(value).Elem()))
+		}
+		if err := it.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dump("service", m.Services, &sockSvcKey{}, &sockSvcValue{})
+	dump("backend", m.Backends, &sockBackendKey{}, &sockBackendValue{})
+	dump("name", m.Names, new(uint32), &sockSvcName{})
+	dump("maglev", m.Maglev, &sockMaglevKey{}, new(uint32))
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
 }

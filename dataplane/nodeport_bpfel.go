@@ -107,6 +107,7 @@ const (
 	nodeportMapSkiffAffinity         = "skiff_affinity"
 	nodeportMapSkiffBackends         = "skiff_backends"
 	nodeportMapSkiffCt               = "skiff_ct"
+	nodeportMapSkiffIcmpPeers        = "skiff_icmp_peers"
 	nodeportMapSkiffMaglev           = "skiff_maglev"
 	nodeportMapSkiffMeta             = "skiff_meta"
 	nodeportMapSkiffServices         = "skiff_services"
@@ -167,14 +168,15 @@ type nodeportProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type nodeportMapSpecs struct {
-	SkiffAffinity *ebpf.MapSpec `ebpf:"skiff_affinity"`
-	SkiffBackends *ebpf.MapSpec `ebpf:"skiff_backends"`
-	SkiffCt       *ebpf.MapSpec `ebpf:"skiff_ct"`
-	SkiffMaglev   *ebpf.MapSpec `ebpf:"skiff_maglev"`
-	SkiffMeta     *ebpf.MapSpec `ebpf:"skiff_meta"`
-	SkiffServices *ebpf.MapSpec `ebpf:"skiff_services"`
-	SkiffSockNat  *ebpf.MapSpec `ebpf:"skiff_sock_nat"`
-	SkiffSvcNames *ebpf.MapSpec `ebpf:"skiff_svc_names"`
+	SkiffAffinity  *ebpf.MapSpec `ebpf:"skiff_affinity"`
+	SkiffBackends  *ebpf.MapSpec `ebpf:"skiff_backends"`
+	SkiffCt        *ebpf.MapSpec `ebpf:"skiff_ct"`
+	SkiffIcmpPeers *ebpf.MapSpec `ebpf:"skiff_icmp_peers"`
+	SkiffMaglev    *ebpf.MapSpec `ebpf:"skiff_maglev"`
+	SkiffMeta      *ebpf.MapSpec `ebpf:"skiff_meta"`
+	SkiffServices  *ebpf.MapSpec `ebpf:"skiff_services"`
+	SkiffSockNat   *ebpf.MapSpec `ebpf:"skiff_sock_nat"`
+	SkiffSvcNames  *ebpf.MapSpec `ebpf:"skiff_svc_names"`
 }
 
 // nodeportVariableSpecs contains global variables before they are loaded into the kernel.
@@ -204,14 +206,15 @@ func (o *nodeportObjects) Close() error {
 //
 // It can be passed to loadNodeportObjects or ebpf.CollectionSpec.LoadAndAssign.
 type nodeportMaps struct {
-	SkiffAffinity *ebpf.Map `ebpf:"skiff_affinity"`
-	SkiffBackends *ebpf.Map `ebpf:"skiff_backends"`
-	SkiffCt       *ebpf.Map `ebpf:"skiff_ct"`
-	SkiffMaglev   *ebpf.Map `ebpf:"skiff_maglev"`
-	SkiffMeta     *ebpf.Map `ebpf:"skiff_meta"`
-	SkiffServices *ebpf.Map `ebpf:"skiff_services"`
-	SkiffSockNat  *ebpf.Map `ebpf:"skiff_sock_nat"`
-	SkiffSvcNames *ebpf.Map `ebpf:"skiff_svc_names"`
+	SkiffAffinity  *ebpf.Map `ebpf:"skiff_affinity"`
+	SkiffBackends  *ebpf.Map `ebpf:"skiff_backends"`
+	SkiffCt        *ebpf.Map `ebpf:"skiff_ct"`
+	SkiffIcmpPeers *ebpf.Map `ebpf:"skiff_icmp_peers"`
+	SkiffMaglev    *ebpf.Map `ebpf:"skiff_maglev"`
+	SkiffMeta      *ebpf.Map `ebpf:"skiff_meta"`
+	SkiffServices  *ebpf.Map `ebpf:"skiff_services"`
+	SkiffSockNat   *ebpf.Map `ebpf:"skiff_sock_nat"`
+	SkiffSvcNames  *ebpf.Map `ebpf:"skiff_svc_names"`
 }
 
 func (m *nodeportMaps) Close() error {
@@ -219,6 +222,7 @@ func (m *nodeportMaps) Close() error {
 		m.SkiffAffinity,
 		m.SkiffBackends,
 		m.SkiffCt,
+		m.SkiffIcmpPeers,
 		m.SkiffMaglev,
 		m.SkiffMeta,
 		m.SkiffServices,

@@ -165,7 +165,7 @@ func TestPrivilegedNodePortPrograms(t *testing.T) {
 			t.Errorf("verdict %d, changed=%v", ret, string(out) != string(in))
 		}
 	})
-	t.Run("no endpoints: TCP gets a RST, UDP an ICMP port unreachable from the frontend", func(t *testing.T) {
+	t.Run("no endpoints: TCP gets a RST, UDP a rate-limited ICMP port unreachable; externalTrafficPolicy Local drops", func(t *testing.T) {
 		apply(Service{Name: "empty", ID: 5, Frontend: fe}, Service{Name: "empty-udp", ID: 6, Frontend: Frontend{Addr: nodeFE.Addr(), Port: nodeFE.Port(), Proto: "UDP"}})
 		syn := packet(npClient, nodeFE, false, false)
 		binary.BigEndian.PutUint32(syn[34+4:], 1000) // the client's sequence number
@@ -196,16 +196,52 @@ func TestPrivilegedNodePortPrograms(t *testing.T) {
 		if icmp[0] != 3 || icmp[1] != 3 || csum(icmp, 0) != 0 || string(icmp[8:36]) != string(dgram[14:42]) {
 			t.Errorf("ICMP header or quote: % x (datagram % x)", icmp, dgram[14:42])
 		}
-		// A flood is answered at the kernel's ICMP rate (1000/s, bursts of 50), the rest dropped.
+		// Answers are rate-limited as the kernel's: per client 1/s with bursts of 6, in all
+		// 1000/s with bursts of 50.
+		udpFrom := func(a, b byte) []byte {
+			d := packet(netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 18, a, b}), 40000), nodeFE, true, false)
+			copy(d[0:12], dgram[0:12])
+			return d
+		}
+		answer := func(d []byte) bool { ret, _ := run(t, objs.SkiffNodeportIngress, d); return ret == tcActRedirect }
 		start := time.Now()
-		answered := 0
+		flood := 0
 		for i := 0; i < 2000; i++ {
-			if ret, _ := run(t, objs.SkiffNodeportIngress, dgram); ret == tcActRedirect {
-				answered++
+			if answer(udpFrom(1, 1)) {
+				flood++
 			}
 		}
-		if limit := 51 + int(time.Since(start)/time.Millisecond); answered == 0 || answered > limit {
-			t.Errorf("%d of 2000 datagrams answered in %s, want 1 to %d", answered, time.Since(start), limit)
+		if limit := 6 + int(time.Since(start)/time.Second); flood < 6 || flood > limit {
+			t.Errorf("one client's 2000 datagrams got %d answers in %s, want 6 to %d", flood, time.Since(start), limit)
+		}
+		many := 0
+		for i := 0; i < 200; i++ {
+			if answer(udpFrom(2, byte(i))) {
+				many++
+			}
+		}
+		if limit := 51 + int(time.Since(start)/time.Millisecond); many < 50-6 || many > limit-6 {
+			t.Errorf("200 clients got %d answers %s after the burst began, want %d to %d", many, time.Since(start), 50-6, limit-6)
+		}
+		time.Sleep(30 * time.Millisecond) // the global bucket refills 1/ms
+		mark := time.Now()
+		refilled := 0
+		for i := 0; i < 200; i++ {
+			if answer(udpFrom(3, byte(i))) {
+				refilled++
+			}
+		}
+		if limit := 2 + int(time.Since(mark.Add(-30*time.Millisecond))/time.Millisecond); refilled < 30 || refilled > limit {
+			t.Errorf("after 30 ms, 200 more clients got %d answers, want 30 to %d", refilled, limit)
+		}
+		// externalTrafficPolicy Local without a local endpoint drops, as upstream: another node may have one.
+		apply(Service{Name: "etp-local", ID: 7, Frontend: fe, ExternalLocal: true},
+			Service{Name: "etp-local-udp", ID: 8, Frontend: Frontend{Addr: nodeFE.Addr(), Port: nodeFE.Port(), Proto: "UDP"}, ExternalLocal: true})
+		if ret, _ := run(t, objs.SkiffNodeportIngress, syn); ret != tcActShot {
+			t.Errorf("TCP to an externalTrafficPolicy Local NodePort without local endpoints: verdict %d, want drop", ret)
+		}
+		if ret, _ := run(t, objs.SkiffNodeportIngress, udpFrom(4, 1)); ret != tcActShot {
+			t.Errorf("UDP to an externalTrafficPolicy Local NodePort without local endpoints: verdict %d, want drop", ret)
 		}
 	})
 	t.Run("local backend: DNAT only, client kept, reply restored at egress", func(t *testing.T) {

@@ -117,7 +117,11 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 			// Coalesce a burst (a Deployment's endpoints change together), and in a long one
 			// (thousands of Services created) spend at most half the time syncing; a change
 			// after a quiet spell waits only the 20 ms.
-			time.Sleep(max(20*time.Millisecond, took-time.Since(done)))
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(max(20*time.Millisecond, took-time.Since(done))):
+			}
 			full = time.Since(lastFull) >= o.Resync
 		case <-time.After(o.Resync):
 			full = true

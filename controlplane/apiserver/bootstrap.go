@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -59,9 +60,6 @@ func (b bootstrap) reconcile(ctx context.Context) error {
 	if err := b.ensureTokenSecret(ctx); err != nil {
 		return err
 	}
-	if err := b.ensureServiceCIDR(ctx); err != nil {
-		return err
-	}
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default",
 			Labels: map[string]string{"component": "apiserver", "provider": "kubernetes"}},
@@ -97,17 +95,29 @@ func (b bootstrap) reconcile(ctx context.Context) error {
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)}}},
 		Ports: []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: &port, Protocol: ptr.To(corev1.ProtocolTCP)}},
 	}
-	return upsertSlice(ctx, b.client, slice)
+	if err := upsertSlice(ctx, b.client, slice); err != nil {
+		return err
+	}
+	return b.ensureServiceCIDR(ctx)
 }
 
 // ensureServiceCIDR keeps the default ServiceCIDR, Ready, as upstream's API server does for
-// its --service-cidr.
+// its --service-cidr. One with other CIDRs (the flag changed across a restart, or someone
+// recreated it) is replaced: its CIDRs are immutable, and kube-proxy's nftables mode acts on them.
 func (b bootstrap) ensureServiceCIDR(ctx context.Context) error {
 	c := b.client.NetworkingV1().ServiceCIDRs()
+	want := []string{canonicalPrefix(b.serviceCIDR)}
 	sc, err := c.Get(ctx, validation.DefaultServiceCIDR, metav1.GetOptions{})
+	if err == nil && !slices.Equal(sc.Spec.CIDRs, want) {
+		b.log.Warn("replacing the default ServiceCIDR", "had", sc.Spec.CIDRs, "serviceCIDR", want)
+		err = c.Delete(ctx, sc.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &sc.UID}})
+		if err == nil || apierrors.IsNotFound(err) {
+			err = apierrors.NewNotFound(networkingv1.Resource("servicecidrs"), sc.Name)
+		}
+	}
 	if apierrors.IsNotFound(err) {
 		sc, err = c.Create(ctx, &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: validation.DefaultServiceCIDR},
-			Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{canonicalPrefix(b.serviceCIDR)}}}, metav1.CreateOptions{})
+			Spec: networkingv1.ServiceCIDRSpec{CIDRs: want}}, metav1.CreateOptions{})
 	}
 	if err != nil {
 		return err

@@ -280,7 +280,8 @@ func benchProxy(b *testing.B, name, proxy, kubeProxy string) []sizeResult {
 		if err := w.Start(); err != nil {
 			b.Fatal(err)
 		}
-		defer func() { _ = w.Wait() }()
+		// Closing stdin first lets the helper end even when create fails before writing to it.
+		defer func() { _ = stdin.Close(); _ = w.Wait() }()
 		lines := bufio.NewScanner(stdout)
 		if !lines.Scan() || lines.Text() != "ready" {
 			b.Fatalf("wait helper: %q", lines.Text())
