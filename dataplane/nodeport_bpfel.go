@@ -21,10 +21,10 @@ type nodeportAffinityKey struct {
 }
 
 type nodeportAffinityValue struct {
-	_      structs.HostLayout
-	LastNs uint64
-	Slot   uint32
-	Pad    uint32
+	_       structs.HostLayout
+	LastNs  uint64
+	Slot    uint32
+	Backend uint32
 }
 
 type nodeportBackendKey struct {

@@ -302,6 +302,27 @@ func TestPrivilegedNodePortPrograms(t *testing.T) {
 		if len(a) != 1 {
 			t.Errorf("with affinity one client's 40 flows went to %v", a)
 		}
+		// Affinity is to the endpoint: another endpoint added before it (its slot shifts)
+		// leaves the client where it was; its endpoint gone, the client moves and sticks anew.
+		var mine netip.AddrPort
+		for be := range a {
+			mine = be
+		}
+		grown := append([]Backend{{Addr: netip.MustParseAddr("10.244.1.1"), Port: 8080, Local: true}}, bes...)
+		apply(Service{Name: "sticky", ID: 31, Affinity: time.Hour, Frontend: fe, Backends: grown})
+		if got := backendsOf(netip.MustParseAddr("198.18.0.202"), 22100); len(got) != 1 || got[mine] != 40 {
+			t.Errorf("after an endpoint was added before it, the client's flows went to %v, want all to %s", got, mine)
+		}
+		var without []Backend
+		for _, be := range grown {
+			if netip.AddrPortFrom(be.Addr, be.Port) != mine {
+				without = append(without, be)
+			}
+		}
+		apply(Service{Name: "sticky", ID: 31, Affinity: time.Hour, Frontend: fe, Backends: without})
+		if got := backendsOf(netip.MustParseAddr("198.18.0.202"), 22200); len(got) != 1 || got[mine] != 0 {
+			t.Errorf("with its endpoint gone, the client's flows went to %v, want all to one other", got)
+		}
 		seen := map[netip.AddrPort]bool{}
 		for i := byte(0); i < 20; i++ {
 			for be := range backendsOf(netip.AddrFrom4([4]byte{198, 18, 0, 100 + i}), 23000) {

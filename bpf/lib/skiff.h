@@ -77,7 +77,7 @@ struct affinity_key {
 struct affinity_value {
 	__u64 last_ns;
 	__u32 slot;
-	__u32 pad;
+	__u32 backend; /* backend_tag of the backend the slot held: affinity is to the endpoint */
 };
 
 struct {
@@ -173,24 +173,6 @@ static __always_inline __u32 pick_maglev(__u32 id, __u32 hash)
 	return slot ? *slot : 0;
 }
 
-/* sticky_slot applies a frontend's ClientIP affinity to a fresh pick: a client seen within
- * the timeout keeps its slot (while that slot exists); either way the client's entry is
- * refreshed. Without affinity the pick stands. */
-static __always_inline __u32 sticky_slot(__u64 client, struct svc_value *svc, __u32 slot)
-{
-	if (!(svc->flags & SVC_FLAG_AFFINITY))
-		return slot;
-	struct affinity_key ak = { .client = client, .id = svc->id };
-	__u64 now = bpf_ktime_get_ns();
-	struct affinity_value *av = bpf_map_lookup_elem(&skiff_affinity, &ak);
-	if (av && av->slot >= 1 && av->slot <= svc->count &&
-	    now - av->last_ns < (__u64)svc->affinity_timeout * 1000000000ULL)
-		slot = av->slot;
-	struct affinity_value nv = { .last_ns = now, .slot = slot };
-	bpf_map_update_elem(&skiff_affinity, &ak, &nv, BPF_ANY);
-	return slot;
-}
-
 /* flow_hash mixes a 5-tuple (a murmur3-style finalizer over each word). */
 static __always_inline __u32 mix(__u32 h, __u32 v)
 {
@@ -214,6 +196,52 @@ static __always_inline __u32 flow_hash(__u32 saddr, __u32 daddr, __u16 sport, __
 	h *= 0xc2b2ae35;
 	h ^= h >> 16;
 	return h;
+}
+
+/* backend_tag names the endpoint in a frontend's slot (a hash of its address and port); 0
+ * for an empty slot. */
+static __always_inline __u32 backend_tag(__u32 id, __u32 slot)
+{
+	struct backend_key bk = { .id = id, .slot = slot };
+	struct backend_value *be = bpf_map_lookup_elem(&skiff_backends, &bk);
+	if (!be)
+		return 0;
+	return mix(mix(0x5f1ff, be->addr), be->port) | 1;
+}
+
+#define AFFINITY_SCAN 64
+
+/* sticky_slot applies a frontend's ClientIP affinity to a fresh pick: a client seen within
+ * the timeout keeps its endpoint — as upstream, affinity is to the endpoint, not to a
+ * position, so it holds when other endpoints come and go and the slots shift (the first
+ * AFFINITY_SCAN slots are searched when the remembered one moved); a client whose endpoint
+ * is gone gets the fresh pick. Either way the client's entry is refreshed. Without affinity
+ * the pick stands. */
+static __always_inline __u32 sticky_slot(__u64 client, struct svc_value *svc, __u32 slot)
+{
+	if (!(svc->flags & SVC_FLAG_AFFINITY))
+		return slot;
+	struct affinity_key ak = { .client = client, .id = svc->id };
+	__u64 now = bpf_ktime_get_ns();
+	struct affinity_value *av = bpf_map_lookup_elem(&skiff_affinity, &ak);
+	if (av && av->backend && now - av->last_ns < (__u64)svc->affinity_timeout * 1000000000ULL) {
+		__u32 want = av->backend, at = av->slot;
+		if (at >= 1 && at <= svc->count && backend_tag(svc->id, at) == want) {
+			slot = at;
+		} else {
+			for (__u32 i = 1; i <= AFFINITY_SCAN; i++) {
+				if (i > svc->count)
+					break;
+				if (backend_tag(svc->id, i) == want) {
+					slot = i;
+					break;
+				}
+			}
+		}
+	}
+	struct affinity_value nv = { .last_ns = now, .slot = slot, .backend = backend_tag(svc->id, slot) };
+	bpf_map_update_elem(&skiff_affinity, &ak, &nv, BPF_ANY);
+	return slot;
 }
 
 /* The layout version of the maps pinned beside it (entry 0), written by the agent: a newer
