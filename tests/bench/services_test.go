@@ -248,14 +248,14 @@ func benchProxy(b *testing.B, name, proxy, kubeProxy string) []sizeResult {
 
 	// The load helpers run in the client pod's network namespace and under node1's pod cgroup
 	// (where skiff's socket hooks see them; kube-proxy sees their packets at the node).
-	pid := containerPID(b, filepath.Join(labDir, "node1", "containerd", "containerd.sock"), clientPod)
+	pid := framework.ContainerPID(b, ctx, filepath.Join(labDir, "node1", "containerd", "containerd.sock"), clientPod.Status.ContainerStatuses[0].ContainerID, "")
 	cg := filepath.Join("/sys/fs/cgroup/unified/skiff/lab-"+name, "node1", "bench-client")
 	if err := os.MkdirAll(cg, 0o755); err != nil {
 		b.Fatal(err)
 	}
 	self, _ := os.Executable()
 	inPod := func(env ...string) *exec.Cmd {
-		cmd := exec.CommandContext(ctx, "sh", "-c", fmt.Sprintf(`echo $$ > %s/cgroup.procs && exec nsenter --net=/proc/%s/ns/net %s`, cg, pid, self))
+		cmd := exec.CommandContext(ctx, "sh", "-c", fmt.Sprintf(`echo $$ > %s/cgroup.procs && exec nsenter --net=/proc/%d/ns/net %s`, cg, pid, self))
 		cmd.Env = append(os.Environ(), env...)
 		return cmd
 	}
@@ -479,20 +479,4 @@ func startKubeProxy(b *testing.B, kubeProxy, mode, labDir, lab, role string) fun
 	}
 	b.Cleanup(stop)
 	return stop
-}
-
-// containerPID is the PID of the pod's first container, from the node's containerd.
-func containerPID(b *testing.B, sock string, p *corev1.Pod) string {
-	id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
-	out, err := exec.Command("ctr", "--address", sock, "-n", "k8s.io", "task", "ls").CombinedOutput()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == id {
-			return f[1]
-		}
-	}
-	b.Fatalf("no task for container %s", id)
-	return ""
 }

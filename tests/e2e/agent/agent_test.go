@@ -5,7 +5,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -16,10 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -263,7 +259,7 @@ func TestKubectlRunThroughTheAgent(t *testing.T) {
 	})
 
 	// Killing the container's process gets it restarted.
-	pid := containerPID(t, ctx, filepath.Join(dir, "agent", "containerd", "containerd.sock"), "test")
+	pid := framework.ContainerPID(t, ctx, filepath.Join(dir, "agent", "containerd", "containerd.sock"), "", "test")
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -342,32 +338,4 @@ func TestKubectlRunThroughTheAgent(t *testing.T) {
 		return !strings.Contains(string(links), " sk") && !strings.Contains(string(routes), pod.Status.PodIP),
 			string(links) + string(routes)
 	})
-}
-
-// containerPID asks the node's containerd (CRI) for the host PID of a pod's container.
-func containerPID(t *testing.T, ctx context.Context, socket, pod string) int {
-	t.Helper()
-	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	rt := runtimeapi.NewRuntimeServiceClient(conn)
-	list, err := rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
-		State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
-		LabelSelector: map[string]string{"io.kubernetes.pod.name": pod}}})
-	if err != nil || len(list.Containers) != 1 {
-		t.Fatalf("running containers of %s: %v %v", pod, err, list)
-	}
-	st, err := rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: list.Containers[0].Id, Verbose: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var info struct {
-		Pid int `json:"pid"`
-	}
-	if err := json.Unmarshal([]byte(st.Info["info"]), &info); err != nil || info.Pid == 0 {
-		t.Fatalf("container pid: %v %s", err, st.Info["info"])
-	}
-	return info.Pid
 }

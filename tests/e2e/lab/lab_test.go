@@ -5,7 +5,6 @@ package lab
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -645,35 +644,6 @@ func pingFromPod(t *testing.T, l *lab, src *corev1.Pod, dst string, during func(
 func containerPID(t *testing.T, l *lab, p *corev1.Pod) int {
 	t.Helper()
 	node := strings.TrimPrefix(p.Spec.NodeName, l.name+"-")
-	id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
 	sock := filepath.Join("/var/lib/skiff/lab", l.name, node, "containerd", "containerd.sock")
-	out, err := exec.Command("ctr", "--address", sock, "-n", "k8s.io", "task", "ls", "--format", "json").CombinedOutput()
-	if err != nil {
-		// Older ctr has no JSON: parse the table.
-		out, err = exec.Command("ctr", "--address", sock, "-n", "k8s.io", "task", "ls").CombinedOutput()
-		if err != nil {
-			t.Fatalf("ctr task ls: %v %s", err, out)
-		}
-		for _, line := range strings.Split(string(out), "\n") {
-			f := strings.Fields(line)
-			if len(f) >= 2 && f[0] == id {
-				var pid int
-				fmt.Sscan(f[1], &pid)
-				return pid
-			}
-		}
-		t.Fatalf("container %s not in:\n%s", id, out)
-	}
-	var tasks []struct {
-		ID  string `json:"ID"`
-		PID int    `json:"PID"`
-	}
-	_ = json.Unmarshal(out, &tasks)
-	for _, task := range tasks {
-		if task.ID == id {
-			return task.PID
-		}
-	}
-	t.Fatalf("container %s not in %s", id, out)
-	return 0
+	return framework.ContainerPID(t, l.ctx, sock, p.Status.ContainerStatuses[0].ContainerID, "")
 }
