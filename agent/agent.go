@@ -317,7 +317,7 @@ func (c proxyCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(socketsDesc, prometheus.GaugeValue, float64(n))
 	ch <- prometheus.MustNewConstMetric(socketsCapDesc, prometheus.GaugeValue, float64(capacity))
-	if n, capacity, err := dataplane.ConntrackCount(d.CT); err == nil {
+	if n, capacity, err := dataplane.ConntrackCount(d.Maps.CT); err == nil {
 		ch <- prometheus.MustNewConstMetric(ctDesc, prometheus.GaugeValue, float64(n))
 		ch <- prometheus.MustNewConstMetric(ctCapDesc, prometheus.GaugeValue, float64(capacity))
 	}

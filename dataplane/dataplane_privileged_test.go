@@ -187,6 +187,9 @@ print(data.decode(), src[0], src[1])
 	if err != nil || len(entries) != 4 {
 		t.Fatalf("entries after reload: %v %v", entries, err)
 	}
+	if ids, err := d2.Maps.IDs(); err != nil || len(ids) != 4 || ids["default/web:80/TCP"] != 1 || ids["default/dns:53/UDP"] != 4 {
+		t.Errorf("ids after reload: %v %v", ids, err)
+	}
 	if got := client(t, cgroup, strings.Replace(many, "HOST", "'10.96.0.42'", 1)); got != "AB 10.96.0.42 80" {
 		t.Errorf("after reload: %q", got)
 	}

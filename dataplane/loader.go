@@ -24,8 +24,6 @@ type Dataplane struct {
 	np    nodeportObjects
 	links []link.Link
 	Maps  Maps
-	// CT is the per-packet connection table of NodePort traffic.
-	CT *ebpf.Map
 }
 
 // attachments pairs each program with its hook.
@@ -101,7 +99,7 @@ func Load(pinDir, cgroupPath, uplink string) (*Dataplane, error) {
 		d.Close()
 		return nil, fmt.Errorf("loading skiff's NodePort programs: %w", err)
 	}
-	d.CT = d.np.SkiffCt
+	d.Maps.CT = d.np.SkiffCt
 	if uplink != "" {
 		ifc, err := net.InterfaceByName(uplink)
 		if err != nil {

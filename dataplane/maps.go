@@ -282,6 +282,33 @@ func (m Maps) Lookup(frontend netip.AddrPort, proto corev1.Protocol) (e Entry, o
 	return m.entry(k, v), true, nil
 }
 
+// IDs reads which id each frontend name has (the names map alone: an agent restart keeps
+// the ids its predecessor gave).
+func (m Maps) IDs() (map[string]uint32, error) {
+	ids := map[string]uint32{}
+	var id uint32
+	var name sockSvcName
+	it := m.Names.Iterate()
+	for it.Next(&id, &name) {
+		if n := name.String(); n != "" {
+			ids[n] = id
+		}
+	}
+	return ids, it.Err()
+}
+
+// String is the name up to its terminating zero.
+func (n sockSvcName) String() string {
+	b := make([]byte, 0, len(n.Name))
+	for _, c := range n.Name {
+		if c == 0 {
+			break
+		}
+		b = append(b, byte(c))
+	}
+	return string(b)
+}
+
 // entry decodes one frontend with its name and backends.
 func (m Maps) entry(k sockSvcKey, v sockSvcValue) Entry {
 	e := Entry{ID: v.Id, Frontend: fmt.Sprintf("%s:%d/%s", fromBe32(k.Addr), fromBe16(k.Port), protoName(k.Proto))}
@@ -290,14 +317,7 @@ func (m Maps) entry(k sockSvcKey, v sockSvcValue) Entry {
 	}
 	var name sockSvcName
 	if err := m.Names.Lookup(v.Id, &name); err == nil {
-		b := make([]byte, 0, len(name.Name))
-		for _, c := range name.Name {
-			if c == 0 {
-				break
-			}
-			b = append(b, byte(c))
-		}
-		e.Name = string(b)
+		e.Name = name.String()
 	}
 	for slot := uint32(1); slot <= uint32(v.Count); slot++ {
 		var be sockBackendValue

@@ -46,13 +46,10 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 		o.Started(d)
 	}
 	// Ids survive restarts: start from what the maps already name.
-	ids := map[string]uint32{}
-	if entries, err := d.Maps.Dump(); err == nil {
-		for _, e := range entries {
-			if e.Name != "" {
-				ids[e.Name] = e.ID
-			}
-		}
+	ids, err := d.Maps.IDs()
+	if err != nil {
+		log.Warn("reading frontend ids from the pinned maps; numbering afresh", "err", err)
+		ids = map[string]uint32{}
 	}
 	factory := informers.NewSharedInformerFactory(client, 0)
 	services := factory.Core().V1().Services()
@@ -80,7 +77,7 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 				return
 			case <-time.After(time.Minute):
 			}
-			if _, err := GCConntrack(d.CT, Monotonic(), 10*time.Minute); err != nil {
+			if _, err := GCConntrack(d.Maps.CT, Monotonic(), 10*time.Minute); err != nil {
 				log.Warn("conntrack GC", "err", err)
 			}
 		}

@@ -289,7 +289,14 @@ var podNetnsRE = regexp.MustCompile(`/var/run/netns/cni-[0-9a-f]{8}-[0-9a-f]{4}-
 func RemovePodNamespaces(dir string) []string {
 	var removed []string
 	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || d.Name() != "meta.db" {
+		if err != nil {
+			return nil
+		}
+		// Image layers and blobs hold no metadata store and can be many thousands of files.
+		if d.IsDir() && (strings.HasPrefix(d.Name(), "io.containerd.snapshotter.") || strings.HasPrefix(d.Name(), "io.containerd.content.")) {
+			return fs.SkipDir
+		}
+		if d.IsDir() || d.Name() != "meta.db" {
 			return nil
 		}
 		b, err := os.ReadFile(p)

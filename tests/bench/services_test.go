@@ -199,9 +199,9 @@ func benchProxy(b *testing.B, name, proxy, kubeProxy string) []sizeResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	labDir := filepath.Join("/var/lib/skiff/lab", name)
+	// Down when this proxy's run ends (not only at the end of all three: labs run one at a time).
 	down := func() { _ = exec.Command(bin, "lab", "down", "--name", name).Run() }
 	defer down()
-	b.Cleanup(down)
 	up := []string{"lab", "up", "--name", name, "--nodes", "2"}
 	if proxy != proxySkiff {
 		up = append(up, "--service-proxy=false")
@@ -416,12 +416,17 @@ func programmedCheck(b *testing.B, proxy, node string) func(clusterIP string, ba
 	netns := "--net=/run/netns/" + node
 	switch proxy {
 	case proxySkiff:
+		// The maps are opened once (the agent pins them at start) and kept for the run.
+		var m *dataplane.Maps
 		return func(clusterIP string, backends int) bool {
-			m, closeMaps, err := dataplane.OpenPinned(filepath.Join(dataplane.BPFFS, "skiff", node))
-			if err != nil {
-				return false
+			if m == nil {
+				opened, closeMaps, err := dataplane.OpenPinned(dataplane.PinDir(node))
+				if err != nil {
+					return false
+				}
+				b.Cleanup(closeMaps)
+				m = &opened
 			}
-			defer closeMaps()
 			e, ok, err := m.Lookup(netip.AddrPortFrom(netip.MustParseAddr(clusterIP), 80), corev1.ProtocolTCP)
 			return err == nil && ok && len(e.Backends) >= backends
 		}
