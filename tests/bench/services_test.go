@@ -27,7 +27,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
+	"github.com/skiff-sh/skiff/agent/cgroups"
 	"github.com/skiff-sh/skiff/dataplane"
+	"github.com/skiff-sh/skiff/lab"
 	"github.com/skiff-sh/skiff/tests/e2e/framework"
 )
 
@@ -249,7 +251,7 @@ func benchProxy(b *testing.B, name, proxy, kubeProxy string) []sizeResult {
 	// The load helpers run in the client pod's network namespace and under node1's pod cgroup
 	// (where skiff's socket hooks see them; kube-proxy sees their packets at the node).
 	pid := framework.ContainerPID(b, ctx, filepath.Join(labDir, "node1", "containerd", "containerd.sock"), clientPod.Status.ContainerStatuses[0].ContainerID, "")
-	cg := filepath.Join("/sys/fs/cgroup/unified/skiff/lab-"+name, "node1", "bench-client")
+	cg := filepath.Join(cgroups.Unified(), lab.CgroupRoot(name), "node1", "bench-client")
 	if err := os.MkdirAll(cg, 0o755); err != nil {
 		b.Fatal(err)
 	}

@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/skiff-sh/skiff/agent/cgroups"
+	skifflab "github.com/skiff-sh/skiff/lab"
 	"github.com/skiff-sh/skiff/tests/e2e/framework"
 )
 
@@ -38,7 +40,7 @@ func TestLabServices(t *testing.T) {
 	l := &lab{t: t, name: name, bin: framework.Binary(t), ctx: ctx}
 	t.Cleanup(func() { _ = exec.Command(l.bin, "lab", "down", "--name", name).Run() })
 	l.skiff("up", "--nodes", "2", "--tor", "frr", "--timeout", "3m")
-	cfg, err := clientcmd.BuildConfigFromFlags("", "/var/lib/skiff/lab/"+name+"/admin.kubeconfig")
+	cfg, err := clientcmd.BuildConfigFromFlags("", skifflab.Kubeconfig(name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +85,7 @@ func TestLabServices(t *testing.T) {
 	// client runs in c1's network namespace and under node1's pod cgroup, but not through
 	// kubectl exec, which needs the agent that is restarting.
 	c1 := l.podNamed("c1")
-	cg := filepath.Join("/sys/fs/cgroup/unified/skiff/lab-"+name, "node1", "e2e-client")
+	cg := filepath.Join(cgroups.Unified(), skifflab.CgroupRoot(name), "node1", "e2e-client")
 	if err := os.MkdirAll(cg, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +282,7 @@ func (l *lab) in(host string, args ...string) (string, error) {
 func (l *lab) kubectl(args ...string) string {
 	l.t.Helper()
 	cmd := exec.CommandContext(l.ctx, framework.Kubectl(l.t, 33), args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG=/var/lib/skiff/lab/"+l.name+"/admin.kubeconfig")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+skifflab.Kubeconfig(l.name))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		l.t.Fatalf("kubectl %v: %v\n%s", args, err, out)
@@ -313,7 +315,7 @@ func (l *lab) fetch(from, url string) string {
 	var out string
 	framework.Eventually(l.t, 30*time.Second, from+" fetches "+url, func() (bool, string) {
 		cmd := exec.CommandContext(l.ctx, framework.Kubectl(l.t, 33), "exec", from, "--", "netutil", "fetch", url)
-		cmd.Env = append(os.Environ(), "KUBECONFIG=/var/lib/skiff/lab/"+l.name+"/admin.kubeconfig")
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+skifflab.Kubeconfig(l.name))
 		// The body only: kubectl 1.33 sometimes logs a websocket note on stderr.
 		stderr := &strings.Builder{}
 		cmd.Stderr = stderr
@@ -327,7 +329,7 @@ func (l *lab) fetch(from, url string) string {
 // fetchErr runs one fetch from a pod and returns its output, failures included.
 func (l *lab) fetchErr(from, url string) string {
 	cmd := exec.CommandContext(l.ctx, framework.Kubectl(l.t, 33), "exec", from, "--", "netutil", "fetch", url)
-	cmd.Env = append(os.Environ(), "KUBECONFIG=/var/lib/skiff/lab/"+l.name+"/admin.kubeconfig")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+skifflab.Kubeconfig(l.name))
 	b, _ := cmd.CombinedOutput()
 	return string(b)
 }
@@ -430,7 +432,7 @@ func runLab(t *testing.T, name, tor string) {
 	step := func(what string) { t.Logf("%6.1fs %s", time.Since(start).Seconds(), what) }
 	l.skiff("up", "--nodes", "2", "--tor", tor, "--timeout", "3m")
 	step("lab up")
-	cfg, err := clientcmd.BuildConfigFromFlags("", "/var/lib/skiff/lab/"+name+"/admin.kubeconfig")
+	cfg, err := clientcmd.BuildConfigFromFlags("", skifflab.Kubeconfig(name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -554,7 +556,7 @@ func runLab(t *testing.T, name, tor string) {
 		left = append(left, "host link: "+string(out))
 	}
 	for _, p := range []string{"/var/lib/skiff/lab/" + name, "/var/run/frr/" + name + "-tor", "/etc/frr/" + name + "-tor",
-		"/sys/fs/cgroup/unified/skiff/lab-" + name, "/sys/fs/cgroup/memory/skiff/lab-" + name} {
+		filepath.Join(cgroups.Unified(), skifflab.CgroupRoot(name)), "/sys/fs/cgroup/memory/skiff/lab-" + name} {
 		if _, err := os.Stat(p); err == nil {
 			left = append(left, p)
 		}
