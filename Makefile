@@ -18,7 +18,7 @@ LDFLAGS := -s -w \
 BIN := bin/skiff
 export SKIFF_BIN := $(CURDIR)/$(BIN)
 
-.PHONY: help deps build run test unit e2e bench kube-proxy generate lint verify clean
+.PHONY: help deps build run test unit e2e bench kube-proxy conformance conformance-smoke conformance-bin generate lint verify clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -68,6 +68,35 @@ tests/bench/kubeproxy/kube-proxy: tests/bench/kubeproxy/go.mod tests/bench/kubep
 		-X k8s.io/component-base/version.gitVersion=$(KUBE_PROXY_VERSION) \
 		-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37" \
 		k8s.io/kubernetes/cmd/kube-proxy
+
+# Upstream's conformance suite (tests/conformance): the e2e test binary, the ginkgo CLI and
+# agnhost, built in their own throwaway module (tests/conformance/e2e) so skiff's go.mod never
+# holds k8s.io/kubernetes; the binaries are git-ignored. The first build fetches ~2.5 GB of
+# modules and takes ~10 minutes on 2 cores; later builds are cached.
+E2E_VERSION := v1.37.2
+E2E_DIR := tests/conformance/e2e
+E2E_BIN := $(E2E_DIR)/bin
+E2E_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(E2E_VERSION) \
+	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37
+PROCS ?= 6
+FOCUS ?= \[Conformance\]
+SKIP ?=
+conformance-bin: $(E2E_BIN)/e2e.test $(E2E_BIN)/ginkgo $(E2E_BIN)/agnhost ## upstream's e2e.test, ginkgo and agnhost (for make conformance)
+$(E2E_BIN)/e2e.test: $(E2E_DIR)/go.mod $(E2E_DIR)/go.sum
+	cd $(E2E_DIR) && $(GO) test -c -o bin/e2e.test -ldflags "$(E2E_LDFLAGS)" k8s.io/kubernetes/test/e2e
+$(E2E_BIN)/ginkgo: $(E2E_DIR)/go.mod $(E2E_DIR)/go.sum
+	cd $(E2E_DIR) && $(GO) build -o bin/ginkgo github.com/onsi/ginkgo/v2/ginkgo
+$(E2E_BIN)/agnhost: $(E2E_DIR)/go.mod $(E2E_DIR)/go.sum
+	cd $(E2E_DIR) && CGO_ENABLED=0 $(GO) build -o bin/agnhost -ldflags '-s -w' k8s.io/kubernetes/test/images/agnhost
+
+CONFORMANCE_RUN = $(GO) run ./tests/conformance/harness --bin-dir $(E2E_BIN) \
+	--kube-src "$$(cd $(E2E_DIR) && $(GO) list -m -f '{{.Dir}}' k8s.io/kubernetes)" --e2e-version $(E2E_VERSION)
+
+conformance: deps build conformance-bin ## upstream's [Conformance] specs against a lab (FOCUS=, SKIP=, PROCS=); writes tests/conformance/RESULTS.md
+	$(CONFORMANCE_RUN) --focus '$(FOCUS)' --skip '$(SKIP)' --procs $(PROCS) --out tests/conformance
+
+conformance-smoke: deps build conformance-bin ## the conformance specs in tests/conformance/smoke.txt (fast, passing today); fails unless all pass
+	$(CONFORMANCE_RUN) --smoke tests/conformance/smoke.txt --procs 4 --lab csmoke --work $(E2E_DIR)/smoke
 
 generate: ## regenerate committed generated code (OpenAPI definitions)
 	$(GO) generate ./...

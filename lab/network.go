@@ -52,7 +52,7 @@ func buildNetwork(s Spec) error {
 	// The host reaches the API through a point-to-point link into the master; the master
 	// gets no route back beyond that /30, so the lab still reaches nothing outside itself.
 	master := s.Master()
-	hostIf := s.Name + "-api"
+	hostIf := s.HostLink()
 	for _, st := range [][]string{
 		{"link", "add", hostIf, "type", "veth", "peer", "name", "api", "netns", master.Netns},
 		{"addr", "add", hostSide.String() + "/30", "dev", hostIf},
@@ -64,11 +64,29 @@ func buildNetwork(s Spec) error {
 			return err
 		}
 	}
+	// The ToR answers the host too (the nodes learn the way back in buildNode).
+	if err := ip("-n", tor.Netns, "route", "add", hostLink.String(), "via", master.IP.String()); err != nil {
+		return err
+	}
+	return addHostRoutes(s)
+}
+
+// addHostRoutes routes the lab's ranges from the host into the master's namespace. The
+// routes name the lab's link, so they go with it when the lab is taken down. A range the
+// host already routes elsewhere that exactly (another lab) is an error naming the route.
+func addHostRoutes(s Spec) error {
+	for _, p := range s.HostRoutes() {
+		if err := ip("route", "add", p.String(), "via", masterSide.String(), "dev", s.HostLink()); err != nil {
+			existing, _ := exec.Command("ip", "route", "show", p.String()).Output()
+			return fmt.Errorf("routing %s into lab %s: %w (the host already has: %s)", p, s.Name, err, strings.TrimSpace(string(existing)))
+		}
+	}
 	return nil
 }
 
 // buildNode makes one node's namespace: eth0 on the fabric (its peer enslaved to the ToR's
-// bridge), loopback, and forwarding on (it routes for its pods).
+// bridge), loopback, forwarding on (it routes for its pods), and the way back to the host's
+// end of the API link through the master.
 func buildNode(s Spec, h Host) error {
 	tor := s.ToRHost()
 	for _, st := range [][]string{
@@ -81,6 +99,11 @@ func buildNode(s Spec, h Host) error {
 		{"-n", h.Netns, "link", "set", "eth0", "up"},
 	} {
 		if err := ip(st...); err != nil {
+			return err
+		}
+	}
+	if h.Role != "master" {
+		if err := ip("-n", h.Netns, "route", "add", hostLink.String(), "via", s.Master().IP.String()); err != nil {
 			return err
 		}
 	}

@@ -32,8 +32,23 @@ var (
 	torAddr    = netip.MustParseAddr("198.18.0.254")
 	hostSide   = netip.MustParseAddr("198.19.0.1")
 	masterSide = netip.MustParseAddr("198.19.0.2")
+	hostLink   = netip.MustParsePrefix("198.19.0.0/30")
 	nameRE     = regexp.MustCompile(`^[a-z][a-z0-9]{0,7}$`)
+
+	// The cluster's ranges as skiff server defaults them (the lab does not change them).
+	podCIDR     = netip.MustParsePrefix("10.244.0.0/16")
+	serviceCIDR = netip.MustParsePrefix("10.96.0.0/12")
 )
+
+// HostRoutes are the ranges the host routes into the lab, through its link to the master,
+// for as long as the lab is up: pods, Services and the fabric. A program on the host (the
+// conformance suite dials pods and NodePorts) then reaches the lab, or is refused by the
+// master at once (ClusterIPs exist only in the pods' socket hooks), and never sends lab
+// traffic out of the host's default route — which on many hosts also covers these ranges.
+func (s Spec) HostRoutes() []netip.Prefix { return []netip.Prefix{podCIDR, serviceCIDR, fabric} }
+
+// HostLink is the host's interface into the master's namespace.
+func (s Spec) HostLink() string { return s.Name + "-api" }
 
 // Spec is what `skiff lab up` is asked for.
 type Spec struct {

@@ -413,6 +413,12 @@ func TestOtherRows(t *testing.T) {
 	if ns := row(t, Namespaces, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceTerminating}}); ns["status"] != "Terminating" {
 		t.Errorf("namespace row = %v", ns)
 	}
+	tmpl := &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Name: "t"}, Template: corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "a", Image: "ia"}, {Name: "b", Image: "ib"}}}}}
+	if r := row(t, PodTemplates, tmpl); r["containers"] != "a,b" || r["images"] != "ia,ib" || r["pod labels"] != "app=web" {
+		t.Errorf("podtemplate row %v", r)
+	}
 	if cm := row(t, ConfigMaps, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Data: map[string]string{"a": "", "b": ""}, BinaryData: map[string][]byte{"c": nil}}); cm["data"] != int64(3) {
 		t.Errorf("configmap row = %v", cm)
 	}
@@ -453,6 +459,7 @@ var every = []struct {
 	{"Namespaces", Namespaces, &corev1.Namespace{}, &corev1.NamespaceList{}},
 	{"ConfigMaps", ConfigMaps, &corev1.ConfigMap{}, &corev1.ConfigMapList{}},
 	{"Secrets", Secrets, &corev1.Secret{}, &corev1.SecretList{}},
+	{"PodTemplates", PodTemplates, &corev1.PodTemplate{}, &corev1.PodTemplateList{}},
 	{"ServiceAccounts", ServiceAccounts, &corev1.ServiceAccount{}, &corev1.ServiceAccountList{}},
 	{"NetworkPolicies", NetworkPolicies, &networkingv1.NetworkPolicy{}, &networkingv1.NetworkPolicyList{}},
 	{"ServiceCIDRs", ServiceCIDRs, &networkingv1.ServiceCIDR{}, &networkingv1.ServiceCIDRList{}},
@@ -518,7 +525,8 @@ func TestEveryPrinterShape(t *testing.T) {
 					t.Errorf("column %s priority %d", c.Name, c.Priority)
 				}
 			}
-			if !names["Name"] || !names["Age"] && !names["Last Seen"] {
+			// Upstream prints no AGE for PodTemplates.
+			if !names["Name"] || !names["Age"] && !names["Last Seen"] && tc.name != "PodTemplates" {
 				t.Errorf("columns %v lack Name or Age", names)
 			}
 			if tc.name != "Events" && tc.name != "EventsV1" {

@@ -417,6 +417,18 @@ var ConfigMaps = New(func(o runtime.Object) []any {
 	return []any{int64(len(cm.Data) + len(cm.BinaryData)), Age(cm.CreationTimestamp)}
 }, Column{Name: "Data", Type: "integer"}, AgeColumn)
 
+// PodTemplates prints NAME CONTAINERS IMAGES POD LABELS, as upstream.
+var PodTemplates = New(func(o runtime.Object) []any {
+	t := o.(*corev1.PodTemplate)
+	var names, images []string
+	for _, c := range t.Template.Spec.Containers {
+		names, images = append(names, c.Name), append(images, c.Image)
+	}
+	return []any{strings.Join(names, ","), strings.Join(images, ","), labels.FormatLabels(t.Template.Labels)}
+}, Column{Name: "Containers", Description: "Names of each container in the template."},
+	Column{Name: "Images", Description: "Images referenced by each container in the template."},
+	Column{Name: "Pod Labels", Description: "The labels for the pod template."})
+
 // Secrets prints NAME TYPE DATA AGE.
 var Secrets = New(func(o runtime.Object) []any {
 	s := o.(*corev1.Secret)

@@ -149,7 +149,19 @@ func configMapsSecretsAccounts(opts generic.RESTOptionsGetter, tokens TokenIssue
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]rest.Storage{"configmaps": cms, "secrets": secrets, "serviceaccounts": accounts}
+	templates, err := simple(opts, resource{
+		gr: corev1.Resource("podtemplates"), singular: "podtemplate",
+		newObj: func() runtime.Object { return &corev1.PodTemplate{} }, newList: func() runtime.Object { return &corev1.PodTemplateList{} },
+		printer: printers.PodTemplates,
+	}, func(o runtime.Object) field.ErrorList { return validation.PodTemplateObject(o.(*corev1.PodTemplate)) },
+		func(obj, old runtime.Object) field.ErrorList {
+			n := obj.(*corev1.PodTemplate)
+			return append(validation.ObjectMetaUpdate(&n.ObjectMeta, &old.(*corev1.PodTemplate).ObjectMeta), validation.PodTemplateObject(n)...)
+		})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]rest.Storage{"configmaps": cms, "secrets": secrets, "serviceaccounts": accounts, "podtemplates": templates}
 	if tokens != nil {
 		out["serviceaccounts/token"] = &TokenREST{accounts: accounts.Store, issuer: tokens}
 	}

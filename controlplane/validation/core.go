@@ -98,6 +98,16 @@ func PodTemplate(t *corev1.PodTemplateSpec, fld *field.Path) field.ErrorList {
 	return errs
 }
 
+// PodTemplateObject validates a core/v1 PodTemplate: its metadata and its template, whose
+// restartPolicy may be any (unlike a workload's).
+func PodTemplateObject(t *corev1.PodTemplate) field.ErrorList {
+	errs := ObjectMeta(&t.ObjectMeta, true, DNSSubdomain)
+	tmpl := field.NewPath("template")
+	errs = append(errs, apivalidation.ValidateAnnotations(t.Template.Annotations, tmpl.Child("metadata", "annotations"))...)
+	errs = append(errs, metav1validation.ValidateLabels(t.Template.Labels, tmpl.Child("metadata", "labels"))...)
+	return append(errs, PodSpec(&t.Template.Spec, tmpl.Child("spec"))...)
+}
+
 // PodSpec validates the rules shared by pods and templates.
 func PodSpec(s *corev1.PodSpec, fld *field.Path) field.ErrorList {
 	var errs field.ErrorList

@@ -30,12 +30,17 @@ const (
 	MediaTypeIndex    = "application/vnd.oci.image.index.v1+json"
 )
 
-// File is one file of the image's single layer.
+// File is one file of the image's single layer: a regular file, or a symbolic link when
+// Link is set, or a directory when Dir is set.
 type File struct {
 	// Path inside the image, e.g. /bin/netutil.
 	Path string
 	Mode int64
 	Data []byte
+	// Link is a symbolic link's target (busybox's applets are links to it).
+	Link string
+	// Dir makes an (empty) directory with Mode, e.g. /tmp with 01777.
+	Dir bool
 }
 
 // Image describes an image to build.
@@ -46,6 +51,9 @@ type Image struct {
 	Entrypoint []string
 	Cmd        []string
 	Env        []string
+	// User runs the image's processes as this user ("1234", "65532:65532"), WorkingDir in
+	// this directory, as a Dockerfile's USER and WORKDIR; empty means root and /.
+	User, WorkingDir string
 	// Arch is the GOARCH-style architecture (amd64).
 	Arch string
 }
@@ -88,11 +96,35 @@ func layer(files []File) (gz []byte, diffID string, err error) {
 		if p == "" || p == "." {
 			return nil, "", fmt.Errorf("bad file path %q", f.Path)
 		}
+		// Parents first, outermost first, each once. A directory given as a File sorts
+		// before everything inside it, so it is written with its own mode before any
+		// child could make it with 0755.
+		var parents []string
 		for d := path.Dir(p); d != "." && !dirs[d]; d = path.Dir(d) {
+			parents = append(parents, d)
+		}
+		for i := len(parents) - 1; i >= 0; i-- {
+			d := parents[i]
 			dirs[d] = true
 			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: epoch}); err != nil {
 				return nil, "", err
 			}
+		}
+		switch {
+		case f.Dir:
+			if dirs[p] {
+				continue // named twice
+			}
+			dirs[p] = true
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: p + "/", Mode: f.Mode, ModTime: epoch}); err != nil {
+				return nil, "", err
+			}
+			continue
+		case f.Link != "":
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: p, Linkname: f.Link, Mode: 0o777, ModTime: epoch}); err != nil {
+				return nil, "", err
+			}
+			continue
 		}
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: p, Mode: f.Mode, Size: int64(len(f.Data)), ModTime: epoch}); err != nil {
 			return nil, "", err
@@ -129,7 +161,7 @@ func Write(w io.Writer, img Image) error {
 	}
 	config, _ := json.Marshal(map[string]any{
 		"architecture": img.Arch, "os": "linux", "created": epoch.Format(time.RFC3339),
-		"config": map[string]any{"Entrypoint": img.Entrypoint, "Cmd": img.Cmd, "Env": img.Env},
+		"config": imageConfig(img),
 		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{diffID}},
 	})
 	manifest, _ := json.Marshal(map[string]any{
@@ -166,6 +198,18 @@ func Write(w io.Writer, img Image) error {
 		}
 	}
 	return tw.Close()
+}
+
+// imageConfig is the runtime part of the image configuration (omitting what is unset).
+func imageConfig(img Image) map[string]any {
+	c := map[string]any{"Entrypoint": img.Entrypoint, "Cmd": img.Cmd, "Env": img.Env}
+	if img.User != "" {
+		c["User"] = img.User
+	}
+	if img.WorkingDir != "" {
+		c["WorkingDir"] = img.WorkingDir
+	}
+	return c
 }
 
 // WriteFile builds the image into an archive file.

@@ -110,3 +110,74 @@ func TestValidateName(t *testing.T) {
 		t.Error("bad file path accepted")
 	}
 }
+
+// TestLayerLinksDirsAndUser: symbolic links and directories keep their kind and mode,
+// parents come before their children, and USER/WORKDIR reach the configuration.
+func TestLayerLinksDirsAndUser(t *testing.T) {
+	img := Image{Name: "localhost/skiff/busybox:1", User: "1234", WorkingDir: "/work",
+		Files: []File{
+			{Path: "/bin/sh", Link: "busybox"},
+			{Path: "/bin/busybox", Mode: 0o755, Data: []byte("bb")},
+			{Path: "/tmp", Dir: true, Mode: 0o1777},
+			{Path: "/tmp/keep", Mode: 0o644, Data: []byte("x")},
+			{Path: "/var/lib/x", Dir: true, Mode: 0o700},
+		}}
+	var buf bytes.Buffer
+	if err := Write(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	files := readArchive(t, buf.Bytes())
+	var index struct{ Manifests []Descriptor }
+	_ = json.Unmarshal(files["index.json"], &index)
+	blob := func(d string) []byte { return files["blobs/sha256/"+strings.TrimPrefix(d, "sha256:")] }
+	var manifest struct {
+		Config Descriptor
+		Layers []Descriptor
+	}
+	_ = json.Unmarshal(blob(index.Manifests[0].Digest), &manifest)
+	var config struct {
+		Config struct{ User, WorkingDir string } `json:"config"`
+	}
+	if err := json.Unmarshal(blob(manifest.Config.Digest), &config); err != nil || config.Config.User != "1234" || config.Config.WorkingDir != "/work" {
+		t.Fatalf("config %+v, %v", config, err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(blob(manifest.Layers[0].Digest)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	seen := map[string]*tar.Header{}
+	var order []string
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[h.Name] != nil {
+			t.Fatalf("%s written twice", h.Name)
+		}
+		seen[h.Name] = h
+		order = append(order, h.Name)
+	}
+	if h := seen["bin/sh"]; h == nil || h.Typeflag != tar.TypeSymlink || h.Linkname != "busybox" {
+		t.Fatalf("bin/sh: %+v", h)
+	}
+	if h := seen["tmp/"]; h == nil || h.Typeflag != tar.TypeDir || h.Mode != 0o1777 {
+		t.Fatalf("tmp/: %+v", h)
+	}
+	if h := seen["var/lib/x/"]; h == nil || h.Mode != 0o700 {
+		t.Fatalf("var/lib/x/: %+v", h)
+	}
+	pos := map[string]int{}
+	for i, n := range order {
+		pos[n] = i
+	}
+	for _, pair := range [][2]string{{"var/", "var/lib/"}, {"var/lib/", "var/lib/x/"}, {"tmp/", "tmp/keep"}, {"bin/", "bin/sh"}} {
+		if pos[pair[0]] >= pos[pair[1]] {
+			t.Fatalf("%s written after %s: %v", pair[0], pair[1], order)
+		}
+	}
+}

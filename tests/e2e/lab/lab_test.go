@@ -479,6 +479,8 @@ func runLab(t *testing.T, name, tor string) {
 	}
 
 	step("pod to pod, captured on the fabric")
+	l.hostRoutes(p2)
+	step("the host routes the lab's ranges into the lab")
 	// The ToR: its own BGP table has every block, and it reaches pods.
 	if tor != "none" {
 		cidrs := l.podCIDRs()
@@ -555,6 +557,9 @@ func runLab(t *testing.T, name, tor string) {
 	if out, _ := exec.Command("ip", "link", "show", name+"-api").CombinedOutput(); !strings.Contains(string(out), "does not exist") {
 		left = append(left, "host link: "+string(out))
 	}
+	if out, _ := exec.Command("ip", "route", "show", "dev", name+"-api").CombinedOutput(); strings.Contains(string(out), "via") {
+		left = append(left, "host routes: "+string(out))
+	}
 	for _, p := range []string{"/var/lib/skiff/lab/" + name, "/var/run/frr/" + name + "-tor", "/etc/frr/" + name + "-tor",
 		filepath.Join(cgroups.Unified(), skifflab.CgroupRoot(name)), "/sys/fs/cgroup/memory/skiff/lab-" + name} {
 		if _, err := os.Stat(p); err == nil {
@@ -566,6 +571,31 @@ func runLab(t *testing.T, name, tor string) {
 	}
 	if len(left) > 0 {
 		t.Errorf("skiff lab down left: %v", left)
+	}
+}
+
+// hostRoutes checks that while the lab is up the host sends every lab range — pods, Services,
+// the fabric — through its link into the lab, never out of its default route, and that a
+// program on the host reaches a pod on a worker and a worker's own address that way.
+func (l *lab) hostRoutes(pod *corev1.Pod) {
+	l.t.Helper()
+	link := l.name + "-api"
+	for _, addr := range []string{pod.Status.PodIP, "10.244.200.7", "10.96.0.10", "10.111.2.3", "198.18.0.3", "198.18.0.254"} {
+		out, err := exec.Command("ip", "route", "get", addr).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "dev "+link+" ") {
+			l.t.Errorf("the host routes %s %q, want through %s: %v", addr, strings.TrimSpace(string(out)), link, err)
+		}
+	}
+	netutil := filepath.Join(filepath.Dir(l.bin), "netutil")
+	framework.Eventually(l.t, 20*time.Second, "the host reaches "+pod.Name+" by its pod IP", func() (bool, string) {
+		out, err := exec.CommandContext(l.ctx, netutil, "fetch", "http://"+pod.Status.PodIP+":8080/hostname").CombinedOutput()
+		return err == nil && strings.TrimSpace(string(out)) == pod.Name, string(out)
+	})
+	// A ClusterIP exists only in the pods' socket hooks: from the host it is refused by the
+	// master at once (no route there), not sent anywhere else.
+	out, err := exec.CommandContext(l.ctx, netutil, "fetch", "--timeout", "3s", "http://10.96.0.1:443/").CombinedOutput()
+	if err == nil {
+		l.t.Errorf("a ClusterIP answered the host: %s", out)
 	}
 }
 

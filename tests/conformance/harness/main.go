@@ -1,0 +1,330 @@
+// Command harness runs upstream's conformance suite — the [Conformance] specs of
+// k8s.io/kubernetes's e2e test binary, what Sonobuoy and hydrophone run to certify a
+// distribution — against a skiff lab, and writes what it found: `make conformance` (every
+// conformance spec, RESULTS.md) and `make conformance-smoke` (a fixed list that passes today,
+// for CI).
+//
+// One run: list the images the binary asks for and build the ones it can without a registry;
+// list the selected specs with a dry run; bring up a lab and import the images into every
+// node's containerd; run ginkgo in parallel (serial specs after); run again whatever a dead
+// ginkgo process lost; merge the reports so every selected spec has one outcome; take the lab
+// down — also when interrupted.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	binDir, kubeSrc, skiff, pause, busybox, kubectl string
+	lab                                             string
+	nodes, procs                                    int
+	focus, skip, smoke                              string
+	work, out                                       string
+	e2eVersion                                      string
+	timeout                                         time.Duration
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.binDir, "bin-dir", "tests/conformance/e2e/bin", "directory with e2e.test, ginkgo and agnhost (make conformance-bin)")
+	flag.StringVar(&o.kubeSrc, "kube-src", "", "the k8s.io/kubernetes module directory (agnhost's certificates, kitten's and nautilus's pages)")
+	flag.StringVar(&o.skiff, "skiff", "bin/skiff", "the skiff binary the lab runs")
+	flag.StringVar(&o.pause, "pause", "bin/pause", "skiff's static pause binary")
+	flag.StringVar(&o.busybox, "busybox", "/bin/busybox", "a static busybox (Debian's busybox-static)")
+	flag.StringVar(&o.kubectl, "kubectl", "/usr/lib/google-cloud-sdk/bin/kubectl.1.33", "the kubectl the specs run")
+	flag.StringVar(&o.lab, "lab", "conf", "name of the lab to bring up (and take down)")
+	flag.IntVar(&o.nodes, "nodes", 2, "worker nodes besides the master")
+	flag.IntVar(&o.procs, "procs", 6, "parallel ginkgo processes (serial specs run after, on one)")
+	flag.StringVar(&o.focus, "focus", `\[Conformance\]`, "ginkgo focus regexp")
+	flag.StringVar(&o.skip, "skip", "", "ginkgo skip regexp")
+	flag.StringVar(&o.smoke, "smoke", "", "file listing exact spec names, one a line: run only those, and fail unless every one passes")
+	flag.StringVar(&o.work, "work", "tests/conformance/e2e/run", "working directory: images, reports, logs (not committed)")
+	flag.StringVar(&o.out, "out", "", "directory for RESULTS.md, results.json and junit.xml (a full run: tests/conformance)")
+	flag.StringVar(&o.e2eVersion, "e2e-version", "v1.37.2", "the k8s.io/kubernetes version e2e.test was built from")
+	flag.DurationVar(&o.timeout, "timeout", 3*time.Hour, "ginkgo's suite timeout")
+	flag.Parse()
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "conformance:", err)
+		os.Exit(1)
+	}
+}
+
+func logf(format string, args ...any) {
+	fmt.Printf("conformance: "+format+"\n", args...)
+}
+
+func run(o options) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	e2e := filepath.Join(o.binDir, "e2e.test")
+	ginkgo := filepath.Join(o.binDir, "ginkgo")
+	for _, f := range []string{e2e, ginkgo, filepath.Join(o.binDir, "agnhost"), o.skiff, o.pause, o.busybox, o.kubectl} {
+		if _, err := os.Stat(f); err != nil {
+			return fmt.Errorf("%s is missing (make conformance builds it): %w", f, err)
+		}
+	}
+	if err := os.MkdirAll(o.work, 0o755); err != nil {
+		return err
+	}
+	if o.smoke != "" {
+		focus, err := focusFromList(o.smoke)
+		if err != nil {
+			return err
+		}
+		o.focus = focus
+	}
+
+	// Images under the references the binary asks for.
+	listed, err := exec.CommandContext(ctx, e2e, "--list-images").Output()
+	if err != nil {
+		return fmt.Errorf("e2e.test --list-images: %w", err)
+	}
+	src := Sources{Agnhost: filepath.Join(o.binDir, "agnhost"), KubeSrc: o.kubeSrc, Busybox: o.busybox, Pause: o.pause}
+	archives, notBuilt, err := BuildImages(src, strings.Fields(string(listed)), filepath.Join(o.work, "images"))
+	if err != nil {
+		return err
+	}
+	logf("built %d images; not built here: %s", len(archives), strings.Join(notBuilt, " "))
+
+	// The selected specs, from a dry run: what every outcome is counted against.
+	dryFile := filepath.Join(o.work, "dry-run.json")
+	_ = os.Remove(dryFile)
+	dry := exec.CommandContext(ctx, e2e, "--ginkgo.dry-run", "--ginkgo.focus="+o.focus, "--ginkgo.skip="+o.skip,
+		"--ginkgo.json-report="+dryFile, "--ginkgo.silence-skips", "--ginkgo.no-color", "--provider=skeleton")
+	if out, err := dry.CombinedOutput(); err != nil {
+		if _, serr := os.Stat(dryFile); serr != nil {
+			return fmt.Errorf("e2e.test --ginkgo.dry-run: %v: %s", err, tail(out, 2000))
+		}
+	}
+	dryReports, err := readReports(dryFile)
+	if err != nil {
+		return err
+	}
+	selected := Selected(dryReports)
+	total := 0
+	for _, r := range dryReports {
+		for _, s := range r.SpecReports {
+			if s.LeafNodeType == "It" {
+				total++
+			}
+		}
+	}
+	if len(selected) == 0 {
+		return fmt.Errorf("focus %q skip %q select no spec", o.focus, o.skip)
+	}
+	logf("%d of %d specs selected", len(selected), total)
+
+	// The lab, taken down whatever happens next.
+	skiff := func(args ...string) error {
+		cmd := exec.Command(o.skiff, append([]string{"lab"}, args...)...)
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		return cmd.Run()
+	}
+	_ = skiff("down", "--name", o.lab)
+	defer func() {
+		logf("taking lab %s down", o.lab)
+		if err := skiff("down", "--name", o.lab); err != nil {
+			logf("lab down: %v", err)
+		}
+	}()
+	up := exec.CommandContext(ctx, o.skiff, "lab", "up", "--name", o.lab, "--nodes", fmt.Sprint(o.nodes), "--tor", "frr", "--timeout", "5m")
+	up.Stdout, up.Stderr = os.Stdout, os.Stderr
+	if err := up.Run(); err != nil {
+		return fmt.Errorf("lab up: %w", err)
+	}
+	labDir := filepath.Join("/var/lib/skiff/lab", o.lab)
+	agents := []string{filepath.Join(labDir, "master", "agent")}
+	for i := 1; i <= o.nodes; i++ {
+		agents = append(agents, filepath.Join(labDir, fmt.Sprintf("node%d", i)))
+	}
+	for _, dir := range agents {
+		cmd := exec.CommandContext(ctx, o.skiff, append([]string{"images", "import", "--agent-data-dir", dir}, archives...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("importing images into %s: %v: %s", dir, err, tail(out, 2000))
+		}
+	}
+	logf("images imported into %d nodes' containerd", len(agents))
+
+	kubeconfig := filepath.Join(labDir, "admin.kubeconfig")
+	e2eArgs := []string{"--provider=skeleton", "--kubeconfig=" + kubeconfig, "--kubectl-path=" + o.kubectl,
+		"--non-blocking-taints=node-role.kubernetes.io/control-plane", "--dump-logs-on-failure=false", "--disable-log-dump"}
+	runs := [][]ginkgoReport{}
+	runOnce := func(n int, focus string, procs int) error {
+		// ginkgo writes its reports under --output-dir, by their base names.
+		report := filepath.Join(o.work, fmt.Sprintf("report-%d.json", n))
+		_ = os.Remove(report)
+		args := []string{"--no-color", "--timeout=" + o.timeout.String(), "--focus=" + focus, "--skip=" + o.skip,
+			"--json-report=" + filepath.Base(report), "--junit-report=" + fmt.Sprintf("junit-%d.xml", n),
+			"--output-dir=" + o.work, "--silence-skips", "--keep-going"}
+		if procs > 1 {
+			args = append(args, "-p", fmt.Sprintf("--procs=%d", procs))
+		}
+		args = append(append(args, e2e, "--"), e2eArgs...)
+		logFile, err := os.Create(filepath.Join(o.work, fmt.Sprintf("ginkgo-%d.log", n)))
+		if err != nil {
+			return err
+		}
+		defer logFile.Close()
+		cmd := exec.Command(ginkgo, args...)
+		cmd.Stdout = io.MultiWriter(logFile, os.Stdout)
+		cmd.Stderr = cmd.Stdout
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err = <-done:
+		case <-ctx.Done():
+			// ginkgo reports what ran when interrupted; give it a moment, then end the group.
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+			select {
+			case err = <-done:
+			case <-time.After(60 * time.Second):
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				err = <-done
+			}
+		}
+		logf("ginkgo run %d ended: %v", n, err)
+		reps, rerr := readReports(report)
+		if rerr != nil {
+			logf("ginkgo run %d left no report: %v", n, rerr)
+			return nil
+		}
+		runs = append(runs, reps)
+		return nil
+	}
+	if err := runOnce(1, o.focus, o.procs); err != nil {
+		return err
+	}
+	// A ginkgo process that dies (a spec that calls Failf outside its goroutine, say) takes
+	// its current spec with it, and process 1's death the serial specs; run those once more.
+	if missing := Missing(selected, runs...); len(missing) > 0 && ctx.Err() == nil {
+		logf("%d selected specs have no result; running them again", len(missing))
+		if err := runOnce(2, exactFocus(missing), min(o.procs, 2)); err != nil {
+			return err
+		}
+	}
+
+	s := &Summary{Date: time.Now().UTC().Format("2006-01-02"), Commit: commit(), E2E: o.e2eVersion,
+		Lab:   fmt.Sprintf("`skiff lab up --nodes %d --tor frr`: a master (control-plane, NoSchedule) and %d workers", o.nodes, o.nodes),
+		Procs: o.procs, Focus: o.focus, Skip: o.skip, Duration: time.Since(start).Round(time.Second).String(),
+		Images: notBuilt, TotalSpecs: total, Results: Merge(selected, runs...)}
+	if o.smoke != "" {
+		s.Focus = "the specs listed in " + o.smoke
+	}
+	Summarize(s)
+	if ctx.Err() != nil {
+		s.Duration += " (interrupted)"
+	}
+	dest := o.out
+	if dest == "" {
+		dest = o.work
+	}
+	if err := writeResults(dest, s, o.work); err != nil {
+		return err
+	}
+	logf("%s — %s", s.Headline(), filepath.Join(dest, "RESULTS.md"))
+	if ctx.Err() != nil {
+		return fmt.Errorf("interrupted")
+	}
+	if o.smoke != "" && s.Totals.Passed != s.Totals.Selected {
+		for _, r := range s.Results {
+			if r.State != Passed {
+				logf("smoke: %s: %s %s", r.Name, r.State, r.Error)
+			}
+		}
+		return fmt.Errorf("smoke: %d of %d specs did not pass", s.Totals.Selected-s.Totals.Passed, s.Totals.Selected)
+	}
+	return nil
+}
+
+func writeResults(dir string, s *Summary, work string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "RESULTS.md"))
+	if err != nil {
+		return err
+	}
+	if err := WriteMarkdown(f, s); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	b, _ := json.MarshalIndent(s, "", " ")
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	var junit strings.Builder
+	if err := WriteJUnit(&junit, s); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "junit.xml"), []byte(junit.String()), 0o644)
+}
+
+// focusFromList makes a focus matching exactly the spec names a file lists.
+func focusFromList(file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", err
+	}
+	var names []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			names = append(names, l)
+		}
+	}
+	if len(names) == 0 {
+		return "", fmt.Errorf("%s lists no spec", file)
+	}
+	return exactFocus(names), nil
+}
+
+// suiteDescription is what ginkgo puts before every spec's name when it matches a focus.
+const suiteDescription = "Kubernetes e2e suite"
+
+// exactFocus is a ginkgo focus that selects exactly these full spec names.
+func exactFocus(names []string) string {
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = regexp.QuoteMeta(n)
+	}
+	return "^(?:" + regexp.QuoteMeta(suiteDescription) + " )?(?:" + strings.Join(quoted, "|") + ")$"
+}
+
+func commit() string {
+	out, err := exec.Command("git", "rev-parse", "--short=12", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	c := strings.TrimSpace(string(out))
+	if st, _ := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); len(strings.TrimSpace(string(st))) > 0 {
+		c += " (with uncommitted changes)"
+	}
+	return c
+}
+
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return strings.TrimSpace(string(b))
+}
