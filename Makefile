@@ -38,7 +38,7 @@ run: deps build ## bring up the lab: a master, $(LAB_NODES) workers and an FRR t
 		echo "skiff: lab $(LAB) is already up (skiff lab down --name $(LAB) to remove it)"; ./$(BIN) lab status --name $(LAB); \
 	else ./$(BIN) lab up --name $(LAB) --nodes $(LAB_NODES) --tor frr; fi
 
-test: deps build ## run every test: unit, fuzz seeds, end-to-end with the real kubectl and etcd
+test: deps build ## run every test: unit, fuzz seeds, end-to-end with the real kubectl and etcd, and the conformance smoke
 	@hack/test.sh
 
 unit: ## unit tests only (no root, no network)

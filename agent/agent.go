@@ -28,6 +28,7 @@ import (
 	"github.com/skiff-sh/skiff/agent/api"
 	"github.com/skiff-sh/skiff/agent/cgroups"
 	"github.com/skiff-sh/skiff/agent/cniserver"
+	"github.com/skiff-sh/skiff/agent/hostprep"
 	"github.com/skiff-sh/skiff/agent/ipam"
 	"github.com/skiff-sh/skiff/agent/node"
 	"github.com/skiff-sh/skiff/agent/pods"
@@ -37,6 +38,7 @@ import (
 	"github.com/skiff-sh/skiff/bgp"
 	"github.com/skiff-sh/skiff/dataplane"
 	"github.com/skiff-sh/skiff/images"
+	"github.com/skiff-sh/skiff/internal/supervisor"
 )
 
 // Options configure the agent.
@@ -45,8 +47,10 @@ type Options struct {
 	DataDir string
 	// NodeName and InternalIP identify the node.
 	NodeName, InternalIP string
-	// Taints are set when the node registers.
+	// Taints are set when the node registers, Labels added to the standard ones
+	// (node-role.kubernetes.io/control-plane on the server's own node).
 	Taints []corev1.Taint
+	Labels map[string]string
 	// Netns, if set, runs containerd (and so every pod's host-side network) in that namespace.
 	Netns string
 	// CNIPlugin is the skiff-cni binary to install.
@@ -90,6 +94,20 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	if err != nil {
 		return err
 	}
+	// The kernel first: forwarding, bpffs, cgroup v2 — fixed where they are not right, and
+	// the agent stops if pod networking cannot work (it would otherwise report Ready).
+	steps, err := hostprep.Prepare(hostprep.System{Netns: o.Netns}, hostprep.Needs{ServiceProxy: o.ServiceProxy})
+	for _, st := range steps {
+		switch {
+		case st.Problem != "":
+			log.Warn("node prerequisite not met", "check", st.Name, "problem", st.Problem, "required", st.Required)
+		case st.Changed:
+			log.Info("node prepared", "check", st.Name, "change", st.Detail)
+		}
+	}
+	if err != nil {
+		return err
+	}
 	cniBin, cniConf := filepath.Join(o.DataDir, "cni", "bin"), filepath.Join(o.DataDir, "cni", "net.d")
 	socket := filepath.Join(o.DataDir, "cni.sock")
 	if err := installCNI(o.CNIPlugin, cniBin, cniConf, socket); err != nil {
@@ -123,12 +141,19 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	if err != nil {
 		return err
 	}
+	// Every long-running part from here on runs under one supervisor: the pod workers are
+	// required (their end ends the agent, non-zero), the others restart with backoff, and
+	// any part that is down makes /healthz fail and the Node NotReady, naming it.
+	sup := supervisor.New(ctx, log)
 	nopts := node.Options{Name: o.NodeName, InternalIP: o.InternalIP, RuntimeVersion: "containerd://" + v.RuntimeVersion, Taints: o.Taints,
-		APIPort: o.APIPort}
+		Labels: o.Labels, APIPort: o.APIPort, Health: sup.Health}
 	if _, err := node.Register(ctx, client, nopts, log); err != nil {
 		return err
 	}
-	go node.Heartbeat(ctx, client, nopts, log)
+	sup.Go(supervisor.Part{Name: "node-lease", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
+		node.Heartbeat(ctx, client, nopts, log)
+		return ctx.Err()
+	}})
 
 	// Pod addresses come from the node's block, which the nodeipam controller assigns.
 	var podCIDR string
@@ -140,17 +165,17 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		podCIDR = n.Spec.PodCIDR
 		return podCIDR != "", nil
 	}); err != nil {
+		sup.Stop()
 		return err
 	}
 	alloc, err := ipam.New(podCIDR, ipam.FileStore{Path: filepath.Join(o.DataDir, "ipam.json")})
 	if err != nil {
+		sup.Stop()
 		return err
 	}
-	go func() {
-		if err := cniserver.Serve(ctx, socket, (&cniserver.Server{IPAM: alloc, Log: log}).Handler()); err != nil {
-			log.Error("cni server", "err", err)
-		}
-	}()
+	sup.Go(supervisor.Part{Name: "cni-server", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
+		return cniserver.Serve(ctx, socket, (&cniserver.Server{IPAM: alloc, Log: log}).Handler())
+	}})
 	var proxy atomic.Pointer[dataplane.Dataplane]
 	if o.ServiceProxy {
 		root := o.CgroupRoot
@@ -159,50 +184,53 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		}
 		po := dataplane.ProxyOptions{Node: dataplane.Node{Name: o.NodeName, IP: nodeAddr(o.InternalIP)}, Uplink: uplinkOf(o.InternalIP), PinDir: dataplane.PinDir(o.NodeName), CgroupPath: filepath.Join(cgroups.Unified(), root),
 			Started: func(d *dataplane.Dataplane) { proxy.Store(d) }}
-		go func() {
-			if err := dataplane.RunProxy(ctx, client, po, log.With("component", "service-proxy")); err != nil {
-				log.Error("service proxy", "err", err)
-			}
-		}()
+		sup.Go(supervisor.Part{Name: "service-proxy", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
+			return dataplane.RunProxy(ctx, client, po, log.With("component", "service-proxy"))
+		}})
 	}
 	var speaker atomic.Pointer[bgp.Speaker]
 	if o.BGP != nil {
 		bo := *o.BGP
 		bo.NodeName = o.NodeName
 		bo.Started = func(s *bgp.Speaker) { speaker.Store(s) }
-		go func() {
-			if err := bgp.Run(ctx, client, bo, log.With("component", "bgp")); err != nil {
-				log.Error("BGP", "err", err)
-			}
-		}()
+		sup.Go(supervisor.Part{Name: "bgp", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
+			return bgp.Run(ctx, client, bo, log.With("component", "bgp"))
+		}})
 	}
 	log.Info("agent ready", "node", o.NodeName, "podCIDR", podCIDR, "runtime", nopts.RuntimeVersion)
 
 	conn, err := ctr.Dial()
 	if err != nil {
+		sup.Stop()
 		return err
 	}
 	defer conn.Close()
 	if o.ServingCert != "" {
-		go func() {
+		sup.Go(supervisor.Part{Name: "agent-api", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
 			h := (&api.Server{Runtime: runtimeapi.NewRuntimeServiceClient(conn), Netns: o.Netns}).Handler()
-			if err := api.Serve(ctx, o.APIAddress, o.ServingCert, o.ServingKey, o.ClientCA, h); err != nil {
-				log.Error("agent API", "err", err)
-			}
-		}()
+			return api.Serve(ctx, o.APIAddress, o.ServingCert, o.ServingKey, o.ClientCA, h)
+		}})
 	}
 	pm := pods.New(client, runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn),
 		pods.Options{NodeName: o.NodeName, HostIP: o.InternalIP, PodLogDir: o.PodLogDir, Netns: o.Netns, CgroupRoot: o.CgroupRoot,
 			ClusterDNS: o.ClusterDNS, ClusterDomain: o.ClusterDomain, ResolvConf: o.ResolvConf,
 			Volumes: volumes.New(client, filepath.Join(o.DataDir, "pods"))}, log)
 	if o.HealthzAddress != "" {
-		go serveHealthz(ctx, o.HealthzAddress, ctr, &speaker, &proxy, log)
+		sup.Go(supervisor.Part{Name: "healthz", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
+			return serveHealthz(ctx, o.HealthzAddress, ctr, sup, &speaker, &proxy)
+		}})
 	}
 	if o.PodManifestPath != "" {
-		go static.Run(ctx, client, o.PodManifestPath, o.NodeName, pm, 2*time.Second, log)
+		sup.Go(supervisor.Part{Name: "static-pods", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
+			static.Run(ctx, client, o.PodManifestPath, o.NodeName, pm, 2*time.Second, log)
+			return ctx.Err()
+		}})
 	}
-	pm.Run(ctx)
-	return nil
+	sup.Go(supervisor.Part{Name: "pods", Policy: supervisor.Fatal, Run: func(ctx context.Context) error {
+		pm.Run(ctx)
+		return ctx.Err()
+	}})
+	return sup.Wait()
 }
 
 // installCNI copies skiff-cni into the bin dir (also as "loopback", which CRI runs for lo)
@@ -242,21 +270,34 @@ func installCNI(plugin, binDir, confDir, socket string) error {
 	return os.WriteFile(filepath.Join(confDir, "10-skiff.conflist"), conf, 0o644)
 }
 
-// serveHealthz answers /healthz on a loopback port, as the kubelet's 10248: ok while the
-// runtime answers CRI.
-// serveHealthz serves /healthz and /metrics (the BGP speaker's session states and route
-// counts, once it runs) on the agent's loopback address.
-func serveHealthz(ctx context.Context, addr string, ctr *runtime.Containerd, speaker *atomic.Pointer[bgp.Speaker],
-	proxy *atomic.Pointer[dataplane.Dataplane], log *slog.Logger) {
+// serveHealthz serves /healthz, as the kubelet's 10248 — ok while the runtime answers CRI and
+// every supervised part runs; `?verbose` lists each — and /metrics (the BGP speaker's session
+// states and route counts, the service tables, each part's state) on the agent's loopback
+// address.
+func serveHealthz(ctx context.Context, addr string, ctr *runtime.Containerd, sup *supervisor.Supervisor, speaker *atomic.Pointer[bgp.Speaker],
+	proxy *atomic.Pointer[dataplane.Dataplane]) error {
 	mux := http.NewServeMux()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(bgpCollector{speaker}, proxyCollector{proxy})
+	reg.MustRegister(bgpCollector{speaker}, proxyCollector{proxy}, partsCollector{sup})
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		cctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
+		report := "[+]containerd ok\n"
+		healthy := true
 		if _, err := ctr.Version(cctx); err != nil {
-			http.Error(w, "container runtime: "+err.Error(), http.StatusInternalServerError)
+			report, healthy = "[-]containerd failed: "+err.Error()+"\n", false
+		}
+		report += sup.Report()
+		if sup.Health() != nil {
+			healthy = false
+		}
+		if !healthy {
+			http.Error(w, report+"healthz check failed", http.StatusInternalServerError)
+			return
+		}
+		if _, verbose := r.URL.Query()["verbose"]; verbose {
+			fmt.Fprint(w, report+"healthz check passed\n")
 			return
 		}
 		fmt.Fprint(w, "ok")
@@ -267,7 +308,34 @@ func serveHealthz(ctx context.Context, addr string, ctr *runtime.Containerd, spe
 		_ = srv.Close()
 	}()
 	if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
-		log.Warn("agent healthz", "err", err)
+		return err
+	}
+	return nil
+}
+
+var (
+	partUpDesc = prometheus.NewDesc("skiff_agent_part_up",
+		"1 while a supervised part of the agent runs, 0 while it is down (restarting, or ended).", []string{"part"}, nil)
+	partRestartsDesc = prometheus.NewDesc("skiff_agent_part_restarts_total",
+		"How often a supervised part of the agent failed and was restarted.", []string{"part"}, nil)
+)
+
+// partsCollector exports each supervised part's state.
+type partsCollector struct{ sup *supervisor.Supervisor }
+
+func (c partsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- partUpDesc
+	ch <- partRestartsDesc
+}
+
+func (c partsCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, st := range c.sup.Statuses() {
+		up := 0.0
+		if st.Running {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(partUpDesc, prometheus.GaugeValue, up, st.Name)
+		ch <- prometheus.MustNewConstMetric(partRestartsDesc, prometheus.CounterValue, float64(st.Restarts), st.Name)
 	}
 }
 

@@ -5,49 +5,21 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"runtime"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
+	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/skiff-sh/skiff/cni/protocol"
 )
 
-// inNetns runs f on a thread switched into the network namespace at path.
+// inNetns runs f on a thread switched into the network namespace at path (containernetworking's
+// ns: the thread is switched back, or discarded if that fails).
 func inNetns(path string, f func() error) error {
-	target, err := netns.GetFromPath(path)
-	if err != nil {
-		return fmt.Errorf("open netns %s: %w", path, err)
-	}
-	defer target.Close()
-	errc := make(chan error, 1)
-	go func() {
-		// The thread is locked and never unlocked: if switching back fails, the runtime
-		// discards it instead of reusing a thread in the wrong namespace.
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(target); err != nil {
-			errc <- fmt.Errorf("enter netns %s: %w", path, err)
-			return
-		}
-		ferr := f()
-		if err := netns.Set(orig); err != nil {
-			errc <- errors.Join(ferr, fmt.Errorf("return from netns: %w", err))
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
+	return ns.WithNetNSPath(path, func(ns.NetNS) error { return f() })
 }
 
 func k8sArgs(args string) (K8sArgs, error) {
@@ -108,7 +80,7 @@ func add(conf *NetConf, args *skel.CmdArgs) (*current.Result, error) {
 func setUp(args *skel.CmdArgs, ip, gw net.IP, mtu int) (*current.Result, error) {
 	hostName := HostVethName(args.ContainerID)
 	tmpName := "t" + hostName[1:]
-	target, err := netns.GetFromPath(args.Netns)
+	target, err := ns.GetNS(args.Netns)
 	if err != nil {
 		return nil, fmt.Errorf("skiff-cni: open netns %s: %w", args.Netns, err)
 	}
@@ -128,7 +100,7 @@ func setUp(args *skel.CmdArgs, ip, gw net.IP, mtu int) (*current.Result, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := netlink.LinkSetNsFd(peer, int(target)); err != nil {
+	if err := netlink.LinkSetNsFd(peer, int(target.Fd())); err != nil {
 		return nil, fmt.Errorf("skiff-cni: move %s into %s: %w", tmpName, args.Netns, err)
 	}
 	if err := netlink.LinkSetUp(host); err != nil {

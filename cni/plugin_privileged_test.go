@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +16,6 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 
 	"github.com/skiff-sh/skiff/agent/cniserver"
 	"github.com/skiff-sh/skiff/agent/ipam"
@@ -48,23 +46,9 @@ func testNetns(t *testing.T, role string) string {
 // in the host's namespace.
 func onThreadIn(t *testing.T, path string, f func()) {
 	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		ns, err := netns.GetFromPath(path)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer ns.Close()
-		if err := netns.Set(ns); err != nil {
-			t.Error(err)
-			return
-		}
-		f()
-	}()
-	<-done
+	if err := inNetns(path, func() error { f(); return nil }); err != nil {
+		t.Error(err)
+	}
 }
 
 func startAgent(t *testing.T) (string, *ipam.Allocator) {

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Runs every test of the repository and prints one summary line at the end.
+# Runs every test of the repository and prints one summary line at the end: go vet, the Go
+# tests (unit, fuzz seeds, end-to-end with the real kubectl and etcd), then the conformance
+# smoke (a fixed list of upstream [Conformance] specs that pass today, against a lab).
 set -uo pipefail
 export PATH=/usr/local/go/bin:$PATH
 cd "$(dirname "$0")/.."
@@ -10,11 +12,17 @@ go test -count=1 -timeout 45m ./... 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 pkgs_ok=$(grep -c '^ok ' "$log")
 pkgs_fail=$(grep -c '^FAIL\s' "$log")
+rm -f "$log"
+if make --no-print-directory conformance-smoke; then
+  smoke="passed ($(wc -l < <(grep -v '^#' tests/conformance/smoke.txt | grep -v '^\s*$')) specs)"
+else
+  smoke="FAILED"
+  rc=1
+fi
 secs=$(( $(date +%s) - start ))
 if [ "$rc" -eq 0 ]; then
-  echo "SUMMARY: PASS — $pkgs_ok packages ok, 0 failed, ${secs}s"
+  echo "SUMMARY: PASS — $pkgs_ok packages ok, 0 failed, conformance smoke $smoke, ${secs}s"
 else
-  echo "SUMMARY: FAIL — $pkgs_ok packages ok, $pkgs_fail failed, ${secs}s"
+  echo "SUMMARY: FAIL — $pkgs_ok packages ok, $pkgs_fail failed, conformance smoke $smoke, ${secs}s"
 fi
-rm -f "$log"
 exit "$rc"

@@ -39,6 +39,7 @@ import (
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -98,8 +99,16 @@ func Ensure(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 	if jt.CAHash == "" {
 		log.Warn("the join token pins no CA: trusting the server's CA on first use (use the full K10… token from <server data dir>/token to pin it)")
 	}
-	caPEM, err := ensureCA(ctx, o.Server, jt.CAHash, res.CAFile)
-	if err != nil {
+	// A server that was just started may not answer yet, nor know its own bootstrap token
+	// (it writes the token file before the token's Secret is stored): like the kubelet's TLS
+	// bootstrap, the agent retries what may be transient until o.Timeout, and fails at once
+	// on what is not (a CA that does not match the pin, a refused request).
+	var caPEM []byte
+	if err := retryTransient(ctx, o.Timeout, log, "fetching the cluster CA", func() error {
+		var err error
+		caPEM, err = ensureCA(ctx, o.Server, jt.CAHash, res.CAFile)
+		return err
+	}); err != nil {
 		return res, err
 	}
 	user := "system:node:" + o.NodeName
@@ -111,9 +120,11 @@ func Ensure(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 			return res, err
 		}
 		log.Info("requesting a node client certificate", "server", o.Server, "user", user)
-		if err := request(ctx, boot, o.Timeout, clientCert, clientKey, certificatesv1.KubeAPIServerClientKubeletSignerName,
-			&x509.CertificateRequest{Subject: pkix.Name{CommonName: user, Organization: []string{"system:nodes"}}},
-			[]certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}); err != nil {
+		if err := retryTransient(ctx, o.Timeout, log, "requesting a node client certificate", func() error {
+			return request(ctx, boot, o.Timeout, clientCert, clientKey, certificatesv1.KubeAPIServerClientKubeletSignerName,
+				&x509.CertificateRequest{Subject: pkix.Name{CommonName: user, Organization: []string{"system:nodes"}}},
+				[]certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth})
+		}); err != nil {
 			return res, fmt.Errorf("node client certificate: %w", err)
 		}
 	}
@@ -140,6 +151,45 @@ func Ensure(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// permanent marks an error that retrying cannot fix.
+type permanent struct{ error }
+
+func (p permanent) Unwrap() error { return p.error }
+
+// transient says whether err may pass by itself: the server not listening or not ready yet,
+// or not yet knowing the bootstrap token (401); not a refusal (403), a bad request, or a CA
+// that does not match the pin.
+func transient(err error) bool {
+	var p permanent
+	if errors.As(err, &p) {
+		return false
+	}
+	if apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || apierrors.IsInvalid(err) || apierrors.IsNotFound(err) {
+		return false
+	}
+	return true
+}
+
+// retryTransient calls f until it succeeds, fails permanently, or timeout passes, waiting
+// 1 s, 2 s, … 10 s between tries.
+func retryTransient(ctx context.Context, timeout time.Duration, log *slog.Logger, what string, f func() error) error {
+	deadline := time.Now().Add(timeout)
+	wait := time.Second
+	for {
+		err := f()
+		if err == nil || !transient(err) || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		log.Warn("retrying", "what", what, "err", err, "in", wait)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 10*time.Second)
+	}
 }
 
 // ensureCA returns the pinned CA, from disk when it still matches the pin.
@@ -184,15 +234,15 @@ func FetchCA(ctx context.Context, server, pin string) ([]byte, error) {
 		return nil, fmt.Errorf("fetching the cluster CA: %w", err)
 	}
 	if got := bootstraptoken.CAHash(caPEM); pin != "" && got != pin {
-		return nil, fmt.Errorf("the server's CA (sha256 %s) does not match the join token's pin %s: wrong server or wrong token", got, pin)
+		return nil, permanent{fmt.Errorf("the server's CA (sha256 %s) does not match the join token's pin %s: wrong server or wrong token", got, pin)}
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, errors.New("the server's /cacerts holds no certificate")
+		return nil, permanent{errors.New("the server's /cacerts holds no certificate")}
 	}
 	// Now the server must prove it holds a certificate from that CA.
 	if _, err := get(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}); err != nil {
-		return nil, fmt.Errorf("the server's certificate is not from the pinned CA: %w", err)
+		return nil, permanent{fmt.Errorf("the server's certificate is not from the pinned CA: %w", err)}
 	}
 	return caPEM, nil
 }

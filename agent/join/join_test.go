@@ -9,6 +9,10 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -21,6 +25,8 @@ import (
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/skiff-sh/skiff/controlplane/bootstraptoken"
 )
@@ -170,5 +176,39 @@ func TestFetchCAWithoutPin(t *testing.T) {
 	// Even unpinned, the server must hold a certificate from the CA it serves.
 	if _, err := FetchCA(context.Background(), server(t, ca.pem, newCA(t, "other")), ""); err == nil {
 		t.Error("a server whose certificate is not from its own /cacerts was accepted")
+	}
+}
+
+// TestRetryTransient: a server not yet listening or not yet knowing the token (401) is
+// retried until it answers; a CA that does not match the pin, or a refusal, fails at once.
+func TestRetryTransient(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	unauthorized := apierrors.NewUnauthorized("token not yet known")
+	calls := 0
+	err := retryTransient(context.Background(), time.Minute, log, "test", func() error {
+		calls++
+		if calls < 3 {
+			return unauthorized
+		}
+		return nil
+	})
+	if err != nil || calls != 3 {
+		t.Fatalf("transient: err %v after %d calls", err, calls)
+	}
+	for _, perm := range []error{
+		permanent{errors.New("the server's CA does not match the join token's pin")},
+		fmt.Errorf("wrapped: %w", permanent{errors.New("no certificate")}),
+		apierrors.NewForbidden(schema.GroupResource{Resource: "certificatesigningrequests"}, "x", errors.New("no")),
+	} {
+		calls = 0
+		if err := retryTransient(context.Background(), time.Minute, log, "test", func() error { calls++; return perm }); err != perm || calls != 1 {
+			t.Errorf("%v: err %v after %d calls, want it at once", perm, err, calls)
+		}
+	}
+	// The deadline bounds the retries: one try, a 1 s wait, a second try; a 2 s wait would pass it.
+	calls = 0
+	start := time.Now()
+	if err := retryTransient(context.Background(), 1500*time.Millisecond, log, "test", func() error { calls++; return unauthorized }); err != unauthorized || calls != 2 || time.Since(start) > 5*time.Second {
+		t.Fatalf("deadline: err %v, %d calls", err, calls)
 	}
 }

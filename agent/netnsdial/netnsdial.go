@@ -7,10 +7,9 @@ package netnsdial
 import (
 	"context"
 	"net"
-	"runtime"
 	"time"
 
-	"github.com/vishvananda/netns"
+	"github.com/containernetworking/plugins/pkg/ns"
 )
 
 // Dialer returns a DialContext that dials inside the namespace at path ("" dials here).
@@ -26,18 +25,15 @@ func Dialer(path string, timeout time.Duration) func(ctx context.Context, networ
 		}
 		ch := make(chan result, 1)
 		go func() {
-			runtime.LockOSThread() // never unlocked: the thread is discarded with the goroutine
-			target, err := netns.GetFromPath(path)
-			if err != nil {
-				ch <- result{nil, err}
-				return
-			}
-			defer target.Close()
-			if err := netns.Set(target); err != nil {
-				ch <- result{nil, err}
-				return
-			}
-			c, err := d.DialContext(ctx, network, addr)
+			// containernetworking's ns switches the thread back afterwards (it is discarded
+			// only if that fails): threads must not end routinely, since a child started
+			// with Pdeathsig dies with the thread that forked it.
+			var c net.Conn
+			err := ns.WithNetNSPath(path, func(ns.NetNS) error {
+				var err error
+				c, err = d.DialContext(ctx, network, addr)
+				return err
+			})
 			ch <- result{c, err}
 		}()
 		select {

@@ -41,6 +41,9 @@ type Options struct {
 	MaxPods int
 	// APIPort is the agent API's port (10250), published as daemonEndpoints.kubeletEndpoint.
 	APIPort int
+	// Health, if set, says why the agent cannot do its job (a part of it is down): the node
+	// is then NotReady with that message, as the kubelet reports a broken runtime.
+	Health func() error
 }
 
 // Capacity reads CPUs and memory of this machine.
@@ -95,6 +98,12 @@ func Status(o Options) corev1.NodeStatus {
 	cond := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason, msg string) corev1.NodeCondition {
 		return corev1.NodeCondition{Type: t, Status: s, Reason: reason, Message: msg, LastHeartbeatTime: now, LastTransitionTime: now}
 	}
+	readyCond := cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "skiff agent is posting ready status")
+	if o.Health != nil {
+		if err := o.Health(); err != nil {
+			readyCond = cond(corev1.NodeReady, corev1.ConditionFalse, "KubeletNotReady", "skiff agent: "+err.Error())
+		}
+	}
 	return corev1.NodeStatus{
 		Capacity:    capacity,
 		Allocatable: capacity,
@@ -105,7 +114,7 @@ func Status(o Options) corev1.NodeStatus {
 			cond(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
 			cond(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
 			cond(corev1.NodeNetworkUnavailable, corev1.ConditionFalse, "SkiffCNIReady", "skiff-cni is installed and pod addresses come from the node's block"),
-			cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "skiff agent is posting ready status"),
+			readyCond,
 		},
 		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(o.APIPort)}},
 		NodeInfo: corev1.NodeSystemInfo{
@@ -170,8 +179,8 @@ func Register(ctx context.Context, c kubernetes.Interface, o Options, log *slog.
 	return out, nil
 }
 
-// Heartbeat renews the node's Lease every 10 s and re-posts Ready status every minute, until
-// ctx ends.
+// Heartbeat renews the node's Lease every 10 s and re-posts the conditions every minute and
+// whenever the agent's health changes, until ctx ends.
 func Heartbeat(ctx context.Context, c kubernetes.Interface, o Options, log *slog.Logger) {
 	leases := c.CoordinationV1().Leases("kube-node-lease")
 	renew := func() error {
@@ -192,18 +201,29 @@ func Heartbeat(ctx context.Context, c kubernetes.Interface, o Options, log *slog
 		return err
 	}
 	lastStatus := time.Now()
+	health := func() string {
+		if o.Health == nil {
+			return ""
+		}
+		if err := o.Health(); err != nil {
+			return err.Error()
+		}
+		return ""
+	}
+	lastHealth := health()
 	t := time.NewTicker(10 * time.Second)
 	defer t.Stop()
 	for {
 		if err := renew(); err != nil && ctx.Err() == nil {
 			log.Warn("renew node lease", "err", err)
 		}
-		// Re-post Ready every minute, and at once when the control plane marked the node
-		// otherwise while this agent was unreachable.
-		if n, err := c.CoreV1().Nodes().Get(ctx, o.Name, metav1.GetOptions{}); err == nil && (time.Since(lastStatus) > time.Minute || !ready(n)) {
+		// Re-post the conditions every minute, at once when the agent's health changed, and
+		// when the control plane marked the node otherwise while this agent was unreachable.
+		h := health()
+		if n, err := c.CoreV1().Nodes().Get(ctx, o.Name, metav1.GetOptions{}); err == nil && (time.Since(lastStatus) > time.Minute || h != lastHealth || ready(n) != (h == "")) {
 			n.Status.Conditions = Status(o).Conditions
 			if _, err := c.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err == nil {
-				lastStatus = time.Now()
+				lastStatus, lastHealth = time.Now(), h
 			}
 		}
 		select {

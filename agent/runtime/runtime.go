@@ -159,9 +159,9 @@ func (c *Containerd) spawn() error {
 	cmd := exec.Command(name, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// containerd dies with the agent; its shims (and so the containers) outlive both, as with
-	// a kubelet restart.
+	// a kubelet restart. Pdeathsig follows the forking thread: see startFromStableThread.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	if err := cmd.Start(); err != nil {
+	if err := startFromStableThread(cmd); err != nil {
 		logf.Close()
 		return fmt.Errorf("start containerd: %w", err)
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/pki"
 	"github.com/skiff-sh/skiff/controlplane/scheduler"
 	"github.com/skiff-sh/skiff/images"
+	"github.com/skiff-sh/skiff/internal/supervisor"
 	"github.com/skiff-sh/skiff/internal/version"
 )
 
@@ -122,8 +123,14 @@ func serverCommand(use, short string) *cobra.Command {
 					o.ExtraSANNames = append(o.ExtraSANNames, san)
 				}
 			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			// One supervisor: the API server and, in `skiff server`, the scheduler, the
+			// controllers and the node agent are each required — one failing (or losing its
+			// leader lease) stops the process with its error, for systemd to restart.
+			sup := supervisor.New(ctx, log)
 			if use == "server" {
-				o.PostStart = func(ctx context.Context) { runControlPlane(ctx, f, log) }
+				o.PostStart = func(context.Context) { runControlPlane(sup, f, log) }
 				if !f.disableAgent {
 					o.NodeName = f.agent.nodeName
 					if ip := net.ParseIP(f.agent.nodeIP); ip != nil {
@@ -133,9 +140,10 @@ func serverCommand(use, short string) *cobra.Command {
 					}
 				}
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			return apiserver.Run(ctx, o, log)
+			sup.Go(supervisor.Part{Name: "apiserver", Policy: supervisor.Fatal, Run: func(ctx context.Context) error {
+				return apiserver.Run(ctx, o, log)
+			}})
+			return sup.Wait()
 		},
 	}
 	fs := cmd.Flags()
@@ -168,35 +176,41 @@ func serverCommand(use, short string) *cobra.Command {
 }
 
 // runControlPlane starts the controller manager and the scheduler of `skiff server`, each
-// with its own kubeconfig and each behind its own leader election.
-func runControlPlane(ctx context.Context, f serverFlags, log *slog.Logger) {
+// with its own kubeconfig and each behind its own leader election, and the server's own
+// node agent, as required parts of the server's supervisor.
+func runControlPlane(sup *supervisor.Supervisor, f serverFlags, log *slog.Logger) {
 	cm := f.cm
 	cm.RootCAFile = filepath.Join(f.dataDir, "pki", "ca.crt")
 	cm.ClusterSigningCertFile, cm.ClusterSigningKeyFile = cm.RootCAFile, filepath.Join(f.dataDir, "pki", "ca.key")
 	if !f.disableControllerManager {
-		go runControllerManager(ctx, f, cm, log)
+		sup.Go(supervisor.Part{Name: "controller-manager", Policy: supervisor.Fatal, Run: func(ctx context.Context) error {
+			return runControllerManager(ctx, f, cm, log)
+		}})
 	}
 	if !f.disableScheduler {
-		go runScheduler(ctx, f, log)
+		sup.Go(supervisor.Part{Name: "scheduler", Policy: supervisor.Fatal, Run: func(ctx context.Context) error {
+			return runScheduler(ctx, f, log)
+		}})
 	}
 	if !f.disableAgent {
-		go func() {
+		sup.Go(supervisor.Part{Name: "agent", Policy: supervisor.Fatal, Run: func(ctx context.Context) error {
 			cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(f.dataDir, "node.kubeconfig"))
-			if err == nil {
-				// The server's own node runs only what tolerates the control plane, as kubeadm's.
-				taints := []corev1.Taint{{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}}
-				af := f.agent
-				pkiDir := filepath.Join(f.dataDir, "pki")
-				af.servingCert, af.servingKey, af.clientCA = filepath.Join(pkiDir, "agent.crt"), filepath.Join(pkiDir, "agent.key"), filepath.Join(pkiDir, "ca.crt")
-				opts := af.options(taints)
-				if opts.BGP, err = af.bgpOptions(); err == nil {
-					err = agent.Run(ctx, cfg, opts, log.With("component", "agent"))
-				}
-			}
 			if err != nil {
-				log.Error("agent", "err", err)
+				return err
 			}
-		}()
+			// The server's own node runs only what tolerates the control plane, as kubeadm's,
+			// and carries its role label (kubectl get nodes: ROLES control-plane).
+			taints := []corev1.Taint{{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}}
+			af := f.agent
+			pkiDir := filepath.Join(f.dataDir, "pki")
+			af.servingCert, af.servingKey, af.clientCA = filepath.Join(pkiDir, "agent.crt"), filepath.Join(pkiDir, "agent.key"), filepath.Join(pkiDir, "ca.crt")
+			opts := af.options(taints)
+			opts.Labels = map[string]string{"node-role.kubernetes.io/control-plane": ""}
+			if opts.BGP, err = af.bgpOptions(); err != nil {
+				return err
+			}
+			return agent.Run(ctx, cfg, opts, log.With("component", "agent"))
+		}})
 	}
 }
 
@@ -312,24 +326,20 @@ func firstAddress() string {
 	return "127.0.0.1"
 }
 
-func runControllerManager(ctx context.Context, f serverFlags, cm controllermanager.Options, log *slog.Logger) {
+func runControllerManager(ctx context.Context, f serverFlags, cm controllermanager.Options, log *slog.Logger) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(f.dataDir, "controller-manager.kubeconfig"))
-	if err == nil {
-		err = controllermanager.Run(ctx, cfg, cm, log.With("component", "controller-manager"))
-	}
 	if err != nil {
-		log.Error("controller-manager", "err", err)
+		return err
 	}
+	return controllermanager.Run(ctx, cfg, cm, log.With("component", "controller-manager"))
 }
 
-func runScheduler(ctx context.Context, f serverFlags, log *slog.Logger) {
+func runScheduler(ctx context.Context, f serverFlags, log *slog.Logger) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(f.dataDir, "scheduler.kubeconfig"))
-	if err == nil {
-		err = scheduler.Run(ctx, cfg, f.sched, log.With("component", "scheduler"))
-	}
 	if err != nil {
-		log.Error("scheduler", "err", err)
+		return err
 	}
+	return scheduler.Run(ctx, cfg, f.sched, log.With("component", "scheduler"))
 }
 
 func addControllerManagerFlags(fs *pflag.FlagSet, o *controllermanager.Options) {

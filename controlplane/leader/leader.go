@@ -4,8 +4,10 @@ package leader
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -29,14 +31,16 @@ func Identity() string {
 	return host + "_" + uuid.NewString()
 }
 
-// Run campaigns for the lease and runs lead while holding it. It returns when ctx ends; if
-// leadership is lost, lead's context is cancelled and Run returns, so the caller exits and
-// a fresh process campaigns again (as upstream components do).
+// Run campaigns for the lease and runs lead while holding it. It returns nil when ctx ends;
+// if leadership is lost, lead's context is cancelled and Run returns an error, so the process
+// exits non-zero and a fresh one campaigns again (as upstream's "leaderelection lost").
 func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.Logger, lead func(ctx context.Context)) error {
 	if o.LeaseDuration == 0 {
 		o.LeaseDuration = 15 * time.Second
 	}
 	id := Identity()
+	leadDone := make(chan struct{})
+	var started atomic.Bool
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: o.Namespace, Name: o.Name},
 		Client:     client.CoordinationV1(),
@@ -51,6 +55,8 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 		Name:            o.Name,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
+				started.Store(true)
+				defer close(leadDone)
 				log.Info("became leader", "lease", o.Namespace+"/"+o.Name, "identity", id)
 				lead(ctx)
 			},
@@ -66,5 +72,17 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 		return err
 	}
 	le.Run(ctx)
-	return nil
+	// client-go runs lead in its own goroutine and does not wait for it: wait here, so
+	// nothing of the component runs on once Run has returned.
+	select {
+	case <-leadDone:
+	default:
+		if le.IsLeader() || started.Load() {
+			<-leadDone
+		}
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return fmt.Errorf("lost the lease %s/%s (identity %s): leaderelection lost", o.Namespace, o.Name, id)
 }

@@ -13,13 +13,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netns"
+	"github.com/containernetworking/plugins/pkg/ns"
 )
 
 // Registry is a minimal, read-only OCI distribution registry over plain HTTP on loopback, for
@@ -67,52 +66,19 @@ func StartRegistry(tb testing.TB, netnsPath string) *Registry {
 	return r
 }
 
-// listenIn listens on addr with a socket made in the network namespace at path ("" here). Only
-// a locked thread switched into the namespace makes it; the thread is switched back, or, if that
-// fails, discarded with its goroutine (never unlocked).
+// listenIn listens on addr with a socket made in the network namespace at path ("" here), on a
+// thread switched into it and back (containernetworking's ns).
 func listenIn(path, addr string) (net.Listener, error) {
 	if path == "" {
 		return net.Listen("tcp", addr)
 	}
-	type result struct {
-		l   net.Listener
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{nil, err}
-			return
-		}
-		defer orig.Close()
-		target, err := netns.GetFromPath(path)
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{nil, err}
-			return
-		}
-		defer target.Close()
-		if err := netns.Set(target); err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{nil, err}
-			return
-		}
-		l, err := net.Listen("tcp", addr)
-		if rerr := netns.Set(orig); rerr != nil {
-			if l != nil {
-				_ = l.Close()
-			}
-			ch <- result{nil, fmt.Errorf("restore network namespace: %w", rerr)}
-			return
-		}
-		runtime.UnlockOSThread()
-		ch <- result{l, err}
-	}()
-	r := <-ch
-	return r.l, r.err
+	var l net.Listener
+	err := ns.WithNetNSPath(path, func(ns.NetNS) error {
+		var err error
+		l, err = net.Listen("tcp", addr)
+		return err
+	})
+	return l, err
 }
 
 // Ref is the reference of repo:tag on this registry (127.0.0.1:PORT/repo:tag).

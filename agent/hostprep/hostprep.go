@@ -1,0 +1,120 @@
+// Package hostprep prepares the node's kernel for pod networking before the agent starts
+// pods, as k3s and Calico do rather than leaving it to the operator: IPv4 forwarding on
+// (a fresh Debian host has net.ipv4.ip_forward=0, and then a pod reaches nothing but its own
+// node), the BPF filesystem mounted (the service proxy pins its maps there), cgroup v2 present
+// (its socket programs attach to a cgroup). What it cannot fix is one clear line each; what
+// pod networking cannot work without is an error, so the agent stops rather than report a
+// Ready node whose pods cannot talk.
+package hostprep
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Kernel is what Prepare reads and changes; the real one is System, tests use fakes.
+type Kernel interface {
+	// Sysctl reads a sysctl ("net.ipv4.ip_forward") in the agent's network namespace.
+	Sysctl(key string) (string, error)
+	// SetSysctl writes one.
+	SetSysctl(key, value string) error
+	// IsBPFFS says whether the BPF filesystem is mounted at path; MountBPFFS mounts it.
+	IsBPFFS(path string) (bool, error)
+	MountBPFFS(path string) error
+	// HasCgroup2 says whether a cgroup v2 hierarchy is mounted (unified or hybrid).
+	HasCgroup2() bool
+}
+
+// Needs says which parts of the agent run, so which prerequisites matter.
+type Needs struct {
+	// ServiceProxy needs bpffs and cgroup v2.
+	ServiceProxy bool
+	// BPFFS is where the BPF filesystem belongs (/sys/fs/bpf).
+	BPFFS string
+}
+
+// Step is one prerequisite and what became of it.
+type Step struct {
+	Name string
+	// Changed is true when Prepare had to fix it ("set net.ipv4.ip_forward=1").
+	Changed bool
+	// Problem is why it could not be made right ("" when it is).
+	Problem string
+	// Required problems stop the agent; the others are warnings.
+	Required bool
+	Detail   string
+}
+
+func (s Step) String() string {
+	switch {
+	case s.Problem != "":
+		return s.Name + ": " + s.Problem
+	case s.Changed:
+		return s.Name + ": " + s.Detail
+	default:
+		return s.Name + ": ok"
+	}
+}
+
+// Prepare checks and fixes each prerequisite, returning every step and an error naming the
+// required ones that could not be made right.
+func Prepare(k Kernel, n Needs) ([]Step, error) {
+	if n.BPFFS == "" {
+		n.BPFFS = "/sys/fs/bpf"
+	}
+	var steps []Step
+	// Forwarding: pods are routed through the node (no bridge), so without it a pod reaches
+	// only its node, and other nodes' pods never reach it.
+	steps = append(steps, sysctlStep(k, "net.ipv4.ip_forward", "1", true,
+		"pods could not reach anything beyond this node"))
+	// The BPF filesystem: the service proxy pins programs and maps there so traffic survives
+	// agent restarts.
+	bpffs := Step{Name: "bpffs at " + n.BPFFS, Required: n.ServiceProxy}
+	if ok, err := k.IsBPFFS(n.BPFFS); err == nil && ok {
+		// mounted
+	} else if merr := k.MountBPFFS(n.BPFFS); merr != nil {
+		bpffs.Problem = fmt.Sprintf("not mounted and mounting it failed: %v (mount -t bpf bpf %s)", merr, n.BPFFS)
+	} else {
+		bpffs.Changed, bpffs.Detail = true, "mounted"
+	}
+	steps = append(steps, bpffs)
+	cg := Step{Name: "cgroup v2", Required: n.ServiceProxy}
+	if !k.HasCgroup2() {
+		cg.Problem = "no cgroup v2 hierarchy is mounted: the service proxy's socket programs attach to one (mount -t cgroup2 none /sys/fs/cgroup/unified)"
+	}
+	steps = append(steps, cg)
+
+	var fatal []string
+	for _, s := range steps {
+		if s.Problem != "" && s.Required {
+			fatal = append(fatal, s.String())
+		}
+	}
+	if len(fatal) > 0 {
+		return steps, errors.New("the node cannot run pods' networking: " + strings.Join(fatal, "; "))
+	}
+	return steps, nil
+}
+
+func sysctlStep(k Kernel, key, want string, required bool, consequence string) Step {
+	st := Step{Name: key, Required: required}
+	got, err := k.Sysctl(key)
+	if err != nil {
+		st.Problem = fmt.Sprintf("cannot read it: %v (%s)", err, consequence)
+		return st
+	}
+	if strings.TrimSpace(got) == want {
+		return st
+	}
+	if err := k.SetSysctl(key, want); err != nil {
+		st.Problem = fmt.Sprintf("is %s and setting it to %s failed: %v (%s)", strings.TrimSpace(got), want, err, consequence)
+		return st
+	}
+	if again, err := k.Sysctl(key); err != nil || strings.TrimSpace(again) != want {
+		st.Problem = fmt.Sprintf("is %s and would not stay %s (%s)", strings.TrimSpace(again), want, consequence)
+		return st
+	}
+	st.Changed, st.Detail = true, fmt.Sprintf("was %s, set to %s", strings.TrimSpace(got), want)
+	return st
+}
