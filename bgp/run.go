@@ -43,6 +43,10 @@ type Options struct {
 // ends: peers from the configuration and the node mesh, the node's pod CIDR advertised, and
 // the learned blocks installed as proto-bgp routes.
 func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.Logger) error {
+	// Everything started here ends when Run returns, so a restarted speaker does not run
+	// beside the remains of the last one.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	if o.SyncPeriod == 0 {
 		o.SyncPeriod = 10 * time.Second
 	}
@@ -119,9 +123,10 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 	if cfg.GracefulRestart.Enabled {
 		r.restartTime = cfg.GracefulRestart.RestartTime
 	}
+	watchErr := make(chan error, 1)
 	go func() {
 		if err := sp.Watch(ctx, r.kick); err != nil && ctx.Err() == nil {
-			log.Warn("BGP watch", "err", err)
+			watchErr <- err
 		}
 	}()
 	go r.loop(ctx, o.SyncPeriod)
@@ -160,6 +165,11 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 		select {
 		case <-ctx.Done():
 			return nil
+		case err := <-watchErr:
+			// Without the watch no learned route reaches the kernel: fail, and let the
+			// supervisor restart the speaker (releasing its listeners first).
+			sp.srv.Stop()
+			return fmt.Errorf("BGP watch: %w", err)
 		case <-kick:
 		case <-time.After(30 * time.Second):
 		}

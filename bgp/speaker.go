@@ -63,6 +63,8 @@ func Start(ctx context.Context, g Global, log *slog.Logger) (*Speaker, error) {
 		global.GracefulRestart = &api.GracefulRestart{Enabled: true, RestartTime: uint32(g.GracefulRestart.RestartTime / time.Second)}
 	}
 	if err := srv.StartBgp(ctx, &api.StartBgpRequest{Global: global}); err != nil {
+		// Release the API listener (there are no peers to tell yet), so a restart can bind it.
+		srv.Stop()
 		return nil, fmt.Errorf("start BGP (AS %d, router-id %s): %w", g.ASN, g.RouterID, err)
 	}
 	return &Speaker{srv: srv, global: g, log: log, peers: map[netip.Addr]config.Peer{}}, nil

@@ -52,6 +52,25 @@ type state struct {
 
 func dirOf(name string) string { return filepath.Join(Root, name) }
 
+// runningLab names a lab other than except whose processes run, "" if none does.
+func runningLab(except string) string {
+	entries, _ := os.ReadDir(Root)
+	for _, e := range entries {
+		if !e.IsDir() || e.Name() == except {
+			continue
+		}
+		if st, err := load(filepath.Join(Root, e.Name())); err == nil && st.anyAlive() {
+			return e.Name()
+		}
+	}
+	return ""
+}
+
+// errNoLab is what every verb says of a lab that does not exist.
+func errNoLab(name string) error {
+	return fmt.Errorf("no lab named %q (skiff lab up --name %s)", name, name)
+}
+
 // CgroupRoot is where every pod of the lab's nodes gets its cgroup.
 func CgroupRoot(name string) string { return "/skiff/lab-" + name }
 
@@ -89,6 +108,12 @@ func Up(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 	if st, err := load(o.Dir); err == nil && st.anyAlive() {
 		return fmt.Errorf("lab %q is already up (skiff lab down --name %s)", o.Name, o.Name)
+	}
+	// Every lab uses the same host link address and routes the same ranges from the host:
+	// a second one would wait for an API it cannot reach. Refuse at once, naming the first.
+	if other := runningLab(o.Name); other != "" {
+		return fmt.Errorf("lab %q is up, and only one lab runs on a machine (they share the host link %s and the host's routes to %s): skiff lab down --name %s first",
+			other, hostSide, podCIDR, other)
 	}
 	if err := Down(o.Name, io.Discard); err != nil {
 		return fmt.Errorf("clearing an earlier lab %q: %w", o.Name, err)
@@ -537,7 +562,7 @@ func isDigits(s string) bool {
 func Status(ctx context.Context, name string, out io.Writer) error {
 	st, err := load(dirOf(name))
 	if err != nil {
-		return fmt.Errorf("lab %q is not up", name)
+		return errNoLab(name)
 	}
 	client, cerr := ClientFor(name)
 	fmt.Fprintf(out, "lab %s: %d workers, ToR %s; kubeconfig %s\n", name, st.Spec.Nodes, st.Spec.ToR, Kubeconfig(name))
@@ -577,6 +602,10 @@ func Exec(name, host string, argv []string) error {
 	if len(argv) == 0 {
 		return errors.New("nothing to run: skiff lab exec HOST -- COMMAND [ARGS...]")
 	}
+	st, err := load(dirOf(name))
+	if err != nil {
+		return errNoLab(name)
+	}
 	ns := host
 	if !strings.HasPrefix(host, name+"-") {
 		ns = name + "-" + host
@@ -584,9 +613,28 @@ func Exec(name, host string, argv []string) error {
 	if !slices.Contains(namespaces(name), ns) {
 		return fmt.Errorf("lab %s has no host %q (try master, node1, tor)", name, host)
 	}
+	for _, h := range st.Spec.Hosts() {
+		if h.Netns == ns {
+			argv = InferNode(argv, h.NodeName)
+		}
+	}
 	cmd := exec.Command("nsenter", append([]string{"--net=/run/netns/" + ns, "--"}, argv...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	return cmd.Run()
+}
+
+// InferNode adds --node NODE to `skiff bpf …` run on a lab host that does not name one, so
+// `skiff lab exec node1 -- skiff bpf services` shows node1's maps.
+func InferNode(argv []string, node string) []string {
+	if len(argv) < 2 || filepath.Base(argv[0]) != "skiff" || argv[1] != "bpf" || node == "" {
+		return argv
+	}
+	for _, a := range argv[2:] {
+		if a == "--node" || strings.HasPrefix(a, "--node=") || a == "--" {
+			return argv
+		}
+	}
+	return append(slices.Clone(argv), "--node", node)
 }
 
 // frrOwner is FRR's user and group, which must own its run directory.

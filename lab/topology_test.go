@@ -2,6 +2,7 @@ package lab
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -81,5 +82,21 @@ func TestMissingRoutes(t *testing.T) {
 	tables["t-node2"] = "10.244.0.0/24 via 198.18.0.1 dev eth0 proto bgp\n10.244.1.0/24 via 198.18.0.2 dev eth0 proto bgp\n"
 	if got := missingRoutes(hosts, cidrs, func(netns string) (string, error) { return tables[netns], nil }); len(got) != 0 {
 		t.Errorf("with every route: missing %q", got)
+	}
+}
+
+func TestInferNode(t *testing.T) {
+	for _, tc := range []struct{ in, want []string }{
+		{[]string{"bin/skiff", "bpf", "services"}, []string{"bin/skiff", "bpf", "services", "--node", "lab-node1"}},
+		{[]string{"/usr/bin/skiff", "bpf", "conntrack", "-o", "json"}, []string{"/usr/bin/skiff", "bpf", "conntrack", "-o", "json", "--node", "lab-node1"}},
+		{[]string{"skiff", "bpf", "services", "--node", "lab-node2"}, []string{"skiff", "bpf", "services", "--node", "lab-node2"}},
+		{[]string{"skiff", "bpf", "services", "--node=lab-node2"}, []string{"skiff", "bpf", "services", "--node=lab-node2"}},
+		{[]string{"skiff", "bgp", "peers"}, []string{"skiff", "bgp", "peers"}},
+		{[]string{"ip", "route"}, []string{"ip", "route"}},
+		{[]string{"skiff"}, []string{"skiff"}},
+	} {
+		if got := InferNode(tc.in, "lab-node1"); !slices.Equal(got, tc.want) {
+			t.Errorf("InferNode(%v) = %v, want %v", tc.in, got, tc.want)
+		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/agent"
 	"github.com/skiff-sh/skiff/agent/join"
@@ -368,7 +369,11 @@ func newLogger(level string) *slog.Logger {
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		l = slog.LevelInfo
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+	// The libraries skiff is built on (apiserver, client-go, etcd's client) log through klog:
+	// one format, one level, one stream.
+	klog.SetSlogLogger(log.With("logger", "klog"))
+	return log
 }
 
 // certsCommand writes the PKI without starting anything, like `kubeadm init phase certs all`;

@@ -78,7 +78,11 @@ func (s *Supervisor) Go(p Part) {
 		backoff := s.MinBackoff
 		for {
 			started := time.Now()
-			err := run(s.ctx, p)
+			// Each attempt has its own context, ended when it returns: whatever it started
+			// with that context stops, instead of running beside the next attempt.
+			attempt, cancel := context.WithCancel(s.ctx)
+			err := run(attempt, p)
+			cancel()
 			if s.ctx.Err() != nil {
 				s.set(p.Name, func(st *Status) { st.Running = false })
 				return

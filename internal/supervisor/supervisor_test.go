@@ -128,3 +128,32 @@ func TestParentCancelIsACleanStop(t *testing.T) {
 		t.Fatal("a part was still running")
 	}
 }
+
+// TestAttemptContextEndsWithTheAttempt: what a failed attempt started with its context stops
+// before the next attempt runs.
+func TestAttemptContextEndsWithTheAttempt(t *testing.T) {
+	s := newFast(context.Background())
+	leftover := make(chan struct{})
+	var attempts atomic.Int32
+	s.Go(Part{Name: "bgp", Policy: Restart, Run: func(ctx context.Context) error {
+		if attempts.Add(1) == 1 {
+			go func() { <-ctx.Done(); close(leftover) }()
+			return errors.New("watch failed")
+		}
+		select {
+		case <-leftover:
+		case <-time.After(5 * time.Second):
+			t.Error("the first attempt's goroutine still ran when the second started")
+		}
+		<-ctx.Done()
+		return nil
+	}})
+	deadline := time.Now().Add(5 * time.Second)
+	for attempts.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	s.Stop()
+	if attempts.Load() < 2 {
+		t.Fatal("never restarted")
+	}
+}

@@ -481,6 +481,8 @@ func runLab(t *testing.T, name, tor string) {
 	step("pod to pod, captured on the fabric")
 	l.hostRoutes(p2)
 	step("the host routes the lab's ranges into the lab")
+	l.papercuts()
+	step("a second lab refused, a missing one named, skiff bpf's node inferred")
 	// The ToR: its own BGP table has every block, and it reaches pods.
 	if tor != "none" {
 		cidrs := l.podCIDRs()
@@ -596,6 +598,27 @@ func (l *lab) hostRoutes(pod *corev1.Pod) {
 	out, err := exec.CommandContext(l.ctx, netutil, "fetch", "--timeout", "3s", "http://10.96.0.1:443/").CombinedOutput()
 	if err == nil {
 		l.t.Errorf("a ClusterIP answered the host: %s", out)
+	}
+}
+
+// papercuts: a second lab is refused at once, naming the one that is up; a lab that does
+// not exist is named as such; `skiff lab exec NODE -- skiff bpf …` reads that node's maps.
+func (l *lab) papercuts() {
+	l.t.Helper()
+	start := time.Now()
+	out, err := exec.CommandContext(l.ctx, l.bin, "lab", "up", "--name", "e2esecond", "--nodes", "1", "--tor", "none").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `lab "`+l.name+`" is up`) || time.Since(start) > 10*time.Second {
+		l.t.Errorf("a second lab: %v after %s\n%s", err, time.Since(start), out)
+	}
+	_ = exec.Command(l.bin, "lab", "down", "--name", "e2esecond").Run()
+	for _, verb := range [][]string{{"status"}, {"exec", "node1", "--", "true"}} {
+		out, err := exec.CommandContext(l.ctx, l.bin, append([]string{"lab", verb[0], "--name", "e2enone"}, verb[1:]...)...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), `no lab named "e2enone"`) {
+			l.t.Errorf("skiff lab %s of a missing lab: %v\n%s", verb[0], err, out)
+		}
+	}
+	if got := l.skiff("exec", "node1", "--", l.bin, "bpf", "services"); !strings.Contains(got, "10.96.0.1") {
+		l.t.Errorf("skiff lab exec node1 -- skiff bpf services:\n%s", got)
 	}
 }
 

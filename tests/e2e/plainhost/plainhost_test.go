@@ -3,11 +3,14 @@
 // (net.ipv4.ip_forward=0, as on a fresh Debian machine) and real addresses on one link;
 // `skiff server` on one, `skiff agent --server … --token …` on the other; pods on both reach
 // each other and Services same-node and cross-node, and `kubectl logs` and `kubectl exec` work.
+// A part of the agent that cannot run (its BGP port taken) shows in the Node's Ready condition
+// and /healthz, and the agent recovers on its own once it can.
 package plainhost
 
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/skiff-sh/skiff/agent/cgroups"
 	"github.com/skiff-sh/skiff/tests/e2e/framework"
@@ -144,6 +149,17 @@ func TestRunningSkiffYourself(t *testing.T) {
 		return err == nil, fmt.Sprint(err)
 	})
 	token, _ := os.ReadFile(tokenFile)
+	// Something else holds the worker's BGP port when its agent starts: the speaker fails and
+	// is restarted, and until it runs the node says so (below).
+	var hold net.Listener
+	if err := ns.WithNetNSPath("/run/netns/"+worker.netns, func(ns.NetNS) error {
+		var err error
+		hold, err = net.Listen("tcp", worker.ip+":179")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Close()
 	worker.start("agent", "--server", "https://"+server.ip+":6443", "--token", strings.TrimSpace(string(token)),
 		"--node-name", worker.node, "--data-dir", worker.dir, "--pod-log-dir", filepath.Join(worker.dir, "logs"),
 		"--pod-manifest-path", filepath.Join(worker.dir, "manifests"), "--cgroup-root", worker.cgroupRoot)
@@ -159,6 +175,14 @@ func TestRunningSkiffYourself(t *testing.T) {
 		}
 		return out
 	}
+	framework.Eventually(t, 2*time.Minute, "the worker NotReady, naming its BGP speaker", func() (bool, string) {
+		out, _ := kubectl("get", "node", worker.node, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].message}`)
+		return strings.HasPrefix(out, "False skiff agent: bgp: ") && strings.Contains(out, "address already in use"), out
+	})
+	if out, _ := worker.run(ctx, "curl", "-s", "http://127.0.0.1:10248/healthz?verbose"); !strings.Contains(out, "[-]bgp failed: ") || !strings.Contains(out, "[+]pods ok") {
+		t.Errorf("the worker's /healthz while its speaker is down:\n%s", out)
+	}
+	hold.Close()
 	framework.Eventually(t, 3*time.Minute, "both nodes Ready", func() (bool, string) {
 		out, _ := kubectl("get", "nodes", "--no-headers")
 		return regexp.MustCompile(`(?m)^`+server.node+`\s+Ready\s+control-plane\s`).MatchString(out) &&
@@ -216,6 +240,10 @@ spec:
 	for _, s := range []struct{ svc, pod string }{{"s1", "p1"}, {"s3", "p3"}} {
 		ip := must("get", "service", s.svc, "-o", "jsonpath={.spec.clusterIP}")
 		fetch("p2", "http://"+ip+"/hostname", s.pod) // cross-node and same-node Services
+	}
+	if out, _ := worker.run(ctx, "curl", "-s", "http://127.0.0.1:10248/metrics"); !regexp.MustCompile(`skiff_agent_part_restarts_total\{part="bgp"\} [1-9]`).MatchString(out) ||
+		!strings.Contains(out, `skiff_agent_part_up{part="bgp"} 1`) {
+		t.Errorf("the worker's part metrics after the speaker recovered:\n%s", out)
 	}
 	if out := must("logs", "p1"); !strings.Contains(out, "netutil serving HTTP on :8080") {
 		t.Errorf("kubectl logs p1 = %q", out)
