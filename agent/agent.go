@@ -38,6 +38,7 @@ import (
 	"github.com/skiff-sh/skiff/bgp"
 	"github.com/skiff-sh/skiff/dataplane"
 	"github.com/skiff-sh/skiff/images"
+	"github.com/skiff-sh/skiff/images/embedded"
 	"github.com/skiff-sh/skiff/internal/supervisor"
 )
 
@@ -127,6 +128,17 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		return err
 	}
 	defer ctr.Close()
+	// The images built into this binary first (a node needs no image directory to start
+	// pods), then any archives in the image directories, which may replace them.
+	if files, err := embedded.WriteTo(filepath.Join(o.DataDir, "images-embedded")); err != nil {
+		log.Warn("embedded images", "err", err)
+	} else {
+		for _, f := range files {
+			if err := ctr.ImportImage(ctx, f); err != nil {
+				log.Warn("image import", "file", f, "err", err)
+			}
+		}
+	}
 	for _, dir := range o.ImageDirs {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.tar"))
 		for _, f := range files {
@@ -233,34 +245,31 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	return sup.Wait()
 }
 
-// installCNI copies skiff-cni into the bin dir (also as "loopback", which CRI runs for lo)
-// and writes the network config.
+// installCNI puts the plugin in the bin dir as skiff-cni (and as "loopback", which CRI runs
+// for lo) and writes the network config. A separate skiff-cni binary is copied; without one
+// (a plain `go build ./cmd/skiff`), both names link to this binary, which is the plugin when
+// started by them.
 func installCNI(plugin, binDir, confDir, socket string) error {
 	for _, d := range []string{binDir, confDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
 	}
-	src, err := os.Open(plugin)
-	if err != nil {
-		return fmt.Errorf("skiff-cni plugin: %w", err)
+	dst := filepath.Join(binDir, "skiff-cni")
+	if _, err := os.Stat(plugin); err == nil {
+		if err := copyExecutable(plugin, dst); err != nil {
+			return fmt.Errorf("skiff-cni plugin: %w", err)
+		}
+	} else {
+		self, eerr := os.Executable()
+		if eerr != nil {
+			return fmt.Errorf("skiff-cni plugin: %v, and this binary cannot be found to serve instead: %w", err, eerr)
+		}
+		if err := replaceLink(self, dst); err != nil {
+			return err
+		}
 	}
-	defer src.Close()
-	tmp := filepath.Join(binDir, ".skiff-cni.tmp")
-	dst, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		dst.Close()
-		return err
-	}
-	dst.Close()
-	if err := os.Rename(tmp, filepath.Join(binDir, "skiff-cni")); err != nil {
-		return err
-	}
-	_ = os.Remove(filepath.Join(binDir, "loopback"))
-	if err := os.Symlink("skiff-cni", filepath.Join(binDir, "loopback")); err != nil {
+	if err := replaceLink("skiff-cni", filepath.Join(binDir, "loopback")); err != nil {
 		return err
 	}
 	conf, _ := json.MarshalIndent(map[string]any{
@@ -268,6 +277,39 @@ func installCNI(plugin, binDir, confDir, socket string) error {
 		"plugins": []map[string]any{{"type": "skiff-cni", "agentSocket": socket}},
 	}, "", "  ")
 	return os.WriteFile(filepath.Join(confDir, "10-skiff.conflist"), conf, 0o644)
+}
+
+// copyExecutable copies src to dst through a temporary file, so a plugin containerd is
+// running is never seen half-written.
+func copyExecutable(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp := dst + ".tmp"
+	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, dst)
+}
+
+// replaceLink makes name a symbolic link to target, replacing whatever name was.
+func replaceLink(target, name string) error {
+	tmp := name + ".tmp"
+	_ = os.Remove(tmp)
+	if err := os.Symlink(target, tmp); err != nil {
+		return err
+	}
+	return os.Rename(tmp, name)
 }
 
 // serveHealthz serves /healthz, as the kubelet's 10248 — ok while the runtime answers CRI and

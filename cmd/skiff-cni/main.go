@@ -1,20 +1,7 @@
 // Command skiff-cni is the CNI plugin containerd runs for every pod sandbox on a skiff node.
+// The skiff binary is the same plugin when started by this name; this one is small.
 package main
 
-import (
-	"os"
-	"path/filepath"
+import "github.com/skiff-sh/skiff/cni"
 
-	"github.com/containernetworking/cni/pkg/skel"
-	"github.com/containernetworking/cni/pkg/version"
-
-	"github.com/skiff-sh/skiff/cni"
-)
-
-func main() {
-	if filepath.Base(os.Args[0]) == "loopback" {
-		skel.PluginMainFuncs(skel.CNIFuncs{Add: cni.LoopbackAdd, Del: cni.LoopbackDel, Check: cni.LoopbackCheck}, version.All, "skiff-cni as loopback")
-		return
-	}
-	skel.PluginMainFuncs(skel.CNIFuncs{Add: cni.Add, Del: cni.Del, Check: cni.Check}, version.All, "skiff-cni: routed pod networking for skiff")
-}
+func main() { cni.PluginMain() }

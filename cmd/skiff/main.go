@@ -33,12 +33,19 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/controllermanager"
 	"github.com/skiff-sh/skiff/controlplane/pki"
 	"github.com/skiff-sh/skiff/controlplane/scheduler"
+	"github.com/skiff-sh/skiff/cni"
 	"github.com/skiff-sh/skiff/images"
 	"github.com/skiff-sh/skiff/internal/supervisor"
 	"github.com/skiff-sh/skiff/internal/version"
 )
 
 func main() {
+	// Started as skiff-cni or loopback (the agent installs links to this binary when no
+	// separate skiff-cni is beside it), skiff is the CNI plugin.
+	if cni.IsPlugin() {
+		cni.PluginMain()
+		return
+	}
 	if err := newRoot().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "skiff:", err)
 		os.Exit(1)
@@ -245,7 +252,7 @@ func addAgentFlags(fs *pflag.FlagSet, f *agentFlags, prefix string) {
 	fs.StringVar(&f.nodeName, "node-name", host, "name of this node")
 	fs.StringVar(&f.nodeIP, "node-ip", "", "address of this node (default: first non-loopback address)")
 	fs.StringVar(&f.netns, prefix+"netns", "", "network namespace (/run/netns/NAME) for the node's containerd and pods, as in the lab")
-	fs.StringVar(&f.cniPlugin, "cni-plugin", filepath.Join(exeDir(), "skiff-cni"), "skiff-cni binary to install")
+	fs.StringVar(&f.cniPlugin, "cni-plugin", filepath.Join(exeDir(), "skiff-cni"), "skiff-cni binary to install (when it does not exist, this binary serves as the plugin)")
 	fs.StringSliceVar(&f.imageDirs, prefix+"images-dir", nil, "directories of image archives to import at start (default: <data-dir>/images and images/ beside the binary)")
 	fs.StringVar(&f.podLogDir, "pod-log-dir", "/var/log/pods", "where container logs are written")
 	fs.IntVar(&f.port, prefix+"port", 10250, "HTTPS port of the agent API (container logs)")

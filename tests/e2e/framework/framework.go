@@ -36,6 +36,13 @@ func Binary(tb testing.TB) string {
 			return b
 		}
 	}
+	return PlainBinary(tb)
+}
+
+// PlainBinary is skiff from a plain `go build ./cmd/skiff`, alone in an empty directory (no
+// skiff-cni or image archives beside it), built once per test process.
+func PlainBinary(tb testing.TB) string {
+	tb.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "skiff-e2e-bin-")
 		if err != nil {

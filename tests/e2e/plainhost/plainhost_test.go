@@ -56,7 +56,7 @@ func (h *host) start(args ...string) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	cmd := exec.Command("nsenter", append([]string{"--net=/run/netns/" + h.netns, "--", framework.Binary(h.t)}, args...)...)
+	cmd := exec.Command("nsenter", append([]string{"--net=/run/netns/" + h.netns, "--", framework.PlainBinary(h.t)}, args...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -102,7 +102,11 @@ func newHost(t *testing.T, role, ip string) *host {
 }
 
 func TestRunningSkiffYourself(t *testing.T) {
-	framework.AgentArtifacts(t) // skiff-cni and the images, beside the binary, where skiff looks
+	// The binary of a plain `go build ./cmd/skiff`, alone in its directory: it is its own CNI
+	// plugin and carries its own images.
+	if entries, _ := os.ReadDir(filepath.Dir(framework.PlainBinary(t))); len(entries) != 1 {
+		t.Fatalf("the plain binary's directory holds %d entries, want only the binary", len(entries))
+	}
 	// Registered first, so it runs after every other cleanup: nothing the test made is left.
 	var podNetns []string
 	t.Cleanup(func() {
