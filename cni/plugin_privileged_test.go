@@ -72,6 +72,9 @@ func startAgent(t *testing.T) (string, *ipam.Allocator) {
 }
 
 func TestPrivilegedAddCheckDel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs root, BPF and network namespaces: make unit (-short) skips it, make test runs it")
+	}
 	if os.Geteuid() != 0 {
 		t.Fatal("this test needs root (every machine here has it)")
 	}
@@ -211,6 +214,9 @@ func TestPrivilegedAddCheckDel(t *testing.T) {
 }
 
 func TestPrivilegedAddFailsCleanly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs root, BPF and network namespaces: make unit (-short) skips it, make test runs it")
+	}
 	if os.Geteuid() != 0 {
 		t.Fatal("this test needs root (every machine here has it)")
 	}

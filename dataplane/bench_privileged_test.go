@@ -16,6 +16,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/skiff-sh/skiff/agent/cgroups"
 )
 
 // synthetic makes n Services with 10 ready endpoints each, as the API would hold them.
@@ -38,10 +40,13 @@ func synthetic(n int) ([]*corev1.Service, []*discoveryv1.EndpointSlice) {
 }
 
 func benchDataplane(b *testing.B) (*Dataplane, string) {
+	if testing.Short() {
+		b.Skip("needs root, BPF and network namespaces: make unit (-short) skips it, make test runs it")
+	}
 	if os.Geteuid() != 0 {
 		b.Fatal("this benchmark needs root (every machine here has it)")
 	}
-	cgroup := fmt.Sprintf("/sys/fs/cgroup/unified/skiff-dp-bench-%d", os.Getpid())
+	cgroup := filepath.Join(cgroups.Unified(), fmt.Sprintf("skiff-dp-bench-%d", os.Getpid()))
 	pinDir := filepath.Join(BPFFS, "skiff", fmt.Sprintf("bench-%d", os.Getpid()))
 	d, err := Load(pinDir, cgroup, "")
 	if err != nil {
@@ -143,7 +148,7 @@ func BenchmarkConnect(b *testing.B) {
 	if err := os.WriteFile(filepath.Join(cgroup, "cgroup.procs"), self, 0o644); err != nil {
 		b.Fatal(err)
 	}
-	defer func() { _ = os.WriteFile("/sys/fs/cgroup/unified/cgroup.procs", self, 0o644) }()
+	defer func() { _ = os.WriteFile(filepath.Join(cgroups.Unified(), "cgroup.procs"), self, 0o644) }()
 	// Every connection below must be translated, or it would leave the machine: make sure
 	// this process is in the balanced cgroup before dialing a ClusterIP.
 	now, _ := os.ReadFile("/proc/self/cgroup")

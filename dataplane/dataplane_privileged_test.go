@@ -16,6 +16,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/skiff-sh/skiff/agent/cgroups"
 )
 
 // client runs a Python snippet inside the test cgroup (so the programs apply to it) and
@@ -78,10 +80,13 @@ func backend(ap netip.AddrPort) Backend { return Backend{Addr: ap.Addr(), Port: 
 // endpoints refuses at once; ClientIP affinity sticks; and a second Load (an agent restart)
 // keeps the entries and the translation.
 func TestPrivilegedSocketLB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs root, BPF and network namespaces: make unit (-short) skips it, make test runs it")
+	}
 	if os.Geteuid() != 0 {
 		t.Fatal("this test needs root (every machine here has it)")
 	}
-	cgroup := fmt.Sprintf("/sys/fs/cgroup/unified/skiff-dp-test-%d", os.Getpid())
+	cgroup := filepath.Join(cgroups.Unified(), fmt.Sprintf("skiff-dp-test-%d", os.Getpid()))
 	pinDir := filepath.Join(BPFFS, "skiff", fmt.Sprintf("test-%d", os.Getpid()))
 	t.Cleanup(func() {
 		_ = Remove(pinDir)

@@ -123,6 +123,9 @@ var (
 )
 
 func TestPrivilegedNodePortPrograms(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs root, BPF and network namespaces: make unit (-short) skips it, make test runs it")
+	}
 	if os.Geteuid() != 0 {
 		t.Fatal("this test needs root (every machine here has it)")
 	}

@@ -39,6 +39,9 @@ func TestConfig(t *testing.T) {
 // TestPrivilegedContainerd runs Debian's containerd under the supervisor: CRI answers, an
 // image built by skiff imports under its full name, and a killed containerd comes back.
 func TestPrivilegedContainerd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs root, BPF and network namespaces: make unit (-short) skips it, make test runs it")
+	}
 	if os.Geteuid() != 0 {
 		t.Fatal("this test needs root (every machine here has it)")
 	}

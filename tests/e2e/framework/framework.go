@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -383,4 +384,16 @@ func exited(pid int) bool {
 	i := strings.LastIndexByte(string(b), ')')
 	f := strings.Fields(string(b[i+1:]))
 	return len(f) > 0 && (f[0] == "Z" || f[0] == "X")
+}
+
+// Main is the TestMain of every end-to-end package: under -short (make unit: no root, no
+// network namespaces, no real components) the package's tests are skipped, saying so; make
+// test and make e2e run them.
+func Main(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("skipped: end-to-end tests need root, network namespaces, etcd and containerd (make test runs them; make unit is -short)")
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
 }

@@ -1,0 +1,9 @@
+package lab
+
+import (
+	"testing"
+
+	"github.com/skiff-sh/skiff/tests/e2e/framework"
+)
+
+func TestMain(m *testing.M) { framework.Main(m) }
