@@ -20,9 +20,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/fields"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/skiff-sh/skiff/agent/api"
@@ -168,15 +172,8 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	}})
 
 	// Pod addresses come from the node's block, which the nodeipam controller assigns.
-	var podCIDR string
-	if err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		n, err := client.CoreV1().Nodes().Get(ctx, o.NodeName, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		podCIDR = n.Spec.PodCIDR
-		return podCIDR != "", nil
-	}); err != nil {
+	podCIDR, err := waitPodCIDR(ctx, client, o.NodeName)
+	if err != nil {
 		sup.Stop()
 		return err
 	}
@@ -277,6 +274,29 @@ func installCNI(plugin, binDir, confDir, socket string) error {
 		"plugins": []map[string]any{{"type": "skiff-cni", "agentSocket": socket}},
 	}, "", "  ")
 	return os.WriteFile(filepath.Join(confDir, "10-skiff.conflist"), conf, 0o644)
+}
+
+// waitPodCIDR watches the node until the nodeipam controller has given it a pod CIDR.
+func waitPodCIDR(ctx context.Context, client kubernetes.Interface, name string) (string, error) {
+	sel := fields.OneTermEqualSelector("metadata.name", name).String()
+	lw := &cache.ListWatch{
+		ListFunc: func(o metav1.ListOptions) (apiruntime.Object, error) {
+			o.FieldSelector = sel
+			return client.CoreV1().Nodes().List(ctx, o)
+		},
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return client.CoreV1().Nodes().Watch(ctx, o)
+		},
+	}
+	ev, err := watchtools.UntilWithSync(ctx, lw, &corev1.Node{}, nil, func(e watch.Event) (bool, error) {
+		n, ok := e.Object.(*corev1.Node)
+		return ok && n.Spec.PodCIDR != "", nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("waiting for node %s's pod CIDR: %w", name, err)
+	}
+	return ev.Object.(*corev1.Node).Spec.PodCIDR, nil
 }
 
 // copyExecutable copies src to dst through a temporary file, so a plugin containerd is

@@ -29,6 +29,7 @@ import (
 	"github.com/skiff-sh/skiff/agent/join"
 	"github.com/skiff-sh/skiff/bgp"
 	"github.com/skiff-sh/skiff/bgp/config"
+	"github.com/skiff-sh/skiff/controlplane/allocator"
 	"github.com/skiff-sh/skiff/controlplane/apiserver"
 	"github.com/skiff-sh/skiff/controlplane/controllermanager"
 	"github.com/skiff-sh/skiff/controlplane/pki"
@@ -386,7 +387,7 @@ func newLogger(level string) *slog.Logger {
 // certsCommand writes the PKI without starting anything, like `kubeadm init phase certs all`;
 // an external etcd cluster can then be started with <data-dir>/pki/etcd.
 func certsCommand() *cobra.Command {
-	var dataDir, advertise string
+	var dataDir, advertise, serviceCIDR string
 	cmd := &cobra.Command{
 		Use:   "certs",
 		Short: "Create the cluster PKI under <data-dir>/pki (existing files are kept)",
@@ -400,7 +401,12 @@ func certsCommand() *cobra.Command {
 				}
 				ips = append(ips, ip)
 			}
-			l, err := pki.Ensure(pki.Options{Dir: filepath.Join(dataDir, "pki"), APIServerIPs: ips, ServiceIP: net.ParseIP("10.96.0.1")})
+			// The kubernetes Service's address, as the server derives it: the first of the range.
+			r, err := allocator.NewIPRange(serviceCIDR)
+			if err != nil {
+				return fmt.Errorf("--service-cidr: %w", err)
+			}
+			l, err := pki.Ensure(pki.Options{Dir: filepath.Join(dataDir, "pki"), APIServerIPs: ips, ServiceIP: net.ParseIP(r.First())})
 			if err != nil {
 				return err
 			}
@@ -410,6 +416,7 @@ func certsCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "/var/lib/skiff/server", "directory to create pki/ in")
 	cmd.Flags().StringVar(&advertise, "advertise-address", "", "extra IP SAN for the API server certificate")
+	cmd.Flags().StringVar(&serviceCIDR, "service-cidr", "10.96.0.0/12", "the server's --service-cidr: its first address (the kubernetes Service) is a SAN")
 	return cmd
 }
 
