@@ -43,6 +43,23 @@ func ServiceEnv(services []*corev1.Service) map[string]string {
 	return env
 }
 
+// servicesIn lists a namespace's Services from the watch (the API when the manager runs
+// without one, as in unit tests).
+func (m *Manager) servicesIn(ctx context.Context, ns string) ([]*corev1.Service, error) {
+	if m.services != nil {
+		return m.services.Services(ns).List(labels.Everything())
+	}
+	list, err := m.client.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*corev1.Service, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
+}
+
 // containerEnv resolves a container's environment: service variables (unless disabled),
 // envFrom, then env with valueFrom, later entries winning, as upstream.
 func (m *Manager) containerEnv(ctx context.Context, pod *corev1.Pod, c corev1.Container) ([]*runtimeapi.KeyValue, error) {
@@ -50,12 +67,11 @@ func (m *Manager) containerEnv(ctx context.Context, pod *corev1.Pod, c corev1.Co
 	if pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks {
 		var svcs []*corev1.Service
 		for _, ns := range []string{pod.Namespace, metav1.NamespaceDefault} {
-			list, err := m.client.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+			list, err := m.servicesIn(ctx, ns)
 			if err != nil {
 				return nil, err
 			}
-			for i := range list.Items {
-				s := &list.Items[i]
+			for _, s := range list {
 				if ns == pod.Namespace || s.Name == "kubernetes" {
 					svcs = append(svcs, s)
 				}

@@ -73,6 +73,9 @@ type Manager struct {
 	recorder record.EventRecorder
 	events   record.EventBroadcaster
 	lister   corelisters.PodLister
+	// services feeds the service environment variables of every container start from a
+	// watch, rather than two LISTs from the API server per container.
+	services corelisters.ServiceLister
 	loop     *loop.Loop
 
 	mu      sync.Mutex
@@ -118,8 +121,12 @@ func (m *Manager) Run(ctx context.Context) {
 	inf := factory.Core().V1().Pods()
 	m.lister = inf.Lister()
 	_, _ = inf.Informer().AddEventHandler(m.loop.Handler())
+	svcFactory := informers.NewSharedInformerFactory(m.client, 0)
+	svcs := svcFactory.Core().V1().Services()
+	m.services = svcs.Lister()
 	factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), inf.Informer().HasSynced) {
+	svcFactory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), inf.Informer().HasSynced, svcs.Informer().HasSynced) {
 		return
 	}
 	go func() {
