@@ -166,6 +166,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if certFile == "" {
 		certFile, keyFile = layout.APIServerEtcdClient().Cert, layout.APIServerEtcdClient().Key
 	}
+	// An embedded etcd that fails ends the server with its error: serving on without the
+	// store would only answer 500s.
+	var etcdErr <-chan error
 	if len(servers) == 0 {
 		e, err := etcd.Start(ctx, etcd.Options{
 			DataDir:    filepath.Join(o.DataDir, "etcd"),
@@ -178,6 +181,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			return err
 		}
 		defer e.Close()
+		etcdErr = e.Err()
 		servers = []string{fmt.Sprintf("https://127.0.0.1:%d", o.EtcdClientPort)}
 	}
 	etcdTLS := storagebackend.TransportConfig{ServerList: servers, TrustedCAFile: caFile, CertFile: certFile, KeyFile: keyFile}
@@ -218,7 +222,27 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 	prepared := srv.PrepareRun()
 	log.Info("API server starting", "address", server, "etcd", servers, "kubeconfig", filepath.Join(o.DataDir, "admin.kubeconfig"))
-	return prepared.RunWithContext(ctx)
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if etcdErr != nil {
+		go func() {
+			select {
+			case err, ok := <-etcdErr:
+				if !ok || err == nil {
+					err = errors.New("stopped")
+				}
+				cancel(fmt.Errorf("embedded etcd: %w", err))
+			case <-runCtx.Done():
+			}
+		}()
+	}
+	if err := prepared.RunWithContext(runCtx); err != nil {
+		return err
+	}
+	if cause := context.Cause(runCtx); cause != nil && ctx.Err() == nil {
+		return cause
+	}
+	return nil
 }
 
 // newServer builds the generic API server and installs skiff's API groups.
