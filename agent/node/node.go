@@ -22,7 +22,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/utils/ptr"
+	"k8s.io/component-helpers/apimachinery/lease"
+	"k8s.io/utils/clock"
 
 	"github.com/skiff-sh/skiff/internal/version"
 )
@@ -179,27 +180,24 @@ func Register(ctx context.Context, c kubernetes.Interface, o Options, log *slog.
 	return out, nil
 }
 
-// Heartbeat renews the node's Lease every 10 s and re-posts the conditions every minute and
-// whenever the agent's health changes, until ctx ends.
+// Heartbeat renews the node's Lease in kube-node-lease every 10 s (40 s duration, owned by
+// the Node so it goes with it), with component-helpers' lease controller as the kubelet does,
+// and re-posts the conditions every minute and whenever the agent's health changes, until
+// ctx ends.
 func Heartbeat(ctx context.Context, c kubernetes.Interface, o Options, log *slog.Logger) {
-	leases := c.CoordinationV1().Leases("kube-node-lease")
-	renew := func() error {
-		now := metav1.NowMicro()
-		l, err := leases.Get(ctx, o.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			_, err = leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: o.Name, Namespace: "kube-node-lease"},
-				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(o.Name), LeaseDurationSeconds: ptr.To[int32](40), RenewTime: &now}},
-				metav1.CreateOptions{})
-			return err
-		}
-		if err != nil {
-			return err
-		}
-		l.Spec.RenewTime = &now
-		l.Spec.HolderIdentity = ptr.To(o.Name)
-		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
-		return err
-	}
+	lc := lease.NewController(clock.RealClock{}, c, o.Name, 40, nil, 10*time.Second, o.Name, corev1.NamespaceNodeLease,
+		func(l *coordinationv1.Lease) error {
+			if len(l.OwnerReferences) > 0 {
+				return nil
+			}
+			n, err := c.CoreV1().Nodes().Get(ctx, o.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			l.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID}}
+			return nil
+		})
+	go lc.Run(ctx)
 	lastStatus := time.Now()
 	health := func() string {
 		if o.Health == nil {
@@ -214,9 +212,6 @@ func Heartbeat(ctx context.Context, c kubernetes.Interface, o Options, log *slog
 	t := time.NewTicker(10 * time.Second)
 	defer t.Stop()
 	for {
-		if err := renew(); err != nil && ctx.Err() == nil {
-			log.Warn("renew node lease", "err", err)
-		}
 		// Re-post the conditions every minute, at once when the agent's health changed, and
 		// when the control plane marked the node otherwise while this agent was unreachable.
 		h := health()
