@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -26,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/skiff-sh/skiff/controlplane/controllers/loop"
+	"github.com/skiff-sh/skiff/controlplane/controllers/ownership"
 	"github.com/skiff-sh/skiff/controlplane/controllers/podutil"
 )
 
@@ -56,9 +58,23 @@ func New(client kubernetes.Interface, d appsinformers.DeploymentInformer, rs app
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
 		}
-		if m, ok := obj.(metav1.Object); ok {
-			if ref := metav1.GetControllerOf(m); ref != nil && ref.Kind == "Deployment" {
+		m, ok := obj.(metav1.Object)
+		if !ok {
+			return
+		}
+		if ref := metav1.GetControllerOf(m); ref != nil {
+			if ref.Kind == "Deployment" {
 				c.loop.Add(m.GetNamespace() + "/" + ref.Name)
+			}
+			return
+		}
+		// An orphan ReplicaSet: every Deployment whose selector matches it may adopt it.
+		if rs, ok := obj.(*appsv1.ReplicaSet); ok && rs.DeletionTimestamp == nil {
+			ds, _ := c.deploys.Deployments(rs.Namespace).List(labels.Everything())
+			for _, d := range ds {
+				if sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector); err == nil && !sel.Empty() && sel.Matches(labels.Set(rs.Labels)) {
+					c.loop.Add(d.Namespace + "/" + d.Name)
+				}
 			}
 		}
 	}
@@ -106,11 +122,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	var owned []*appsv1.ReplicaSet
-	for _, rs := range all {
-		if podutil.IsControlledBy(rs, d.UID) && rs.DeletionTimestamp == nil {
-			owned = append(owned, rs)
-		}
+	owned, err := c.claim(ctx, d, all)
+	if err != nil {
+		return err
 	}
 	newRS, old, err := c.newReplicaSet(ctx, d, owned)
 	if err != nil {
@@ -125,6 +139,51 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		}
 	}
 	return c.updateStatus(ctx, d, newRS, old)
+}
+
+// claim adopts the orphan ReplicaSets the Deployment's selector matches (a Deployment
+// re-created after `kubectl delete --cascade=orphan` takes its old ReplicaSets and their
+// revisions back) and releases those it controls that no longer match, as upstream, and
+// returns the live ones it then controls.
+func (c *Controller) claim(ctx context.Context, d *appsv1.Deployment, all []*appsv1.ReplicaSet) ([]*appsv1.ReplicaSet, error) {
+	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil {
+		return nil, nil
+	}
+	objs := make([]metav1.Object, len(all))
+	for i, rs := range all {
+		objs[i] = rs
+	}
+	dec := ownership.Claim(d, sel, objs)
+	failed := map[int]bool{}
+	for _, i := range dec.Adopt {
+		rs := all[i]
+		patch, err := ownership.AdoptPatch(d, appsv1.SchemeGroupVersion.WithKind("Deployment"), rs.UID)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := c.client.AppsV1().ReplicaSets(rs.Namespace).Patch(ctx, rs.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) {
+				failed[i] = true
+				continue
+			}
+			return nil, fmt.Errorf("adopt replicaset %s: %w", rs.Name, err)
+		}
+	}
+	for _, i := range dec.Release {
+		rs := all[i]
+		if _, err := c.client.AppsV1().ReplicaSets(rs.Namespace).Patch(ctx, rs.Name, types.StrategicMergePatchType, ownership.ReleasePatch(d, rs.UID), metav1.PatchOptions{}); err != nil &&
+			!apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
+			return nil, fmt.Errorf("release replicaset %s: %w", rs.Name, err)
+		}
+	}
+	var owned []*appsv1.ReplicaSet
+	for _, i := range dec.Owned {
+		if !failed[i] && all[i].DeletionTimestamp == nil {
+			owned = append(owned, all[i])
+		}
+	}
+	return owned, nil
 }
 
 // newReplicaSet finds the ReplicaSet of the current template, creating it (with the next

@@ -737,3 +737,29 @@ func TestSyncMissingOrDeletingDeployment(t *testing.T) {
 		t.Fatalf("actions for a deployment being deleted: %v", acts)
 	}
 }
+
+// TestAdoptsOrphanReplicaSet: a ReplicaSet the selector matches and nobody controls (left by
+// an orphaning delete, or made before the Deployment, as upstream's RollingUpdateDeployment
+// conformance spec does) is adopted, and the new revision follows its revision.
+func TestAdoptsOrphanReplicaSet(t *testing.T) {
+	d := newDeployment(3, "nginx:2")
+	orphan := ownedRS(d, "nginx:1", "3546343826724305832", 3, 3, t0)
+	orphan.OwnerReferences = nil
+	f := newFixture(t, d, orphan)
+	f.sync(t, "default/web")
+	var adopted bool
+	for _, a := range f.actions("patch", "replicasets", "") {
+		pa := a.(ktesting.PatchAction)
+		adopted = adopted || (pa.GetName() == orphan.Name && strings.Contains(string(pa.GetPatch()), `"uid":"web-uid"`))
+	}
+	if !adopted {
+		t.Fatalf("the orphan ReplicaSet was not adopted: %v", f.client.Actions())
+	}
+	creates := f.actions("create", "replicasets", "")
+	if len(creates) != 1 {
+		t.Fatalf("%d creations, want 1", len(creates))
+	}
+	if rev := creates[0].(ktesting.CreateAction).GetObject().(*appsv1.ReplicaSet).Annotations[RevisionAnnotation]; rev != "3546343826724305833" {
+		t.Fatalf("new revision %q, want the adopted one's + 1", rev)
+	}
+}

@@ -6,6 +6,7 @@ package replicaset
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -16,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -25,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/skiff-sh/skiff/controlplane/controllers/loop"
+	"github.com/skiff-sh/skiff/controlplane/controllers/ownership"
 	"github.com/skiff-sh/skiff/controlplane/controllers/podutil"
 )
 
@@ -85,7 +88,20 @@ func (c *Controller) podEvent(obj any, adds, dels int) {
 		return
 	}
 	ref := metav1.GetControllerOf(p)
-	if ref == nil || ref.Kind != "ReplicaSet" {
+	if ref == nil {
+		// An orphan: every ReplicaSet whose selector matches it may adopt it.
+		if p.DeletionTimestamp != nil {
+			return
+		}
+		sets, _ := c.rsLister.ReplicaSets(p.Namespace).List(labels.Everything())
+		for _, rs := range sets {
+			if sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector); err == nil && !sel.Empty() && sel.Matches(labels.Set(p.Labels)) {
+				c.loop.Add(rs.Namespace + "/" + rs.Name)
+			}
+		}
+		return
+	}
+	if ref.Kind != "ReplicaSet" {
 		return
 	}
 	key := p.Namespace + "/" + ref.Name
@@ -93,6 +109,49 @@ func (c *Controller) podEvent(obj any, adds, dels int) {
 		c.exp.Observed(key, adds, dels)
 	}
 	c.loop.Add(key)
+}
+
+// claim adopts the orphan pods the ReplicaSet's selector matches and releases the ones it
+// controls that no longer match, as upstream, and returns the pods it then controls.
+func (c *Controller) claim(ctx context.Context, rs *appsv1.ReplicaSet, all []*corev1.Pod) ([]*corev1.Pod, error) {
+	sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
+	if err != nil {
+		return nil, nil // invalid selectors are refused by validation; nothing to claim
+	}
+	objs := make([]metav1.Object, len(all))
+	for i, p := range all {
+		objs[i] = p
+	}
+	d := ownership.Claim(rs, sel, objs)
+	failed := map[int]bool{} // adoptions that did not happen
+	for _, i := range d.Adopt {
+		p := all[i]
+		patch, err := ownership.AdoptPatch(rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"), p.UID)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := c.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) {
+				failed[i] = true // gone, or replaced by another of the same name
+				continue
+			}
+			return nil, fmt.Errorf("adopt pod %s: %w", p.Name, err)
+		}
+	}
+	for _, i := range d.Release {
+		p := all[i]
+		if _, err := c.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, ownership.ReleasePatch(rs, p.UID), metav1.PatchOptions{}); err != nil &&
+			!apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
+			return nil, fmt.Errorf("release pod %s: %w", p.Name, err)
+		}
+	}
+	var out []*corev1.Pod
+	for _, i := range d.Owned {
+		if !failed[i] {
+			out = append(out, all[i])
+		}
+	}
+	return out, nil
 }
 
 // Run runs the controller until ctx ends.
@@ -120,13 +179,15 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
+	claimed, err := c.claim(ctx, rs, all)
+	if err != nil {
+		return err
+	}
 	var owned, active []*corev1.Pod
-	for _, p := range all {
-		if podutil.IsControlledBy(p, rs.UID) {
-			owned = append(owned, p)
-			if podutil.IsActive(p) {
-				active = append(active, p)
-			}
+	for _, p := range claimed {
+		owned = append(owned, p)
+		if podutil.IsActive(p) {
+			active = append(active, p)
 		}
 	}
 	var manageErr error

@@ -23,6 +23,8 @@ import (
 	ktesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
+
+	"github.com/skiff-sh/skiff/controlplane/controllers/podutil"
 )
 
 var now = time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
@@ -294,7 +296,7 @@ func TestSyncDeletesSurplusPreferringUnscheduledAndNotReady(t *testing.T) {
 		ownedPod(rs, "not-ready", notReady),
 		// Not counted: finished, being deleted, or someone else's.
 		ownedPod(rs, "succeeded", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }),
-		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "stray", Namespace: "default", UID: "stray-uid", Labels: map[string]string{"app": "web"}}},
+		ownedPod(newRS("other", 1), "stray"),
 	}
 	f := newFixture(t, objs...)
 	if err := f.sync(t, "default/web"); err != nil {
@@ -461,5 +463,35 @@ func TestComputeStatus(t *testing.T) {
 	}
 	if empty := ComputeStatus(rs, nil, now); empty.Replicas != 0 || empty.TerminatingReplicas != nil {
 		t.Errorf("no pods: %+v", empty)
+	}
+}
+
+// TestSyncAdoptsOrphansAndReleasesStrays: an orphan pod the selector matches is adopted and
+// counted (one creation fewer), one the ReplicaSet controls that no longer matches is
+// released, a pod another controller owns is left alone — as upstream's ControllerRefManager.
+func TestSyncAdoptsOrphansAndReleasesStrays(t *testing.T) {
+	rs := newRS("web", 2)
+	orphan := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "orphan", Namespace: "default", UID: "orphan-uid", Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{NodeName: "node-1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	relabelled := ownedPod(rs, "relabelled", func(p *corev1.Pod) { p.Labels = map[string]string{"app": "debug"} })
+	theirs := ownedPod(newRS("other", 1), "theirs")
+	f := newFixture(t, rs, orphan, relabelled, theirs)
+	if err := f.sync(t, "default/web"); err != nil {
+		t.Fatal(err)
+	}
+	patched := map[string]string{}
+	for _, a := range f.actions("patch", "pods") {
+		pa := a.(ktesting.PatchAction)
+		patched[pa.GetName()] = string(pa.GetPatch())
+	}
+	if len(patched) != 2 || !strings.Contains(patched["orphan"], `"uid":"web-uid"`) || !strings.Contains(patched["relabelled"], `"$patch":"delete"`) {
+		t.Fatalf("patches %v, want the orphan adopted and the relabelled pod released", patched)
+	}
+	p, err := f.client.CoreV1().Pods("default").Get(context.Background(), "orphan", metav1.GetOptions{})
+	if err != nil || !podutil.IsControlledBy(p, rs.UID) {
+		t.Fatalf("the orphan after the sync: %+v %v", p.OwnerReferences, err)
+	}
+	if n := len(f.actions("create", "pods")); n != 1 {
+		t.Fatalf("%d pods created, want 1 (2 replicas, the adopted orphan counts)", n)
 	}
 }

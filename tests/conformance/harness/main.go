@@ -35,6 +35,8 @@ type options struct {
 	work, out                                       string
 	e2eVersion                                      string
 	timeout                                         time.Duration
+	reportOnly                                      bool
+	duration, commit                                string
 }
 
 func main() {
@@ -55,7 +57,17 @@ func main() {
 	flag.StringVar(&o.out, "out", "", "directory for RESULTS.md, results.json and junit.xml (a full run: tests/conformance)")
 	flag.StringVar(&o.e2eVersion, "e2e-version", "v1.37.2", "the k8s.io/kubernetes version e2e.test was built from")
 	flag.DurationVar(&o.timeout, "timeout", 3*time.Hour, "ginkgo's suite timeout")
+	flag.BoolVar(&o.reportOnly, "report-only", false, "run nothing: write the results again from the reports a run left in --work (after changing how failures are grouped)")
+	flag.StringVar(&o.duration, "duration", "", "with --report-only: the run's duration to record")
+	flag.StringVar(&o.commit, "commit", "", "with --report-only: the skiff commit the run tested (default: this checkout's)")
 	flag.Parse()
+	if o.reportOnly {
+		if err := report(o); err != nil {
+			fmt.Fprintln(os.Stderr, "conformance:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "conformance:", err)
 		os.Exit(1)
@@ -70,6 +82,7 @@ func run(o options) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	start := time.Now()
+	tested := commit() // what the lab runs is built now; the checkout may move on meanwhile
 	e2e := filepath.Join(o.binDir, "e2e.test")
 	ginkgo := filepath.Join(o.binDir, "ginkgo")
 	for _, f := range []string{e2e, ginkgo, filepath.Join(o.binDir, "agnhost"), o.skiff, o.pause, o.busybox, o.kubectl} {
@@ -99,6 +112,7 @@ func run(o options) error {
 		return err
 	}
 	logf("built %d images; not built here: %s", len(archives), strings.Join(notBuilt, " "))
+	_ = os.WriteFile(filepath.Join(o.work, "images-not-built.txt"), []byte(strings.Join(notBuilt, "\n")+"\n"), 0o644)
 
 	// The selected specs, from a dry run: what every outcome is counted against.
 	dryFile := filepath.Join(o.work, "dry-run.json")
@@ -221,7 +235,7 @@ func run(o options) error {
 		}
 	}
 
-	s := &Summary{Date: time.Now().UTC().Format("2006-01-02"), Commit: commit(), E2E: o.e2eVersion,
+	s := &Summary{Date: time.Now().UTC().Format("2006-01-02"), Commit: tested, E2E: o.e2eVersion,
 		Lab:   fmt.Sprintf("`skiff lab up --nodes %d --tor frr`: a master (control-plane, NoSchedule) and %d workers", o.nodes, o.nodes),
 		Procs: o.procs, Focus: o.focus, Skip: o.skip, Duration: time.Since(start).Round(time.Second).String(),
 		Images: notBuilt, TotalSpecs: total, Results: Merge(selected, runs...)}
@@ -251,6 +265,59 @@ func run(o options) error {
 		}
 		return fmt.Errorf("smoke: %d of %d specs did not pass", s.Totals.Selected-s.Totals.Passed, s.Totals.Selected)
 	}
+	return nil
+}
+
+// report rewrites the results from the reports of an earlier run in o.work.
+func report(o options) error {
+	dry, err := readReports(filepath.Join(o.work, "dry-run.json"))
+	if err != nil {
+		return err
+	}
+	total := 0
+	for _, r := range dry {
+		for _, s := range r.SpecReports {
+			if s.LeafNodeType == "It" {
+				total++
+			}
+		}
+	}
+	var runs [][]ginkgoReport
+	for n := 1; ; n++ {
+		reps, err := readReports(filepath.Join(o.work, fmt.Sprintf("report-%d.json", n)))
+		if err != nil {
+			break
+		}
+		runs = append(runs, reps)
+	}
+	if len(runs) == 0 {
+		return fmt.Errorf("no report-N.json in %s", o.work)
+	}
+	var notBuilt []string
+	if b, err := os.ReadFile(filepath.Join(o.work, "images-not-built.txt")); err == nil {
+		notBuilt = strings.Fields(string(b))
+	}
+	date := time.Now().UTC().Format("2006-01-02")
+	if len(runs[0]) > 0 && !runs[0][0].StartTime.IsZero() {
+		date = runs[0][0].StartTime.UTC().Format("2006-01-02")
+	}
+	tested := o.commit
+	if tested == "" {
+		tested = commit()
+	}
+	s := &Summary{Date: date, Commit: tested, E2E: o.e2eVersion,
+		Lab:   fmt.Sprintf("`skiff lab up --nodes %d --tor frr`: a master (control-plane, NoSchedule) and %d workers", o.nodes, o.nodes),
+		Procs: o.procs, Focus: o.focus, Skip: o.skip, Duration: o.duration, Images: notBuilt, TotalSpecs: total,
+		Results: Merge(Selected(dry), runs...)}
+	Summarize(s)
+	dest := o.out
+	if dest == "" {
+		dest = o.work
+	}
+	if err := writeResults(dest, s, o.work); err != nil {
+		return err
+	}
+	logf("%s — %s", s.Headline(), filepath.Join(dest, "RESULTS.md"))
 	return nil
 }
 
