@@ -273,6 +273,9 @@ func (c *Controller) newReplicaSet(ctx context.Context, d *appsv1.Deployment, ow
 }
 
 func setReplicaAnnotations(rs *appsv1.ReplicaSet, d *appsv1.Deployment) {
+	if rs.Annotations == nil { // an adopted ReplicaSet may have none
+		rs.Annotations = map[string]string{}
+	}
 	surge, _ := ResolveFenceposts(d)
 	rs.Annotations[DesiredReplicasAnnotation] = strconv.Itoa(int(replicasOf(d)))
 	rs.Annotations[MaxReplicasAnnotation] = strconv.Itoa(int(replicasOf(d) + surge))

@@ -763,3 +763,18 @@ func TestAdoptsOrphanReplicaSet(t *testing.T) {
 		t.Fatalf("new revision %q, want the adopted one's + 1", rev)
 	}
 }
+
+// TestAdoptedReplicaSetWithoutAnnotations: an orphan ReplicaSet with no annotations at all
+// (made by hand, as upstream's "should delete old replica sets" spec does) is adopted and
+// scaled down as an old one without a panic.
+func TestAdoptedReplicaSetWithoutAnnotations(t *testing.T) {
+	d := newDeployment(1, "nginx:2")
+	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+	orphan := ownedRS(d, "nginx:1", "", 1, 1, t0)
+	orphan.OwnerReferences, orphan.Annotations = nil, nil
+	f := newFixture(t, d, orphan)
+	f.sync(t, "default/web")
+	if got := f.lastReplicas(); got[orphan.Name] != 0 {
+		t.Fatalf("the adopted old ReplicaSet: %v, want it scaled to 0", got)
+	}
+}

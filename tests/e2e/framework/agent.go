@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"sort"
 	"strconv"
 	"testing"
 
@@ -113,3 +115,26 @@ func NewServerWithAgent(tb testing.TB, dir, netnsPath string, extra ...string) *
 
 // KillUnder tears down what an agent under dir left running (agent/runtime.Teardown).
 func KillUnder(dir string) { agentruntime.Teardown(dir) }
+
+// RecordedPodNetns lists the pod network namespaces recorded in the metadata of the
+// containerds whose data directories (<dir>/containerd) the globs match, so a test can check
+// that teardown removed them.
+func RecordedPodNetns(dirGlobs ...string) []string {
+	re := regexp.MustCompile(`/var/run/netns/cni-[0-9a-f-]{36}`)
+	seen := map[string]bool{}
+	for _, g := range dirGlobs {
+		dbs, _ := filepath.Glob(filepath.Join(g, "containerd", "root", "io.containerd.metadata.v1.bolt", "meta.db"))
+		for _, db := range dbs {
+			b, _ := os.ReadFile(db)
+			for _, m := range re.FindAll(b, -1) {
+				seen[string(m)] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for ns := range seen {
+		out = append(out, ns)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -4,6 +4,7 @@
 package lab
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -104,6 +105,7 @@ func TestLabServices(t *testing.T) {
 	script := fmt.Sprintf(`
 import socket, time
 s = socket.create_connection(('%s', 7), timeout=5)
+print('connected', flush=True)
 ok = 0
 for i in range(60):
     msg = b'x%%d\n' %% i
@@ -116,11 +118,35 @@ for i in range(60):
 print(ok, s.getpeername()[0])
 `, echo)
 	heldOut := make(chan string, 1)
+	connected := make(chan struct{})
+	heldCmd := exec.CommandContext(ctx, "sh", "-c", held, script)
+	heldCmd.Stderr = os.Stderr
+	pipe, err := heldCmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := heldCmd.Start(); err != nil {
+		t.Fatal(err)
+	}
 	go func() {
-		out, err := exec.CommandContext(ctx, "sh", "-c", held, script).CombinedOutput()
-		heldOut <- fmt.Sprint(strings.TrimSpace(string(out)), " ", err)
+		sc := bufio.NewScanner(pipe)
+		var lines []string
+		for sc.Scan() {
+			if sc.Text() == "connected" {
+				close(connected)
+				continue
+			}
+			lines = append(lines, sc.Text())
+		}
+		heldOut <- fmt.Sprint(strings.TrimSpace(strings.Join(lines, "\n")), " ", heldCmd.Wait())
 	}()
-	time.Sleep(1500 * time.Millisecond)
+	// The restart comes once the held connection is open (the script says so), not after
+	// a guess at how long that takes.
+	select {
+	case <-connected:
+	case got := <-heldOut:
+		t.Fatalf("the held connection never opened: %s", got)
+	}
 	l.skiff("restart-agent", "node1")
 	answers := <-clientOut
 	if n := strings.Count(answers, "web-"); n != 40 || strings.Contains(answers, "FAILED") {
@@ -543,7 +569,7 @@ func runLab(t *testing.T, name, tor string) {
 
 	// Down leaves nothing behind, the pods' network namespaces included.
 	var left []string
-	podNamespaces := podNetns(t, "/var/lib/skiff/lab/"+name)
+	podNamespaces := framework.RecordedPodNetns("/var/lib/skiff/lab/"+name+"/*", "/var/lib/skiff/lab/"+name+"/master/agent")
 	if len(podNamespaces) == 0 {
 		t.Error("found no pod network namespaces in the lab's containerd metadata")
 	}
@@ -606,11 +632,11 @@ func (l *lab) hostRoutes(pod *corev1.Pod) {
 func (l *lab) papercuts() {
 	l.t.Helper()
 	start := time.Now()
-	out, err := exec.CommandContext(l.ctx, l.bin, "lab", "up", "--name", "e2esecond", "--nodes", "1", "--tor", "none").CombinedOutput()
+	out, err := exec.CommandContext(l.ctx, l.bin, "lab", "up", "--name", "e2esec", "--nodes", "1", "--tor", "none").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), `lab "`+l.name+`" is up`) || time.Since(start) > 10*time.Second {
 		l.t.Errorf("a second lab: %v after %s\n%s", err, time.Since(start), out)
 	}
-	_ = exec.Command(l.bin, "lab", "down", "--name", "e2esecond").Run()
+	_ = exec.Command(l.bin, "lab", "down", "--name", "e2esec").Run()
 	for _, verb := range [][]string{{"status"}, {"exec", "node1", "--", "true"}} {
 		out, err := exec.CommandContext(l.ctx, l.bin, append([]string{"lab", verb[0], "--name", "e2enone"}, verb[1:]...)...).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), `no lab named "e2enone"`) {
@@ -620,26 +646,6 @@ func (l *lab) papercuts() {
 	if got := l.skiff("exec", "node1", "--", l.bin, "bpf", "services"); !strings.Contains(got, "10.96.0.1") {
 		l.t.Errorf("skiff lab exec node1 -- skiff bpf services:\n%s", got)
 	}
-}
-
-// podNetns lists the pod network namespaces the lab's containerds recorded.
-func podNetns(t *testing.T, labDir string) []string {
-	t.Helper()
-	re := regexp.MustCompile(`/var/run/netns/cni-[0-9a-f-]{36}`)
-	seen := map[string]bool{}
-	files, _ := filepath.Glob(filepath.Join(labDir, "*", "containerd", "root", "io.containerd.metadata.v1.bolt", "meta.db"))
-	more, _ := filepath.Glob(filepath.Join(labDir, "master", "agent", "containerd", "root", "io.containerd.metadata.v1.bolt", "meta.db"))
-	for _, f := range append(files, more...) {
-		b, _ := os.ReadFile(f)
-		for _, m := range re.FindAll(b, -1) {
-			seen[string(m)] = true
-		}
-	}
-	var out []string
-	for ns := range seen {
-		out = append(out, ns)
-	}
-	return out
 }
 
 // pingFromPod pings dst from src's network namespace at 20 Hz while during runs, and

@@ -252,28 +252,8 @@ spec:
 	if out := must("logs", "p1"); !strings.Contains(out, "netutil serving HTTP on :8080") {
 		t.Errorf("kubectl logs p1 = %q", out)
 	}
-	podNetns = recordedNetns(server.dir, worker.dir)
+	podNetns = framework.RecordedPodNetns(server.dir, filepath.Join(server.dir, "agent"), worker.dir)
 	if len(podNetns) < 3 {
 		t.Errorf("found %d pod network namespaces in containerd's metadata, want 3: %v", len(podNetns), podNetns)
 	}
-}
-
-// recordedNetns lists the pod network namespaces the hosts' containerds recorded.
-func recordedNetns(dirs ...string) []string {
-	re := regexp.MustCompile(`/var/run/netns/cni-[0-9a-f-]{36}`)
-	seen := map[string]bool{}
-	for _, dir := range dirs {
-		for _, db := range []string{filepath.Join(dir, "containerd", "root", "io.containerd.metadata.v1.bolt", "meta.db"),
-			filepath.Join(dir, "agent", "containerd", "root", "io.containerd.metadata.v1.bolt", "meta.db")} {
-			b, _ := os.ReadFile(db)
-			for _, m := range re.FindAll(b, -1) {
-				seen[string(m)] = true
-			}
-		}
-	}
-	var out []string
-	for ns := range seen {
-		out = append(out, ns)
-	}
-	return out
 }
