@@ -154,32 +154,25 @@ func (c *Controller) claim(ctx context.Context, d *appsv1.Deployment, all []*app
 	for i, rs := range all {
 		objs[i] = rs
 	}
-	dec := ownership.Claim(d, sel, objs)
-	failed := map[int]bool{}
-	for _, i := range dec.Adopt {
-		rs := all[i]
-		patch, err := ownership.AdoptPatch(d, appsv1.SchemeGroupVersion.WithKind("Deployment"), rs.UID)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := c.client.AppsV1().ReplicaSets(rs.Namespace).Patch(ctx, rs.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) {
-				failed[i] = true
-				continue
+	gvk := appsv1.SchemeGroupVersion.WithKind("Deployment")
+	idx, err := ownership.Apply(ownership.Claim(d, sel, objs),
+		func(i int) error {
+			patch, err := ownership.AdoptPatch(d, gvk, all[i].UID)
+			if err == nil {
+				_, err = c.client.AppsV1().ReplicaSets(d.Namespace).Patch(ctx, all[i].Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 			}
-			return nil, fmt.Errorf("adopt replicaset %s: %w", rs.Name, err)
-		}
-	}
-	for _, i := range dec.Release {
-		rs := all[i]
-		if _, err := c.client.AppsV1().ReplicaSets(rs.Namespace).Patch(ctx, rs.Name, types.StrategicMergePatchType, ownership.ReleasePatch(d, rs.UID), metav1.PatchOptions{}); err != nil &&
-			!apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
-			return nil, fmt.Errorf("release replicaset %s: %w", rs.Name, err)
-		}
+			return err
+		},
+		func(i int) error {
+			_, err := c.client.AppsV1().ReplicaSets(d.Namespace).Patch(ctx, all[i].Name, types.StrategicMergePatchType, ownership.ReleasePatch(d, all[i].UID), metav1.PatchOptions{})
+			return err
+		})
+	if err != nil {
+		return nil, fmt.Errorf("replica sets of %s: %w", d.Name, err)
 	}
 	var owned []*appsv1.ReplicaSet
-	for _, i := range dec.Owned {
-		if !failed[i] && all[i].DeletionTimestamp == nil {
+	for _, i := range idx {
+		if all[i].DeletionTimestamp == nil {
 			owned = append(owned, all[i])
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -59,4 +60,32 @@ func AdoptPatch(owner metav1.Object, gvk schema.GroupVersionKind, uid types.UID)
 // ReleasePatch removes owner's reference from an object (strategic merge delete by uid).
 func ReleasePatch(owner metav1.Object, uid types.UID) []byte {
 	return []byte(fmt.Sprintf(`{"metadata":{"ownerReferences":[{"$patch":"delete","uid":%q}],"uid":%q}}`, owner.GetUID(), uid))
+}
+
+// Apply carries out d with the controller's patch calls and returns the indexes it then owns.
+// An object gone or replaced meanwhile (NotFound, or Invalid from the UID guard) is passed
+// over — an adoption of it does not count; any other error stops.
+func Apply(d Decision, adopt, release func(i int) error) ([]int, error) {
+	gone := func(err error) bool { return apierrors.IsNotFound(err) || apierrors.IsInvalid(err) }
+	failed := map[int]bool{}
+	for _, i := range d.Adopt {
+		if err := adopt(i); err != nil {
+			if !gone(err) {
+				return nil, fmt.Errorf("adopt: %w", err)
+			}
+			failed[i] = true
+		}
+	}
+	for _, i := range d.Release {
+		if err := release(i); err != nil && !gone(err) {
+			return nil, fmt.Errorf("release: %w", err)
+		}
+	}
+	var owned []int
+	for _, i := range d.Owned {
+		if !failed[i] {
+			owned = append(owned, i)
+		}
+	}
+	return owned, nil
 }

@@ -2,10 +2,12 @@ package ownership
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -73,5 +75,23 @@ func TestPatches(t *testing.T) {
 	}
 	if r := string(ReleasePatch(owner, "uid-p")); r != `{"metadata":{"ownerReferences":[{"$patch":"delete","uid":"owner"}],"uid":"uid-p"}}` {
 		t.Fatalf("release patch %s", r)
+	}
+}
+
+func TestApply(t *testing.T) {
+	d := Decision{Owned: []int{0, 1, 2}, Adopt: []int{1, 2}, Release: []int{3}}
+	gone := apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "x")
+	var released []int
+	owned, err := Apply(d, func(i int) error {
+		if i == 2 {
+			return gone // deleted meanwhile: not owned
+		}
+		return nil
+	}, func(i int) error { released = append(released, i); return gone })
+	if err != nil || !slices.Equal(owned, []int{0, 1}) || !slices.Equal(released, []int{3}) {
+		t.Fatalf("owned %v released %v err %v", owned, released, err)
+	}
+	if _, err := Apply(d, func(int) error { return errors.New("etcdserver: timeout") }, nil); err == nil {
+		t.Fatal("an adoption that failed for another reason was not an error")
 	}
 }

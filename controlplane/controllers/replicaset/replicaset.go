@@ -122,34 +122,25 @@ func (c *Controller) claim(ctx context.Context, rs *appsv1.ReplicaSet, all []*co
 	for i, p := range all {
 		objs[i] = p
 	}
-	d := ownership.Claim(rs, sel, objs)
-	failed := map[int]bool{} // adoptions that did not happen
-	for _, i := range d.Adopt {
-		p := all[i]
-		patch, err := ownership.AdoptPatch(rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"), p.UID)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := c.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) {
-				failed[i] = true // gone, or replaced by another of the same name
-				continue
+	gvk := appsv1.SchemeGroupVersion.WithKind("ReplicaSet")
+	owned, err := ownership.Apply(ownership.Claim(rs, sel, objs),
+		func(i int) error {
+			patch, err := ownership.AdoptPatch(rs, gvk, all[i].UID)
+			if err == nil {
+				_, err = c.client.CoreV1().Pods(rs.Namespace).Patch(ctx, all[i].Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 			}
-			return nil, fmt.Errorf("adopt pod %s: %w", p.Name, err)
-		}
+			return err
+		},
+		func(i int) error {
+			_, err := c.client.CoreV1().Pods(rs.Namespace).Patch(ctx, all[i].Name, types.StrategicMergePatchType, ownership.ReleasePatch(rs, all[i].UID), metav1.PatchOptions{})
+			return err
+		})
+	if err != nil {
+		return nil, fmt.Errorf("pods of %s: %w", rs.Name, err)
 	}
-	for _, i := range d.Release {
-		p := all[i]
-		if _, err := c.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, ownership.ReleasePatch(rs, p.UID), metav1.PatchOptions{}); err != nil &&
-			!apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
-			return nil, fmt.Errorf("release pod %s: %w", p.Name, err)
-		}
-	}
-	var out []*corev1.Pod
-	for _, i := range d.Owned {
-		if !failed[i] {
-			out = append(out, all[i])
-		}
+	out := make([]*corev1.Pod, len(owned))
+	for j, i := range owned {
+		out[j] = all[i]
 	}
 	return out, nil
 }

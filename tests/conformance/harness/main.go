@@ -129,14 +129,7 @@ func run(o options) error {
 		return err
 	}
 	selected := Selected(dryReports)
-	total := 0
-	for _, r := range dryReports {
-		for _, s := range r.SpecReports {
-			if s.LeafNodeType == "It" {
-				total++
-			}
-		}
-	}
+	total := specCount(dryReports)
 	if len(selected) == 0 {
 		return fmt.Errorf("focus %q skip %q select no spec", o.focus, o.skip)
 	}
@@ -235,25 +228,17 @@ func run(o options) error {
 		}
 	}
 
-	s := &Summary{Date: time.Now().UTC().Format("2006-01-02"), Commit: tested, E2E: o.e2eVersion,
-		Lab:   fmt.Sprintf("`skiff lab up --nodes %d --tor frr`: a master (control-plane, NoSchedule) and %d workers", o.nodes, o.nodes),
-		Procs: o.procs, Focus: o.focus, Skip: o.skip, Duration: time.Since(start).Round(time.Second).String(),
-		Images: notBuilt, TotalSpecs: total, Results: Merge(selected, runs...)}
+	duration := time.Since(start).Round(time.Second).String()
+	if ctx.Err() != nil {
+		duration += " (interrupted)"
+	}
+	s := newSummary(o, time.Now().UTC().Format("2006-01-02"), tested, duration, notBuilt, total, Merge(selected, runs...))
 	if o.smoke != "" {
 		s.Focus = "the specs listed in " + o.smoke
 	}
-	Summarize(s)
-	if ctx.Err() != nil {
-		s.Duration += " (interrupted)"
-	}
-	dest := o.out
-	if dest == "" {
-		dest = o.work
-	}
-	if err := writeResults(dest, s, o.work); err != nil {
+	if _, err := publish(o, s); err != nil {
 		return err
 	}
-	logf("%s — %s", s.Headline(), filepath.Join(dest, "RESULTS.md"))
 	if ctx.Err() != nil {
 		return fmt.Errorf("interrupted")
 	}
@@ -273,14 +258,6 @@ func report(o options) error {
 	dry, err := readReports(filepath.Join(o.work, "dry-run.json"))
 	if err != nil {
 		return err
-	}
-	total := 0
-	for _, r := range dry {
-		for _, s := range r.SpecReports {
-			if s.LeafNodeType == "It" {
-				total++
-			}
-		}
 	}
 	var runs [][]ginkgoReport
 	for n := 1; ; n++ {
@@ -305,20 +282,42 @@ func report(o options) error {
 	if tested == "" {
 		tested = commit()
 	}
-	s := &Summary{Date: date, Commit: tested, E2E: o.e2eVersion,
+	_, err = publish(o, newSummary(o, date, tested, o.duration, notBuilt, specCount(dry), Merge(Selected(dry), runs...)))
+	return err
+}
+
+// newSummary is the run's summary before counting.
+func newSummary(o options, date, tested, duration string, notBuilt []string, total int, results []Result) *Summary {
+	return &Summary{Date: date, Commit: tested, E2E: o.e2eVersion,
 		Lab:   fmt.Sprintf("`skiff lab up --nodes %d --tor frr`: a master (control-plane, NoSchedule) and %d workers", o.nodes, o.nodes),
-		Procs: o.procs, Focus: o.focus, Skip: o.skip, Duration: o.duration, Images: notBuilt, TotalSpecs: total,
-		Results: Merge(Selected(dry), runs...)}
+		Procs: o.procs, Focus: o.focus, Skip: o.skip, Duration: duration, Images: notBuilt, TotalSpecs: total, Results: results}
+}
+
+// publish counts the summary and writes the results into --out (or the work directory).
+func publish(o options, s *Summary) (string, error) {
 	Summarize(s)
 	dest := o.out
 	if dest == "" {
 		dest = o.work
 	}
 	if err := writeResults(dest, s, o.work); err != nil {
-		return err
+		return "", err
 	}
 	logf("%s — %s", s.Headline(), filepath.Join(dest, "RESULTS.md"))
-	return nil
+	return dest, nil
+}
+
+// specCount counts the specs in the binary (every It of the dry run).
+func specCount(dry []ginkgoReport) int {
+	n := 0
+	for _, r := range dry {
+		for _, s := range r.SpecReports {
+			if s.LeafNodeType == "It" {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 func writeResults(dir string, s *Summary, work string) error {
