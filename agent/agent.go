@@ -29,6 +29,7 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/skiff-sh/skiff/internal/layout"
 	"github.com/skiff-sh/skiff/agent/api"
 	"github.com/skiff-sh/skiff/agent/cgroups"
 	"github.com/skiff-sh/skiff/agent/cniserver"
@@ -113,8 +114,8 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	if err != nil {
 		return err
 	}
-	cniBin, cniConf := filepath.Join(o.DataDir, "cni", "bin"), filepath.Join(o.DataDir, "cni", "net.d")
-	socket := filepath.Join(o.DataDir, "cni.sock")
+	dirs := layout.Agent{Dir: o.DataDir}
+	cniBin, cniConf, socket := dirs.CNIBin(), dirs.CNIConf(), dirs.CNISocket()
 	if err := installCNI(o.CNIPlugin, cniBin, cniConf, socket); err != nil {
 		return err
 	}
@@ -124,9 +125,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		log.Info("using an external container runtime", "endpoint", o.RuntimeEndpoint, "cniBinDir", cniBin, "cniConfDir", cniConf)
 		ctr, err = runtime.Connect(ctx, o.RuntimeEndpoint)
 	} else {
-		ctr, err = runtime.Start(ctx, runtime.Options{Dir: filepath.Join(o.DataDir, "containerd"), CNIBinDir: cniBin, CNIConfDir: cniConf,
+		ctr, err = runtime.Start(ctx, runtime.Options{Dir: dirs.Containerd(), CNIBinDir: cniBin, CNIConfDir: cniConf,
 			SandboxImage: images.Pause, PodLogDir: o.PodLogDir, Netns: o.Netns,
-			RegistryConfigDir: filepath.Join(o.DataDir, "containerd", "certs.d")}, log)
+			RegistryConfigDir: dirs.RegistryConfig()}, log)
 	}
 	if err != nil {
 		return err
@@ -134,7 +135,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	defer ctr.Close()
 	// The images built into this binary first (a node needs no image directory to start
 	// pods), then any archives in the image directories, which may replace them.
-	if files, err := embedded.WriteTo(filepath.Join(o.DataDir, "images-embedded")); err != nil {
+	if files, err := embedded.WriteTo(dirs.EmbeddedImages()); err != nil {
 		log.Warn("embedded images", "err", err)
 	} else {
 		for _, f := range files {
@@ -177,7 +178,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		sup.Stop()
 		return err
 	}
-	alloc, err := ipam.New(podCIDR, ipam.FileStore{Path: filepath.Join(o.DataDir, "ipam.json")})
+	alloc, err := ipam.New(podCIDR, ipam.FileStore{Path: dirs.IPAM()})
 	if err != nil {
 		sup.Stop()
 		return err
@@ -223,7 +224,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	pm := pods.New(client, runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn),
 		pods.Options{NodeName: o.NodeName, HostIP: o.InternalIP, PodLogDir: o.PodLogDir, Netns: o.Netns, CgroupRoot: o.CgroupRoot,
 			ClusterDNS: o.ClusterDNS, ClusterDomain: o.ClusterDomain, ResolvConf: o.ResolvConf,
-			Volumes: volumes.New(client, filepath.Join(o.DataDir, "pods"))}, log)
+			Volumes: volumes.New(client, dirs.Pods())}, log)
 	if o.HealthzAddress != "" {
 		sup.Go(supervisor.Part{Name: "healthz", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
 			return serveHealthz(ctx, o.HealthzAddress, ctr, sup, &speaker, &proxy)

@@ -26,10 +26,11 @@ import (
 
 	"github.com/skiff-sh/skiff/agent/cgroups"
 	"github.com/skiff-sh/skiff/agent/runtime"
+	"github.com/skiff-sh/skiff/internal/layout"
 )
 
 // Root is where labs keep their state.
-const Root = "/var/lib/skiff/lab"
+var Root = layout.LabRoot
 
 // Options configure `skiff lab up`.
 type Options struct {
@@ -158,7 +159,7 @@ func Up(ctx context.Context, o Options, log *slog.Logger) error {
 	_ = st.save(o.Dir)
 	progress("master: skiff server in %s at %s (pid %d, log %s)", master.Netns, master.IP, pid, filepath.Join(o.Dir, "master.log"))
 
-	client, err := waitAPI(ctx, filepath.Join(mdir, "admin.kubeconfig"), Kubeconfig(o.Name), o.HostAPIServer(), 2*time.Minute)
+	client, err := waitAPI(ctx, layout.Server{Dir: mdir}.Kubeconfig("admin"), Kubeconfig(o.Name), o.HostAPIServer(), 2*time.Minute)
 	if err != nil {
 		return err
 	}
@@ -185,7 +186,7 @@ func Up(ctx context.Context, o Options, log *slog.Logger) error {
 // AddNode starts worker i (its namespace must exist: Up builds them, Grow adds one).
 func AddNode(o Options, i int, st *state) error {
 	n := o.Node(i)
-	token := filepath.Join(o.Dir, "master", "token")
+	token := layout.Server{Dir: filepath.Join(o.Dir, "master")}.Token()
 	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		_, err := os.Stat(token)
 		return err == nil, nil
@@ -203,7 +204,7 @@ func AddNode(o Options, i int, st *state) error {
 
 func agentArgs(s Spec, labDir string, n Host) []string {
 	dir := filepath.Join(labDir, n.Role)
-	return []string{"agent", "--server", s.APIServer(), "--token-file", filepath.Join(labDir, "master", "token"), "--data-dir", dir,
+	return []string{"agent", "--server", s.APIServer(), "--token-file", layout.Server{Dir: filepath.Join(labDir, "master")}.Token(), "--data-dir", dir,
 		"--node-name", n.NodeName, "--node-ip", n.IP.String(), "--pod-log-dir", filepath.Join(dir, "logs"),
 		"--pod-manifest-path", filepath.Join(dir, "manifests"), "--cgroup-root", CgroupRoot(s.Name) + "/" + n.Role,
 		"--service-proxy=" + strconv.FormatBool(!s.NoServiceProxy)}

@@ -36,6 +36,7 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/scheduler"
 	"github.com/skiff-sh/skiff/cni"
 	"github.com/skiff-sh/skiff/images"
+	"github.com/skiff-sh/skiff/internal/layout"
 	"github.com/skiff-sh/skiff/internal/supervisor"
 	"github.com/skiff-sh/skiff/internal/version"
 )
@@ -156,7 +157,7 @@ func serverCommand(use, short string) *cobra.Command {
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&f.dataDir, "data-dir", "/var/lib/skiff/server", "directory for etcd data, the PKI and admin.kubeconfig")
+	fs.StringVar(&f.dataDir, "data-dir", layout.ServerDir, "directory for etcd data, the PKI and admin.kubeconfig")
 	fs.StringVar(&f.bindAddress, "bind-address", "0.0.0.0", "address the API server listens on")
 	fs.StringVar(&f.advertiseAddress, "advertise-address", "", "address other components reach the API server at (default: first non-loopback address)")
 	fs.StringSliceVar(&f.tlsSANs, "tls-san", nil, "extra IP addresses or DNS names for the API server certificate")
@@ -189,8 +190,9 @@ func serverCommand(use, short string) *cobra.Command {
 // node agent, as required parts of the server's supervisor.
 func runControlPlane(sup *supervisor.Supervisor, f serverFlags, log *slog.Logger) {
 	cm := f.cm
-	cm.RootCAFile = filepath.Join(f.dataDir, "pki", "ca.crt")
-	cm.ClusterSigningCertFile, cm.ClusterSigningKeyFile = cm.RootCAFile, filepath.Join(f.dataDir, "pki", "ca.key")
+	dirs := layout.Server{Dir: f.dataDir}
+	cm.RootCAFile = dirs.CACert()
+	cm.ClusterSigningCertFile, cm.ClusterSigningKeyFile = cm.RootCAFile, dirs.CAKey()
 	if !f.disableControllerManager {
 		sup.Go(supervisor.Part{Name: "controller-manager", Policy: supervisor.Fatal, Run: func(ctx context.Context) error {
 			return runControllerManager(ctx, f, cm, log)
@@ -203,7 +205,7 @@ func runControlPlane(sup *supervisor.Supervisor, f serverFlags, log *slog.Logger
 	}
 	if !f.disableAgent {
 		sup.Go(supervisor.Part{Name: "agent", Policy: supervisor.Fatal, Run: func(ctx context.Context) error {
-			cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(f.dataDir, "node.kubeconfig"))
+			cfg, err := clientcmd.BuildConfigFromFlags("", dirs.Kubeconfig("node"))
 			if err != nil {
 				return err
 			}
@@ -211,8 +213,7 @@ func runControlPlane(sup *supervisor.Supervisor, f serverFlags, log *slog.Logger
 			// and carries its role label (kubectl get nodes: ROLES control-plane).
 			taints := []corev1.Taint{{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}}
 			af := f.agent
-			pkiDir := filepath.Join(f.dataDir, "pki")
-			af.servingCert, af.servingKey, af.clientCA = filepath.Join(pkiDir, "agent.crt"), filepath.Join(pkiDir, "agent.key"), filepath.Join(pkiDir, "ca.crt")
+			af.servingCert, af.servingKey, af.clientCA = dirs.AgentServingCert(), dirs.AgentServingKey(), dirs.CACert()
 			opts := af.options(taints)
 			opts.Labels = map[string]string{"node-role.kubernetes.io/control-plane": ""}
 			if opts.BGP, err = af.bgpOptions(); err != nil {
@@ -249,7 +250,7 @@ func exeDir() string {
 
 func addAgentFlags(fs *pflag.FlagSet, f *agentFlags, prefix string) {
 	host, _ := os.Hostname()
-	fs.StringVar(&f.dataDir, prefix+"data-dir", "/var/lib/skiff/agent", "directory for the agent's containerd, CNI and IPAM state")
+	fs.StringVar(&f.dataDir, prefix+"data-dir", layout.AgentDir, "directory for the agent's containerd, CNI and IPAM state")
 	fs.StringVar(&f.nodeName, "node-name", host, "name of this node")
 	fs.StringVar(&f.nodeIP, "node-ip", "", "address of this node (default: first non-loopback address)")
 	fs.StringVar(&f.netns, prefix+"netns", "", "network namespace (/run/netns/NAME) for the node's containerd and pods, as in the lab")
@@ -312,7 +313,7 @@ func (f agentFlags) bgpOptions() (*bgp.Options, error) {
 func (f agentFlags) options(taints []corev1.Taint) agent.Options {
 	dirs := f.imageDirs
 	if len(dirs) == 0 {
-		dirs = []string{filepath.Join(f.dataDir, "images"), filepath.Join(exeDir(), "images")}
+		dirs = []string{layout.Agent{Dir: f.dataDir}.Images(), filepath.Join(exeDir(), "images")}
 	}
 	ip := f.nodeIP
 	if ip == "" {
@@ -336,7 +337,7 @@ func firstAddress() string {
 }
 
 func runControllerManager(ctx context.Context, f serverFlags, cm controllermanager.Options, log *slog.Logger) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(f.dataDir, "controller-manager.kubeconfig"))
+	cfg, err := clientcmd.BuildConfigFromFlags("", layout.Server{Dir: f.dataDir}.Kubeconfig("controller-manager"))
 	if err != nil {
 		return err
 	}
@@ -344,7 +345,7 @@ func runControllerManager(ctx context.Context, f serverFlags, cm controllermanag
 }
 
 func runScheduler(ctx context.Context, f serverFlags, log *slog.Logger) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(f.dataDir, "scheduler.kubeconfig"))
+	cfg, err := clientcmd.BuildConfigFromFlags("", layout.Server{Dir: f.dataDir}.Kubeconfig("scheduler"))
 	if err != nil {
 		return err
 	}
@@ -406,7 +407,7 @@ func certsCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--service-cidr: %w", err)
 			}
-			l, err := pki.Ensure(pki.Options{Dir: filepath.Join(dataDir, "pki"), APIServerIPs: ips, ServiceIP: net.ParseIP(r.First())})
+			l, err := pki.Ensure(pki.Options{Dir: layout.Server{Dir: dataDir}.PKI(), APIServerIPs: ips, ServiceIP: net.ParseIP(r.First())})
 			if err != nil {
 				return err
 			}
@@ -414,7 +415,7 @@ func certsCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&dataDir, "data-dir", "/var/lib/skiff/server", "directory to create pki/ in")
+	cmd.Flags().StringVar(&dataDir, "data-dir", layout.ServerDir, "directory to create pki/ in")
 	cmd.Flags().StringVar(&advertise, "advertise-address", "", "extra IP SAN for the API server certificate")
 	cmd.Flags().StringVar(&serviceCIDR, "service-cidr", "10.96.0.0/12", "the server's --service-cidr: its first address (the kubernetes Service) is a SAN")
 	return cmd
@@ -455,7 +456,7 @@ func imagesCommand() *cobra.Command {
 			return nil
 		},
 	}
-	imp.Flags().StringVar(&agentDir, "agent-data-dir", "/var/lib/skiff/agent", "the agent's data directory (its containerd socket is under it)")
+	imp.Flags().StringVar(&agentDir, "agent-data-dir", layout.AgentDir, "the agent's data directory (its containerd socket is under it)")
 	cmd.AddCommand(build, imp)
 	return cmd
 }
@@ -474,7 +475,7 @@ func kubeconfigCommand() *cobra.Command {
 			if user == "" || out == "" {
 				return fmt.Errorf("--user and --out are required")
 			}
-			ca, err := pki.LoadCA(pki.Layout{Dir: filepath.Join(dataDir, "pki")}.CA())
+			ca, err := pki.LoadCA(pki.Layout{Dir: layout.Server{Dir: dataDir}.PKI()}.CA())
 			if err != nil {
 				return err
 			}
@@ -485,7 +486,7 @@ func kubeconfigCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&dataDir, "data-dir", "/var/lib/skiff/server", "server data directory holding pki/")
+	cmd.Flags().StringVar(&dataDir, "data-dir", layout.ServerDir, "server data directory holding pki/")
 	cmd.Flags().StringVar(&user, "user", "", "user name (certificate CN)")
 	cmd.Flags().StringSliceVar(&groups, "group", nil, "groups (certificate O)")
 	cmd.Flags().StringVar(&server, "server", "https://127.0.0.1:6443", "API server URL")
@@ -587,13 +588,13 @@ func controllerManagerCommand() *cobra.Command {
 	var o controllermanager.Options
 	var caFile string
 	cmd := clientCommand("controller-manager", "Run the controllers alone (leader-elected on kube-system/kube-controller-manager)",
-		"/var/lib/skiff/server/controller-manager.kubeconfig", func(ctx context.Context, cfg *rest.Config, log *slog.Logger) error {
+		layout.Server{Dir: layout.ServerDir}.Kubeconfig("controller-manager"), func(ctx context.Context, cfg *rest.Config, log *slog.Logger) error {
 			o.RootCAFile = caFile
 			return controllermanager.Run(ctx, cfg, o, log)
 		})
-	cmd.Flags().StringVar(&caFile, "root-ca-file", "/var/lib/skiff/server/pki/ca.crt", "cluster CA published as kube-root-ca.crt")
-	cmd.Flags().StringVar(&o.ClusterSigningCertFile, "cluster-signing-cert-file", "/var/lib/skiff/server/pki/ca.crt", "CA certificate that signs approved node CSRs (empty: no signing)")
-	cmd.Flags().StringVar(&o.ClusterSigningKeyFile, "cluster-signing-key-file", "/var/lib/skiff/server/pki/ca.key", "CA key that signs approved node CSRs")
+	cmd.Flags().StringVar(&caFile, "root-ca-file", layout.Server{Dir: layout.ServerDir}.CACert(), "cluster CA published as kube-root-ca.crt")
+	cmd.Flags().StringVar(&o.ClusterSigningCertFile, "cluster-signing-cert-file", layout.Server{Dir: layout.ServerDir}.CACert(), "CA certificate that signs approved node CSRs (empty: no signing)")
+	cmd.Flags().StringVar(&o.ClusterSigningKeyFile, "cluster-signing-key-file", layout.Server{Dir: layout.ServerDir}.CAKey(), "CA key that signs approved node CSRs")
 	addControllerManagerFlags(cmd.Flags(), &o)
 	return cmd
 }
@@ -601,7 +602,7 @@ func controllerManagerCommand() *cobra.Command {
 func schedulerCommand() *cobra.Command {
 	var o scheduler.Options
 	cmd := clientCommand("scheduler", "Run the scheduler alone (leader-elected on kube-system/kube-scheduler)",
-		"/var/lib/skiff/server/scheduler.kubeconfig", func(ctx context.Context, cfg *rest.Config, log *slog.Logger) error {
+		layout.Server{Dir: layout.ServerDir}.Kubeconfig("scheduler"), func(ctx context.Context, cfg *rest.Config, log *slog.Logger) error {
 			return scheduler.Run(ctx, cfg, o, log)
 		})
 	addSchedulerFlags(cmd.Flags(), &o)

@@ -44,6 +44,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
 
+	"github.com/skiff-sh/skiff/internal/layout"
 	"github.com/skiff-sh/skiff/controlplane/allocator"
 	"github.com/skiff-sh/skiff/controlplane/apiserver/admission"
 	"github.com/skiff-sh/skiff/controlplane/bootstraptoken"
@@ -107,6 +108,7 @@ var componentKubeconfigs = map[string]string{
 
 // Run starts etcd (if embedded) and the API server, and serves until ctx ends.
 func Run(ctx context.Context, o Options, log *slog.Logger) error {
+	dirs := layout.Server{Dir: o.DataDir}
 	if o.AdvertiseAddress == nil {
 		o.AdvertiseAddress = defaultAdvertiseAddress()
 	}
@@ -119,16 +121,16 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return err
 	}
 	serviceIP := net.ParseIP(ipRange.First())
-	layout, err := pki.Ensure(pki.Options{Dir: filepath.Join(o.DataDir, "pki"),
+	certs, err := pki.Ensure(pki.Options{Dir: dirs.PKI(),
 		APIServerIPs: append([]net.IP{o.AdvertiseAddress}, o.ExtraSANIPs...), APIServerNames: o.ExtraSANNames, ServiceIP: serviceIP})
 	if err != nil {
 		return fmt.Errorf("pki: %w", err)
 	}
-	ca, err := pki.LoadCA(layout.CA())
+	ca, err := pki.LoadCA(certs.CA())
 	if err != nil {
 		return err
 	}
-	join, err := ensureJoinToken(filepath.Join(o.DataDir, "token"), layout.CA().Cert, o.Token)
+	join, err := ensureJoinToken(dirs.Token(), certs.CA().Cert, o.Token)
 	if err != nil {
 		return fmt.Errorf("join token: %w", err)
 	}
@@ -141,7 +143,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		kubeconfigs["node.kubeconfig"] = "system:node:" + o.NodeName
 	}
 	if o.NodeName != "" {
-		if err := writeAgentServingCert(layout, ca, o.NodeName, o.NodeIPs); err != nil {
+		if err := writeAgentServingCert(certs, ca, o.NodeName, o.NodeIPs); err != nil {
 			return err
 		}
 	}
@@ -153,7 +155,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		case strings.HasPrefix(user, "system:node:"):
 			groups = []string{"system:nodes"}
 		}
-		if err := pki.WriteKubeconfig(filepath.Join(o.DataDir, file), server, ca, user, groups); err != nil {
+		if err := pki.WriteKubeconfig(filepath.Join(dirs.Dir, file), server, ca, user, groups); err != nil {
 			return fmt.Errorf("%s: %w", file, err)
 		}
 	}
@@ -161,21 +163,21 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	servers := o.EtcdServers
 	caFile, certFile, keyFile := o.EtcdCAFile, o.EtcdCertFile, o.EtcdKeyFile
 	if caFile == "" {
-		caFile = layout.EtcdCA().Cert
+		caFile = certs.EtcdCA().Cert
 	}
 	if certFile == "" {
-		certFile, keyFile = layout.APIServerEtcdClient().Cert, layout.APIServerEtcdClient().Key
+		certFile, keyFile = certs.APIServerEtcdClient().Cert, certs.APIServerEtcdClient().Key
 	}
 	// An embedded etcd that fails ends the server with its error: serving on without the
 	// store would only answer 500s.
 	var etcdErr <-chan error
 	if len(servers) == 0 {
 		e, err := etcd.Start(ctx, etcd.Options{
-			DataDir:    filepath.Join(o.DataDir, "etcd"),
+			DataDir:    dirs.Etcd(),
 			ClientURL:  fmt.Sprintf("https://127.0.0.1:%d", o.EtcdClientPort),
 			PeerURL:    fmt.Sprintf("https://127.0.0.1:%d", o.EtcdPeerPort),
 			MetricsURL: fmt.Sprintf("http://127.0.0.1:%d", o.EtcdMetricsPort),
-			PKI:        layout,
+			PKI:        certs,
 		}, log)
 		if err != nil {
 			return err
@@ -191,7 +193,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 	defer etcdClient.Close()
 
-	srv, _, err := newServer(o, layout, etcdTLS, etcdClient, ipRange, portRange)
+	srv, _, err := newServer(o, certs, etcdTLS, etcdClient, ipRange, portRange)
 	if err != nil {
 		return err
 	}
@@ -221,7 +223,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		})
 	}
 	prepared := srv.PrepareRun()
-	log.Info("API server starting", "address", server, "etcd", servers, "kubeconfig", filepath.Join(o.DataDir, "admin.kubeconfig"))
+	log.Info("API server starting", "address", server, "etcd", servers, "kubeconfig", dirs.Kubeconfig("admin"))
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if etcdErr != nil {
