@@ -29,7 +29,6 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/skiff-sh/skiff/internal/layout"
 	"github.com/skiff-sh/skiff/agent/api"
 	"github.com/skiff-sh/skiff/agent/cgroups"
 	"github.com/skiff-sh/skiff/agent/cniserver"
@@ -44,6 +43,7 @@ import (
 	"github.com/skiff-sh/skiff/dataplane"
 	"github.com/skiff-sh/skiff/images"
 	"github.com/skiff-sh/skiff/images/embedded"
+	"github.com/skiff-sh/skiff/internal/layout"
 	"github.com/skiff-sh/skiff/internal/supervisor"
 )
 

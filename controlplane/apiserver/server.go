@@ -44,7 +44,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
 
-	"github.com/skiff-sh/skiff/internal/layout"
 	"github.com/skiff-sh/skiff/controlplane/allocator"
 	"github.com/skiff-sh/skiff/controlplane/apiserver/admission"
 	"github.com/skiff-sh/skiff/controlplane/bootstraptoken"
@@ -55,6 +54,7 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/scheme"
 	"github.com/skiff-sh/skiff/controlplane/serviceaccount"
 	"github.com/skiff-sh/skiff/controlplane/storage"
+	"github.com/skiff-sh/skiff/internal/layout"
 )
 
 // Options configure the API server.
