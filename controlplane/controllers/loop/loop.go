@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -83,8 +84,14 @@ func (l *Loop) next(ctx context.Context) bool {
 	}
 	defer l.queue.Done(key)
 	if err := l.sync(ctx, key); err != nil {
+		// A conflict is optimistic concurrency doing its job (the next sync reads the new
+		// version); any other failure is visible, with how often the key has failed.
 		if ctx.Err() == nil {
-			l.log.Debug("sync failed, retrying", "key", key, "err", err)
+			if apierrors.IsConflict(err) {
+				l.log.Debug("sync conflicted, retrying", "key", key, "err", err)
+			} else {
+				l.log.Warn("sync failed, retrying", "key", key, "err", err, "retries", l.queue.NumRequeues(key))
+			}
 		}
 		l.queue.AddRateLimited(key)
 		return true
