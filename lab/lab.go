@@ -30,7 +30,7 @@ import (
 )
 
 // Root is where labs keep their state.
-var Root = layout.LabRoot
+const Root = layout.LabRoot
 
 // Options configure `skiff lab up`.
 type Options struct {

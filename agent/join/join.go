@@ -49,6 +49,7 @@ import (
 	"k8s.io/client-go/util/keyutil"
 
 	"github.com/skiff-sh/skiff/controlplane/bootstraptoken"
+	"github.com/skiff-sh/skiff/internal/layout"
 )
 
 // Options describe the node that joins.
@@ -75,9 +76,9 @@ type Result struct {
 
 // Paths returns where Ensure keeps credentials under dir.
 func Paths(dir string) Result {
-	pki := filepath.Join(dir, "pki")
-	return Result{Kubeconfig: filepath.Join(dir, "node.kubeconfig"), CAFile: filepath.Join(pki, "ca.crt"),
-		ServingCert: filepath.Join(pki, "agent.crt"), ServingKey: filepath.Join(pki, "agent.key")}
+	a := layout.Agent{Dir: dir}
+	return Result{Kubeconfig: a.Kubeconfig(), CAFile: a.PKI().CA().Cert,
+		ServingCert: a.PKI().AgentServing().Cert, ServingKey: a.PKI().AgentServing().Key}
 }
 
 // renewBefore is how close to expiry a certificate on disk is replaced at start.
@@ -112,7 +113,8 @@ func Ensure(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 		return res, err
 	}
 	user := "system:node:" + o.NodeName
-	clientCert, clientKey := filepath.Join(filepath.Dir(res.CAFile), "client.crt"), filepath.Join(filepath.Dir(res.CAFile), "client.key")
+	client := layout.Agent{Dir: o.Dir}.PKI().AgentClient()
+	clientCert, clientKey := client.Cert, client.Key
 	if !usable(clientCert, clientKey, caPEM, func(c *x509.Certificate) bool { return c.Subject.CommonName == user }) {
 		boot, err := kubernetes.NewForConfig(&rest.Config{Host: o.Server, BearerToken: jt.Token.String(),
 			TLSClientConfig: rest.TLSClientConfig{CAData: caPEM}, UserAgent: "skiff-agent/join"})

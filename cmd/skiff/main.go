@@ -191,8 +191,8 @@ func serverCommand(use, short string) *cobra.Command {
 func runControlPlane(sup *supervisor.Supervisor, f serverFlags, log *slog.Logger) {
 	cm := f.cm
 	dirs := layout.Server{Dir: f.dataDir}
-	cm.RootCAFile = dirs.CACert()
-	cm.ClusterSigningCertFile, cm.ClusterSigningKeyFile = cm.RootCAFile, dirs.CAKey()
+	cm.RootCAFile = dirs.PKI().CA().Cert
+	cm.ClusterSigningCertFile, cm.ClusterSigningKeyFile = cm.RootCAFile, dirs.PKI().CA().Key
 	if !f.disableControllerManager {
 		sup.Go(supervisor.Part{Name: "controller-manager", Policy: supervisor.Fatal, Run: func(ctx context.Context) error {
 			return runControllerManager(ctx, f, cm, log)
@@ -213,7 +213,7 @@ func runControlPlane(sup *supervisor.Supervisor, f serverFlags, log *slog.Logger
 			// and carries its role label (kubectl get nodes: ROLES control-plane).
 			taints := []corev1.Taint{{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}}
 			af := f.agent
-			af.servingCert, af.servingKey, af.clientCA = dirs.AgentServingCert(), dirs.AgentServingKey(), dirs.CACert()
+			af.servingCert, af.servingKey, af.clientCA = dirs.PKI().AgentServing().Cert, dirs.PKI().AgentServing().Key, dirs.PKI().CA().Cert
 			opts := af.options(taints)
 			opts.Labels = map[string]string{"node-role.kubernetes.io/control-plane": ""}
 			if opts.BGP, err = af.bgpOptions(); err != nil {
@@ -407,7 +407,7 @@ func certsCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--service-cidr: %w", err)
 			}
-			l, err := pki.Ensure(pki.Options{Dir: layout.Server{Dir: dataDir}.PKI(), APIServerIPs: ips, ServiceIP: net.ParseIP(r.First())})
+			l, err := pki.Ensure(pki.Options{Dir: layout.Server{Dir: dataDir}.PKI().Dir, APIServerIPs: ips, ServiceIP: net.ParseIP(r.First())})
 			if err != nil {
 				return err
 			}
@@ -475,7 +475,7 @@ func kubeconfigCommand() *cobra.Command {
 			if user == "" || out == "" {
 				return fmt.Errorf("--user and --out are required")
 			}
-			ca, err := pki.LoadCA(pki.Layout{Dir: layout.Server{Dir: dataDir}.PKI()}.CA())
+			ca, err := pki.LoadCA(layout.Server{Dir: dataDir}.PKI().CA())
 			if err != nil {
 				return err
 			}
@@ -588,13 +588,13 @@ func controllerManagerCommand() *cobra.Command {
 	var o controllermanager.Options
 	var caFile string
 	cmd := clientCommand("controller-manager", "Run the controllers alone (leader-elected on kube-system/kube-controller-manager)",
-		layout.Server{Dir: layout.ServerDir}.Kubeconfig("controller-manager"), func(ctx context.Context, cfg *rest.Config, log *slog.Logger) error {
+		layout.DefaultServer.Kubeconfig("controller-manager"), func(ctx context.Context, cfg *rest.Config, log *slog.Logger) error {
 			o.RootCAFile = caFile
 			return controllermanager.Run(ctx, cfg, o, log)
 		})
-	cmd.Flags().StringVar(&caFile, "root-ca-file", layout.Server{Dir: layout.ServerDir}.CACert(), "cluster CA published as kube-root-ca.crt")
-	cmd.Flags().StringVar(&o.ClusterSigningCertFile, "cluster-signing-cert-file", layout.Server{Dir: layout.ServerDir}.CACert(), "CA certificate that signs approved node CSRs (empty: no signing)")
-	cmd.Flags().StringVar(&o.ClusterSigningKeyFile, "cluster-signing-key-file", layout.Server{Dir: layout.ServerDir}.CAKey(), "CA key that signs approved node CSRs")
+	cmd.Flags().StringVar(&caFile, "root-ca-file", layout.DefaultServer.PKI().CA().Cert, "cluster CA published as kube-root-ca.crt")
+	cmd.Flags().StringVar(&o.ClusterSigningCertFile, "cluster-signing-cert-file", layout.DefaultServer.PKI().CA().Cert, "CA certificate that signs approved node CSRs (empty: no signing)")
+	cmd.Flags().StringVar(&o.ClusterSigningKeyFile, "cluster-signing-key-file", layout.DefaultServer.PKI().CA().Key, "CA key that signs approved node CSRs")
 	addControllerManagerFlags(cmd.Flags(), &o)
 	return cmd
 }
@@ -602,7 +602,7 @@ func controllerManagerCommand() *cobra.Command {
 func schedulerCommand() *cobra.Command {
 	var o scheduler.Options
 	cmd := clientCommand("scheduler", "Run the scheduler alone (leader-elected on kube-system/kube-scheduler)",
-		layout.Server{Dir: layout.ServerDir}.Kubeconfig("scheduler"), func(ctx context.Context, cfg *rest.Config, log *slog.Logger) error {
+		layout.DefaultServer.Kubeconfig("scheduler"), func(ctx context.Context, cfg *rest.Config, log *slog.Logger) error {
 			return scheduler.Run(ctx, cfg, o, log)
 		})
 	addSchedulerFlags(cmd.Flags(), &o)

@@ -121,7 +121,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return err
 	}
 	serviceIP := net.ParseIP(ipRange.First())
-	certs, err := pki.Ensure(pki.Options{Dir: dirs.PKI(),
+	certs, err := pki.Ensure(pki.Options{Dir: dirs.PKI().Dir,
 		APIServerIPs: append([]net.IP{o.AdvertiseAddress}, o.ExtraSANIPs...), APIServerNames: o.ExtraSANNames, ServiceIP: serviceIP})
 	if err != nil {
 		return fmt.Errorf("pki: %w", err)
@@ -546,7 +546,7 @@ func kubeletClientTLS(l pki.Layout) (*tls.Config, error) {
 // writeAgentServingCert issues the serving pair of the agent beside this server (pki/agent.crt),
 // unless it exists.
 func writeAgentServingCert(l pki.Layout, ca *pki.Authority, node string, ips []net.IP) error {
-	crt, key := filepath.Join(l.Dir, "agent.crt"), filepath.Join(l.Dir, "agent.key")
+	crt, key := l.AgentServing().Cert, l.AgentServing().Key
 	if _, err := os.Stat(crt); err == nil {
 		return nil
 	}

@@ -74,12 +74,8 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 	le.Run(ctx)
 	// client-go runs lead in its own goroutine and does not wait for it: wait here, so
 	// nothing of the component runs on once Run has returned.
-	select {
-	case <-leadDone:
-	default:
-		if le.IsLeader() || started.Load() {
-			<-leadDone
-		}
+	if started.Load() {
+		<-leadDone
 	}
 	if ctx.Err() != nil {
 		return nil

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,15 @@ func TestLostLeadershipIsAnError(t *testing.T) {
 		t.Skip("waits out a renew deadline (a few seconds)")
 	}
 	client := fake.NewClientset()
+	// The reactor is installed before the client is shared (the fake's reactor chain is not
+	// safe to change while in use) and starts failing renewals once the test says so.
+	var failing atomic.Bool
+	client.PrependReactor("update", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if failing.Load() {
+			return true, nil, errors.New("etcdserver: request timed out")
+		}
+		return false, nil, nil
+	})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -42,9 +52,7 @@ func TestLostLeadershipIsAnError(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("never became leader")
 	}
-	client.PrependReactor("update", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
-		return true, nil, errors.New("etcdserver: request timed out")
-	})
+	failing.Store(true)
 	select {
 	case err := <-done:
 		if err == nil || !strings.Contains(err.Error(), "leaderelection lost") {

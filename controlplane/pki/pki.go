@@ -52,6 +52,11 @@ func (l Layout) pair(name string) Pair {
 // CA is the cluster CA that signs API server, kubelet and user certificates.
 func (l Layout) CA() Pair { return l.pair("ca") }
 
+// AgentServing is a node agent's serving pair (its API on :10250), AgentClient a joined
+// agent's client pair (system:node:<name>).
+func (l Layout) AgentServing() Pair { return l.pair("agent") }
+func (l Layout) AgentClient() Pair  { return l.pair("client") }
+
 // APIServer is the API server's serving certificate.
 func (l Layout) APIServer() Pair { return l.pair("apiserver") }
 

@@ -1,36 +1,33 @@
 // Package layout names every file and directory skiff keeps, once: the defaults under
-// /var/lib/skiff and, for a server or agent data directory, where each thing lives in it.
-// Commands bind flags to these defaults; the components ask a Server or Agent for paths
-// instead of joining names of their own.
+// /var/lib/skiff and, for a server or agent data directory, where each thing lives in it
+// (the certificates inside pki/ are pki.Layout's). Commands bind flags to these defaults;
+// the components ask a Server or Agent for paths instead of joining names of their own.
 package layout
 
-import "path/filepath"
+import (
+	"path/filepath"
 
-// Root holds everything skiff keeps on a machine by default.
-const Root = "/var/lib/skiff"
-
-// Defaults of the data directories.
-var (
-	// ServerDir is `skiff server`'s --data-dir, AgentDir `skiff agent`'s.
-	ServerDir = filepath.Join(Root, "server")
-	AgentDir  = filepath.Join(Root, "agent")
-	// LabRoot holds each lab's state (<name>/).
-	LabRoot = filepath.Join(Root, "lab")
+	"github.com/skiff-sh/skiff/controlplane/pki"
 )
+
+// Defaults: everything skiff keeps on a machine is under Root.
+const (
+	Root = "/var/lib/skiff"
+	// ServerDir is `skiff server`'s --data-dir, AgentDir `skiff agent`'s.
+	ServerDir = Root + "/server"
+	AgentDir  = Root + "/agent"
+	// LabRoot holds each lab's state (<name>/).
+	LabRoot = Root + "/lab"
+)
+
+// DefaultServer is the server data directory when --data-dir is not given.
+var DefaultServer = Server{Dir: ServerDir}
 
 // Server is a server data directory.
 type Server struct{ Dir string }
 
-// PKI is the kubeadm-shaped certificate directory (pki.Layout's Dir).
-func (s Server) PKI() string { return filepath.Join(s.Dir, "pki") }
-
-// CACert and CAKey are the cluster CA.
-func (s Server) CACert() string { return filepath.Join(s.PKI(), "ca.crt") }
-func (s Server) CAKey() string  { return filepath.Join(s.PKI(), "ca.key") }
-
-// AgentServingCert and AgentServingKey are the serving pair of the server's own agent.
-func (s Server) AgentServingCert() string { return filepath.Join(s.PKI(), "agent.crt") }
-func (s Server) AgentServingKey() string  { return filepath.Join(s.PKI(), "agent.key") }
+// PKI is the kubeadm-shaped certificate directory.
+func (s Server) PKI() pki.Layout { return pki.Layout{Dir: filepath.Join(s.Dir, "pki")} }
 
 // Kubeconfig is one of the kubeconfigs the server writes: "admin", "scheduler",
 // "controller-manager", "node" (its own agent's).
@@ -44,6 +41,12 @@ func (s Server) Etcd() string { return filepath.Join(s.Dir, "etcd") }
 
 // Agent is an agent data directory.
 type Agent struct{ Dir string }
+
+// PKI holds a joined agent's credentials: the cluster CA, its client and serving pairs.
+func (a Agent) PKI() pki.Layout { return pki.Layout{Dir: filepath.Join(a.Dir, "pki")} }
+
+// Kubeconfig is a joined agent's kubeconfig (system:node:<name>).
+func (a Agent) Kubeconfig() string { return filepath.Join(a.Dir, "node.kubeconfig") }
 
 // Containerd is the agent's own containerd's directory (config, state, socket, log).
 func (a Agent) Containerd() string { return filepath.Join(a.Dir, "containerd") }

@@ -172,22 +172,26 @@ func (s *Supervisor) Statuses() []Status {
 	return out
 }
 
+// down describes a part that does not run: its last error (or "not running") and restarts.
+func down(st Status) string {
+	reason := st.LastError
+	if reason == "" {
+		reason = "not running"
+	}
+	if st.Restarts > 0 {
+		reason += fmt.Sprintf(" (restarted %d times)", st.Restarts)
+	}
+	return reason
+}
+
 // Health is nil while every part runs, else an error naming each part that does not and
 // why, e.g. "bgp: listen tcp :179: address already in use (restarted 3 times)".
 func (s *Supervisor) Health() error {
 	var bad []string
 	for _, st := range s.Statuses() {
-		if st.Running {
-			continue
+		if !st.Running {
+			bad = append(bad, st.Name+": "+down(st))
 		}
-		msg := st.Name + ": " + st.LastError
-		if st.LastError == "" {
-			msg = st.Name + ": not running"
-		}
-		if st.Restarts > 0 {
-			msg += fmt.Sprintf(" (restarted %d times)", st.Restarts)
-		}
-		bad = append(bad, msg)
 	}
 	if len(bad) == 0 {
 		return nil
@@ -202,13 +206,9 @@ func (s *Supervisor) Report() string {
 	for _, st := range s.Statuses() {
 		if st.Running {
 			fmt.Fprintf(&b, "[+]%s ok\n", st.Name)
-			continue
+		} else {
+			fmt.Fprintf(&b, "[-]%s failed: %s\n", st.Name, down(st))
 		}
-		reason := st.LastError
-		if reason == "" {
-			reason = "not running"
-		}
-		fmt.Fprintf(&b, "[-]%s failed: %s (restarted %d times)\n", st.Name, reason, st.Restarts)
 	}
 	return b.String()
 }

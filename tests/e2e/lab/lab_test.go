@@ -620,10 +620,11 @@ func (l *lab) hostRoutes(pod *corev1.Pod) {
 		return err == nil && strings.TrimSpace(string(out)) == pod.Name, string(out)
 	})
 	// A ClusterIP exists only in the pods' socket hooks: from the host it is refused by the
-	// master at once (no route there), not sent anywhere else.
-	out, err := exec.CommandContext(l.ctx, netutil, "fetch", "--timeout", "3s", "http://10.96.0.1:443/").CombinedOutput()
-	if err == nil {
-		l.t.Errorf("a ClusterIP answered the host: %s", out)
+	// master (it has no route there and answers unreachable), not lost somewhere else — a
+	// timeout would mean the packets went elsewhere.
+	out, err := exec.CommandContext(l.ctx, netutil, "connect", "10.96.0.1:443", "--timeout", "5s").CombinedOutput()
+	if err == nil || !regexp.MustCompile(`unreachable|no route to host`).Match(out) {
+		l.t.Errorf("the host connecting to a ClusterIP: %v: %s; want it refused as unreachable by the lab", err, out)
 	}
 }
 
