@@ -43,6 +43,7 @@ import (
 	"github.com/skiff-sh/skiff/dataplane"
 	"github.com/skiff-sh/skiff/images"
 	"github.com/skiff-sh/skiff/images/embedded"
+	sharedinformers "github.com/skiff-sh/skiff/internal/informers"
 	"github.com/skiff-sh/skiff/internal/layout"
 	"github.com/skiff-sh/skiff/internal/supervisor"
 )
@@ -162,6 +163,11 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	// required (their end ends the agent, non-zero), the others restart with backoff, and
 	// any part that is down makes /healthz fail and the Node NotReady, naming it.
 	sup := supervisor.New(ctx, log)
+	// One watch per resource for the whole agent: the pods' service environment, the service
+	// proxy and the BGP speaker read the same Services, EndpointSlices and Nodes.
+	sharedCtx, stopShared := context.WithCancel(ctx)
+	defer stopShared()
+	shared := sharedinformers.NewShared(sharedCtx, client)
 	nopts := node.Options{Name: o.NodeName, InternalIP: o.InternalIP, RuntimeVersion: "containerd://" + v.RuntimeVersion, Taints: o.Taints,
 		Labels: o.Labels, APIPort: o.APIPort, Health: sup.Health}
 	if _, err := node.Register(ctx, client, nopts, log); err != nil {
@@ -193,7 +199,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 			root = cgroups.DefaultRoot
 		}
 		po := dataplane.ProxyOptions{Node: dataplane.Node{Name: o.NodeName, IP: nodeAddr(o.InternalIP)}, Uplink: uplinkOf(o.InternalIP), PinDir: dataplane.PinDir(o.NodeName), CgroupPath: filepath.Join(cgroups.Unified(), root),
-			Started: func(d *dataplane.Dataplane) { proxy.Store(d) }}
+			Informers: shared, Started: func(d *dataplane.Dataplane) { proxy.Store(d) }}
 		sup.Go(supervisor.Part{Name: "service-proxy", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
 			return dataplane.RunProxy(ctx, client, po, log.With("component", "service-proxy"))
 		}})
@@ -202,6 +208,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	if o.BGP != nil {
 		bo := *o.BGP
 		bo.NodeName = o.NodeName
+		bo.Informers = shared
 		bo.Started = func(s *bgp.Speaker) { speaker.Store(s) }
 		sup.Go(supervisor.Part{Name: "bgp", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
 			return bgp.Run(ctx, client, bo, log.With("component", "bgp"))
@@ -223,7 +230,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	}
 	pm := pods.New(client, runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn),
 		pods.Options{NodeName: o.NodeName, HostIP: o.InternalIP, PodLogDir: o.PodLogDir, Netns: o.Netns, CgroupRoot: o.CgroupRoot,
-			ClusterDNS: o.ClusterDNS, ClusterDomain: o.ClusterDomain, ResolvConf: o.ResolvConf,
+			ClusterDNS: o.ClusterDNS, ClusterDomain: o.ClusterDomain, ResolvConf: o.ResolvConf, Informers: shared,
 			Volumes: volumes.New(client, dirs.Pods())}, log)
 	if o.HealthzAddress != "" {
 		sup.Go(supervisor.Part{Name: "healthz", Policy: supervisor.Restart, Run: func(ctx context.Context) error {

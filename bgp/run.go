@@ -3,6 +3,7 @@ package bgp
 import (
 	"context"
 	"fmt"
+	sharedinformers "github.com/skiff-sh/skiff/internal/informers"
 	"log/slog"
 	"net/netip"
 	"sync"
@@ -35,6 +36,8 @@ type Options struct {
 	Kernel Kernel
 	// SyncPeriod re-checks the kernel even without BGP events (10 s).
 	SyncPeriod time.Duration
+	// Informers, if set, is the agent's shared factory (else Run watches on its own).
+	Informers *sharedinformers.Shared
 	// Started, if set, receives the speaker once it runs (metrics read it).
 	Started func(*Speaker)
 }
@@ -50,26 +53,21 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 	if o.SyncPeriod == 0 {
 		o.SyncPeriod = 10 * time.Second
 	}
-	nodesFactory := informers.NewSharedInformerFactory(client, 0)
-	nodes := nodesFactory.Core().V1().Nodes()
+	// Nodes come from the agent's shared factory; the one ConfigMap is watched by name.
+	factory, start := sharedinformers.Factory(ctx, o.Informers, client)
+	nodes := factory.Core().V1().Nodes()
 	cmFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(metav1.NamespaceSystem),
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.FieldSelector = "metadata.name=" + ConfigMapName }))
 	cms := cmFactory.Core().V1().ConfigMaps()
 	kick := make(chan struct{}, 1)
-	trigger := func() {
-		select {
-		case kick <- struct{}{}:
-		default:
-		}
-	}
-	handler := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { trigger() }, UpdateFunc: func(any, any) { trigger() }, DeleteFunc: func(any) { trigger() }}
-	_, _ = nodes.Informer().AddEventHandler(handler)
-	_, _ = cms.Informer().AddEventHandler(handler)
-	nodesFactory.Start(ctx.Done())
+	watched := []cache.SharedIndexInformer{nodes.Informer(), cms.Informer()}
+	start() // after asking for the informers: Start starts only those
 	cmFactory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), nodes.Informer().HasSynced, cms.Informer().HasSynced) {
-		return ctx.Err()
+	release, err := sharedinformers.Watch(ctx, sharedinformers.Trigger(kick), watched...)
+	if err != nil {
+		return err
 	}
+	defer release()
 	secret := func(name, key string) (string, error) {
 		s, err := client.CoreV1().Secrets(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {

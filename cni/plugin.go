@@ -150,7 +150,15 @@ func setUp(args *skel.CmdArgs, ip, gw net.IP, mtu int) (*current.Result, error) 
 		Scope: netlink.SCOPE_LINK}); err != nil {
 		return nil, fmt.Errorf("skiff-cni: host route to %s: %w", ip, err)
 	}
-	_ = os.WriteFile("/proc/sys/net/ipv4/conf/"+hostName+"/proxy_arp", []byte("1"), 0o644)
+	// Strict reverse-path filtering on the host end, as Calico sets on its workload
+	// interfaces: a pod's packets must come from its own address (the /32 routed to this
+	// veth), so a pod cannot spoof another's. proxy_arp lets the host answer for any address
+	// the pod asks after.
+	for key, value := range map[string]string{"rp_filter": "1", "proxy_arp": "1"} {
+		if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+hostName+"/"+key, []byte(value), 0o644); err != nil {
+			return nil, fmt.Errorf("skiff-cni: %s on %s: %w", key, hostName, err)
+		}
+	}
 	idx := 1
 	return &current.Result{
 		CNIVersion: current.ImplementedSpecVersion,

@@ -111,6 +111,10 @@ func TestPrivilegedAddCheckDel(t *testing.T) {
 		if len(routes) != 1 || routes[0].Dst.String() != "10.244.7.1/32" {
 			t.Errorf("host routes via %s: %v", hostVeth, routes)
 		}
+		// Anti-spoofing: strict reverse-path filtering on the host end.
+		if b, err := os.ReadFile("/proc/sys/net/ipv4/conf/" + hostVeth + "/rp_filter"); err != nil || strings.TrimSpace(string(b)) != "1" {
+			t.Errorf("rp_filter on %s = %q (%v), want 1", hostVeth, b, err)
+		}
 	})
 	if t.Failed() {
 		return

@@ -287,3 +287,79 @@ func rawMaps(t *testing.T, m Maps) string {
 	slices.Sort(lines)
 	return strings.Join(lines, "\n")
 }
+
+// TestPrivilegedCheckAndRepair damages a loaded dataplane the ways an operator or a stray
+// cleanup can — a program detached with bpftool, the pins removed — and sees Check name the
+// damage and a second Load (the proxy's restart) repair it, translation included.
+func TestPrivilegedCheckAndRepair(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs root, BPF and network namespaces: make unit (-short) skips it, make test runs it")
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("this test needs root (every machine here has it)")
+	}
+	cgroup := filepath.Join(cgroups.Unified(), fmt.Sprintf("skiff-dp-repair-%d", os.Getpid()))
+	pinDir := filepath.Join(BPFFS, "skiff", fmt.Sprintf("repair-%d", os.Getpid()))
+	t.Cleanup(func() {
+		_ = Remove(pinDir)
+		_ = os.Remove(cgroup)
+	})
+	a := tcpServer(t, "A")
+	web := []Service{{Name: "default/web:80/TCP", ID: 1, Frontend: Frontend{Addr: netip.MustParseAddr("10.96.0.42"), Port: 80, Proto: corev1.ProtocolTCP},
+		Backends: []Backend{backend(a)}}}
+	dial := "import socket\ns = socket.create_connection(('10.96.0.42', 80), timeout=2)\nprint(s.recv(8).decode())"
+	works := func(d *Dataplane, when string) {
+		t.Helper()
+		if err := d.Maps.Apply(web); err != nil {
+			t.Fatal(err)
+		}
+		if got := client(t, cgroup, dial); got != "A" {
+			t.Fatalf("%s: the ClusterIP answered %q", when, got)
+		}
+	}
+	d, err := Load(pinDir, cgroup, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { d.Close() }()
+	if err := d.Check(); err != nil {
+		t.Fatalf("a fresh dataplane: %v", err)
+	}
+	works(d, "fresh")
+
+	// bpftool link detach: the hook is empty while the link and its pin remain.
+	if err := d.links[0].Detach(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Check(); err == nil || !strings.Contains(err.Error(), "program connect4 detached from its cgroup") {
+		t.Fatalf("Check after detaching connect4: %v", err)
+	}
+	d.Close()
+	if d, err = Load(pinDir, cgroup, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Check(); err != nil {
+		t.Fatalf("after reloading over a detached link: %v", err)
+	}
+	works(d, "after repairing a detached link")
+
+	// rm -r of the pins: the programs still run on this process's handles, but nothing
+	// outside it can see them and a restart would find nothing.
+	if err := os.RemoveAll(pinDir); err != nil {
+		t.Fatal(err)
+	}
+	err = d.Check()
+	for _, want := range []string{"map skiff_services is no longer pinned", "link connect4 is no longer pinned"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Check after removing the pins = %v, want it to say %q", err, want)
+		}
+	}
+	d.Close()
+	if d, err = Load(pinDir, cgroup, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Check(); err != nil {
+		t.Fatalf("after reloading over removed pins: %v", err)
+	}
+	works(d, "after repairing removed pins")
+}

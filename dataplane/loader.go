@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -20,10 +21,12 @@ func PinDir(node string) string { return filepath.Join(BPFFS, "skiff", node) }
 
 // Dataplane is the loaded programs and maps of one node.
 type Dataplane struct {
-	objs  sockObjects
-	np    nodeportObjects
-	links []link.Link
-	Maps  Maps
+	objs   sockObjects
+	np     nodeportObjects
+	links  []link.Link
+	pins   []string // where each of links is pinned
+	pinDir string
+	Maps   Maps
 }
 
 // attachments pairs each program with its hook.
@@ -67,7 +70,7 @@ func Load(pinDir, cgroupPath, uplink string) (*Dataplane, error) {
 	if err := migrate(pinDir); err != nil {
 		return nil, err
 	}
-	d := &Dataplane{}
+	d := &Dataplane{pinDir: pinDir}
 	if err := spec.LoadAndAssign(&d.objs, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: pinDir}}); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
@@ -151,7 +154,7 @@ func migrate(pinDir string) error {
 	if err != nil || v == 0 || v == MapVersion {
 		return err
 	}
-	for _, name := range []string{"skiff_services", "skiff_backends", "skiff_svc_names", "skiff_sock_nat", "skiff_affinity", "skiff_ct", "skiff_maglev", "skiff_meta"} {
+	for _, name := range pinnedMaps {
 		if err := os.Remove(filepath.Join(pinDir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("migrating maps from version %d: %w", v, err)
 		}
@@ -159,16 +162,22 @@ func migrate(pinDir string) error {
 	return nil
 }
 
-// attach swaps prog into the link pinned as link_<name>, or attaches it anew and pins it.
+// attach swaps prog into the link pinned as link_<name>, or attaches it anew and pins it. A
+// pinned link that was detached (bpftool link detach) is replaced: updating it would leave
+// the hook empty.
 func (d *Dataplane) attach(pinDir, name string, prog *ebpf.Program, attachNew func() (link.Link, error)) error {
 	path := filepath.Join(pinDir, "link_"+name)
 	if l, err := link.LoadPinnedLink(path, nil); err == nil {
-		if err := l.Update(prog); err != nil {
-			l.Close()
-			return fmt.Errorf("swap program: %w", err)
+		if attached(l) == nil {
+			if err := l.Update(prog); err != nil {
+				l.Close()
+				return fmt.Errorf("swap program: %w", err)
+			}
+			d.links, d.pins = append(d.links, l), append(d.pins, path)
+			return nil
 		}
-		d.links = append(d.links, l)
-		return nil
+		_ = l.Unpin()
+		l.Close()
 	}
 	l, err := attachNew()
 	if err != nil {
@@ -178,7 +187,51 @@ func (d *Dataplane) attach(pinDir, name string, prog *ebpf.Program, attachNew fu
 		l.Close()
 		return fmt.Errorf("pin link: %w", err)
 	}
-	d.links = append(d.links, l)
+	d.links, d.pins = append(d.links, l), append(d.pins, path)
+	return nil
+}
+
+// attached says why a link no longer holds its program at its hook, or nil. A detached
+// cgroup link reports cgroup 0, a detached tcx link interface 0.
+func attached(l link.Link) error {
+	info, err := l.Info()
+	if err != nil {
+		return fmt.Errorf("reading the link: %w", err)
+	}
+	if c := info.Cgroup(); c != nil && c.CgroupId == 0 {
+		return errors.New("detached from its cgroup")
+	}
+	if t := info.TCX(); t != nil && t.Ifindex == 0 {
+		return errors.New("detached from its interface")
+	}
+	return nil
+}
+
+// pinnedMaps are the maps the proxy and `skiff bpf` find by their pins.
+var pinnedMaps = []string{"skiff_services", "skiff_backends", "skiff_svc_names", "skiff_sock_nat", "skiff_affinity", "skiff_ct", "skiff_maglev", "skiff_meta"}
+
+// Check says what, if anything, is no longer as Load left it: a pinned map or link removed
+// (rm under /sys/fs/bpf, a remounted bpffs), or a program detached from its hook. The proxy
+// checks periodically and, on an error, loads again: Load repairs all of these.
+func (d *Dataplane) Check() error {
+	var problems []string
+	for _, m := range pinnedMaps {
+		if _, err := os.Stat(filepath.Join(d.pinDir, m)); err != nil {
+			problems = append(problems, "map "+m+" is no longer pinned")
+		}
+	}
+	for i, l := range d.links {
+		name := strings.TrimPrefix(filepath.Base(d.pins[i]), "link_")
+		if _, err := os.Stat(d.pins[i]); err != nil {
+			problems = append(problems, "link "+name+" is no longer pinned")
+		}
+		if err := attached(l); err != nil {
+			problems = append(problems, "program "+name+" "+err.Error())
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("service dataplane in %s: %s", d.pinDir, strings.Join(problems, "; "))
+	}
 	return nil
 }
 

@@ -2,13 +2,14 @@ package dataplane
 
 import (
 	"context"
+	"fmt"
+	sharedinformers "github.com/skiff-sh/skiff/internal/informers"
 	"log/slog"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
@@ -27,6 +28,11 @@ type ProxyOptions struct {
 	// Resync rewrites everything at least this often (30 s), repairing any drift; changes
 	// in between write only their difference.
 	Resync time.Duration
+	// CheckPeriod is how often the pinned maps and attached programs are checked (5 s); a
+	// damaged dataplane ends RunProxy with the damage named, and the next run repairs it.
+	CheckPeriod time.Duration
+	// Informers, if set, is the agent's shared factory (else RunProxy watches on its own).
+	Informers *sharedinformers.Shared
 	// Started, if set, receives the loaded dataplane (metrics read its maps).
 	Started func(*Dataplane)
 }
@@ -36,6 +42,9 @@ type ProxyOptions struct {
 func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, log *slog.Logger) error {
 	if o.Resync == 0 {
 		o.Resync = 30 * time.Second
+	}
+	if o.CheckPeriod == 0 {
+		o.CheckPeriod = 5 * time.Second
 	}
 	d, err := Load(o.PinDir, o.CgroupPath, o.Uplink)
 	if err != nil {
@@ -51,23 +60,17 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 		log.Warn("reading frontend ids from the pinned maps; numbering afresh", "err", err)
 		ids = map[string]uint32{}
 	}
-	factory := informers.NewSharedInformerFactory(client, 0)
+	factory, start := sharedinformers.Factory(ctx, o.Informers, client)
 	services := factory.Core().V1().Services()
 	slices := factory.Discovery().V1().EndpointSlices()
 	kick := make(chan struct{}, 1)
-	trigger := func() {
-		select {
-		case kick <- struct{}{}:
-		default:
-		}
+	watched := []cache.SharedIndexInformer{services.Informer(), slices.Informer()}
+	start() // after asking for the informers: Start starts only those
+	release, err := sharedinformers.Watch(ctx, sharedinformers.Trigger(kick), watched...)
+	if err != nil {
+		return err
 	}
-	h := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { trigger() }, UpdateFunc: func(any, any) { trigger() }, DeleteFunc: func(any) { trigger() }}
-	_, _ = services.Informer().AddEventHandler(h)
-	_, _ = slices.Informer().AddEventHandler(h)
-	factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), services.Informer().HasSynced, slices.Informer().HasSynced) {
-		return ctx.Err()
-	}
+	defer release()
 	go func() {
 		// Idle NodePort flows go after 10 minutes (upstream's TCP established timeout is
 		// longer, but the table is also an LRU: nothing live is lost to this).
@@ -91,13 +94,17 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 	var took time.Duration // how long the last sync ran
 	var done time.Time     // and when it ended
 	var lastFull time.Time // when everything was last rewritten: at least every Resync, even under constant churn
+	check := time.NewTicker(o.CheckPeriod)
+	defer check.Stop()
 	for {
 		start := time.Now()
 		svcs, _ := services.Lister().List(labels.Everything())
 		eps, _ := slices.Lister().List(labels.Everything())
 		compiled := compiler.Compile(svcs, eps)
 		if err := programmer.Apply(compiled, full); err != nil {
-			log.Warn("service maps", "err", err)
+			// Not a log line: a table that cannot be written is a proxy that is down (the
+			// supervisor restarts it and the node says so).
+			return fmt.Errorf("writing the service maps: %w", err)
 		}
 		if full {
 			lastFull = start
@@ -107,21 +114,30 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 		}
 		done = time.Now()
 		took = done.Sub(start)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-kick:
-			// Coalesce a burst (a Deployment's endpoints change together), and in a long one
-			// (thousands of Services created) spend at most half the time syncing; a change
-			// after a quiet spell waits only the 20 ms.
+		// Wait for a change or the resync; the periodic check does not sync.
+		for waiting := true; waiting; {
+			waiting = false
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-time.After(max(20*time.Millisecond, took-time.Since(done))):
+			case <-kick:
+				// Coalesce a burst (a Deployment's endpoints change together), and in a long
+				// one (thousands of Services created) spend at most half the time syncing; a
+				// change after a quiet spell waits only the 20 ms.
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(max(20*time.Millisecond, took-time.Since(done))):
+				}
+				full = time.Since(lastFull) >= o.Resync
+			case <-time.After(o.Resync - time.Since(done)):
+				full = true
+			case <-check.C:
+				if err := d.Check(); err != nil {
+					return err
+				}
+				waiting = true
 			}
-			full = time.Since(lastFull) >= o.Resync
-		case <-time.After(o.Resync):
-			full = true
 		}
 	}
 }

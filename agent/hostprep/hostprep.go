@@ -24,6 +24,31 @@ type Kernel interface {
 	MountBPFFS(path string) error
 	// HasCgroup2 says whether a cgroup v2 hierarchy is mounted (unified or hybrid).
 	HasCgroup2() bool
+	// Module says whether a kernel module is there (loaded or built in), could be loaded
+	// (it is in this kernel's module tree), or cannot be told (no module tree: a kernel
+	// built without loadable modules, or a container without /lib/modules).
+	Module(name string) ModuleState
+	// LoadModule loads one (modprobe).
+	LoadModule(name string) error
+}
+
+// ModuleState is what Kernel.Module finds.
+type ModuleState int
+
+const (
+	// ModuleUnknown: there is no module tree to look in; the feature is assumed built in
+	// and fails where it is used if it is not.
+	ModuleUnknown ModuleState = iota
+	// ModulePresent: loaded or built in.
+	ModulePresent
+	// ModuleLoadable: in the module tree and not loaded.
+	ModuleLoadable
+)
+
+// modules are the kernel modules pod networking needs: veth for every pod's interface
+// pair. (The service proxy attaches with tcx and sockets' cgroup hooks, which need none.)
+var modules = []struct{ name, consequence string }{
+	{"veth", "pods could get no network interface"},
 }
 
 // Needs says which parts of the agent run, so which prerequisites matter.
@@ -84,6 +109,19 @@ func Prepare(k Kernel, n Needs) ([]Step, error) {
 		cg.Problem = "no cgroup v2 hierarchy is mounted: the service proxy's socket programs attach to one (mount -t cgroup2 none /sys/fs/cgroup/unified)"
 	}
 	steps = append(steps, cg)
+	// Modules: loaded where they are missing; present or unknowable ones are no step.
+	for _, m := range modules {
+		if k.Module(m.name) != ModuleLoadable {
+			continue
+		}
+		st := Step{Name: "module " + m.name, Required: true}
+		if err := k.LoadModule(m.name); err != nil {
+			st.Problem = fmt.Sprintf("not loaded and loading it failed: %v (%s)", err, m.consequence)
+		} else {
+			st.Changed, st.Detail = true, "loaded"
+		}
+		steps = append(steps, st)
+	}
 
 	var fatal []string
 	for _, s := range steps {

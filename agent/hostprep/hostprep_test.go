@@ -15,6 +15,17 @@ type fake struct {
 	bpffs, cgroup2 bool
 	mountErr       error
 	writes         []string
+	modules        map[string]ModuleState
+	loadErr        error
+}
+
+func (f *fake) Module(name string) ModuleState { return f.modules[name] }
+func (f *fake) LoadModule(name string) error {
+	if f.loadErr != nil {
+		return f.loadErr
+	}
+	f.modules[name] = ModulePresent
+	return nil
 }
 
 func (f *fake) Sysctl(key string) (string, error) {
@@ -45,6 +56,15 @@ func (f *fake) MountBPFFS(string) error {
 	return nil
 }
 func (f *fake) HasCgroup2() bool { return f.cgroup2 }
+
+func TestListsModule(t *testing.T) {
+	dep := "kernel/net/ipv4/udp_tunnel.ko.xz:\nkernel/drivers/net/veth.ko.xz: kernel/net/core/page_pool.ko\nkernel/net/sched/sch_ingress.ko:\n"
+	for name, want := range map[string]bool{"veth": true, "sch_ingress": true, "sch-ingress": true, "udp_tunnel": true, "page_pool": false, "vet": false, "": false} {
+		if got := listsModule(dep, name); got != want {
+			t.Errorf("listsModule(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
 
 func TestPrepare(t *testing.T) {
 	for _, tc := range []struct {
@@ -77,6 +97,14 @@ func TestPrepare(t *testing.T) {
 			k:       &fake{sysctls: map[string]string{"net.ipv4.ip_forward": "1"}, mountErr: errors.New("operation not permitted")},
 			needs:   Needs{ServiceProxy: true},
 			wantErr: "bpffs at /sys/fs/bpf: not mounted and mounting it failed: operation not permitted (mount -t bpf bpf /sys/fs/bpf); cgroup v2: no cgroup v2"},
+		{name: "a loadable veth module that is not loaded is loaded",
+			k: &fake{sysctls: map[string]string{"net.ipv4.ip_forward": "1"}, bpffs: true, cgroup2: true,
+				modules: map[string]ModuleState{"veth": ModuleLoadable}},
+			wantSteps: []string{"net.ipv4.ip_forward: ok", "bpffs at /sys/fs/bpf: ok", "cgroup v2: ok", "module veth: loaded"}},
+		{name: "a veth module that will not load stops the agent",
+			k: &fake{sysctls: map[string]string{"net.ipv4.ip_forward": "1"}, bpffs: true, cgroup2: true,
+				modules: map[string]ModuleState{"veth": ModuleLoadable}, loadErr: errors.New("modprobe veth: exit status 1")},
+			wantErr: "module veth: not loaded and loading it failed: modprobe veth: exit status 1 (pods could get no network interface)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			steps, err := Prepare(tc.k, tc.needs)
@@ -85,6 +113,9 @@ func TestPrepare(t *testing.T) {
 				t.Fatalf("unexpected error: %v", err)
 			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 				t.Fatalf("error %v, want it to contain %q", err, tc.wantErr)
+			}
+			if tc.wantSteps != nil && len(steps) != len(tc.wantSteps) {
+				t.Errorf("steps %v, want %d", steps, len(tc.wantSteps))
 			}
 			for i, want := range tc.wantSteps {
 				if i >= len(steps) || !strings.HasPrefix(steps[i].String(), want) {

@@ -1,7 +1,9 @@
 package hostprep
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -64,3 +66,51 @@ func (System) MountBPFFS(path string) error {
 
 // HasCgroup2 says whether a cgroup2 hierarchy is mounted.
 func (System) HasCgroup2() bool { return cgroups.Unified() != "" }
+
+// Module looks in /sys/module (loaded, or built in with parameters), then the running
+// kernel's modules.builtin and modules.dep under /lib/modules.
+func (System) Module(name string) ModuleState {
+	if _, err := os.Stat(filepath.Join("/sys/module", name)); err == nil {
+		return ModulePresent
+	}
+	var uts unix.Utsname
+	if err := unix.Uname(&uts); err != nil {
+		return ModuleUnknown
+	}
+	tree := filepath.Join("/lib/modules", unix.ByteSliceToString(uts.Release[:]))
+	builtin, berr := os.ReadFile(filepath.Join(tree, "modules.builtin"))
+	dep, derr := os.ReadFile(filepath.Join(tree, "modules.dep"))
+	if berr != nil && derr != nil {
+		return ModuleUnknown
+	}
+	if listsModule(string(builtin), name) {
+		return ModulePresent
+	}
+	if listsModule(string(dep), name) {
+		return ModuleLoadable
+	}
+	// In neither list: modprobe could not load it either; let the use fail and say why.
+	return ModuleUnknown
+}
+
+// listsModule says whether a modules.builtin or modules.dep text names the module
+// ("kernel/drivers/net/veth.ko[.xz]" at a line's start, before any ':').
+func listsModule(text, name string) bool {
+	for _, line := range strings.Split(text, "\n") {
+		path, _, _ := strings.Cut(line, ":")
+		base := filepath.Base(strings.TrimSpace(path))
+		if i := strings.Index(base, ".ko"); i > 0 && strings.ReplaceAll(base[:i], "-", "_") == strings.ReplaceAll(name, "-", "_") {
+			return true
+		}
+	}
+	return false
+}
+
+// LoadModule runs modprobe.
+func (System) LoadModule(name string) error {
+	out, err := exec.Command("modprobe", name).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("modprobe %s: %v: %s", name, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	sharedinformers "github.com/skiff-sh/skiff/internal/informers"
 	"log/slog"
 	"path/filepath"
 	"sync"
@@ -61,6 +62,9 @@ type Options struct {
 	// ResolvConf is the host resolver configuration Default-policy pods get (--resolv-conf;
 	// "" means /etc/resolv.conf); a missing file is an empty one.
 	ResolvConf string
+	// Informers, if set, is the agent's shared factory (else the manager watches Services
+	// on its own).
+	Informers *sharedinformers.Shared
 }
 
 // Manager runs this node's pods.
@@ -121,12 +125,15 @@ func (m *Manager) Run(ctx context.Context) {
 	inf := factory.Core().V1().Pods()
 	m.lister = inf.Lister()
 	_, _ = inf.Informer().AddEventHandler(m.loop.Handler())
-	svcFactory := informers.NewSharedInformerFactory(m.client, 0)
+	// Services feed every container's environment; they come from the agent's shared
+	// factory. The pods are this node's alone (a field selector), so they have their own.
+	svcFactory, start := sharedinformers.Factory(ctx, m.opts.Informers, m.client)
 	svcs := svcFactory.Core().V1().Services()
 	m.services = svcs.Lister()
+	svcInformer := svcs.Informer()
 	factory.Start(ctx.Done())
-	svcFactory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), inf.Informer().HasSynced, svcs.Informer().HasSynced) {
+	start()
+	if !cache.WaitForCacheSync(ctx.Done(), inf.Informer().HasSynced, svcInformer.HasSynced) {
 		return
 	}
 	go func() {

@@ -135,9 +135,11 @@ func serverCommand(use, short string) *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			// One supervisor: the API server and, in `skiff server`, the scheduler, the
-			// controllers and the node agent are each required — one failing (or losing its
-			// leader lease) stops the process with its error, for systemd to restart.
+			// One supervisor: the API server and, in `skiff server`, the node agent are
+			// required — one failing stops the process with its error, for systemd to
+			// restart. The scheduler and the controllers restart on their own when they fail
+			// or lose their lease (etcd without quorum for a while): they campaign again, and
+			// the API server, which waits for etcd by itself, stays up.
 			sup := supervisor.New(ctx, log)
 			if use == "server" {
 				o.PostStart = func(context.Context) { runControlPlane(sup, f, log) }
@@ -186,20 +188,20 @@ func serverCommand(use, short string) *cobra.Command {
 }
 
 // runControlPlane starts the controller manager and the scheduler of `skiff server`, each
-// with its own kubeconfig and each behind its own leader election, and the server's own
-// node agent, as required parts of the server's supervisor.
+// with its own kubeconfig and each behind its own leader election (restarted when they fail
+// or lose it), and the server's own node agent, a required part of the server's supervisor.
 func runControlPlane(sup *supervisor.Supervisor, f serverFlags, log *slog.Logger) {
 	cm := f.cm
 	dirs := layout.Server{Dir: f.dataDir}
 	cm.RootCAFile = dirs.PKI().CA().Cert
 	cm.ClusterSigningCertFile, cm.ClusterSigningKeyFile = cm.RootCAFile, dirs.PKI().CA().Key
 	if !f.disableControllerManager {
-		sup.Go(supervisor.Part{Name: "controller-manager", Policy: supervisor.Fatal, Run: func(ctx context.Context) error {
+		sup.Go(supervisor.Part{Name: "controller-manager", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
 			return runControllerManager(ctx, f, cm, log)
 		}})
 	}
 	if !f.disableScheduler {
-		sup.Go(supervisor.Part{Name: "scheduler", Policy: supervisor.Fatal, Run: func(ctx context.Context) error {
+		sup.Go(supervisor.Part{Name: "scheduler", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
 			return runScheduler(ctx, f, log)
 		}})
 	}

@@ -1,5 +1,6 @@
 // Package etcdcluster runs skiff's API server against a real three-member cluster of Debian's
-// etcd-server and kills one member while writing.
+// etcd-server, kills one member while writing, then a second (quorum lost) and brings both
+// back.
 package etcdcluster
 
 import (
@@ -70,7 +71,53 @@ func TestExternalEtcdSurvivesMemberLoss(t *testing.T) {
 	if n != 15 {
 		t.Fatalf("%d configmaps after member loss, want 15", n)
 	}
-	if out, err := s.Run(ctx, framework.Kubectl(t, 33), "get", "--raw", "/readyz?verbose"); err != nil || !strings.Contains(out, "[+]etcd ok") {
+	readyz := func() (string, error) {
+		return s.Run(ctx, framework.Kubectl(t, 33), "get", "--raw", "/readyz?verbose")
+	}
+	if out, err := readyz(); err != nil || !strings.Contains(out, "[+]etcd ok") {
 		t.Fatalf("readyz with two of three members: %v\n%s", err, out)
+	}
+
+	// A second member down: no quorum. The server stays up and says so — /readyz fails naming
+	// etcd, a write fails with an error rather than hanging — and recovers by itself once the
+	// members are back.
+	cluster.Kill(cluster.Members[1])
+	framework.Eventually(t, 90*time.Second, "readyz failing on etcd without quorum", func() (bool, string) {
+		out, err := readyz()
+		return err != nil && strings.Contains(out, "[-]etcd failed"), out
+	})
+	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
+	_, err = client.CoreV1().ConfigMaps("default").Create(wctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "no-quorum"}}, metav1.CreateOptions{})
+	wcancel()
+	if err == nil {
+		t.Fatal("a write without etcd quorum succeeded")
+	}
+	if !s.Running() {
+		t.Fatal("the server exited when etcd lost quorum; it should wait for it")
+	}
+	cluster.Restart(t, cluster.Members[0])
+	cluster.Restart(t, cluster.Members[1])
+	framework.Eventually(t, 90*time.Second, "readyz ok with the members back", func() (bool, string) {
+		out, err := readyz()
+		return err == nil && strings.Contains(out, "[+]etcd ok"), out
+	})
+	back := time.Now()
+	framework.Eventually(t, 30*time.Second, "writes again", func() (bool, string) {
+		err := create(100)
+		return err == nil, fmt.Sprint(err)
+	})
+	// The scheduler and the controllers lost their leases without quorum; they were restarted
+	// and lead again (their leases renewed since), not left idle.
+	for _, name := range []string{"kube-scheduler", "kube-controller-manager"} {
+		framework.Eventually(t, 60*time.Second, name+" leading again", func() (bool, string) {
+			l, err := client.CoordinationV1().Leases("kube-system").Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return l.Spec.RenewTime != nil && l.Spec.RenewTime.After(back), fmt.Sprint(l.Spec.RenewTime)
+		})
+	}
+	if !s.Running() {
+		t.Fatal("the server exited")
 	}
 }

@@ -17,6 +17,7 @@ type EtcdMember struct {
 	Name      string
 	ClientURL string
 	cmd       *exec.Cmd
+	args      []string
 }
 
 // EtcdCluster is a real etcd cluster of Debian's etcd-server on loopback, with TLS and
@@ -55,12 +56,10 @@ func StartEtcdCluster(tb testing.TB, pkiDir string, n int) *EtcdCluster {
 			"--peer-cert-file", filepath.Join(etcdPKI, "peer.crt"), "--peer-key-file", filepath.Join(etcdPKI, "peer.key"),
 			"--peer-client-cert-auth", "--peer-trusted-ca-file", filepath.Join(etcdPKI, "ca.crt"),
 			"--logger", "zap", "--log-outputs", filepath.Join(dir, "etcd.log")}
-		cmd := exec.Command("etcd", args...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
+		m.args = args
+		if err := m.start(); err != nil {
 			tb.Fatal(err)
 		}
-		m.cmd = cmd
 		tb.Cleanup(func() { c.Kill(m) })
 	}
 	deadline := time.Now().Add(30 * time.Second)
@@ -83,6 +82,27 @@ func (c *EtcdCluster) Endpoints() []string {
 		}
 	}
 	return out
+}
+
+func (m *EtcdMember) start() error {
+	cmd := exec.Command("etcd", m.args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	m.cmd = cmd
+	return nil
+}
+
+// Restart starts a killed member again on its data directory (it rejoins the cluster).
+func (c *EtcdCluster) Restart(tb testing.TB, m *EtcdMember) {
+	tb.Helper()
+	if m.cmd != nil && m.cmd.ProcessState == nil {
+		tb.Fatalf("etcd member %s is running", m.Name)
+	}
+	if err := m.start(); err != nil {
+		tb.Fatal(err)
+	}
 }
 
 // Kill stops a member by PID (SIGKILL) and reaps it.

@@ -254,6 +254,11 @@ func (s *Server) Kill() {
 // Args are the server's command-line arguments.
 func (s *Server) Args() []string { return s.args }
 
+// Running says whether the server process is still alive.
+func (s *Server) Running() bool {
+	return s.cmd != nil && s.cmd.Process != nil && s.cmd.ProcessState == nil && !exited(s.cmd.Process.Pid)
+}
+
 // PID is the server's process ID.
 func (s *Server) PID() int { return s.cmd.Process.Pid }
 

@@ -249,6 +249,33 @@ spec:
 		!strings.Contains(out, `skiff_agent_part_up{part="bgp"} 1`) {
 		t.Errorf("the worker's part metrics after the speaker recovered:\n%s", out)
 	}
+	// Kill subsystems under a running node. The worker's service dataplane loses its pins
+	// (rm -r under /sys/fs/bpf): the proxy notices, is restarted and repairs them, and
+	// Services keep working.
+	pins := filepath.Join("/sys/fs/bpf/skiff", worker.node)
+	if _, err := os.Stat(filepath.Join(pins, "skiff_services")); err != nil {
+		t.Fatalf("the worker's pinned service map: %v", err)
+	}
+	if err := os.RemoveAll(pins); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, time.Minute, "the service proxy restarted over its removed pins", func() (bool, string) {
+		out, _ := worker.run(ctx, "curl", "-s", "http://127.0.0.1:10248/metrics")
+		_, err := os.Stat(filepath.Join(pins, "skiff_services"))
+		return regexp.MustCompile(`skiff_agent_part_restarts_total\{part="service-proxy"\} [1-9]`).MatchString(out) &&
+			strings.Contains(out, `skiff_agent_part_up{part="service-proxy"} 1`) && err == nil, out
+	})
+	fetch("p2", "http://"+must("get", "service", "s1", "-o", "jsonpath={.spec.clusterIP}")+"/hostname", "p1")
+	// The worker's Lease deleted: the heartbeat makes it again and the node stays Ready.
+	must("delete", "lease", "-n", "kube-node-lease", worker.node)
+	framework.Eventually(t, time.Minute, "the worker's Lease back", func() (bool, string) {
+		out, err := kubectl("get", "lease", "-n", "kube-node-lease", worker.node, "-o", "jsonpath={.spec.holderIdentity}")
+		return err == nil && out == worker.node, out
+	})
+	if out := must("get", "node", worker.node, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`); out != "True" {
+		t.Errorf("the worker after its Lease was deleted: Ready=%s", out)
+	}
+
 	if out := must("logs", "p1"); !strings.Contains(out, "netutil serving HTTP on :8080") {
 		t.Errorf("kubectl logs p1 = %q", out)
 	}

@@ -1,0 +1,85 @@
+// Package informers lets the long-running parts of one process share one informer factory —
+// one watch per resource for the agent's pods, service proxy and BGP speaker, as the kubelet
+// shares its — while each part still comes and goes on its own: a part restarted by the
+// supervisor adds its handlers again and must not leave the last attempt's behind.
+package informers
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Shared is a process's informer factory with the lifetime of its owner: informers asked
+// for by a part start with the owner's context, never the part's, so a part's restart does
+// not stop a watch the others use.
+type Shared struct {
+	informers.SharedInformerFactory
+	ctx context.Context
+}
+
+// NewShared makes the factory; it stops when ctx ends.
+func NewShared(ctx context.Context, client kubernetes.Interface) *Shared {
+	f := informers.NewSharedInformerFactory(client, 0)
+	context.AfterFunc(ctx, f.Shutdown)
+	return &Shared{SharedInformerFactory: f, ctx: ctx}
+}
+
+// Start starts every informer asked for so far that has not started.
+func (s *Shared) Start() { s.SharedInformerFactory.Start(s.ctx.Done()) }
+
+// Factory returns shared when it is set, or a factory of the part's own that lives as long
+// as ctx (a part run alone, as in its tests). Call start once the part has asked for its
+// informers.
+func Factory(ctx context.Context, shared *Shared, client kubernetes.Interface) (f informers.SharedInformerFactory, start func()) {
+	if shared != nil {
+		return shared.SharedInformerFactory, shared.Start
+	}
+	own := NewShared(ctx, client)
+	return own.SharedInformerFactory, own.Start
+}
+
+// Watch adds h to each informer and waits until every one has synced and h has seen what
+// each held. release removes h again: defer it, so a part that returned (to be restarted)
+// leaves nothing behind. Watch returns ctx's error if ctx ends first (release is then
+// already done).
+func Watch(ctx context.Context, h cache.ResourceEventHandler, infs ...cache.SharedIndexInformer) (release func(), err error) {
+	var regs []cache.ResourceEventHandlerRegistration
+	release = func() {
+		for i, r := range regs {
+			_ = infs[i].RemoveEventHandler(r)
+		}
+	}
+	for _, inf := range infs {
+		reg, err := inf.AddEventHandler(h)
+		if err != nil {
+			release()
+			return func() {}, fmt.Errorf("adding an event handler: %w", err)
+		}
+		regs = append(regs, reg)
+	}
+	synced := make([]cache.InformerSynced, 0, len(regs))
+	for _, r := range regs {
+		synced = append(synced, r.HasSynced)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		release()
+		return func() {}, ctx.Err()
+	}
+	return release, nil
+}
+
+// Trigger is a handler that only signals "something changed" on kick, coalescing bursts
+// into one pending signal, for parts that recompute everything from listers.
+func Trigger(kick chan struct{}) cache.ResourceEventHandler {
+	fire := func() {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{AddFunc: func(any) { fire() }, UpdateFunc: func(any, any) { fire() }, DeleteFunc: func(any) { fire() }}
+}
