@@ -228,10 +228,15 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 			return api.Serve(ctx, o.APIAddress, o.ServingCert, o.ServingKey, o.ClientCA, h)
 		}})
 	}
+	// What the node offers is what the downward API reports for limits a container leaves
+	// unset (the same figures the Node registered with).
+	allocatable := node.Status(nopts).Allocatable
+	vols := volumes.New(client, dirs.Pods())
+	vols.SetNode(o.InternalIP, allocatable)
 	pm := pods.New(client, runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn),
 		pods.Options{NodeName: o.NodeName, HostIP: o.InternalIP, PodLogDir: o.PodLogDir, Netns: o.Netns, CgroupRoot: o.CgroupRoot,
 			ClusterDNS: o.ClusterDNS, ClusterDomain: o.ClusterDomain, ResolvConf: o.ResolvConf, Informers: shared,
-			Volumes: volumes.New(client, dirs.Pods())}, log)
+			Volumes: vols, PodsDir: dirs.Pods(), Allocatable: allocatable}, log)
 	if o.HealthzAddress != "" {
 		sup.Go(supervisor.Part{Name: "healthz", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
 			return serveHealthz(ctx, o.HealthzAddress, ctr, sup, &speaker, &proxy)

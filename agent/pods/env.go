@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/skiff-sh/skiff/agent/downward"
 )
 
 // ServiceEnv renders the Docker-links-style variables upstream sets for every Service of the
@@ -62,7 +64,10 @@ func (m *Manager) servicesIn(ctx context.Context, ns string) ([]*corev1.Service,
 
 // containerEnv resolves a container's environment: service variables (unless disabled),
 // envFrom, then env with valueFrom, later entries winning, as upstream.
-func (m *Manager) containerEnv(ctx context.Context, pod *corev1.Pod, c corev1.Container) ([]*runtimeapi.KeyValue, error) {
+//
+// podIPs are the sandbox's addresses: status.podIP(s) are known from them before the status
+// is written.
+func (m *Manager) containerEnv(ctx context.Context, pod *corev1.Pod, c corev1.Container, podIPs []string) ([]*runtimeapi.KeyValue, error) {
 	env := map[string]string{}
 	if pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks {
 		var svcs []*corev1.Service
@@ -118,7 +123,7 @@ func (m *Manager) containerEnv(ctx context.Context, pod *corev1.Pod, c corev1.Co
 			env[e.Name] = expand(e.Value, env)
 			continue
 		}
-		v, err := m.valueFrom(ctx, pod, c, e.ValueFrom)
+		v, err := m.valueFrom(ctx, pod, c, e.ValueFrom, podIPs)
 		if err != nil {
 			return nil, fmt.Errorf("env %s: %w", e.Name, err)
 		}
@@ -136,59 +141,10 @@ func (m *Manager) containerEnv(ctx context.Context, pod *corev1.Pod, c corev1.Co
 	return out, nil
 }
 
-// expand replaces $(VAR) references with earlier variables, as upstream.
-func expand(s string, env map[string]string) string {
-	if !strings.Contains(s, "$(") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '$' && i+1 < len(s) && s[i+1] == '$' {
-			b.WriteByte('$')
-			i++
-			continue
-		}
-		if s[i] == '$' && i+1 < len(s) && s[i+1] == '(' {
-			if end := strings.IndexByte(s[i:], ')'); end > 0 {
-				name := s[i+2 : i+end]
-				if v, ok := env[name]; ok {
-					b.WriteString(v)
-					i += end
-					continue
-				}
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-func (m *Manager) valueFrom(ctx context.Context, pod *corev1.Pod, c corev1.Container, from *corev1.EnvVarSource) (string, error) {
+func (m *Manager) valueFrom(ctx context.Context, pod *corev1.Pod, c corev1.Container, from *corev1.EnvVarSource, podIPs []string) (string, error) {
 	switch {
 	case from.FieldRef != nil:
-		switch from.FieldRef.FieldPath {
-		case "metadata.name":
-			return pod.Name, nil
-		case "metadata.namespace":
-			return pod.Namespace, nil
-		case "metadata.uid":
-			return string(pod.UID), nil
-		case "spec.nodeName":
-			return pod.Spec.NodeName, nil
-		case "spec.serviceAccountName":
-			return pod.Spec.ServiceAccountName, nil
-		case "status.hostIP":
-			return m.opts.HostIP, nil
-		case "status.podIP":
-			return pod.Status.PodIP, nil
-		}
-		if k, ok := strings.CutPrefix(from.FieldRef.FieldPath, "metadata.labels['"); ok {
-			return labels.Set(pod.Labels).Get(strings.TrimSuffix(k, "']")), nil
-		}
-		if k, ok := strings.CutPrefix(from.FieldRef.FieldPath, "metadata.annotations['"); ok {
-			return pod.Annotations[strings.TrimSuffix(k, "']")], nil
-		}
-		return "", fmt.Errorf("unsupported fieldRef %q", from.FieldRef.FieldPath)
+		return downward.FieldValue(pod, from.FieldRef.FieldPath, podIPs, m.opts.HostIP)
 	case from.ConfigMapKeyRef != nil:
 		ref := from.ConfigMapKeyRef
 		cm, err := m.client.CoreV1().ConfigMaps(pod.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
@@ -216,15 +172,13 @@ func (m *Manager) valueFrom(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 		}
 		return "", err
 	case from.ResourceFieldRef != nil:
-		name := corev1.ResourceName(strings.TrimPrefix(strings.TrimPrefix(from.ResourceFieldRef.Resource, "limits."), "requests."))
-		q, ok := c.Resources.Limits[name]
-		if strings.HasPrefix(from.ResourceFieldRef.Resource, "requests.") {
-			q, ok = c.Resources.Requests[name]
+		target := &c
+		if name := from.ResourceFieldRef.ContainerName; name != "" && name != c.Name {
+			if target = downward.ContainerByName(pod, name); target == nil {
+				return "", fmt.Errorf("resourceFieldRef: no container %q", name)
+			}
 		}
-		if !ok {
-			return "0", nil
-		}
-		return q.String(), nil
+		return downward.ResourceValue(target, from.ResourceFieldRef, m.opts.Allocatable)
 	}
 	return "", fmt.Errorf("empty valueFrom")
 }

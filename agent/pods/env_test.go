@@ -28,15 +28,6 @@ func TestServiceEnv(t *testing.T) {
 	}
 }
 
-func TestExpand(t *testing.T) {
-	env := map[string]string{"A": "x", "B": "y"}
-	for in, want := range map[string]string{"$(A)-$(B)": "x-y", "$$(A)": "$(A)", "$(C)": "$(C)", "plain": "plain", "$(A": "$(A"} {
-		if got := expand(in, env); got != want {
-			t.Errorf("expand(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestResources(t *testing.T) {
 	c := corev1.Container{Resources: corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")},

@@ -10,9 +10,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	sharedinformers "github.com/skiff-sh/skiff/internal/informers"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,6 +38,7 @@ import (
 	"github.com/skiff-sh/skiff/agent/netnsdial"
 	"github.com/skiff-sh/skiff/agent/volumes"
 	"github.com/skiff-sh/skiff/controlplane/controllers/loop"
+	sharedinformers "github.com/skiff-sh/skiff/internal/informers"
 )
 
 // Options configure the pod manager.
@@ -65,6 +67,12 @@ type Options struct {
 	// Informers, if set, is the agent's shared factory (else the manager watches Services
 	// on its own).
 	Informers *sharedinformers.Shared
+	// PodsDir holds each pod's directory (<agent-data-dir>/pods/<uid>: its hosts file and
+	// termination message files, beside the volumes); "" manages neither.
+	PodsDir string
+	// Allocatable is the node's allocatable resources: the downward API reports them for
+	// limits a container does not set.
+	Allocatable corev1.ResourceList
 }
 
 // Manager runs this node's pods.
@@ -88,6 +96,8 @@ type Manager struct {
 	prober  *prober
 	// prepared is when each pod's volumes were last written.
 	prepared map[types.UID]time.Time
+	// startErrs is each container's last failed start, reported while its retry backs off.
+	startErrs map[string]*waitingError
 
 	staticMu sync.Mutex
 	static   map[string]*corev1.Pod // namespace/name -> static pod from a manifest file
@@ -110,6 +120,7 @@ func New(client kubernetes.Interface, rt runtimeapi.RuntimeServiceClient, img ru
 		backoff:  map[string]time.Time{}, delay: map[string]time.Duration{}}
 	m.prober = newProber(rt, netnsdial.Dialer(o.Netns, 5*time.Second))
 	m.prepared = map[types.UID]time.Time{}
+	m.startErrs = map[string]*waitingError{}
 	m.static = map[string]*corev1.Pod{}
 	m.loop = loop.New("pods", m.sync, log)
 	return m
@@ -265,15 +276,14 @@ func (m *Manager) sandbox(ctx context.Context, uid types.UID) (*runtimeapi.PodSa
 	return best, nil
 }
 
-// sandboxConfig is the pod's sandbox config, its resolver configuration dns (see dnsConfig).
-func sandboxConfig(p *corev1.Pod, logRoot, cgroupRoot string, dns *runtimeapi.DNSConfig) *runtimeapi.PodSandboxConfig {
-	hostname := p.Name
-	if p.Spec.Hostname != "" {
-		hostname = p.Spec.Hostname
-	}
+// sandboxConfig is the pod's sandbox config: its hostname (none for a host network pod,
+// which shares the node's UTS namespace and so its name), resolver configuration dns (see
+// dnsConfig) and sysctls.
+func sandboxConfig(p *corev1.Pod, logRoot, cgroupRoot, hostname string, dns *runtimeapi.DNSConfig) *runtimeapi.PodSandboxConfig {
 	nsMode := runtimeapi.NamespaceMode_POD
 	if p.Spec.HostNetwork {
 		nsMode = runtimeapi.NamespaceMode_NODE
+		hostname = ""
 	}
 	return &runtimeapi.PodSandboxConfig{
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: p.Name, Namespace: p.Namespace, Uid: string(p.UID)},
@@ -282,9 +292,42 @@ func sandboxConfig(p *corev1.Pod, logRoot, cgroupRoot string, dns *runtimeapi.DN
 		DnsConfig:    dns,
 		Labels: map[string]string{"io.kubernetes.pod.name": p.Name, "io.kubernetes.pod.namespace": p.Namespace,
 			"io.kubernetes.pod.uid": string(p.UID)},
-		Linux: &runtimeapi.LinuxPodSandboxConfig{CgroupParent: cgroups.Parent(cgroupRoot, string(p.UID)), SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
-			NamespaceOptions: &runtimeapi.NamespaceOption{Network: nsMode, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD}}},
+		Linux: &runtimeapi.LinuxPodSandboxConfig{CgroupParent: cgroups.Parent(cgroupRoot, string(p.UID)), Sysctls: sysctls(p),
+			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+				NamespaceOptions: &runtimeapi.NamespaceOption{Network: nsMode, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD}}},
 	}
+}
+
+// podContext is what every container start of one sync shares: the sandbox, its config and
+// addresses, and the pod's hosts file.
+type podContext struct {
+	sandboxID string
+	cfg       *runtimeapi.PodSandboxConfig
+	ips       []string
+	hostsFile string
+}
+
+// sandboxIPs are the sandbox's addresses; a host network pod's are the node's.
+func (m *Manager) sandboxIPs(pod *corev1.Pod, st *runtimeapi.PodSandboxStatus) []string {
+	if pod.Spec.HostNetwork {
+		if m.opts.HostIP == "" {
+			return nil
+		}
+		return []string{m.opts.HostIP}
+	}
+	if st == nil || st.Network == nil || st.Network.Ip == "" {
+		return nil
+	}
+	ips := []string{st.Network.Ip}
+	for _, a := range st.Network.AdditionalIps {
+		ips = append(ips, a.Ip)
+	}
+	return ips
+}
+
+// podDir is the pod's directory on the node (its hosts file, termination message files).
+func (m *Manager) podDir(uid types.UID) string {
+	return filepath.Join(m.opts.PodsDir, string(uid))
 }
 
 // prepareVolumes writes the pod's volumes when it is new and every 30 s after, so mounted
@@ -309,22 +352,42 @@ func (m *Manager) prepareVolumes(ctx context.Context, pod *corev1.Pod) error {
 	return nil
 }
 
+// Backoff of a pod's failed sandbox and container starts, as the kubelet's: 10 s doubling to
+// 5 min, so a start that cannot succeed (a bad hostname, a missing ConfigMap key) neither
+// spins nor takes a new address each time.
+const (
+	startBackoffInitial = 10 * time.Second
+	startBackoffMax     = 5 * time.Minute
+)
+
 // run makes the pod's sandbox and containers exist and reports its status.
 func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 	if err := m.prepareVolumes(ctx, pod); err != nil {
 		return m.writeStatus(ctx, pod, nil, nil, "ContainerCreating", nil)
 	}
+	if d := pod.Spec.ActiveDeadlineSeconds; d != nil && pod.Status.StartTime != nil &&
+		time.Since(pod.Status.StartTime.Time) >= time.Duration(*d)*time.Second {
+		return m.deadlineExceeded(ctx, pod)
+	}
 	sb, err := m.sandbox(ctx, pod.UID)
 	if err != nil {
 		return err
 	}
+	hostname, domain, hostErr := podHostname(pod, m.opts.ClusterDomain)
 	// The DNS config matters when the sandbox is made (the runtime writes its resolv.conf then);
 	// containers of an existing sandbox start without it if it cannot be formed now.
 	dns, dnsWarns, dnsErr := podDNSConfig(pod, m.opts)
-	cfg := sandboxConfig(pod, m.opts.PodLogDir, m.opts.CgroupRoot, dns)
+	cfg := sandboxConfig(pod, m.opts.PodLogDir, m.opts.CgroupRoot, hostname, dns)
 	if sb == nil {
-		if dnsErr != nil {
-			m.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to generate sandbox config: %v", dnsErr)
+		if hostErr == nil {
+			hostErr = dnsErr
+		}
+		if hostErr != nil {
+			m.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to generate sandbox config: %v", hostErr)
+			return m.writeStatus(ctx, pod, nil, nil, "ContainerCreating", nil)
+		}
+		key := string(pod.UID) + "/sandbox"
+		if m.inPullBackoff(key, time.Now()) {
 			return m.writeStatus(ctx, pod, nil, nil, "ContainerCreating", nil)
 		}
 		for _, w := range dnsWarns {
@@ -332,44 +395,62 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 		}
 		resp, err := m.runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg})
 		if err != nil {
-			m.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
+			m.backoffFailed(key, time.Now(), startBackoffInitial, startBackoffMax)
+			m.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", pullError(err))
 			return m.writeStatus(ctx, pod, nil, nil, "ContainerCreating", nil)
 		}
+		m.pullSucceeded(key)
 		sb = &runtimeapi.PodSandbox{Id: resp.PodSandboxId}
 	}
 	st, err := m.runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.Id})
 	if err != nil {
 		return err
 	}
+	pc := &podContext{sandboxID: sb.Id, cfg: cfg, ips: m.sandboxIPs(pod, st.Status)}
+	if len(pc.ips) > 0 && m.opts.PodsDir != "" {
+		if pc.hostsFile, err = writeHostsFile(m.podDir(pod.UID), pod, pc.ips, hostname, domain); err != nil {
+			return fmt.Errorf("hosts file: %w", err)
+		}
+	}
 	latest, err := m.latestContainers(ctx, sb.Id)
 	if err != nil {
 		return err
 	}
-	// A container whose image is not there waits with the pull's reason (ErrImagePull,
-	// ImagePullBackOff, ...), as the kubelet reports it.
-	imageErrs := map[string]*imagePullError{}
-	imageErr := func(name string, err error) bool {
-		var pe *imagePullError
-		if errors.As(err, &pe) {
-			imageErrs[name] = pe
+	// A container that cannot start waits with the reason (ErrImagePull, ImagePullBackOff,
+	// CreateContainerConfigError, ...), as the kubelet reports it.
+	waitErrs := map[string]*waitingError{}
+	waitErr := func(name string, err error) bool {
+		var we *waitingError
+		if errors.As(err, &we) {
+			waitErrs[name] = we
 		}
-		return pe != nil
+		return we != nil
 	}
-	// Init containers run one after another to completion.
+	// Init containers run one after another to completion; a failed one is restarted with
+	// backoff, or, under restartPolicy Never, fails the pod.
 	for _, c := range pod.Spec.InitContainers {
 		cur := latest[c.Name]
 		if cur != nil && cur.State == runtimeapi.ContainerState_CONTAINER_EXITED {
 			s, err := m.runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: cur.Id})
-			if err == nil && s.Status.ExitCode == 0 {
+			if err != nil {
+				return err
+			}
+			if s.Status.ExitCode == 0 {
 				continue
+			}
+			if pod.Spec.RestartPolicy == corev1.RestartPolicyNever || !m.shouldRestart(ctx, pod, cur) {
+				return m.writeStatus(ctx, pod, st.Status, latest, "PodInitializing", waitErrs)
 			}
 		}
 		if cur == nil || cur.State == runtimeapi.ContainerState_CONTAINER_EXITED {
-			if err := m.start(ctx, pod, sb.Id, cfg, c, cur); err != nil && !imageErr(c.Name, err) {
+			if err := m.start(ctx, pod, pc, c, cur); err != nil && !waitErr(c.Name, err) {
+				return err
+			}
+			if latest, err = m.latestContainers(ctx, sb.Id); err != nil {
 				return err
 			}
 		}
-		return m.writeStatus(ctx, pod, st.Status, latest, "PodInitializing", imageErrs)
+		return m.writeStatus(ctx, pod, st.Status, latest, "PodInitializing", waitErrs)
 	}
 	started := false
 	for _, c := range pod.Spec.Containers {
@@ -377,13 +458,22 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 		switch {
 		case cur == nil:
 			started = true
-			if err := m.start(ctx, pod, sb.Id, cfg, c, nil); err != nil && !imageErr(c.Name, err) {
+			if err := m.start(ctx, pod, pc, c, nil); err != nil && !waitErr(c.Name, err) {
 				m.log.Warn("start container", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "err", err)
 			}
 		case cur.State == runtimeapi.ContainerState_CONTAINER_EXITED && m.shouldRestart(ctx, pod, cur):
 			started = true
-			if err := m.start(ctx, pod, sb.Id, cfg, c, cur); err != nil && !imageErr(c.Name, err) {
+			if err := m.start(ctx, pod, pc, c, cur); err != nil && !waitErr(c.Name, err) {
 				m.log.Warn("restart container", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "err", err)
+			}
+		}
+	}
+	// Ephemeral containers (kubectl debug) run once, never restarted.
+	for _, ec := range pod.Spec.EphemeralContainers {
+		if latest[ec.Name] == nil {
+			started = true
+			if err := m.start(ctx, pod, pc, corev1.Container(ec.EphemeralContainerCommon), nil); err != nil && !waitErr(ec.Name, err) {
+				m.log.Warn("start ephemeral container", "pod", pod.Namespace+"/"+pod.Name, "container", ec.Name, "err", err)
 			}
 		}
 	}
@@ -399,11 +489,26 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 			if pod.Spec.TerminationGracePeriodSeconds != nil {
 				grace = *pod.Spec.TerminationGracePeriodSeconds
 			}
-			_, _ = m.runtime.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: rc.Id, Timeout: grace})
+			m.stopContainer(ctx, pod, c, rc.Id, grace)
 			m.loop.Add(pod.Namespace + "/" + pod.Name)
 		}
 	}
-	return m.writeStatus(ctx, pod, st.Status, latest, "", imageErrs)
+	return m.writeStatus(ctx, pod, st.Status, latest, "", waitErrs)
+}
+
+// deadlineExceeded ends a pod that ran longer than its activeDeadlineSeconds, as the
+// kubelet: its containers are stopped and it fails with reason DeadlineExceeded.
+func (m *Manager) deadlineExceeded(ctx context.Context, pod *corev1.Pod) error {
+	m.recorder.Eventf(pod, corev1.EventTypeNormal, "DeadlineExceeded", "Pod was active on the node longer than the specified deadline")
+	grace := int64(30)
+	if pod.Spec.TerminationGracePeriodSeconds != nil {
+		grace = *pod.Spec.TerminationGracePeriodSeconds
+	}
+	codes, err := m.stopContainers(ctx, pod, grace)
+	if err != nil {
+		return err
+	}
+	return m.writeTerminal(ctx, pod, codes, corev1.PodFailed, "DeadlineExceeded", "Pod was active on the node longer than the specified deadline")
 }
 
 // latestContainers maps each container name to its newest attempt in the sandbox.
@@ -466,20 +571,11 @@ const (
 	imagePullBackoffMax     = 5 * time.Minute
 )
 
-// imagePullError is why a container's image is not there to run; its Reason and Message are the
-// container's waiting state, as the kubelet's: ErrImagePull, ImagePullBackOff, ErrImageNeverPull
-// or ImageInspectError.
-type imagePullError struct {
-	Reason, Message string
-}
-
-func (e *imagePullError) Error() string { return e.Reason + ": " + e.Message }
-
 // ensureImage makes the container's image present per its imagePullPolicy, with the kubelet's
 // events: Pulling, then Pulled ("Successfully pulled image ... Image size: N bytes.") or a
 // Warning Failed "Failed to pull image ..." and "Error: ErrImagePull"; while the pod's pull of
 // the image backs off, BackOff "Back-off pulling image ..." and "Error: ImagePullBackOff". Its
-// error is an *imagePullError.
+// error is an *waitingError.
 func (m *Manager) ensureImage(ctx context.Context, pod *corev1.Pod, c corev1.Container) error {
 	st, err := m.images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: c.Image}})
 	if err != nil {
@@ -535,7 +631,7 @@ func (m *Manager) ensureImage(ctx context.Context, pod *corev1.Pod, c corev1.Con
 // is not there and returns the error carrying its waiting state.
 func (m *Manager) imageFailed(pod *corev1.Pod, reason, msg string) error {
 	m.recorder.Eventf(pod, corev1.EventTypeWarning, "Failed", "Error: %s", reason)
-	return &imagePullError{Reason: reason, Message: msg}
+	return &waitingError{Reason: reason, Message: msg}
 }
 
 // pullError is a CRI pull error as the kubelet reports it: a gRPC status of code Unknown (what
@@ -559,15 +655,21 @@ func (m *Manager) inPullBackoff(key string, now time.Time) bool {
 	return ok && now.Before(until)
 }
 
-// pullFailed starts or doubles key's backoff.
+// pullFailed starts or doubles key's pull backoff.
 func (m *Manager) pullFailed(key string, now time.Time) {
+	m.backoffFailed(key, now, imagePullBackoffInitial, imagePullBackoffMax)
+}
+
+// backoffFailed starts key's backoff at initial or doubles it up to maxDelay; a failure more
+// than twice maxDelay after the previous one starts again at initial.
+func (m *Manager) backoffFailed(key string, now time.Time, initial, maxDelay time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	d := m.delay[key]
-	if last := m.backoff[key].Add(-d); d == 0 || now.Sub(last) > 2*imagePullBackoffMax {
-		d = imagePullBackoffInitial
+	if last := m.backoff[key].Add(-d); d == 0 || now.Sub(last) > 2*maxDelay {
+		d = initial
 	} else {
-		d = min(d*2, imagePullBackoffMax)
+		d = min(d*2, maxDelay)
 	}
 	m.delay[key] = d
 	m.backoff[key] = now.Add(d)
@@ -581,65 +683,160 @@ func (m *Manager) pullSucceeded(key string) {
 	delete(m.delay, key)
 }
 
-func (m *Manager) start(ctx context.Context, pod *corev1.Pod, sandboxID string, sbCfg *runtimeapi.PodSandboxConfig, c corev1.Container, prev *runtimeapi.Container) error {
+// start creates and starts one container (a new attempt after prev, if any). A container
+// whose configuration or start fails is an error of type *waitingError, and its next try
+// backs off.
+func (m *Manager) start(ctx context.Context, pod *corev1.Pod, pc *podContext, c corev1.Container, prev *runtimeapi.Container) error {
 	if err := m.ensureImage(ctx, pod, c); err != nil {
 		return err
 	}
+	key := string(pod.UID) + "/start/" + c.Name
+	if m.inPullBackoff(key, time.Now()) {
+		m.mu.Lock()
+		last := m.startErrs[key]
+		m.mu.Unlock()
+		if last != nil {
+			return last
+		}
+	}
+	err := m.createAndStart(ctx, pod, pc, c, prev)
+	var we *waitingError
+	if errors.As(err, &we) {
+		m.backoffFailed(key, time.Now(), startBackoffInitial, startBackoffMax)
+		m.mu.Lock()
+		m.startErrs[key] = we
+		m.mu.Unlock()
+		m.recorder.Eventf(pod, corev1.EventTypeWarning, "Failed", "Error: %s", we.Message)
+		return err
+	}
+	if err == nil {
+		m.pullSucceeded(key)
+		m.mu.Lock()
+		delete(m.startErrs, key)
+		m.mu.Unlock()
+	}
+	return err
+}
+
+func (m *Manager) createAndStart(ctx context.Context, pod *corev1.Pod, pc *podContext, c corev1.Container, prev *runtimeapi.Container) error {
 	attempt := uint32(0)
 	if prev != nil {
 		attempt = prev.Metadata.Attempt + 1
-		_, _ = m.runtime.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: prev.Id})
 	}
-	envs, err := m.containerEnv(ctx, pod, c)
+	envs, err := m.containerEnv(ctx, pod, c, pc.ips)
 	if err != nil {
-		m.recorder.Eventf(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
-		return err
+		return &waitingError{Reason: "CreateContainerConfigError", Message: err.Error()}
 	}
+	env := envMap(envs)
 	var mounts []*runtimeapi.Mount
 	if m.opts.Volumes != nil {
-		if mounts, err = m.opts.Volumes.Mounts(pod, c); err != nil {
-			m.recorder.Eventf(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
-			return err
+		if mounts, err = m.opts.Volumes.MountsFor(pod, c, env); err != nil {
+			return &waitingError{Reason: "CreateContainerConfigError", Message: err.Error()}
 		}
 	}
+	if pc.hostsFile != "" && !mountsHosts(c) {
+		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: "/etc/hosts", HostPath: pc.hostsFile})
+	}
+	annotations := map[string]string{}
+	if path := c.TerminationMessagePath; path != "" && m.opts.PodsDir != "" {
+		host, err := terminationFile(m.podDir(pod.UID), c.Name, attempt)
+		if err != nil {
+			return &waitingError{Reason: "CreateContainerConfigError", Message: fmt.Sprintf("termination message file: %v", err)}
+		}
+		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: path, HostPath: host})
+		annotations[annotationTerminationPath] = path
+		annotations[annotationTerminationPolicy] = string(c.TerminationMessagePolicy)
+	}
+	if prev != nil {
+		_, _ = m.runtime.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: prev.Id})
+	}
 	cfg := &runtimeapi.ContainerConfig{
-		Mounts:     mounts,
-		Metadata:   &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: attempt},
-		Image:      &runtimeapi.ImageSpec{Image: c.Image},
-		Command:    c.Command,
-		Args:       c.Args,
-		WorkingDir: c.WorkingDir,
-		Envs:       envs,
-		LogPath:    filepath.Join(c.Name, fmt.Sprintf("%d.log", attempt)),
+		Mounts:      mounts,
+		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: attempt},
+		Image:       &runtimeapi.ImageSpec{Image: c.Image},
+		Command:     expandAll(c.Command, env),
+		Args:        expandAll(c.Args, env),
+		WorkingDir:  c.WorkingDir,
+		Envs:        envs,
+		Annotations: annotations,
+		LogPath:     filepath.Join(c.Name, fmt.Sprintf("%d.log", attempt)),
 		Labels: map[string]string{"io.kubernetes.pod.name": pod.Name, "io.kubernetes.pod.namespace": pod.Namespace,
 			"io.kubernetes.pod.uid": string(pod.UID), "io.kubernetes.container.name": c.Name},
 		Linux: &runtimeapi.LinuxContainerConfig{Resources: resources(c), SecurityContext: securityContext(pod, c)},
 	}
-	created, err := m.runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sandboxID, Config: cfg, SandboxConfig: sbCfg})
+	created, err := m.runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: pc.sandboxID, Config: cfg, SandboxConfig: pc.cfg})
 	if err != nil {
-		m.recorder.Eventf(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
-		return err
+		return &waitingError{Reason: "CreateContainerError", Message: pullError(err).Error()}
 	}
-	m.recorder.Eventf(pod, corev1.EventTypeNormal, "Created", "Created container %s", c.Name)
+	m.recorder.Eventf(pod, corev1.EventTypeNormal, "Created", "Created container: %s", c.Name)
 	if _, err := m.runtime.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: created.ContainerId}); err != nil {
-		m.recorder.Eventf(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
-		return err
+		return &waitingError{Reason: "RunContainerError", Message: pullError(err).Error()}
 	}
 	m.recorder.Eventf(pod, corev1.EventTypeNormal, "Started", "Started container %s", c.Name)
+	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
+		// As the kubelet: the hook runs before the container counts as started, and a failed
+		// hook kills the container (its restart policy decides what follows).
+		podIP := ""
+		if len(pc.ips) > 0 {
+			podIP = pc.ips[0]
+		}
+		if err := m.prober.runHook(ctx, pod, c, created.ContainerId, podIP, c.Lifecycle.PostStart); err != nil {
+			m.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedPostStartHook", "PostStartHook failed: %v", err)
+			_, _ = m.runtime.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: created.ContainerId, Timeout: gracePeriod(pod)})
+		}
+	}
 	return nil
 }
 
-// terminate stops the pod's containers within the grace period, removes its sandbox (which
-// runs CNI DEL) and then deletes the pod object for good.
-func (m *Manager) terminate(ctx context.Context, pod *corev1.Pod) error {
-	grace := int64(30)
+// gracePeriod is the pod's termination grace period in seconds (30 unless set).
+func gracePeriod(pod *corev1.Pod) int64 {
 	if pod.DeletionGracePeriodSeconds != nil {
-		grace = *pod.DeletionGracePeriodSeconds
+		return *pod.DeletionGracePeriodSeconds
 	}
-	if err := m.stopAll(ctx, pod.UID, grace, pod); err != nil {
+	if pod.Spec.TerminationGracePeriodSeconds != nil {
+		return *pod.Spec.TerminationGracePeriodSeconds
+	}
+	return 30
+}
+
+// stopContainer stops a running container within grace seconds, running its preStop hook
+// first (the hook's time counts against the grace period, as upstream).
+func (m *Manager) stopContainer(ctx context.Context, pod *corev1.Pod, c corev1.Container, id string, grace int64) {
+	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil && grace > 0 {
+		start := time.Now()
+		hctx, cancel := context.WithTimeout(ctx, time.Duration(grace)*time.Second)
+		if err := m.prober.runHook(hctx, pod, c, id, pod.Status.PodIP, c.Lifecycle.PreStop); err != nil {
+			m.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedPreStopHook", "PreStopHook failed: %v", err)
+		}
+		cancel()
+		grace = max(grace-int64(time.Since(start).Seconds()), 2) // upstream leaves at least 2 s
+	}
+	_, _ = m.runtime.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: grace})
+}
+
+// terminate stops the pod's containers within the grace period (preStop hooks first),
+// reports the pod's terminal phase (a pod kept by a finalizer must not look Running), removes
+// its sandbox (which runs CNI DEL) and then deletes the pod object for good.
+func (m *Manager) terminate(ctx context.Context, pod *corev1.Pod) error {
+	codes, err := m.stopContainers(ctx, pod, gracePeriod(pod))
+	if err != nil {
 		return err
 	}
-	err := m.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+	if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+		phase := corev1.PodSucceeded
+		for _, c := range pod.Spec.Containers {
+			if code, ok := codes[c.Name]; !ok || code != 0 {
+				phase = corev1.PodFailed
+			}
+		}
+		if err := m.writeTerminal(ctx, pod, codes, phase, "", ""); err != nil {
+			return err
+		}
+	}
+	if err := m.stopAll(ctx, pod.UID, 0, pod); err != nil {
+		return err
+	}
+	err = m.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &pod.UID}})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
@@ -647,6 +844,89 @@ func (m *Manager) terminate(ctx context.Context, pod *corev1.Pod) error {
 	return err
 }
 
+// stopContainers stops the running containers of the pod's sandboxes within grace seconds,
+// each after its preStop hook, and returns every container's exit code by name.
+func (m *Manager) stopContainers(ctx context.Context, pod *corev1.Pod, grace int64) (map[string]int32, error) {
+	resp, err := m.runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
+		LabelSelector: map[string]string{"io.kubernetes.pod.uid": string(pod.UID)}}})
+	if err != nil {
+		return nil, err
+	}
+	specs := map[string]corev1.Container{}
+	for _, c := range pod.Spec.Containers {
+		specs[c.Name] = c
+	}
+	codes := map[string]int32{}
+	var mu sync.Mutex
+	for _, sb := range resp.Items {
+		list, err := m.runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: sb.Id}})
+		if err != nil {
+			return nil, err
+		}
+		var wg sync.WaitGroup
+		for _, c := range list.Containers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+					m.recorder.Eventf(pod, corev1.EventTypeNormal, "Killing", "Stopping container %s", c.Metadata.Name)
+					m.stopContainer(ctx, pod, specs[c.Metadata.Name], c.Id, grace)
+				}
+				if s, err := m.runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id}); err == nil {
+					mu.Lock()
+					if prev, ok := codes[c.Metadata.Name]; !ok || prev == 0 {
+						codes[c.Metadata.Name] = s.Status.ExitCode
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	return codes, nil
+}
+
+// writeTerminal reports the pod finished: phase (with reason and message, if any), every
+// container terminated with its exit code, nothing ready.
+func (m *Manager) writeTerminal(ctx context.Context, pod *corev1.Pod, codes map[string]int32, phase corev1.PodPhase, reason, message string) error {
+	if isStatic(pod) {
+		return nil
+	}
+	cp := pod.DeepCopy()
+	cp.Status.Phase, cp.Status.Reason, cp.Status.Message = phase, reason, message
+	now := metav1.Now()
+	for i := range cp.Status.ContainerStatuses {
+		cs := &cp.Status.ContainerStatuses[i]
+		code, ok := codes[cs.Name]
+		if !ok {
+			code = 137
+		}
+		if cs.State.Terminated == nil {
+			r := "Error"
+			if code == 0 {
+				r = "Completed"
+			}
+			started := now
+			if cs.State.Running != nil {
+				started = cs.State.Running.StartedAt
+			}
+			cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: r,
+				StartedAt: started, FinishedAt: now, ContainerID: cs.ContainerID}}
+		}
+		cs.Ready = false
+		cs.Started = ptr.To(false)
+	}
+	setCond(&cp.Status, corev1.ContainersReady, false)
+	setCond(&cp.Status, corev1.PodReady, false)
+	_, err := m.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+// stopAll stops the pod's containers (without hooks: the pod is gone or being replaced) and
+// removes its sandboxes, cgroup, volumes and bookkeeping.
 func (m *Manager) stopAll(ctx context.Context, uid types.UID, grace int64, pod *corev1.Pod) error {
 	resp, err := m.runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
 		LabelSelector: map[string]string{"io.kubernetes.pod.uid": string(uid)}}})
@@ -660,7 +940,10 @@ func (m *Manager) stopAll(ctx context.Context, uid types.UID, grace int64, pod *
 		}
 		var wg sync.WaitGroup
 		for _, c := range list.Containers {
-			if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING && pod != nil {
+			if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+				continue
+			}
+			if pod != nil {
 				m.recorder.Eventf(pod, corev1.EventTypeNormal, "Killing", "Stopping container %s", c.Metadata.Name)
 			}
 			wg.Add(1)
@@ -684,12 +967,25 @@ func (m *Manager) stopAll(ctx context.Context, uid types.UID, grace int64, pod *
 	if m.opts.Volumes != nil {
 		m.opts.Volumes.Cleanup(string(uid))
 	}
+	if m.opts.PodsDir != "" {
+		// Only what the pod manager wrote: the volumes (a tmpfs among them) are the volume
+		// manager's to remove.
+		for _, name := range []string{"etc-hosts", "etc-hosts.tmp", "containers"} {
+			_ = os.RemoveAll(filepath.Join(m.podDir(uid), name))
+		}
+		_ = os.Remove(m.podDir(uid)) // if nothing else is left
+	}
 	m.mu.Lock()
 	delete(m.prepared, uid)
 	for k := range m.backoff {
-		if len(k) > len(uid) && k[:len(uid)] == string(uid) {
+		if strings.HasPrefix(k, string(uid)) {
 			delete(m.backoff, k)
 			delete(m.delay, k)
+		}
+	}
+	for k := range m.startErrs {
+		if strings.HasPrefix(k, string(uid)) {
+			delete(m.startErrs, k)
 		}
 	}
 	m.mu.Unlock()

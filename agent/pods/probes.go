@@ -2,12 +2,19 @@ package pods
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"k8s.io/utils/ptr"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -119,12 +126,8 @@ func (pr *prober) run(ctx context.Context, pod *corev1.Pod, c corev1.Container, 
 	host := pod.Status.PodIP
 	switch {
 	case p.Exec != nil:
-		resp, err := pr.rt.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: containerID, Cmd: p.Exec.Command, Timeout: int64(timeout.Seconds())})
-		if err != nil {
+		if err := pr.exec(ctx, containerID, p.Exec.Command, timeout); err != nil {
 			return false, err.Error()
-		}
-		if resp.ExitCode != 0 {
-			return false, fmt.Sprintf("command %q exited with %d: %s", p.Exec.Command, resp.ExitCode, resp.Stdout)
 		}
 		return true, ""
 	case p.TCPSocket != nil:
@@ -146,33 +149,89 @@ func (pr *prober) run(ctx context.Context, pod *corev1.Pod, c corev1.Container, 
 		if err != nil {
 			return false, err.Error()
 		}
-		if p.HTTPGet.Host != "" {
-			host = p.HTTPGet.Host
-		}
-		scheme := "http"
-		if p.HTTPGet.Scheme == corev1.URISchemeHTTPS {
-			scheme = "https"
-		}
-		url := fmt.Sprintf("%s://%s%s", scheme, net.JoinHostPort(host, strconv.Itoa(n)), p.HTTPGet.Path)
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
+		if err := pr.httpGet(ctx, p.HTTPGet, host, n); err != nil {
 			return false, err.Error()
 		}
-		for _, h := range p.HTTPGet.HTTPHeaders {
-			req.Header.Add(h.Name, h.Value)
-		}
-		client := &http.Client{Transport: &http.Transport{DialContext: pr.dial, DisableKeepAlives: true}}
-		resp, err := client.Do(req)
-		if err != nil {
+		return true, ""
+	case p.GRPC != nil:
+		if err := pr.grpcHealth(ctx, host, int(p.GRPC.Port), ptr.Deref(p.GRPC.Service, "")); err != nil {
 			return false, err.Error()
-		}
-		resp.Body.Close()
-		if resp.StatusCode < 200 || resp.StatusCode >= 400 {
-			return false, fmt.Sprintf("HTTP probe failed with statuscode: %d", resp.StatusCode)
 		}
 		return true, ""
 	}
 	return true, ""
+}
+
+// exec runs a command in the container; a non-zero exit is an error carrying its output.
+func (pr *prober) exec(ctx context.Context, containerID string, cmd []string, timeout time.Duration) error {
+	resp, err := pr.rt.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: containerID, Cmd: cmd, Timeout: int64(timeout.Seconds())})
+	if err != nil {
+		return err
+	}
+	if resp.ExitCode != 0 {
+		return fmt.Errorf("command %q exited with %d: %s%s", cmd, resp.ExitCode, resp.Stdout, resp.Stderr)
+	}
+	return nil
+}
+
+// httpGet sends the GET of a probe or hook to host:port (the action's own host if set): a
+// status from 200 to 399 succeeds.
+func (pr *prober) httpGet(ctx context.Context, g *corev1.HTTPGetAction, host string, port int) error {
+	if g.Host != "" {
+		host = g.Host
+	}
+	scheme := "http"
+	transport := &http.Transport{DialContext: pr.dial, DisableKeepAlives: true}
+	if g.Scheme == corev1.URISchemeHTTPS {
+		// As the kubelet: probes and hooks do not verify the pod's certificate.
+		scheme = "https"
+		transport.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // upstream behaviour
+	}
+	path := g.Path
+	if path != "" && !strings.HasPrefix(path, "/") {
+		path = "/" + path
+	}
+	url := fmt.Sprintf("%s://%s%s", scheme, net.JoinHostPort(host, strconv.Itoa(port)), path)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("User-Agent", "kube-probe/1.37")
+	for _, h := range g.HTTPHeaders {
+		if strings.EqualFold(h.Name, "Host") {
+			req.Host = h.Value
+			continue
+		}
+		req.Header.Add(h.Name, h.Value)
+	}
+	resp, err := (&http.Client{Transport: transport}).Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode >= 400 {
+		return fmt.Errorf("HTTP probe failed with statuscode: %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// grpcHealth asks the gRPC health service (grpc.health.v1) at host:port; SERVING succeeds.
+func (pr *prober) grpcHealth(ctx context.Context, host string, port int, service string) error {
+	conn, err := grpc.NewClient(net.JoinHostPort(host, strconv.Itoa(port)),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return pr.dial(ctx, "tcp", addr) }))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+	if err != nil {
+		return fmt.Errorf("gRPC health check of %s: %w", net.JoinHostPort(host, strconv.Itoa(port)), err)
+	}
+	if resp.Status != healthpb.HealthCheckResponse_SERVING {
+		return fmt.Errorf("service unhealthy (responded with %q)", resp.Status)
+	}
+	return nil
 }
 
 // ready reports the readiness verdict of a container (true when it has no readiness probe).

@@ -33,7 +33,11 @@ func securityContext(pod *corev1.Pod, c corev1.Container) *runtimeapi.LinuxConta
 		if ps.RunAsGroup != nil {
 			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *ps.RunAsGroup}
 		}
-		sc.SupplementalGroups = ps.SupplementalGroups
+		sc.SupplementalGroups = append([]int64(nil), ps.SupplementalGroups...)
+		// The fsGroup owns the pod's volumes; every container is in it, as upstream.
+		if ps.FSGroup != nil {
+			sc.SupplementalGroups = append(sc.SupplementalGroups, *ps.FSGroup)
+		}
 	}
 	if cs := c.SecurityContext; cs != nil {
 		if cs.RunAsUser != nil {
@@ -44,6 +48,9 @@ func securityContext(pod *corev1.Pod, c corev1.Container) *runtimeapi.LinuxConta
 		}
 		if cs.Privileged != nil {
 			sc.Privileged = *cs.Privileged
+		}
+		if cs.AllowPrivilegeEscalation != nil {
+			sc.NoNewPrivs = !*cs.AllowPrivilegeEscalation
 		}
 		if cs.ReadOnlyRootFilesystem != nil {
 			sc.ReadonlyRootfs = *cs.ReadOnlyRootFilesystem

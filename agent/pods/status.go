@@ -2,6 +2,8 @@ package pods
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/ptr"
 )
 
 func everything() labels.Selector { return labels.Everything() }
@@ -44,7 +47,11 @@ func (m *Manager) containerStatus(ctx context.Context, spec corev1.Container, c 
 				reason = "Completed"
 			}
 		}
-		term := &corev1.ContainerStateTerminated{ExitCode: st.ExitCode, Reason: reason, Message: st.Message,
+		msg := st.Message
+		if m := terminationMessage(st); m != "" {
+			msg = m
+		}
+		term := &corev1.ContainerStateTerminated{ExitCode: st.ExitCode, Reason: reason, Message: msg,
 			StartedAt: metav1.NewTime(time.Unix(0, st.StartedAt)), FinishedAt: metav1.NewTime(time.Unix(0, st.FinishedAt)), ContainerID: cs.ContainerID}
 		cs.State.Terminated = term
 	default:
@@ -56,7 +63,7 @@ func (m *Manager) containerStatus(ctx context.Context, spec corev1.Container, c 
 // writeStatus computes the pod's status from CRI and writes it if it changed; a container with
 // an image error of this sync waits with its reason and message.
 func (m *Manager) writeStatus(ctx context.Context, pod *corev1.Pod, sb *runtimeapi.PodSandboxStatus, latest map[string]*runtimeapi.Container, waiting string,
-	imageErrs map[string]*imagePullError) error {
+	waitErrs map[string]*waitingError) error {
 	target := pod
 	if isStatic(pod) {
 		// A static pod's status is published on its mirror, once the mirror exists.
@@ -67,13 +74,18 @@ func (m *Manager) writeStatus(ctx context.Context, pod *corev1.Pod, sb *runtimea
 		target = mirror
 	}
 	s := target.Status.DeepCopy()
+	// The spec this status describes (upstream's pod observedGeneration).
+	s.ObservedGeneration = target.Generation
 	s.HostIP = m.opts.HostIP
 	if m.opts.HostIP != "" {
 		s.HostIPs = []corev1.HostIP{{IP: m.opts.HostIP}}
 	}
-	if sb != nil && sb.Network != nil && sb.Network.Ip != "" {
-		s.PodIP = sb.Network.Ip
-		s.PodIPs = []corev1.PodIP{{IP: sb.Network.Ip}}
+	if ips := m.sandboxIPs(pod, sb); len(ips) > 0 && sb != nil {
+		s.PodIP = ips[0]
+		s.PodIPs = nil
+		for _, ip := range ips {
+			s.PodIPs = append(s.PodIPs, corev1.PodIP{IP: ip})
+		}
 	}
 	if s.StartTime == nil {
 		now := metav1.Now()
@@ -83,13 +95,37 @@ func (m *Manager) writeStatus(ctx context.Context, pod *corev1.Pod, sb *runtimea
 	if reason == "" {
 		reason = "ContainerCreating"
 	}
+	// Init containers: done ones are ready; a failed one waits for its restart (its run kept
+	// as the last state) unless the pod never restarts; the rest wait for their turn.
 	var statuses, initStatuses []corev1.ContainerStatus
+	var incomplete []string
+	initFailed := false
 	for _, c := range pod.Spec.InitContainers {
-		initStatuses = append(initStatuses, imageWaiting(m.containerStatus(ctx, c, latest[c.Name], "PodInitializing"), imageErrs[c.Name]))
+		cs := imageWaiting(m.containerStatus(ctx, c, latest[c.Name], "PodInitializing"), waitErrs[c.Name])
+		if t := cs.State.Terminated; t != nil && t.ExitCode == 0 {
+			cs.Ready = true
+		} else {
+			cs.Ready = false
+			incomplete = append(incomplete, c.Name)
+			if t != nil {
+				if pod.Spec.RestartPolicy == corev1.RestartPolicyNever {
+					initFailed = true
+				} else {
+					cs.LastTerminationState = cs.State
+					cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
+						Message: "back-off restarting failed container " + c.Name}}
+				}
+			}
+		}
+		if cs.State.Running != nil {
+			cs.Started = ptr.To(true)
+		}
+		initStatuses = append(initStatuses, cs)
 	}
 	running, ready, exited, failed := 0, 0, 0, 0
+	var unready []string
 	for _, c := range pod.Spec.Containers {
-		cs := imageWaiting(m.containerStatus(ctx, c, latest[c.Name], reason), imageErrs[c.Name])
+		cs := imageWaiting(m.containerStatus(ctx, c, latest[c.Name], reason), waitErrs[c.Name])
 		if cs.Ready && latest[c.Name] != nil {
 			cs.Ready = m.prober.ready(pod, c, latest[c.Name].Id)
 		}
@@ -118,11 +154,24 @@ func (m *Manager) writeStatus(ctx context.Context, pod *corev1.Pod, sb *runtimea
 				failed++
 			}
 		}
+		if !cs.Ready {
+			unready = append(unready, c.Name)
+		}
 		statuses = append(statuses, cs)
 	}
 	s.ContainerStatuses, s.InitContainerStatuses = statuses, initStatuses
+	s.EphemeralContainerStatuses = nil
+	for _, ec := range pod.Spec.EphemeralContainers {
+		cs := imageWaiting(m.containerStatus(ctx, corev1.Container(ec.EphemeralContainerCommon), latest[ec.Name], "ContainerCreating"), waitErrs[ec.Name])
+		cs.Ready = false // ephemeral containers are never ready, as upstream
+		s.EphemeralContainerStatuses = append(s.EphemeralContainerStatuses, cs)
+	}
 	n := len(pod.Spec.Containers)
 	switch {
+	case initFailed:
+		s.Phase = corev1.PodFailed
+	case len(incomplete) > 0:
+		s.Phase = corev1.PodPending
 	case exited == n && failed == 0 && pod.Spec.RestartPolicy != corev1.RestartPolicyAlways:
 		s.Phase = corev1.PodSucceeded
 	case exited == n && failed > 0 && pod.Spec.RestartPolicy == corev1.RestartPolicyNever:
@@ -132,11 +181,20 @@ func (m *Manager) writeStatus(ctx context.Context, pod *corev1.Pod, sb *runtimea
 	default:
 		s.Phase = corev1.PodPending
 	}
-	initialized := waiting != "PodInitializing"
 	setCond(s, corev1.PodScheduled, true)
-	setCond(s, corev1.PodInitialized, initialized)
-	setCond(s, corev1.ContainersReady, ready == n)
-	setCond(s, corev1.PodReady, ready == n)
+	if len(incomplete) > 0 {
+		setCondReason(s, corev1.PodInitialized, false, "ContainersNotInitialized", fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(incomplete, " ")))
+	} else {
+		setCond(s, corev1.PodInitialized, true)
+	}
+	if len(unready) > 0 {
+		msg := fmt.Sprintf("containers with unready status: [%s]", strings.Join(unready, " "))
+		setCondReason(s, corev1.ContainersReady, false, "ContainersNotReady", msg)
+		setCondReason(s, corev1.PodReady, false, "ContainersNotReady", msg)
+	} else {
+		setCond(s, corev1.ContainersReady, true)
+		setCond(s, corev1.PodReady, true)
+	}
 	if sb != nil {
 		setCond(s, corev1.PodReadyToStartContainers, true)
 	}
@@ -153,6 +211,13 @@ func (m *Manager) writeStatus(ctx context.Context, pod *corev1.Pod, sb *runtimea
 }
 
 func setCond(s *corev1.PodStatus, t corev1.PodConditionType, ok bool) {
+	setCondReason(s, t, ok, "", "")
+}
+
+// setCondReason sets a condition with its reason and message (upstream gives false
+// Initialized, ContainersReady and Ready conditions both), stamping the transition time only
+// when the status changes.
+func setCondReason(s *corev1.PodStatus, t corev1.PodConditionType, ok bool, reason, message string) {
 	status := corev1.ConditionFalse
 	if ok {
 		status = corev1.ConditionTrue
@@ -163,10 +228,11 @@ func setCond(s *corev1.PodStatus, t corev1.PodConditionType, ok bool) {
 				s.Conditions[i].Status = status
 				s.Conditions[i].LastTransitionTime = metav1.Now()
 			}
+			s.Conditions[i].Reason, s.Conditions[i].Message = reason, message
 			return
 		}
 	}
-	s.Conditions = append(s.Conditions, corev1.PodCondition{Type: t, Status: status, LastTransitionTime: metav1.Now()})
+	s.Conditions = append(s.Conditions, corev1.PodCondition{Type: t, Status: status, Reason: reason, Message: message, LastTransitionTime: metav1.Now()})
 }
 
 // stripTimes drops fields that change without meaning, so unchanged pods are not rewritten.
@@ -182,7 +248,7 @@ func stripTimes(s corev1.PodStatus) corev1.PodStatus {
 
 // imageWaiting makes a container whose image is not there wait with the pull's reason, its last
 // run (if any) kept as its last state.
-func imageWaiting(cs corev1.ContainerStatus, e *imagePullError) corev1.ContainerStatus {
+func imageWaiting(cs corev1.ContainerStatus, e *waitingError) corev1.ContainerStatus {
 	if e == nil {
 		return cs
 	}

@@ -1,36 +1,48 @@
 // Package volumes materializes a pod's volumes on the node, under
 // <agent-data-dir>/pods/<uid>/volumes/<plugin>/<name>, and turns a container's volumeMounts
-// into CRI mounts: emptyDir, hostPath, configMap, secret, downwardAPI and projected (with the
-// service-account token requested through TokenRequest, bound to the pod, and refreshed
-// before it expires).
+// into CRI mounts, behaving as the kubelet's volume plugins do where the conformance tests
+// look:
+//
+//   - configMap, secret, downwardAPI and projected volumes are written by an atomic writer
+//     (a timestamped version directory published through the ..data symlink, see atomic.go),
+//     with defaultMode and per-item modes applied exactly, and refreshed on every Prepare;
+//     the projected service-account token is requested through TokenRequest, bound to the
+//     pod and renewed before it expires;
+//   - emptyDir is a 0777 directory, or a tmpfs for medium Memory, set up once per pod;
+//   - the pod's fsGroup owns these volumes, with the group bits the kubelet adds;
+//   - subPath and subPathExpr mounts are validated, created when missing and resolved so
+//     they cannot leave their volume;
+//   - Cleanup unmounts what it mounted before removing anything.
 package volumes
 
 import (
-	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// Manager prepares volumes.
+// Manager prepares volumes. It is safe for concurrent use; calls for one pod are serialized.
 type Manager struct {
 	client kubernetes.Interface
 	root   string
 
 	mu     sync.Mutex
-	tokens map[string]token // pod uid/volume -> token
+	tokens map[string]token          // pod uid/volume/path -> token
+	pods   map[types.UID]*sync.Mutex // serializes Prepare and Cleanup of one pod
+	node   nodeInfo
 }
 
 type token struct {
@@ -38,9 +50,53 @@ type token struct {
 	refresh time.Time
 }
 
+// nodeInfo is what the downward API reads from the node.
+type nodeInfo struct {
+	hostIP      string
+	allocatable corev1.ResourceList
+}
+
 // New returns a manager writing under root (<agent-data-dir>/pods).
 func New(client kubernetes.Interface, root string) *Manager {
-	return &Manager{client: client, root: root, tokens: map[string]token{}}
+	return &Manager{client: client, root: root, tokens: map[string]token{}, pods: map[types.UID]*sync.Mutex{}}
+}
+
+// SetNode records the node's address and allocatable resources: downwardAPI files read
+// status.hostIP from it, resourceFieldRef limits a container does not set default to the
+// allocatable, and memory emptyDirs are sized no larger than its memory.
+func (m *Manager) SetNode(hostIP string, allocatable corev1.ResourceList) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.node = nodeInfo{hostIP: hostIP, allocatable: allocatable.DeepCopy()}
+}
+
+func (m *Manager) nodeInfo() nodeInfo {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.node
+}
+
+// podLock is the lock of one pod's volumes.
+func (m *Manager) podLock(uid types.UID) *sync.Mutex {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.pods[uid]
+	if !ok {
+		l = &sync.Mutex{}
+		m.pods[uid] = l
+	}
+	return l
+}
+
+var errNoPod = errors.New("no pod")
+
+// checkPathElement rejects a pod UID or volume name that would not be one directory of its
+// own below root ("", ".", "..", anything with a slash).
+func checkPathElement(kind, s string) error {
+	if s == "" || s == "." || s == ".." || strings.ContainsRune(s, '/') {
+		return fmt.Errorf("%s %q cannot name a directory", kind, s)
+	}
+	return nil
 }
 
 func (m *Manager) dir(pod *corev1.Pod, plugin, name string) string {
@@ -48,151 +104,115 @@ func (m *Manager) dir(pod *corev1.Pod, plugin, name string) string {
 }
 
 // Prepare writes every volume of the pod; call it before (re)creating containers and
-// periodically, so configMap, secret and token contents follow their sources.
+// periodically, so configMap, secret, downwardAPI and token contents follow their sources.
+// A volume that fails does not stop the others; the error names each failed volume.
 func (m *Manager) Prepare(ctx context.Context, pod *corev1.Pod) error {
+	if pod == nil {
+		return errNoPod
+	}
+	if err := checkPathElement("pod UID", string(pod.UID)); err != nil {
+		return err
+	}
+	l := m.podLock(pod.UID)
+	l.Lock()
+	defer l.Unlock()
+	own := podOwnership(pod)
+	var errs []error
 	for _, v := range pod.Spec.Volumes {
-		var err error
-		switch {
-		case v.EmptyDir != nil:
-			err = os.MkdirAll(m.dir(pod, "empty-dir", v.Name), 0o777)
-		case v.HostPath != nil:
-			err = hostPath(v.HostPath)
-		case v.ConfigMap != nil:
-			err = m.configMap(ctx, pod, m.dir(pod, "configmap", v.Name), v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.Optional)
-		case v.Secret != nil:
-			err = m.secret(ctx, pod, m.dir(pod, "secret", v.Name), v.Secret.SecretName, v.Secret.Items, v.Secret.Optional)
-		case v.DownwardAPI != nil:
-			files := map[string][]byte{}
-			for _, f := range v.DownwardAPI.Items {
-				files[f.Path] = []byte(fieldValue(pod, f.FieldRef))
-			}
-			err = writeDir(m.dir(pod, "downward-api", v.Name), files)
-		case v.Projected != nil:
-			err = m.projected(ctx, pod, v)
-		default:
-			err = fmt.Errorf("volume %q: this volume type is not supported by skiff's agent", v.Name)
-		}
-		if err != nil {
-			return fmt.Errorf("volume %q: %w", v.Name, err)
+		if err := m.prepareVolume(ctx, pod, v, own); err != nil {
+			errs = append(errs, fmt.Errorf("volume %q: %w", v.Name, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
-func hostPath(h *corev1.HostPathVolumeSource) error {
-	if h.Type == nil {
+func (m *Manager) prepareVolume(ctx context.Context, pod *corev1.Pod, v corev1.Volume, own ownership) error {
+	if err := checkPathElement("volume name", v.Name); err != nil {
+		return err
+	}
+	switch {
+	case v.EmptyDir != nil:
+		return m.setupEmptyDir(pod, v, own)
+	case v.HostPath != nil:
+		return checkHostPath(v.HostPath)
+	case v.ConfigMap != nil:
+		ps, err := m.configMapProjections(ctx, pod.Namespace, v.ConfigMap.Name, v.ConfigMap.Items,
+			modeOr(v.ConfigMap.DefaultMode, defaultMode), v.ConfigMap.Optional)
+		return m.write(pod, "configmap", v.Name, ps, own, err)
+	case v.Secret != nil:
+		ps, err := m.secretProjections(ctx, pod.Namespace, v.Secret.SecretName, v.Secret.Items,
+			modeOr(v.Secret.DefaultMode, defaultMode), v.Secret.Optional)
+		return m.write(pod, "secret", v.Name, ps, own, err)
+	case v.DownwardAPI != nil:
+		ps, err := downwardProjections(pod, v.DownwardAPI.Items, modeOr(v.DownwardAPI.DefaultMode, defaultMode), m.nodeInfo())
+		return m.write(pod, "downward-api", v.Name, ps, own, err)
+	case v.Projected != nil:
+		ps, err := m.projectedProjections(ctx, pod, v, own)
+		return m.write(pod, "projected", v.Name, ps, own, err)
+	}
+	return errors.New("this volume type is not supported by skiff's agent")
+}
+
+// write publishes an atomic-writer volume, unless collecting its files failed: then the
+// previous version stays, as with the kubelet.
+func (m *Manager) write(pod *corev1.Pod, plugin, name string, ps map[string]projection, own ownership, collectErr error) error {
+	if collectErr != nil {
+		return collectErr
+	}
+	files, err := own.files(ps)
+	if err != nil {
+		return err
+	}
+	_, err = writeAtomic(m.dir(pod, plugin, name), files, own.dirAttrs())
+	return err
+}
+
+// checkHostPath creates or checks the host path as its type asks.
+func checkHostPath(h *corev1.HostPathVolumeSource) error {
+	if h.Type == nil || *h.Type == corev1.HostPathUnset {
 		return nil
 	}
 	switch *h.Type {
 	case corev1.HostPathDirectoryOrCreate:
-		return os.MkdirAll(h.Path, 0o755)
+		if err := os.MkdirAll(h.Path, 0o755); err != nil {
+			return fmt.Errorf("hostPath %s: %w", h.Path, err)
+		}
 	case corev1.HostPathFileOrCreate:
 		f, err := os.OpenFile(h.Path, os.O_CREATE, 0o644)
 		if err != nil {
-			return err
-		}
-		return f.Close()
-	case corev1.HostPathDirectory, corev1.HostPathFile, corev1.HostPathSocket:
-		if _, err := os.Stat(h.Path); err != nil {
 			return fmt.Errorf("hostPath %s: %w", h.Path, err)
 		}
+		_ = f.Close()
+	}
+	info, err := os.Stat(h.Path)
+	if err != nil {
+		return fmt.Errorf("hostPath %s: %w", h.Path, err)
+	}
+	if !hostPathIs(*h.Type, info.Mode()) {
+		return fmt.Errorf("hostPath %s is not of type %s", h.Path, *h.Type)
 	}
 	return nil
 }
 
-func pick(data map[string][]byte, items []corev1.KeyToPath) (map[string][]byte, error) {
-	if len(items) == 0 {
-		return data, nil
+func hostPathIs(t corev1.HostPathType, m os.FileMode) bool {
+	switch t {
+	case corev1.HostPathDirectory, corev1.HostPathDirectoryOrCreate:
+		return m.IsDir()
+	case corev1.HostPathFile, corev1.HostPathFileOrCreate:
+		return m.IsRegular()
+	case corev1.HostPathSocket:
+		return m&os.ModeSocket != 0
+	case corev1.HostPathCharDev:
+		return m&os.ModeCharDevice != 0
+	case corev1.HostPathBlockDev:
+		return m&os.ModeDevice != 0 && m&os.ModeCharDevice == 0
 	}
-	out := map[string][]byte{}
-	for _, it := range items {
-		b, ok := data[it.Key]
-		if !ok {
-			return nil, fmt.Errorf("key %q not found", it.Key)
-		}
-		out[it.Path] = b
-	}
-	return out, nil
-}
-
-func (m *Manager) configMapData(ctx context.Context, ns, name string, items []corev1.KeyToPath, optional *bool) (map[string][]byte, error) {
-	cm, err := m.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) && optional != nil && *optional {
-		return map[string][]byte{}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("configmap %q: %w", name, err)
-	}
-	data := map[string][]byte{}
-	for k, v := range cm.Data {
-		data[k] = []byte(v)
-	}
-	for k, v := range cm.BinaryData {
-		data[k] = v
-	}
-	return pick(data, items)
-}
-
-func (m *Manager) secretData(ctx context.Context, ns, name string, items []corev1.KeyToPath, optional *bool) (map[string][]byte, error) {
-	s, err := m.client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) && optional != nil && *optional {
-		return map[string][]byte{}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("secret %q: %w", name, err)
-	}
-	return pick(s.Data, items)
-}
-
-func (m *Manager) configMap(ctx context.Context, pod *corev1.Pod, dir, name string, items []corev1.KeyToPath, optional *bool) error {
-	data, err := m.configMapData(ctx, pod.Namespace, name, items, optional)
-	if err != nil {
-		return err
-	}
-	return writeDir(dir, data)
-}
-
-func (m *Manager) secret(ctx context.Context, pod *corev1.Pod, dir, name string, items []corev1.KeyToPath, optional *bool) error {
-	data, err := m.secretData(ctx, pod.Namespace, name, items, optional)
-	if err != nil {
-		return err
-	}
-	return writeDir(dir, data)
-}
-
-func (m *Manager) projected(ctx context.Context, pod *corev1.Pod, v corev1.Volume) error {
-	files := map[string][]byte{}
-	for _, src := range v.Projected.Sources {
-		var part map[string][]byte
-		var err error
-		switch {
-		case src.ConfigMap != nil:
-			part, err = m.configMapData(ctx, pod.Namespace, src.ConfigMap.Name, src.ConfigMap.Items, src.ConfigMap.Optional)
-		case src.Secret != nil:
-			part, err = m.secretData(ctx, pod.Namespace, src.Secret.Name, src.Secret.Items, src.Secret.Optional)
-		case src.DownwardAPI != nil:
-			part = map[string][]byte{}
-			for _, f := range src.DownwardAPI.Items {
-				part[f.Path] = []byte(fieldValue(pod, f.FieldRef))
-			}
-		case src.ServiceAccountToken != nil:
-			var t string
-			t, err = m.token(ctx, pod, v.Name, src.ServiceAccountToken)
-			part = map[string][]byte{src.ServiceAccountToken.Path: []byte(t)}
-		}
-		if err != nil {
-			return err
-		}
-		for k, b := range part {
-			files[k] = b
-		}
-	}
-	return writeDir(m.dir(pod, "projected", v.Name), files)
+	return false
 }
 
 // token requests a pod-bound service-account token and renews it at 80 % of its life.
 func (m *Manager) token(ctx context.Context, pod *corev1.Pod, volume string, p *corev1.ServiceAccountTokenProjection) (string, error) {
-	key := string(pod.UID) + "/" + volume
+	key := string(pod.UID) + "/" + volume + "/" + p.Path // a volume may project several tokens
 	m.mu.Lock()
 	t, ok := m.tokens[key]
 	m.mu.Unlock()
@@ -223,69 +243,46 @@ func (m *Manager) token(ctx context.Context, pod *corev1.Pod, volume string, p *
 	return resp.Status.Token, nil
 }
 
-func fieldValue(pod *corev1.Pod, ref *corev1.ObjectFieldSelector) string {
-	if ref == nil {
-		return ""
+// volumeRoot is where a volume of the pod lives on the host, and whether the kubelet mounts
+// it read-only whatever the volumeMount says.
+func (m *Manager) volumeRoot(pod *corev1.Pod, v corev1.Volume) (string, bool, error) {
+	if err := checkPathElement("volume name", v.Name); err != nil {
+		return "", false, err
 	}
-	switch ref.FieldPath {
-	case "metadata.name":
-		return pod.Name
-	case "metadata.namespace":
-		return pod.Namespace
-	case "metadata.uid":
-		return string(pod.UID)
-	case "spec.nodeName":
-		return pod.Spec.NodeName
-	case "spec.serviceAccountName":
-		return pod.Spec.ServiceAccountName
-	case "status.podIP":
-		return pod.Status.PodIP
-	case "status.hostIP":
-		return pod.Status.HostIP
-	case "metadata.labels", "metadata.annotations":
-		m := pod.Labels
-		if ref.FieldPath == "metadata.annotations" {
-			m = pod.Annotations
-		}
-		var b strings.Builder
-		for k, v := range m {
-			fmt.Fprintf(&b, "%s=%q\n", k, v)
-		}
-		return b.String()
+	switch {
+	case v.EmptyDir != nil:
+		return m.dir(pod, "empty-dir", v.Name), false, nil
+	case v.HostPath != nil:
+		return v.HostPath.Path, false, nil
+	case v.ConfigMap != nil:
+		return m.dir(pod, "configmap", v.Name), true, nil
+	case v.Secret != nil:
+		return m.dir(pod, "secret", v.Name), true, nil
+	case v.DownwardAPI != nil:
+		return m.dir(pod, "downward-api", v.Name), true, nil
+	case v.Projected != nil:
+		return m.dir(pod, "projected", v.Name), true, nil
 	}
-	return ""
+	return "", false, fmt.Errorf("volume %q: this volume type is not supported by skiff's agent", v.Name)
 }
 
-// writeDir makes dir hold exactly files (paths relative to dir), rewriting only what changed.
-func writeDir(dir string, files map[string][]byte) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for name, data := range files {
-		clean := filepath.Clean("/" + name)[1:]
-		if clean == "" || filepath.IsAbs(name) || slices.Contains(strings.Split(name, "/"), "..") {
-			return fmt.Errorf("bad path %q: must be relative and must not contain '..'", name)
-		}
-		p := filepath.Join(dir, clean)
-		if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, data) {
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		tmp := p + ".skiff-tmp" // written whole, then renamed: readers never see half a file
-		if err := os.WriteFile(tmp, data, 0o644); err != nil {
-			return err
-		}
-		if err := os.Rename(tmp, p); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// Mounts returns the CRI mounts of a container's volumeMounts.
+// Mounts returns the CRI mounts of a container's volumeMounts; it is MountsFor without an
+// environment, so a subPathExpr that references a variable fails.
 func (m *Manager) Mounts(pod *corev1.Pod, c corev1.Container) ([]*runtimeapi.Mount, error) {
+	return m.MountsFor(pod, c, nil)
+}
+
+// MountsFor returns the CRI mounts of a container's volumeMounts. env is the container's
+// resolved environment, which subPathExpr is expanded with. A subPath is created when it does
+// not exist and resolved on the host now (see subPathHost); an invalid one is an error that
+// says "subPath", which the caller reports as CreateContainerConfigError.
+func (m *Manager) MountsFor(pod *corev1.Pod, c corev1.Container, env map[string]string) ([]*runtimeapi.Mount, error) {
+	if pod == nil {
+		return nil, errNoPod
+	}
+	if err := checkPathElement("pod UID", string(pod.UID)); err != nil {
+		return nil, err
+	}
 	byName := map[string]corev1.Volume{}
 	for _, v := range pod.Spec.Volumes {
 		byName[v.Name] = v
@@ -296,40 +293,91 @@ func (m *Manager) Mounts(pod *corev1.Pod, c corev1.Container) ([]*runtimeapi.Mou
 		if !ok {
 			return nil, fmt.Errorf("volumeMount %q: no such volume", vm.Name)
 		}
-		var host string
-		switch {
-		case v.EmptyDir != nil:
-			host = m.dir(pod, "empty-dir", v.Name)
-		case v.HostPath != nil:
-			host = v.HostPath.Path
-		case v.ConfigMap != nil:
-			host = m.dir(pod, "configmap", v.Name)
-		case v.Secret != nil:
-			host = m.dir(pod, "secret", v.Name)
-		case v.DownwardAPI != nil:
-			host = m.dir(pod, "downward-api", v.Name)
-		case v.Projected != nil:
-			host = m.dir(pod, "projected", v.Name)
-		default:
-			return nil, fmt.Errorf("volume %q: unsupported type", v.Name)
+		mount, err := m.mountFor(pod, v, vm, env)
+		if err != nil {
+			return nil, fmt.Errorf("volumeMount %q of container %q: %w", vm.Name, c.Name, err)
 		}
-		if vm.SubPath != "" {
-			host = filepath.Join(host, filepath.Clean("/" + vm.SubPath)[1:])
-		}
-		readOnly := vm.ReadOnly || v.ConfigMap != nil || v.Secret != nil || v.Projected != nil || v.DownwardAPI != nil
-		out = append(out, &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: host, Readonly: readOnly})
+		out = append(out, mount)
 	}
 	return out, nil
 }
 
-// Cleanup removes a pod's volumes.
+func (m *Manager) mountFor(pod *corev1.Pod, v corev1.Volume, vm corev1.VolumeMount, env map[string]string) (*runtimeapi.Mount, error) {
+	host, readOnly, err := m.volumeRoot(pod, v)
+	if err != nil {
+		return nil, err
+	}
+	subPath, err := subPathOf(vm, env)
+	if err != nil {
+		return nil, err
+	}
+	if subPath != "" {
+		if host, err = subPathHost(host, subPath); err != nil {
+			return nil, err
+		}
+	}
+	return &runtimeapi.Mount{
+		ContainerPath: vm.MountPath,
+		HostPath:      host,
+		Readonly:      vm.ReadOnly || readOnly,
+		Propagation:   propagation(vm.MountPropagation),
+	}, nil
+}
+
+func propagation(p *corev1.MountPropagationMode) runtimeapi.MountPropagation {
+	if p == nil {
+		return runtimeapi.MountPropagation_PROPAGATION_PRIVATE
+	}
+	switch *p {
+	case corev1.MountPropagationHostToContainer:
+		return runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER
+	case corev1.MountPropagationBidirectional:
+		return runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL
+	}
+	return runtimeapi.MountPropagation_PROPAGATION_PRIVATE
+}
+
+// Cleanup removes a pod's volumes, logging what it could not remove (see Teardown).
 func (m *Manager) Cleanup(uid string) {
+	if err := m.Teardown(uid); err != nil {
+		slog.Warn("pod volumes left in place", "uid", uid, "err", err)
+	}
+}
+
+// Teardown removes a pod's volumes: it forgets the pod's tokens, unmounts every mount below
+// the pod's directory, then removes the directory. When a mount cannot be unmounted it
+// removes nothing and says so, and it never removes across a filesystem boundary.
+func (m *Manager) Teardown(uid string) error {
+	if err := checkPathElement("pod UID", uid); err != nil {
+		return err
+	}
+	l := m.podLock(types.UID(uid))
+	l.Lock()
+	defer l.Unlock()
 	m.mu.Lock()
 	for k := range m.tokens {
 		if strings.HasPrefix(k, uid+"/") {
 			delete(m.tokens, k)
 		}
 	}
+	delete(m.pods, types.UID(uid))
 	m.mu.Unlock()
-	_ = os.RemoveAll(filepath.Join(m.root, uid))
+
+	// Only the root is resolved (mountinfo names real paths): were the pod's own directory a
+	// symlink, removeTree removes the link, not what it points at.
+	root, err := filepath.EvalSymlinks(m.root)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("pod %s volumes: %w", uid, err)
+	}
+	dir := filepath.Join(root, uid)
+	if err := unmountAll(dir); err != nil {
+		return fmt.Errorf("pod %s volumes: %w", uid, err)
+	}
+	if err := removeTree(dir); err != nil {
+		return fmt.Errorf("pod %s volumes: %w", uid, err)
+	}
+	return nil
 }

@@ -114,7 +114,7 @@ func configMapsSecretsAccounts(opts generic.RESTOptionsGetter, tokens TokenIssue
 			n, o := obj.(*corev1.ConfigMap), old.(*corev1.ConfigMap)
 			errs := validation.ObjectMetaUpdate(&n.ObjectMeta, &o.ObjectMeta)
 			changed := !apiequality.Semantic.DeepEqual(n.Data, o.Data) || !apiequality.Semantic.DeepEqual(n.BinaryData, o.BinaryData)
-			return append(errs, validation.Immutable(o.Immutable, changed)...)
+			return append(errs, validation.Immutable(o.Immutable, n.Immutable, changed)...)
 		})
 	if err != nil {
 		return nil, err
@@ -133,7 +133,7 @@ func configMapsSecretsAccounts(opts generic.RESTOptionsGetter, tokens TokenIssue
 			if n.Type != o.Type {
 				errs = append(errs, field.Invalid(field.NewPath("type"), n.Type, "field is immutable"))
 			}
-			return append(errs, validation.Immutable(o.Immutable, !apiequality.Semantic.DeepEqual(n.Data, o.Data))...)
+			return append(errs, validation.Immutable(o.Immutable, n.Immutable, !apiequality.Semantic.DeepEqual(n.Data, o.Data))...)
 		})
 	if err != nil {
 		return nil, err
@@ -304,15 +304,39 @@ func pods(opts generic.RESTOptionsGetter, nodes *NodeConnection) (map[string]res
 		}
 		return errs
 	}})
+	ephemeral := newStatusREST(main, ephemeralContainersStrategy{s})
 	return map[string]rest.Storage{
-		"pods":             main,
-		"pods/status":      status,
-		"pods/binding":     &BindingREST{store: main.Store},
-		"pods/log":         &LogREST{pods: main.Store, nodes: nodes},
-		"pods/exec":        &ExecREST{nodeStream{pods: main.Store, nodes: nodes}},
-		"pods/portforward": &PortForwardREST{nodeStream{pods: main.Store, nodes: nodes}},
+		"pods":                     main,
+		"pods/status":              status,
+		"pods/ephemeralcontainers": ephemeral,
+		"pods/binding":             &BindingREST{store: main.Store},
+		"pods/log":                 &LogREST{pods: main.Store, nodes: nodes},
+		"pods/exec":                &ExecREST{nodeStream{pods: main.Store, nodes: nodes}},
+		"pods/portforward":         &PortForwardREST{nodeStream{pods: main.Store, nodes: nodes}},
 	}, nil
 }
+
+// ephemeralContainersStrategy serves pods/ephemeralcontainers, kubectl debug's way in:
+// only spec.ephemeralContainers changes, and only by adding containers (an ephemeral
+// container, once added, is neither changed nor removed), as upstream.
+type ephemeralContainersStrategy struct{ *strategy }
+
+func (s ephemeralContainersStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
+	n, o := obj.(*corev1.Pod), old.(*corev1.Pod)
+	keep := o.DeepCopy()
+	keep.Spec.EphemeralContainers = n.Spec.EphemeralContainers
+	keep.ResourceVersion = n.ResourceVersion
+	if !apiequality.Semantic.DeepEqual(n.Spec.EphemeralContainers, o.Spec.EphemeralContainers) {
+		keep.Generation = o.Generation + 1
+	}
+	*n = *keep
+}
+
+func (s ephemeralContainersStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
+	return validation.EphemeralContainersUpdate(obj.(*corev1.Pod), old.(*corev1.Pod))
+}
+
+func (s ephemeralContainersStrategy) AllowCreateOnUpdate(context.Context) bool { return false }
 
 // qosClass is upstream's rule: Guaranteed when every container has equal cpu and memory
 // requests and limits, BestEffort when none has any, Burstable otherwise.

@@ -3,6 +3,8 @@ package validation
 import (
 	"fmt"
 	"net/netip"
+	"regexp"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -153,6 +155,92 @@ func PodSpec(s *corev1.PodSpec, fld *field.Path) field.ErrorList {
 	}
 	for i, t := range s.Tolerations {
 		errs = append(errs, toleration(t, fld.Child("tolerations").Index(i))...)
+	}
+	if s.SecurityContext != nil {
+		errs = append(errs, sysctls(s, fld.Child("securityContext", "sysctls"))...)
+	}
+	return errs
+}
+
+// EphemeralContainersUpdate validates an update through pods/ephemeralcontainers: existing
+// ephemeral containers stay as they were, new ones have a unique name and an image, and none
+// declares what an ephemeral container cannot have (ports, probes, lifecycle, resources).
+func EphemeralContainersUpdate(p, old *corev1.Pod) field.ErrorList {
+	fld := field.NewPath("spec", "ephemeralContainers")
+	var errs field.ErrorList
+	if len(p.Spec.EphemeralContainers) < len(old.Spec.EphemeralContainers) {
+		return field.ErrorList{field.Forbidden(fld, "existing ephemeral containers may not be removed")}
+	}
+	for i, oc := range old.Spec.EphemeralContainers {
+		if !apiequality.Semantic.DeepEqual(p.Spec.EphemeralContainers[i], oc) {
+			errs = append(errs, field.Forbidden(fld.Index(i), "existing ephemeral containers may not be changed"))
+		}
+	}
+	names := sets.New[string]()
+	for _, c := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
+		names.Insert(c.Name)
+	}
+	for i, ec := range p.Spec.EphemeralContainers {
+		ep := fld.Index(i)
+		switch {
+		case ec.Name == "":
+			errs = append(errs, field.Required(ep.Child("name"), ""))
+		case names.Has(ec.Name):
+			errs = append(errs, field.Duplicate(ep.Child("name"), ec.Name))
+		default:
+			for _, msg := range validation.IsDNS1123Label(ec.Name) {
+				errs = append(errs, field.Invalid(ep.Child("name"), ec.Name, msg))
+			}
+		}
+		names.Insert(ec.Name)
+		if ec.Image == "" {
+			errs = append(errs, field.Required(ep.Child("image"), ""))
+		}
+		if len(ec.Ports) > 0 {
+			errs = append(errs, field.Forbidden(ep.Child("ports"), "cannot be set for an Ephemeral Container"))
+		}
+		for name, set := range map[string]bool{"livenessProbe": ec.LivenessProbe != nil, "readinessProbe": ec.ReadinessProbe != nil,
+			"startupProbe": ec.StartupProbe != nil, "lifecycle": ec.Lifecycle != nil} {
+			if set {
+				errs = append(errs, field.Forbidden(ep.Child(name), "cannot be set for an Ephemeral Container"))
+			}
+		}
+		if len(ec.Resources.Limits) > 0 || len(ec.Resources.Requests) > 0 {
+			errs = append(errs, field.Forbidden(ep.Child("resources"), "cannot be set for an Ephemeral Container"))
+		}
+	}
+	return errs
+}
+
+// sysctlName is upstream's: dot- or slash-separated segments of lower-case letters, digits,
+// '-' and '_', at most 253 characters.
+var sysctlName = regexp.MustCompile(`^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$`)
+
+const sysctlMaxLength = 253
+
+// sysctls validates the pod's sysctls as upstream: well-formed unique names, and no network
+// sysctl on a pod in the host's network namespace (nor an IPC one in the host's IPC).
+func sysctls(s *corev1.PodSpec, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	seen := sets.New[string]()
+	for i, sc := range s.SecurityContext.Sysctls {
+		p := fld.Index(i).Child("name")
+		switch {
+		case sc.Name == "":
+			errs = append(errs, field.Required(p, ""))
+		case len(sc.Name) > sysctlMaxLength || !sysctlName.MatchString(sc.Name):
+			errs = append(errs, field.Invalid(p, sc.Name, fmt.Sprintf("must have at most %d characters and match regex %s", sysctlMaxLength, sysctlName)))
+		case seen.Has(sc.Name):
+			errs = append(errs, field.Duplicate(p, sc.Name))
+		}
+		seen.Insert(sc.Name)
+		dotted := strings.ReplaceAll(sc.Name, "/", ".")
+		switch {
+		case s.HostNetwork && strings.HasPrefix(dotted, "net."):
+			errs = append(errs, field.Invalid(p, sc.Name, "may not be specified when 'hostNetwork' is true"))
+		case s.HostIPC && (strings.HasPrefix(dotted, "kernel.shm") || strings.HasPrefix(dotted, "kernel.msg") || strings.HasPrefix(dotted, "kernel.sem") || strings.HasPrefix(dotted, "fs.mqueue.")):
+			errs = append(errs, field.Invalid(p, sc.Name, "may not be specified when 'hostIPC' is true"))
+		}
 	}
 	return errs
 }
@@ -404,10 +492,18 @@ func dataKey(k string, fld *field.Path) field.ErrorList {
 	return errs
 }
 
-// Immutable returns a Forbidden error when an immutable ConfigMap or Secret changes.
-func Immutable(immutable *bool, changed bool) field.ErrorList {
-	if immutable != nil && *immutable && changed {
-		return field.ErrorList{field.Forbidden(field.NewPath("data"), "field is immutable when `immutable` is set")}
+// Immutable returns the Forbidden errors of an update to a ConfigMap or Secret that was
+// immutable (old): its data may not change, nor may it become mutable again.
+func Immutable(old, updated *bool, changed bool) field.ErrorList {
+	if old == nil || !*old {
+		return nil
 	}
-	return nil
+	var errs field.ErrorList
+	if updated == nil || !*updated {
+		errs = append(errs, field.Forbidden(field.NewPath("immutable"), "field is immutable when `immutable` is set"))
+	}
+	if changed {
+		errs = append(errs, field.Forbidden(field.NewPath("data"), "field is immutable when `immutable` is set"))
+	}
+	return errs
 }

@@ -617,15 +617,65 @@ func TestSecret(t *testing.T) {
 
 func TestImmutable(t *testing.T) {
 	for _, tc := range []struct {
-		immutable *bool
-		changed   bool
-		want      []fe
+		old, updated *bool
+		changed      bool
+		want         []fe
 	}{
-		{nil, true, nil},
-		{ptr.To(false), true, nil},
-		{ptr.To(true), false, nil},
-		{ptr.To(true), true, []fe{forbidden("data")}},
+		{nil, nil, true, nil},
+		{ptr.To(false), ptr.To(false), true, nil},
+		{nil, ptr.To(true), true, nil}, // becoming immutable may change the data once more
+		{ptr.To(true), ptr.To(true), false, nil},
+		{ptr.To(true), ptr.To(true), true, []fe{forbidden("data")}},
+		{ptr.To(true), ptr.To(false), false, []fe{forbidden("immutable")}},
+		{ptr.To(true), nil, false, []fe{forbidden("immutable")}},
+		{ptr.To(true), nil, true, []fe{forbidden("data"), forbidden("immutable")}},
 	} {
-		expectErrors(t, Immutable(tc.immutable, tc.changed), tc.want...)
+		expectErrors(t, Immutable(tc.old, tc.updated, tc.changed), tc.want...)
 	}
+}
+
+func TestSysctls(t *testing.T) {
+	spec := func(hostNet bool, names ...string) *corev1.PodSpec {
+		s := &corev1.PodSpec{HostNetwork: hostNet, SecurityContext: &corev1.PodSecurityContext{}}
+		for _, n := range names {
+			s.SecurityContext.Sysctls = append(s.SecurityContext.Sysctls, corev1.Sysctl{Name: n, Value: "1"})
+		}
+		return s
+	}
+	fld := field.NewPath("spec", "securityContext", "sysctls")
+	// upstream's e2e: "foo-" and "bar.." are invalid, "kernel.shmmax" and "safe-and-unsafe" are not.
+	expectErrors(t, sysctls(spec(false, "foo-", "kernel.shmmax", "safe-and-unsafe", "bar.."), fld),
+		invalid("spec.securityContext.sysctls[0].name"), invalid("spec.securityContext.sysctls[3].name"))
+	expectErrors(t, sysctls(spec(false, "kernel.shm_rmid_forced", "kernel/shm_rmid_forced2", "net.ipv4.conf.eno2/100.rp_filter"), fld))
+	expectErrors(t, sysctls(spec(false, "", "a.b", "a.b", strings.Repeat("a", 254)), fld),
+		required("spec.securityContext.sysctls[0].name"), fe{field.ErrorTypeDuplicate, "spec.securityContext.sysctls[2].name"},
+		invalid("spec.securityContext.sysctls[3].name"))
+	expectErrors(t, sysctls(spec(true, "net.ipv4.ip_local_port_range", "kernel.shm_rmid_forced"), fld), invalid("spec.securityContext.sysctls[0].name"))
+	if errs := PodSpec(spec(false, "foo-"), field.NewPath("spec")); !strings.Contains(errs.ToAggregate().Error(), `spec.securityContext.sysctls[0].name: Invalid value: "foo-"`) {
+		t.Errorf("PodSpec does not validate sysctls: %v", errs)
+	}
+}
+
+func TestEphemeralContainersUpdate(t *testing.T) {
+	old := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "x"}}}}
+	debugger := corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debugger", Image: "busybox"}}
+	with := func(ecs ...corev1.EphemeralContainer) *corev1.Pod {
+		p := old.DeepCopy()
+		p.Spec.EphemeralContainers = ecs
+		return p
+	}
+	expectErrors(t, EphemeralContainersUpdate(with(debugger), old))
+	changed := debugger
+	changed.Image = "other"
+	expectErrors(t, EphemeralContainersUpdate(with(changed), with(debugger)), forbidden("spec.ephemeralContainers[0]"))
+	expectErrors(t, EphemeralContainersUpdate(with(), with(debugger)), forbidden("spec.ephemeralContainers"))
+	clash := debugger
+	clash.Name = "app"
+	expectErrors(t, EphemeralContainersUpdate(with(clash), old), fe{field.ErrorTypeDuplicate, "spec.ephemeralContainers[0].name"})
+	bad := debugger
+	bad.Image = ""
+	bad.Ports = []corev1.ContainerPort{{ContainerPort: 80}}
+	bad.ReadinessProbe = &corev1.Probe{}
+	expectErrors(t, EphemeralContainersUpdate(with(bad), old), required("spec.ephemeralContainers[0].image"),
+		forbidden("spec.ephemeralContainers[0].ports"), forbidden("spec.ephemeralContainers[0].readinessProbe"))
 }

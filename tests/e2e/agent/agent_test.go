@@ -143,10 +143,16 @@ func TestKubectlRunThroughTheAgent(t *testing.T) {
 	// reproduced by hand); each check therefore gets a few attempts, and the note says so.
 	for _, minor := range []int{33, 27} {
 		eventually(t, 20*time.Second, fmt.Sprintf("kubectl 1.%d exec", minor), func() (bool, string) {
+			// localhost is 127.0.0.1 and ::1 in the agent's /etc/hosts, as the kubelet's.
 			out, err := s.Run(ctx, framework.Kubectl(t, minor), "exec", "test", "--", "/bin/netutil", "dns", "localhost")
-			return err == nil && strings.TrimSpace(out) == "127.0.0.1", fmt.Sprint(err, " ", out)
+			return err == nil && strings.Fields(out)[0] == "127.0.0.1", fmt.Sprint(err, " ", out)
 		})
 	}
+	// The pod's /etc/hosts is the agent's, naming the pod by its address.
+	eventually(t, 20*time.Second, "the agent-managed /etc/hosts", func() (bool, string) {
+		out, err := s.Run(ctx, kc, "exec", "test", "--", "/bin/netutil", "cat", "/etc/hosts")
+		return err == nil && strings.HasPrefix(out, "# Kubernetes-managed hosts file.\n") && strings.Contains(out, "\n"+pod.Status.PodIP+"\ttest\n"), fmt.Sprint(err, " ", out)
+	})
 	eventually(t, 20*time.Second, "exec of a failing command reports its exit code", func() (bool, string) {
 		out, err := s.Run(ctx, kc, "exec", "test", "--", "/bin/netutil", "bogus")
 		return err != nil && strings.Contains(out, "exit code 1"), fmt.Sprint(err, " ", out)
@@ -321,7 +327,7 @@ func TestKubectlRunThroughTheAgent(t *testing.T) {
 		p, err := c.CoreV1().Pods("default").Get(ctx, "once", metav1.GetOptions{})
 		return err == nil && p.Status.Phase == corev1.PodSucceeded, fmt.Sprint(err, " ", p.Status.Phase)
 	})
-	if out := kubectl("logs", "once"); strings.TrimSpace(out) != "127.0.0.1" {
+	if out := kubectl("logs", "once"); out != "127.0.0.1\n::1\n" { // the agent-managed /etc/hosts names both
 		t.Fatalf("logs of the completed pod: %q", out)
 	}
 	if out := kubectl("get", "pod", "once"); !strings.Contains(out, "Completed") {

@@ -1,0 +1,98 @@
+package pods
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+func TestExpand(t *testing.T) {
+	env := map[string]string{"TEST_VAR": "test-value", "EMPTY": "", "A": "a"}
+	for in, want := range map[string]string{
+		"":                        "",
+		"plain":                   "plain",
+		"$(TEST_VAR)":             "test-value",
+		"pre-$(TEST_VAR)-post":    "pre-test-value-post",
+		"$$(TEST_VAR)":            "$(TEST_VAR)", // escaped
+		"$$$(TEST_VAR)":           "$test-value",
+		"$(UNKNOWN)":              "$(UNKNOWN)",
+		"$(EMPTY)x":               "x",
+		"$(A)$(A)":                "aa",
+		"$(unclosed":              "$(unclosed",
+		"$(A":                     "$(A",
+		"$A":                      "$A",
+		"a$":                      "a$",
+		"$":                       "$",
+		"$$":                      "$",
+		"cost $5":                 "cost $5",
+		"$(A)$":                   "a$",
+		"$()":                     "$()",
+		"echo $(TEST_VAR) $$HOME": "echo test-value $HOME",
+	} {
+		if got := expand(in, env); got != want {
+			t.Errorf("expand(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := expandAll([]string{"/bin/sh", "-c", "echo $(TEST_VAR)"}, env); strings.Join(got, "|") != "/bin/sh|-c|echo test-value" {
+		t.Errorf("expandAll = %q", got)
+	}
+	if expandAll(nil, env) != nil {
+		t.Error("expandAll(nil) is not nil: the image's entrypoint would be replaced")
+	}
+}
+
+func TestTerminationMessage(t *testing.T) {
+	dir := t.TempDir()
+	host, err := terminationFile(dir, "c", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(host); err != nil || fi.Mode().Perm() != 0o666 || filepath.Base(host) != "2" {
+		t.Fatalf("termination file %s: %v %v", host, fi.Mode(), err)
+	}
+	logPath := filepath.Join(dir, "0.log")
+	var log strings.Builder
+	for i := 0; i < 100; i++ {
+		log.WriteString("2026-12-01T10:00:00.000000000Z stdout F line " + strings.Repeat("x", i%3) + "\n")
+	}
+	if err := os.WriteFile(logPath, []byte(log.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	status := func(policy corev1.TerminationMessagePolicy, code int32) *runtimeapi.ContainerStatus {
+		return &runtimeapi.ContainerStatus{ExitCode: code, LogPath: logPath,
+			Annotations: map[string]string{annotationTerminationPath: "/dev/termination-log", annotationTerminationPolicy: string(policy)},
+			Mounts:      []*runtimeapi.Mount{{ContainerPath: "/etc/hosts", HostPath: "/nonexistent"}, {ContainerPath: "/dev/termination-log", HostPath: host}}}
+	}
+	// Nothing written: empty, and the log only with the fallback policy and a failure.
+	if got := terminationMessage(status(corev1.TerminationMessageReadFile, 1)); got != "" {
+		t.Errorf("File policy, nothing written: %q", got)
+	}
+	if got := terminationMessage(status(corev1.TerminationMessageFallbackToLogsOnError, 0)); got != "" {
+		t.Errorf("fallback policy, success: %q", got)
+	}
+	got := terminationMessage(status(corev1.TerminationMessageFallbackToLogsOnError, 1))
+	if n := strings.Count(got, "\n"); n != 80 || !strings.HasPrefix(got, "line ") {
+		t.Errorf("fallback to the log: %d lines, %q", n, got)
+	}
+	// Written: the file wins, cut to its last 4 KiB.
+	if err := os.WriteFile(host, []byte("DONE"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if got := terminationMessage(status(corev1.TerminationMessageFallbackToLogsOnError, 1)); got != "DONE" {
+		t.Errorf("written message: %q", got)
+	}
+	if err := os.WriteFile(host, []byte(strings.Repeat("a", 5000)+"END"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if got := terminationMessage(status(corev1.TerminationMessageReadFile, 0)); len(got) != terminationMessageMax || !strings.HasSuffix(got, "END") {
+		t.Errorf("long message: %d bytes", len(got))
+	}
+	// No termination path (the container had none): nothing.
+	if got := terminationMessage(&runtimeapi.ContainerStatus{ExitCode: 1}); got != "" {
+		t.Errorf("no path: %q", got)
+	}
+}
