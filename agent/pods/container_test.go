@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -94,5 +95,21 @@ func TestTerminationMessage(t *testing.T) {
 	// No termination path (the container had none): nothing.
 	if got := terminationMessage(&runtimeapi.ContainerStatus{ExitCode: 1}); got != "" {
 		t.Errorf("no path: %q", got)
+	}
+}
+
+func TestAppliedResources(t *testing.T) {
+	c := corev1.Container{Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceEphemeralStorage: resource.MustParse("1Gi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}}}
+	r, alloc := appliedResources(c)
+	if len(r.Requests) != 1 || r.Requests.Cpu().String() != "100m" || len(r.Limits) != 1 || r.Limits.Memory().String() != "64Mi" {
+		t.Errorf("resources %+v: want only cpu and memory", r)
+	}
+	if len(alloc) != 2 {
+		t.Errorf("allocated %v: want every request", alloc)
+	}
+	if r, alloc := appliedResources(corev1.Container{}); r.Requests != nil || r.Limits != nil || alloc != nil {
+		t.Errorf("best effort: %+v %v", r, alloc)
 	}
 }

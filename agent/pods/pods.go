@@ -430,6 +430,25 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 	// backoff, or, under restartPolicy Never, fails the pod.
 	for _, c := range pod.Spec.InitContainers {
 		cur := latest[c.Name]
+		if isSidecar(c) {
+			// A sidecar (restartPolicy Always) starts in its turn and keeps running beside
+			// the containers; the next init container waits only for it to run.
+			if cur != nil && cur.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+				continue
+			}
+			if cur == nil || (cur.State == runtimeapi.ContainerState_CONTAINER_EXITED && m.restartDue(pod, cur)) {
+				if err := m.start(ctx, pod, pc, c, cur); err != nil && !waitErr(c.Name, err) {
+					return err
+				}
+				if latest, err = m.latestContainers(ctx, sb.Id); err != nil {
+					return err
+				}
+				if now := latest[c.Name]; now != nil && now.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+					continue
+				}
+			}
+			return m.writeStatus(ctx, pod, st.Status, latest, "PodInitializing", waitErrs)
+		}
 		if cur != nil && cur.State == runtimeapi.ContainerState_CONTAINER_EXITED {
 			s, err := m.runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: cur.Id})
 			if err != nil {
@@ -461,6 +480,17 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 			if err := m.start(ctx, pod, pc, c, nil); err != nil && !waitErr(c.Name, err) {
 				m.log.Warn("start container", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "err", err)
 			}
+		case cur.Labels[imageLabel] != "" && cur.Labels[imageLabel] != c.Image:
+			// The pod's spec names another image (the one mutable part of a container):
+			// replace the container at once, as the kubelet does on a changed definition.
+			m.recorder.Eventf(pod, corev1.EventTypeNormal, "Killing", "Container %s definition changed, will be restarted", c.Name)
+			if cur.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+				m.stopContainer(ctx, pod, c, cur.Id, gracePeriod(pod))
+			}
+			started = true
+			if err := m.start(ctx, pod, pc, c, cur); err != nil && !waitErr(c.Name, err) {
+				m.log.Warn("replace container", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "err", err)
+			}
 		case cur.State == runtimeapi.ContainerState_CONTAINER_EXITED && m.shouldRestart(ctx, pod, cur):
 			started = true
 			if err := m.start(ctx, pod, pc, c, cur); err != nil && !waitErr(c.Name, err) {
@@ -483,7 +513,13 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 			return err
 		}
 	}
-	for _, c := range pod.Spec.Containers {
+	probed := append([]corev1.Container(nil), pod.Spec.Containers...)
+	for _, c := range pod.Spec.InitContainers {
+		if isSidecar(c) {
+			probed = append(probed, c)
+		}
+	}
+	for _, c := range probed {
 		if rc := latest[c.Name]; m.probe(ctx, pod, c, rc) {
 			grace := int64(30)
 			if pod.Spec.TerminationGracePeriodSeconds != nil {
@@ -524,6 +560,20 @@ func (m *Manager) latestContainers(ctx context.Context, sandboxID string) (map[s
 		}
 	}
 	return latest, nil
+}
+
+// isSidecar says whether an init container is a sidecar: restartPolicy Always, running
+// beside the pod's containers (upstream's native sidecars).
+func isSidecar(c corev1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+}
+
+// restartDue applies the crash backoff to a container that always restarts (a sidecar),
+// whatever the pod's restartPolicy.
+func (m *Manager) restartDue(pod *corev1.Pod, c *runtimeapi.Container) bool {
+	always := pod.DeepCopy()
+	always.Spec.RestartPolicy = corev1.RestartPolicyAlways
+	return m.shouldRestart(context.Background(), always, c)
 }
 
 // shouldRestart applies restartPolicy and upstream's crash backoff (10 s doubling to 5 min).
@@ -761,7 +811,7 @@ func (m *Manager) createAndStart(ctx context.Context, pod *corev1.Pod, pc *podCo
 		Annotations: annotations,
 		LogPath:     filepath.Join(c.Name, fmt.Sprintf("%d.log", attempt)),
 		Labels: map[string]string{"io.kubernetes.pod.name": pod.Name, "io.kubernetes.pod.namespace": pod.Namespace,
-			"io.kubernetes.pod.uid": string(pod.UID), "io.kubernetes.container.name": c.Name},
+			"io.kubernetes.pod.uid": string(pod.UID), "io.kubernetes.container.name": c.Name, imageLabel: c.Image},
 		Linux: &runtimeapi.LinuxContainerConfig{Resources: resources(c), SecurityContext: securityContext(pod, c)},
 	}
 	created, err := m.runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: pc.sandboxID, Config: cfg, SandboxConfig: pc.cfg})
@@ -787,6 +837,9 @@ func (m *Manager) createAndStart(ctx context.Context, pod *corev1.Pod, pc *podCo
 	}
 	return nil
 }
+
+// imageLabel records the image a container was created for, to see the pod's spec change it.
+const imageLabel = "skiff.sh/image"
 
 // gracePeriod is the pod's termination grace period in seconds (30 unless set).
 func gracePeriod(pod *corev1.Pod) int64 {

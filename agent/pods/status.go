@@ -36,6 +36,9 @@ func (m *Manager) containerStatus(ctx context.Context, spec corev1.Container, c 
 	switch st.State {
 	case runtimeapi.ContainerState_CONTAINER_RUNNING:
 		cs.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Unix(0, st.StartedAt))}
+		// What the container runs with, as upstream reports it: its cpu and memory requests and
+		// limits, and the requests allocated to it.
+		cs.Resources, cs.AllocatedResources = appliedResources(spec)
 		cs.Ready = true
 		started := true
 		cs.Started = &started
@@ -100,8 +103,30 @@ func (m *Manager) writeStatus(ctx context.Context, pod *corev1.Pod, sb *runtimea
 	var statuses, initStatuses []corev1.ContainerStatus
 	var incomplete []string
 	initFailed := false
+	var unready []string
 	for _, c := range pod.Spec.InitContainers {
 		cs := imageWaiting(m.containerStatus(ctx, c, latest[c.Name], "PodInitializing"), waitErrs[c.Name])
+		if isSidecar(c) {
+			// A running sidecar is initialized; it is ready by its readiness probe, and the
+			// pod is ready only with it.
+			if cs.State.Running != nil {
+				cs.Ready = m.prober.ready(pod, c, latest[c.Name].Id)
+				cs.Started = ptr.To(true)
+			} else {
+				cs.Ready = false
+				incomplete = append(incomplete, c.Name)
+				if t := cs.State.Terminated; t != nil {
+					cs.LastTerminationState = cs.State
+					cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
+						Message: "back-off restarting failed container " + c.Name}}
+				}
+			}
+			if !cs.Ready {
+				unready = append(unready, c.Name)
+			}
+			initStatuses = append(initStatuses, cs)
+			continue
+		}
 		if t := cs.State.Terminated; t != nil && t.ExitCode == 0 {
 			cs.Ready = true
 		} else {
@@ -123,7 +148,6 @@ func (m *Manager) writeStatus(ctx context.Context, pod *corev1.Pod, sb *runtimea
 		initStatuses = append(initStatuses, cs)
 	}
 	running, ready, exited, failed := 0, 0, 0, 0
-	var unready []string
 	for _, c := range pod.Spec.Containers {
 		cs := imageWaiting(m.containerStatus(ctx, c, latest[c.Name], reason), waitErrs[c.Name])
 		if cs.Ready && latest[c.Name] != nil {
@@ -258,4 +282,27 @@ func imageWaiting(cs corev1.ContainerStatus, e *waitingError) corev1.ContainerSt
 	cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: e.Reason, Message: e.Message}}
 	cs.Ready = false
 	return cs
+}
+
+// appliedResources are a running container's cpu and memory requests and limits (what its
+// cgroup was given) and its allocated requests.
+func appliedResources(c corev1.Container) (*corev1.ResourceRequirements, corev1.ResourceList) {
+	pick := func(l corev1.ResourceList) corev1.ResourceList {
+		var out corev1.ResourceList
+		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			if q, ok := l[r]; ok {
+				if out == nil {
+					out = corev1.ResourceList{}
+				}
+				out[r] = q
+			}
+		}
+		return out
+	}
+	req := &corev1.ResourceRequirements{Requests: pick(c.Resources.Requests), Limits: pick(c.Resources.Limits)}
+	var alloc corev1.ResourceList
+	if len(c.Resources.Requests) > 0 {
+		alloc = c.Resources.Requests.DeepCopy()
+	}
+	return req, alloc
 }

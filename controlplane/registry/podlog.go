@@ -89,6 +89,11 @@ func defaultContainer(pod *corev1.Pod, container string) (string, error) {
 			}
 		}
 	}
+	for _, ec := range pod.Spec.EphemeralContainers {
+		if ec.Name == container {
+			return container, nil
+		}
+	}
 	return "", apierrors.NewBadRequest(fmt.Sprintf("container %s is not valid for pod %s", container, pod.Name))
 }
 

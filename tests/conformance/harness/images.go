@@ -119,6 +119,11 @@ func base(src Sources) ([]oci.File, error) {
 		}
 		seen[p] = true
 		files = append(files, oci.File{Path: "/" + p, Link: "/bin/busybox"})
+		// Upstream's busybox image has every applet in /bin as well (specs run /bin/sysctl).
+		if b := "bin/" + path.Base(p); !seen[b] {
+			seen[b] = true
+			files = append(files, oci.File{Path: "/" + b, Link: "/bin/busybox"})
+		}
 	}
 	return files, nil
 }
@@ -233,13 +238,21 @@ func pages(name string) func(Sources) ([]oci.File, error) {
 	}
 }
 
-// busyboxImage is busybox with `sh` as its command; nonroot is the same as user 1234.
+// busyboxImage is busybox with `sh` as its command; nonroot is the same as user 1234. Its sh
+// is bash: the ash of Debian's busybox (1.35) drops environment variables whose names are not
+// shell identifiers ("data-1", "p-data-1") before it runs a command, where upstream's image
+// (busybox 1.37) passes them on, as bash does — and specs check them with `sh -c env`.
 func busyboxImage(user string) builder {
 	return func(src Sources, ref string) (oci.Image, error) {
+		bash, err := withLibraries("/bin/bash")
+		if err != nil {
+			return oci.Image{}, err
+		}
 		files, err := base(src)
 		if err != nil {
 			return oci.Image{}, err
 		}
+		files = dedupe(append(append(bash, oci.File{Path: "/bin/sh", Link: "/bin/bash"}), files...))
 		return oci.Image{Cmd: []string{"sh"}, Env: []string{imagePath}, User: user, Files: files}, nil
 	}
 }

@@ -36,6 +36,7 @@ type options struct {
 	e2eVersion                                      string
 	timeout                                         time.Duration
 	reportOnly                                      bool
+	base                                            string
 	duration, commit                                string
 }
 
@@ -59,6 +60,7 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 3*time.Hour, "ginkgo's suite timeout")
 	flag.BoolVar(&o.reportOnly, "report-only", false, "run nothing: write the results again from the reports a run left in --work (after changing how failures are grouped)")
 	flag.StringVar(&o.duration, "duration", "", "with --report-only: the run's duration to record")
+	flag.StringVar(&o.base, "base", "", "results.json of an earlier run: specs this run does not select keep their result from it (marked as carried over)")
 	flag.StringVar(&o.commit, "commit", "", "with --report-only: the skiff commit the run tested (default: this checkout's)")
 	flag.Parse()
 	if o.reportOnly {
@@ -295,6 +297,17 @@ func newSummary(o options, date, tested, duration string, notBuilt []string, tot
 
 // publish counts the summary and writes the results into --out (or the work directory).
 func publish(o options, s *Summary) (string, error) {
+	if o.base != "" {
+		b, err := os.ReadFile(o.base)
+		if err != nil {
+			return "", fmt.Errorf("--base: %w", err)
+		}
+		var base Summary
+		if err := json.Unmarshal(b, &base); err != nil {
+			return "", fmt.Errorf("--base %s: %w", o.base, err)
+		}
+		Overlay(s, &base)
+	}
 	Summarize(s)
 	dest := o.out
 	if dest == "" {

@@ -72,6 +72,9 @@ type Result struct {
 	Error string `json:"error,omitempty"`
 	Cause string `json:"cause,omitempty"`
 	Issue string `json:"issue,omitempty"`
+	// CarriedFrom is the commit of the earlier run this result comes from, when this run did
+	// not select the spec (see Overlay); empty for a result of this run.
+	CarriedFrom string `json:"carriedFrom,omitempty"`
 }
 
 // Merge turns the dry run's list of selected specs and the reports of every run (a later
@@ -240,6 +243,40 @@ type Summary struct {
 	Totals     Totals   `json:"totals"`
 	SIGTotals  []SIG    `json:"sigs"`
 	TotalSpecs int      `json:"specsInBinary"`
+	// Base, when set, is the earlier full run whose results stand for the specs this run did
+	// not select.
+	Base *BaseRun `json:"base,omitempty"`
+}
+
+// BaseRun names the run results were carried over from.
+type BaseRun struct {
+	Date    string `json:"date"`
+	Commit  string `json:"commit"`
+	Focus   string `json:"focus"`
+	Carried int    `json:"carried"`
+}
+
+// Overlay completes a partial run (say, only [sig-node] and [sig-storage]) with an earlier
+// run's results for every spec the partial run did not select, each marked with the commit
+// it was measured at, so the totals stay those of the whole suite and say what is fresh.
+func Overlay(s *Summary, base *Summary) {
+	fresh := map[string]bool{}
+	for _, r := range s.Results {
+		fresh[r.Name] = true
+	}
+	carried := 0
+	for _, r := range base.Results {
+		if fresh[r.Name] {
+			continue
+		}
+		if r.CarriedFrom == "" {
+			r.CarriedFrom = base.Commit
+		}
+		s.Results = append(s.Results, r)
+		carried++
+	}
+	sort.SliceStable(s.Results, func(i, j int) bool { return s.Results[i].Name < s.Results[j].Name })
+	s.Base = &BaseRun{Date: base.Date, Commit: base.Commit, Focus: base.Focus, Carried: carried}
 }
 
 // Totals counts outcomes.
@@ -309,6 +346,10 @@ func WriteMarkdown(w io.Writer, s *Summary) error {
 		fmt.Fprintf(&b, "| skip | `%s` |\n", s.Skip)
 	}
 	fmt.Fprintf(&b, "| duration | %s |\n", s.Duration)
+	if s.Base != nil {
+		fmt.Fprintf(&b, "| carried over | %d specs this run did not select keep their result from the run of %s at commit %s (focus `%s`); they are marked *(from %s)* below |\n",
+			s.Base.Carried, s.Base.Date, s.Base.Commit, s.Base.Focus, short(s.Base.Commit))
+	}
 	if len(s.Images) > 0 {
 		fmt.Fprintf(&b, "| images not built here | %s |\n", strings.Join(s.Images, ", "))
 	}
@@ -367,17 +408,31 @@ func WriteMarkdown(w io.Writer, s *Summary) error {
 		}
 		fmt.Fprintf(&b, "\n**%d × `%s`**\n\n", len(g.specs), strings.ReplaceAll(g.cause, "`", "'"))
 		for _, r := range g.specs {
-			fmt.Fprintf(&b, "- %s — `%s`\n", r.Name, strings.ReplaceAll(r.Error, "`", "'"))
+			fmt.Fprintf(&b, "- %s — `%s`%s\n", r.Name, strings.ReplaceAll(r.Error, "`", "'"), carriedNote(r))
 		}
 	}
 	fmt.Fprintf(&b, "\n## Passing\n\n")
 	for _, r := range s.Results {
 		if r.State == Passed {
-			fmt.Fprintf(&b, "- %s\n", r.Name)
+			fmt.Fprintf(&b, "- %s%s\n", r.Name, carriedNote(r))
 		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func carriedNote(r Result) string {
+	if r.CarriedFrom == "" {
+		return ""
+	}
+	return " *(from " + short(r.CarriedFrom) + ")*"
+}
+
+func short(commit string) string {
+	if len(commit) > 7 {
+		return commit[:7]
+	}
+	return commit
 }
 
 // WriteJUnit renders the merged results as one JUnit test suite, for tools that read JUnit

@@ -186,3 +186,44 @@ func TestRepository(t *testing.T) {
 		t.Error(archiveName("registry.k8s.io/pause:3.10.2"))
 	}
 }
+
+// A partial run keeps the whole suite's totals: what it did not select comes from the base
+// run, marked with the base's commit; what it re-ran replaces the base's result.
+func TestOverlay(t *testing.T) {
+	base := &Summary{Date: "2026-11-30", Commit: "003ca8bfdf51aaaa", Focus: `\[Conformance\]`, Results: []Result{
+		{Name: "[sig-node] a", SIG: "sig-node", State: Failed, Error: "boom"},
+		{Name: "[sig-apps] b", SIG: "sig-apps", State: Passed},
+		{Name: "[sig-apps] c", SIG: "sig-apps", State: Failed, Error: "x", CarriedFrom: "older"},
+	}}
+	s := &Summary{Commit: "e209f14", Results: []Result{{Name: "[sig-node] a", SIG: "sig-node", State: Passed}}}
+	Overlay(s, base)
+	Summarize(s)
+	if s.Totals.Selected != 3 || s.Totals.Passed != 2 || s.Totals.Failed != 1 {
+		t.Fatalf("totals %+v", s.Totals)
+	}
+	got := map[string]Result{}
+	for _, r := range s.Results {
+		got[r.Name] = r
+	}
+	if r := got["[sig-node] a"]; r.State != Passed || r.CarriedFrom != "" {
+		t.Errorf("the re-run spec: %+v", r)
+	}
+	if r := got["[sig-apps] b"]; r.CarriedFrom != "003ca8bfdf51aaaa" {
+		t.Errorf("a carried spec: %+v", r)
+	}
+	if r := got["[sig-apps] c"]; r.CarriedFrom != "older" {
+		t.Errorf("a spec carried twice keeps where it was measured: %+v", r)
+	}
+	if s.Base == nil || s.Base.Carried != 2 || s.Base.Commit != base.Commit {
+		t.Errorf("base %+v", s.Base)
+	}
+	var md strings.Builder
+	if err := WriteMarkdown(&md, s); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"**2 of 3 conformance specs pass", "| carried over | 2 specs", "- [sig-apps] b *(from 003ca8b)*", "- [sig-node] a\n"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("RESULTS.md lacks %q:\n%s", want, md.String())
+		}
+	}
+}
