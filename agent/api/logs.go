@@ -78,6 +78,15 @@ func WriteLogs(r io.Reader, w io.Writer, o LogOptions, lastN bool) (int64, bool,
 		lines = append(lines, out)
 		pending = pending[:0]
 	}
+	// A last line the container ended without a newline stays partial in the file
+	// (containerd tags it P): it is output as it is, without one, as the kubelet does.
+	if len(pending) > 0 && (o.Since.IsZero() || !pendingTS.Before(o.Since)) {
+		out := append([]byte(nil), pending...)
+		if o.Timestamps {
+			out = append([]byte(pendingTS.Format(time.RFC3339Nano)+" "), out...)
+		}
+		lines = append(lines, out)
+	}
 	if lastN && o.TailLines != nil && int64(len(lines)) > *o.TailLines {
 		lines = lines[int64(len(lines))-*o.TailLines:]
 	}

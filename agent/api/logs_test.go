@@ -45,6 +45,12 @@ func TestWriteLogs(t *testing.T) {
 	if n != 8 || !cut || b.String() != "first\npa" {
 		t.Errorf("limitBytes: %d %v %q", n, cut, b.String())
 	}
+	// A container that ended without a newline: containerd leaves its last line partial.
+	b.Reset()
+	unterminated := "2026-11-29T10:00:00.000000001Z stdout F one\n2026-11-29T10:00:01.000000001Z stdout P projtest2secret-value-1\n"
+	if _, _, err := WriteLogs(strings.NewReader(unterminated), &b, LogOptions{}, true); err != nil || b.String() != "one\nprojtest2secret-value-1" {
+		t.Errorf("unterminated last line: %q %v", b.String(), err)
+	}
 	if _, err := ParseCRILine([]byte("nonsense")); err == nil {
 		t.Error("malformed line accepted")
 	}

@@ -138,6 +138,10 @@ func configMapsSecretsAccounts(opts generic.RESTOptionsGetter, tokens TokenIssue
 	if err != nil {
 		return nil, err
 	}
+	if st, ok := secrets.Store.CreateStrategy.(*strategy); ok {
+		st.prepareForCreate = func(obj runtime.Object) { MergeStringData(obj.(*corev1.Secret)) }
+		st.prepareForUpdate = func(obj, _ runtime.Object) { MergeStringData(obj.(*corev1.Secret)) }
+	}
 	accounts, err := simple(opts, resource{
 		gr: corev1.Resource("serviceaccounts"), singular: "serviceaccount",
 		newObj: func() runtime.Object { return &corev1.ServiceAccount{} }, newList: func() runtime.Object { return &corev1.ServiceAccountList{} },
@@ -314,6 +318,22 @@ func pods(opts generic.RESTOptionsGetter, nodes *NodeConnection) (map[string]res
 		"pods/exec":                &ExecREST{nodeStream{pods: main.Store, nodes: nodes}},
 		"pods/portforward":         &PortForwardREST{nodeStream{pods: main.Store, nodes: nodes}},
 	}, nil
+}
+
+// MergeStringData folds a Secret's write-only stringData into data (its keys winning), as
+// upstream's conversion does: stringData is never stored or returned.
+func MergeStringData(s *corev1.Secret) {
+	if len(s.StringData) == 0 {
+		s.StringData = nil
+		return
+	}
+	if s.Data == nil {
+		s.Data = map[string][]byte{}
+	}
+	for k, v := range s.StringData {
+		s.Data[k] = []byte(v)
+	}
+	s.StringData = nil
 }
 
 // ephemeralContainersStrategy serves pods/ephemeralcontainers, kubectl debug's way in:

@@ -58,6 +58,27 @@ func TestAPISemantics(t *testing.T) {
 		}
 	})
 
+	t.Run("a Secret's stringData is stored as data, and an immutable one stays so", func(t *testing.T) {
+		secrets := client.CoreV1().Secrets("default")
+		created, err := secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "string-data"},
+			Data: map[string][]byte{"a": []byte("1")}, StringData: map[string]string{"b": "2"}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := secrets.Get(ctx, "string-data", metav1.GetOptions{})
+		if err != nil || string(got.Data["a"]) != "1" || string(got.Data["b"]) != "2" || got.StringData != nil || created.StringData != nil {
+			t.Fatalf("stored secret: %v %+v", err, got)
+		}
+		got.Immutable = ptr.To(true)
+		if got, err = secrets.Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		got.Immutable = ptr.To(false)
+		if _, err := secrets.Update(ctx, got, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) {
+			t.Fatalf("making an immutable secret mutable: %v, want Invalid", err)
+		}
+	})
+
 	t.Run("generateName and conflicts", func(t *testing.T) {
 		p := pod("")
 		p.GenerateName = "gen-"
