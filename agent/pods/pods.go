@@ -35,6 +35,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/skiff-sh/skiff/agent/cgroups"
+	"github.com/skiff-sh/skiff/agent/downward"
 	"github.com/skiff-sh/skiff/agent/netnsdial"
 	"github.com/skiff-sh/skiff/agent/volumes"
 	"github.com/skiff-sh/skiff/controlplane/controllers/loop"
@@ -434,7 +435,15 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 			// A sidecar (restartPolicy Always) starts in its turn and keeps running beside
 			// the containers; the next init container waits only for it to run.
 			if cur != nil && cur.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
-				continue
+				// Started means running and, with a startup probe, past it.
+				if c.StartupProbe == nil {
+					continue
+				}
+				m.probe(ctx, pod, c, cur)
+				if m.prober.started(pod, c, cur.Id) {
+					continue
+				}
+				return m.writeStatus(ctx, pod, st.Status, latest, "PodInitializing", waitErrs)
 			}
 			if cur == nil || (cur.State == runtimeapi.ContainerState_CONTAINER_EXITED && m.restartDue(pod, cur)) {
 				if err := m.start(ctx, pod, pc, c, cur); err != nil && !waitErr(c.Name, err) {
@@ -916,27 +925,52 @@ func (m *Manager) stopContainers(ctx context.Context, pod *corev1.Pod, grace int
 		if err != nil {
 			return nil, err
 		}
-		var wg sync.WaitGroup
+		// The containers first (their preStop hooks may need the sidecars), then the
+		// sidecars and whatever else runs, as upstream orders termination.
+		var first, then []*runtimeapi.Container
 		for _, c := range list.Containers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
-					m.recorder.Eventf(pod, corev1.EventTypeNormal, "Killing", "Stopping container %s", c.Metadata.Name)
-					m.stopContainer(ctx, pod, specs[c.Metadata.Name], c.Id, grace)
-				}
-				if s, err := m.runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id}); err == nil {
-					mu.Lock()
-					if prev, ok := codes[c.Metadata.Name]; !ok || prev == 0 {
-						codes[c.Metadata.Name] = s.Status.ExitCode
-					}
-					mu.Unlock()
-				}
-			}()
+			if _, ok := specs[c.Metadata.Name]; ok {
+				first = append(first, c)
+			} else {
+				then = append(then, c)
+			}
 		}
-		wg.Wait()
+		for _, group := range [][]*runtimeapi.Container{first, then} {
+			var wg sync.WaitGroup
+			for _, c := range group {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+						m.recorder.Eventf(pod, corev1.EventTypeNormal, "Killing", "Stopping container %s", c.Metadata.Name)
+						m.stopContainer(ctx, pod, m.containerSpec(pod, c.Metadata.Name), c.Id, grace)
+					}
+					if s, err := m.runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id}); err == nil {
+						mu.Lock()
+						if prev, ok := codes[c.Metadata.Name]; !ok || prev == 0 {
+							codes[c.Metadata.Name] = s.Status.ExitCode
+						}
+						mu.Unlock()
+					}
+				}()
+			}
+			wg.Wait()
+		}
 	}
 	return codes, nil
+}
+
+// containerSpec is the pod's container (regular, init or ephemeral) of that name.
+func (m *Manager) containerSpec(pod *corev1.Pod, name string) corev1.Container {
+	if c := downward.ContainerByName(pod, name); c != nil {
+		return *c
+	}
+	for _, ec := range pod.Spec.EphemeralContainers {
+		if ec.Name == name {
+			return corev1.Container(ec.EphemeralContainerCommon)
+		}
+	}
+	return corev1.Container{Name: name}
 }
 
 // writeTerminal reports the pod finished: phase (with reason and message, if any), every

@@ -234,6 +234,17 @@ func (pr *prober) grpcHealth(ctx context.Context, host string, port int, service
 	return nil
 }
 
+// started reports whether a container's startup probe has succeeded (true without one).
+func (pr *prober) started(pod *corev1.Pod, c corev1.Container, containerID string) bool {
+	if c.StartupProbe == nil {
+		return true
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	st := pr.states[string(pod.UID)+"/"+c.Name+"/"+string(startup)]
+	return st != nil && st.containerID == containerID && st.ok && st.successes > 0
+}
+
 // ready reports the readiness verdict of a container (true when it has no readiness probe).
 func (pr *prober) ready(pod *corev1.Pod, c corev1.Container, containerID string) bool {
 	if c.ReadinessProbe == nil {

@@ -62,6 +62,10 @@ func Storage(o Options) (map[schema.GroupVersion]map[string]rest.Storage, error)
 		},
 		func() error { m, err := services(opts, o.Allocators); return add(core, m, err) },
 		func() error { m, err := endpointsAndEvents(opts); return add(core, m, err) },
+		func() error {
+			return add(core, map[string]rest.Storage{"services/proxy": &ServiceProxyREST{
+				services: out[core]["services"].(*REST).Store, endpoints: out[core]["endpoints"].(*REST).Store}}, nil)
+		},
 		func() error { m, err := configMapsSecretsAccounts(opts, o.Tokens); return add(core, m, err) },
 		func() error { m, err := apps(opts); return add(appsv1.SchemeGroupVersion, m, err) },
 		func() error { m, err := endpointSlices(opts); return add(discoveryv1.SchemeGroupVersion, m, err) },

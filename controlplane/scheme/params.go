@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// addParameterConversions decodes the query parameters of pods/log into PodLogOptions (upstream
-// generates this conversion inside k8s.io/kubernetes).
+// addParameterConversions decodes the query parameters of pods/log, exec, portforward and proxy
+// and services/proxy into their options (upstream generates these inside k8s.io/kubernetes).
 func addParameterConversions(s *runtime.Scheme) error {
 	if err := s.AddConversionFunc((*url.Values)(nil), (*corev1.PodLogOptions)(nil), func(a, b any, _ conversion.Scope) error {
 		return PodLogOptionsFromQuery(*a.(*url.Values), b.(*corev1.PodLogOptions))
@@ -23,6 +23,19 @@ func addParameterConversions(s *runtime.Scheme) error {
 	}
 	if err := s.AddConversionFunc((*url.Values)(nil), (*corev1.PodExecOptions)(nil), func(a, b any, _ conversion.Scope) error {
 		return PodExecOptionsFromQuery(*a.(*url.Values), b.(*corev1.PodExecOptions))
+	}); err != nil {
+		return err
+	}
+	// pods/proxy and services/proxy: ?path= (the URL's rest arrives as the path parameter).
+	if err := s.AddConversionFunc((*url.Values)(nil), (*corev1.PodProxyOptions)(nil), func(a, b any, _ conversion.Scope) error {
+		b.(*corev1.PodProxyOptions).Path = (*a.(*url.Values)).Get("path")
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := s.AddConversionFunc((*url.Values)(nil), (*corev1.ServiceProxyOptions)(nil), func(a, b any, _ conversion.Scope) error {
+		b.(*corev1.ServiceProxyOptions).Path = (*a.(*url.Values)).Get("path")
+		return nil
 	}); err != nil {
 		return err
 	}

@@ -214,7 +214,7 @@ var owners = []struct {
 	// A Service reached by its name ("endpoint externalname-service:80") needs cluster DNS.
 	{"#16 DNS and LoadBalancer", regexp.MustCompile(`(?i)\[sig-network\] DNS|type=LoadBalancer|LoadBalancer|dns-test|\bDNS\b|on endpoint [a-z][-a-z0-9]*:[0-9]+ over`)},
 	{"#18 extensibility and admission", regexp.MustCompile(`(?i)customresourcedefinition|CustomResource|apiservices|webhook|admissionpolic|Aggregator|metrics\.k8s\.io|flowcontrol|ResourceQuota|LimitRange|\[sig-instrumentation\]|Discovery|StorageVersionMigration`)},
-	{"#17 workloads and core APIs", regexp.MustCompile(`(?i)\bjobs?\b|cronjob|statefulset|poddisruptionbudget|replication ?controller|\brc\b|controllerrevision|Proxy version|podtemplate|persistentvolume|storageclass|csidriver|csinode|csistoragecapacit|volumeattachment|runtimeclass|priorityclass|preempt|ingress|horizontalpodautoscaler|eviction|\bdrain\b|/proxy|proxy subresource|ephemeralcontainers|lifecycle hook|\[sig-scheduling\]`)},
+	{"#17 workloads and core APIs", regexp.MustCompile(`(?i)\bjobs?\b|cronjob|statefulset|poddisruptionbudget|replication ?controller|\brc\b|controllerrevision|Proxy version|podtemplate|persistentvolume|storageclass|csidriver|csinode|csistoragecapacit|volumeattachment|runtimeclass|priorityclass|preempt|ingress|horizontalpodautoscaler|eviction|\bdrain\b|/proxy|proxy subresource|\[DRA\]|resource\.k8s\.io|VolumeAttributesClass|\[sig-scheduling\]`)},
 	{"#13 agent behaviour (node, volumes)", regexp.MustCompile(`\[sig-node\]|\[sig-storage\]`)},
 }
 

@@ -245,6 +245,18 @@ spec:
 		ip := must("get", "service", s.svc, "-o", "jsonpath={.spec.clusterIP}")
 		fetch("p2", "http://"+ip+"/hostname", s.pod) // cross-node and same-node Services
 	}
+	// The API server proxies to pods and Services (pods/proxy, services/proxy), on its own
+	// node and across the fabric.
+	for path, want := range map[string]string{
+		"/api/v1/namespaces/default/pods/p1:8080/proxy/hostname":      "p1",
+		"/api/v1/namespaces/default/pods/http:p2:8080/proxy/hostname": "p2",
+		"/api/v1/namespaces/default/services/s3:80/proxy/hostname":    "p3",
+	} {
+		framework.Eventually(t, 30*time.Second, "GET "+path, func() (bool, string) {
+			out, err := kubectl("get", "--raw", path)
+			return err == nil && out == want, fmt.Sprint(err, " ", out)
+		})
+	}
 	if out, _ := worker.run(ctx, "curl", "-s", "http://127.0.0.1:10248/metrics"); !regexp.MustCompile(`skiff_agent_part_restarts_total\{part="bgp"\} [1-9]`).MatchString(out) ||
 		!strings.Contains(out, `skiff_agent_part_up{part="bgp"} 1`) {
 		t.Errorf("the worker's part metrics after the speaker recovered:\n%s", out)
