@@ -142,7 +142,7 @@ func serverCommand(use, short string) *cobra.Command {
 			// the API server, which waits for etcd by itself, stays up.
 			sup := supervisor.New(ctx, log)
 			if use == "server" {
-				o.PostStart = func(context.Context) { runControlPlane(sup, f, log) }
+				runControlPlane(sup, f, log) // each part waits for the API server to be ready
 				if !f.disableAgent {
 					o.NodeName = f.agent.nodeName
 					if ip := net.ParseIP(f.agent.nodeIP); ip != nil {
@@ -197,16 +197,25 @@ func runControlPlane(sup *supervisor.Supervisor, f serverFlags, log *slog.Logger
 	cm.ClusterSigningCertFile, cm.ClusterSigningKeyFile = cm.RootCAFile, dirs.PKI().CA().Key
 	if !f.disableControllerManager {
 		sup.Go(supervisor.Part{Name: "controller-manager", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
+			if err := apiserver.WaitReady(ctx, dirs.Kubeconfig("controller-manager")); err != nil {
+				return err
+			}
 			return runControllerManager(ctx, f, cm, log)
 		}})
 	}
 	if !f.disableScheduler {
 		sup.Go(supervisor.Part{Name: "scheduler", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
+			if err := apiserver.WaitReady(ctx, dirs.Kubeconfig("scheduler")); err != nil {
+				return err
+			}
 			return runScheduler(ctx, f, log)
 		}})
 	}
 	if !f.disableAgent {
 		sup.Go(supervisor.Part{Name: "agent", Policy: supervisor.Fatal, Run: func(ctx context.Context) error {
+			if err := apiserver.WaitReady(ctx, dirs.Kubeconfig("node")); err != nil {
+				return err
+			}
 			cfg, err := clientcmd.BuildConfigFromFlags("", dirs.Kubeconfig("node"))
 			if err != nil {
 				return err

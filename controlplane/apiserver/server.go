@@ -93,9 +93,6 @@ type Options struct {
 	NodeName string
 	// NodeIPs are extra IP SANs of that agent's serving certificate (pki/agent.crt).
 	NodeIPs []net.IP
-	// PostStart, if set, runs once the server serves requests, with a context that ends at
-	// shutdown; `skiff server` starts the scheduler and controllers there.
-	PostStart func(ctx context.Context)
 }
 
 // Kubeconfigs the API server writes for the control plane's clients, as kubeadm writes
@@ -216,12 +213,6 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		go b.run(ctx) // hc ends when the hooks have run; the loop lives as long as the server
 		return nil
 	})
-	if o.PostStart != nil {
-		srv.AddPostStartHookOrDie("skiff-control-plane", func(hc genericapiserver.PostStartHookContext) error {
-			go o.PostStart(ctx)
-			return nil
-		})
-	}
 	prepared := srv.PrepareRun()
 	log.Info("API server starting", "address", server, "etcd", servers, "kubeconfig", dirs.Kubeconfig("admin"))
 	runCtx, cancel := context.WithCancelCause(ctx)
