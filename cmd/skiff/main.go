@@ -4,40 +4,31 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
-	"github.com/skiff-sh/skiff/agent"
-	"github.com/skiff-sh/skiff/agent/join"
-	"github.com/skiff-sh/skiff/bgp"
-	"github.com/skiff-sh/skiff/bgp/config"
 	"github.com/skiff-sh/skiff/cni"
 	"github.com/skiff-sh/skiff/controlplane/allocator"
-	"github.com/skiff-sh/skiff/controlplane/apiserver"
 	"github.com/skiff-sh/skiff/controlplane/controllermanager"
 	"github.com/skiff-sh/skiff/controlplane/pki"
 	"github.com/skiff-sh/skiff/controlplane/scheduler"
 	"github.com/skiff-sh/skiff/images"
+	"github.com/skiff-sh/skiff/internal/config"
 	"github.com/skiff-sh/skiff/internal/layout"
-	"github.com/skiff-sh/skiff/internal/supervisor"
 	"github.com/skiff-sh/skiff/internal/version"
 )
 
@@ -82,285 +73,76 @@ func newRoot() *cobra.Command {
 	return root
 }
 
-// serverFlags are the flags of `skiff server` and `skiff apiserver`.
-type serverFlags struct {
-	dataDir, bindAddress, advertiseAddress     string
-	tlsSANs                                    []string
-	token                                      string
-	securePort                                 int
-	serviceCIDR, nodePortRange                 string
-	etcdServers                                []string
-	etcdCA, etcdCert, etcdKey                  string
-	etcdClientPort, etcdPeerPort, etcdMetrics  int
-	compaction                                 time.Duration
-	disableAgent                               bool
-	logLevel                                   string
-	cm                                         controllermanager.Options
-	disableScheduler, disableControllerManager bool
-	agent                                      agentFlags
-	sched                                      scheduler.Options
-}
-
 func serverCommand(use, short string) *cobra.Command {
-	var f serverFlags
+	var f config.Server
+	var logLevel string
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log := newLogger(f.logLevel)
-			o := apiserver.Options{
-				DataDir: f.dataDir, SecurePort: f.securePort,
-				ServiceCIDR: f.serviceCIDR, NodePortRange: f.nodePortRange,
-				EtcdServers: f.etcdServers, EtcdCAFile: f.etcdCA, EtcdCertFile: f.etcdCert, EtcdKeyFile: f.etcdKey,
-				EtcdClientPort: f.etcdClientPort, EtcdPeerPort: f.etcdPeerPort, EtcdMetricsPort: f.etcdMetrics,
-				CompactionInterval: f.compaction,
-			}
-			var err error
-			if o.BindAddress, err = parseIP("--bind-address", f.bindAddress); err != nil {
-				return err
-			}
-			if f.advertiseAddress != "" {
-				if o.AdvertiseAddress, err = parseIP("--advertise-address", f.advertiseAddress); err != nil {
-					return err
-				}
-			}
-			o.Token = f.token
-			for _, san := range f.tlsSANs {
-				if ip := net.ParseIP(san); ip != nil {
-					o.ExtraSANIPs = append(o.ExtraSANIPs, ip)
-				} else {
-					o.ExtraSANNames = append(o.ExtraSANNames, san)
-				}
-			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			// One supervisor: the API server and, in `skiff server`, the node agent are
-			// required — one failing stops the process with its error, for systemd to
-			// restart. The scheduler and the controllers restart on their own when they fail
-			// or lose their lease (etcd without quorum for a while): they campaign again, and
-			// the API server, which waits for etcd by itself, stays up.
-			sup := supervisor.New(ctx, log)
-			if use == "server" {
-				runControlPlane(sup, f, log) // each part waits for the API server to be ready
-				if !f.disableAgent {
-					o.NodeName = f.agent.nodeName
-					if ip := net.ParseIP(f.agent.nodeIP); ip != nil {
-						o.NodeIPs = []net.IP{ip}
-					} else if ip := net.ParseIP(firstAddress()); ip != nil {
-						o.NodeIPs = []net.IP{ip}
-					}
-				}
-			}
-			sup.Go(supervisor.Part{Name: "apiserver", Policy: supervisor.Fatal, Run: func(ctx context.Context) error {
-				return apiserver.Run(ctx, o, log)
-			}})
-			return sup.Wait()
+			return config.RunServer(ctx, f, use == "server", newLogger(logLevel))
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&f.dataDir, "data-dir", layout.ServerDir, "directory for etcd data, the PKI and admin.kubeconfig")
-	fs.StringVar(&f.bindAddress, "bind-address", "0.0.0.0", "address the API server listens on")
-	fs.StringVar(&f.advertiseAddress, "advertise-address", "", "address other components reach the API server at (default: first non-loopback address)")
-	fs.StringSliceVar(&f.tlsSANs, "tls-san", nil, "extra IP addresses or DNS names for the API server certificate")
-	fs.StringVar(&f.token, "token", "", "node-join bootstrap token <id>.<secret> ([a-z0-9]{6}.[a-z0-9]{16}) instead of a random one; written with the CA pin to <data-dir>/token")
-	fs.IntVar(&f.securePort, "secure-port", 6443, "HTTPS port of the API server")
-	fs.StringVar(&f.serviceCIDR, "service-cidr", "10.96.0.0/12", "range ClusterIPs are allocated from")
-	fs.StringVar(&f.nodePortRange, "service-node-port-range", "30000-32767", "range NodePorts are allocated from")
-	fs.StringSliceVar(&f.etcdServers, "etcd-servers", nil, "external etcd client URLs; embedded etcd is used when empty")
-	fs.StringVar(&f.etcdCA, "etcd-cafile", "", "CA of the external etcd (default: <data-dir>/pki/etcd/ca.crt)")
-	fs.StringVar(&f.etcdCert, "etcd-certfile", "", "client certificate for etcd (default: <data-dir>/pki/apiserver-etcd-client.crt)")
-	fs.StringVar(&f.etcdKey, "etcd-keyfile", "", "client key for etcd (default: <data-dir>/pki/apiserver-etcd-client.key)")
-	fs.IntVar(&f.etcdClientPort, "etcd-client-port", 2379, "client port of the embedded etcd (127.0.0.1)")
-	fs.IntVar(&f.etcdPeerPort, "etcd-peer-port", 2380, "peer port of the embedded etcd (127.0.0.1)")
-	fs.IntVar(&f.etcdMetrics, "etcd-metrics-port", 2381, "plain-HTTP metrics port of the embedded etcd (127.0.0.1)")
-	fs.DurationVar(&f.compaction, "etcd-compaction-interval", 5*time.Minute, "how often the API server compacts etcd")
-	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.DataDir, "data-dir", layout.ServerDir, "directory for etcd data, the PKI and admin.kubeconfig")
+	fs.StringVar(&f.BindAddress, "bind-address", "0.0.0.0", "address the API server listens on")
+	fs.StringVar(&f.AdvertiseAddress, "advertise-address", "", "address other components reach the API server at (default: first non-loopback address)")
+	fs.StringSliceVar(&f.TLSSANs, "tls-san", nil, "extra IP addresses or DNS names for the API server certificate")
+	fs.StringVar(&f.Token, "token", "", "node-join bootstrap token <id>.<secret> ([a-z0-9]{6}.[a-z0-9]{16}) instead of a random one; written with the CA pin to <data-dir>/token")
+	fs.IntVar(&f.SecurePort, "secure-port", 6443, "HTTPS port of the API server")
+	fs.StringVar(&f.ServiceCIDR, "service-cidr", "10.96.0.0/12", "range ClusterIPs are allocated from")
+	fs.StringVar(&f.NodePortRange, "service-node-port-range", "30000-32767", "range NodePorts are allocated from")
+	fs.StringSliceVar(&f.EtcdServers, "etcd-servers", nil, "external etcd client URLs; embedded etcd is used when empty")
+	fs.StringVar(&f.EtcdCA, "etcd-cafile", "", "CA of the external etcd (default: <data-dir>/pki/etcd/ca.crt)")
+	fs.StringVar(&f.EtcdCert, "etcd-certfile", "", "client certificate for etcd (default: <data-dir>/pki/apiserver-etcd-client.crt)")
+	fs.StringVar(&f.EtcdKey, "etcd-keyfile", "", "client key for etcd (default: <data-dir>/pki/apiserver-etcd-client.key)")
+	fs.IntVar(&f.EtcdClientPort, "etcd-client-port", 2379, "client port of the embedded etcd (127.0.0.1)")
+	fs.IntVar(&f.EtcdPeerPort, "etcd-peer-port", 2380, "peer port of the embedded etcd (127.0.0.1)")
+	fs.IntVar(&f.EtcdMetrics, "etcd-metrics-port", 2381, "plain-HTTP metrics port of the embedded etcd (127.0.0.1)")
+	fs.DurationVar(&f.Compaction, "etcd-compaction-interval", 5*time.Minute, "how often the API server compacts etcd")
+	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	if use == "server" {
-		fs.BoolVar(&f.disableAgent, "disable-agent", false, "do not run a node agent beside the control plane")
-		addControllerManagerFlags(fs, &f.cm)
-		addSchedulerFlags(fs, &f.sched)
-		addAgentFlags(fs, &f.agent, "agent-")
-		fs.BoolVar(&f.disableScheduler, "disable-scheduler", false, "do not run the scheduler (run `skiff scheduler` elsewhere)")
-		fs.BoolVar(&f.disableControllerManager, "disable-controller-manager", false, "do not run the controllers (run `skiff controller-manager` elsewhere)")
+		fs.BoolVar(&f.DisableAgent, "disable-agent", false, "do not run a node agent beside the control plane")
+		addControllerManagerFlags(fs, &f.ControllerManager)
+		addSchedulerFlags(fs, &f.Scheduler)
+		addAgentFlags(fs, &f.Agent, "agent-")
+		fs.BoolVar(&f.DisableScheduler, "disable-scheduler", false, "do not run the scheduler (run `skiff scheduler` elsewhere)")
+		fs.BoolVar(&f.DisableControllerManager, "disable-controller-manager", false, "do not run the controllers (run `skiff controller-manager` elsewhere)")
 	}
 	return cmd
 }
 
-// runControlPlane starts the controller manager and the scheduler of `skiff server`, each
-// with its own kubeconfig and each behind its own leader election (restarted when they fail
-// or lose it), and the server's own node agent, a required part of the server's supervisor.
-func runControlPlane(sup *supervisor.Supervisor, f serverFlags, log *slog.Logger) {
-	cm := f.cm
-	dirs := layout.Server{Dir: f.dataDir}
-	cm.RootCAFile = dirs.PKI().CA().Cert
-	cm.ClusterSigningCertFile, cm.ClusterSigningKeyFile = cm.RootCAFile, dirs.PKI().CA().Key
-	if !f.disableControllerManager {
-		sup.Go(supervisor.Part{Name: "controller-manager", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
-			if err := apiserver.WaitReady(ctx, dirs.Kubeconfig("controller-manager")); err != nil {
-				return err
-			}
-			return runControllerManager(ctx, f, cm, log)
-		}})
-	}
-	if !f.disableScheduler {
-		sup.Go(supervisor.Part{Name: "scheduler", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
-			if err := apiserver.WaitReady(ctx, dirs.Kubeconfig("scheduler")); err != nil {
-				return err
-			}
-			return runScheduler(ctx, f, log)
-		}})
-	}
-	if !f.disableAgent {
-		sup.Go(supervisor.Part{Name: "agent", Policy: supervisor.Fatal, Run: func(ctx context.Context) error {
-			if err := apiserver.WaitReady(ctx, dirs.Kubeconfig("node")); err != nil {
-				return err
-			}
-			cfg, err := clientcmd.BuildConfigFromFlags("", dirs.Kubeconfig("node"))
-			if err != nil {
-				return err
-			}
-			// The server's own node runs only what tolerates the control plane, as kubeadm's,
-			// and carries its role label (kubectl get nodes: ROLES control-plane).
-			taints := []corev1.Taint{{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}}
-			af := f.agent
-			af.servingCert, af.servingKey, af.clientCA = dirs.PKI().AgentServing().Cert, dirs.PKI().AgentServing().Key, dirs.PKI().CA().Cert
-			opts := af.options(taints)
-			opts.Labels = map[string]string{"node-role.kubernetes.io/control-plane": ""}
-			if opts.BGP, err = af.bgpOptions(); err != nil {
-				return err
-			}
-			return agent.Run(ctx, cfg, opts, log.With("component", "agent"))
-		}})
-	}
-}
-
-// agentFlags are the node agent's flags, shared by `skiff agent` and `skiff server`.
-type agentFlags struct {
-	dataDir, nodeName, nodeIP, netns, cniPlugin, podLogDir string
-	manifests, healthz                                     string
-	imageDirs                                              []string
-	port                                                   int
-	servingCert, servingKey, clientCA                      string
-	clusterDNS                                             []string
-	clusterDomain, resolvConf, runtimeEndpoint             string
-	cgroupRoot                                             string
-	bgp, serviceProxy                                      bool
-	bgpASN                                                 uint32
-	bgpPeers                                               []string
-	bgpNodeMesh, bgpAPI                                    string
-}
-
-func exeDir() string {
-	exe, err := os.Executable()
-	if err != nil {
-		return "."
-	}
-	return filepath.Dir(exe)
-}
-
-func addAgentFlags(fs *pflag.FlagSet, f *agentFlags, prefix string) {
+func addAgentFlags(fs *pflag.FlagSet, f *config.Agent, prefix string) {
 	host, _ := os.Hostname()
-	fs.StringVar(&f.dataDir, prefix+"data-dir", layout.AgentDir, "directory for the agent's containerd, CNI and IPAM state")
-	fs.StringVar(&f.nodeName, "node-name", host, "name of this node")
-	fs.StringVar(&f.nodeIP, "node-ip", "", "address of this node (default: first non-loopback address)")
-	fs.StringVar(&f.netns, prefix+"netns", "", "network namespace (/run/netns/NAME) for the node's containerd and pods, as in the lab")
-	fs.StringVar(&f.cniPlugin, "cni-plugin", filepath.Join(exeDir(), "skiff-cni"), "skiff-cni binary to install (when it does not exist, this binary serves as the plugin)")
-	fs.StringSliceVar(&f.imageDirs, prefix+"images-dir", nil, "directories of image archives to import at start (default: <data-dir>/images and images/ beside the binary)")
-	fs.StringVar(&f.podLogDir, "pod-log-dir", "/var/log/pods", "where container logs are written")
-	fs.IntVar(&f.port, prefix+"port", 10250, "HTTPS port of the agent API (container logs)")
-	fs.StringVar(&f.manifests, "pod-manifest-path", "/etc/skiff/manifests", "directory of static pod manifests")
-	fs.StringVar(&f.healthz, prefix+"healthz-address", "127.0.0.1:10248", "plain-HTTP /healthz of the agent (empty to disable)")
-	fs.StringVar(&f.cgroupRoot, "cgroup-root", "/skiff", "parent cgroup of every pod")
-	fs.BoolVar(&f.serviceProxy, "service-proxy", true, "load-balance Services for this node's pods with eBPF (pinned under /sys/fs/bpf/skiff/<node>)")
-	fs.BoolVar(&f.bgp, "bgp", true, "run the node's BGP speaker: advertise its pod CIDR, install the other nodes' (see ConfigMap kube-system/skiff-bgp)")
-	fs.Uint32Var(&f.bgpASN, "bgp-asn", 0, "this node's AS, overriding the ConfigMap and the bgp.skiff.sh/asn annotation (default 64512)")
-	fs.StringSliceVar(&f.bgpPeers, "bgp-peer", nil, "BGP peer ADDRESS:ASN (repeatable), replacing the configured peers, e.g. a top-of-rack router")
-	fs.StringVar(&f.bgpNodeMesh, "bgp-node-mesh", "", "true or false: peer with every other node (default true, or as configured)")
-	fs.StringVar(&f.bgpAPI, "bgp-api-address", "127.0.0.1:50051", "GoBGP gRPC API of the speaker, for skiff bgp peers|routes (empty: none)")
-	fs.StringVar(&f.runtimeEndpoint, "container-runtime-endpoint", "", "CRI socket of a containerd to use instead of supervising one (unix:///run/containerd/containerd.sock)")
-	fs.StringSliceVar(&f.clusterDNS, "cluster-dns", nil, "DNS server IPs of the cluster, for pods with dnsPolicy ClusterFirst (none: they use the node's resolv.conf)")
-	fs.StringVar(&f.clusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain, the base of pods' search paths")
-	fs.StringVar(&f.resolvConf, "resolv-conf", "/etc/resolv.conf", "the node's resolver configuration, for pods with dnsPolicy Default")
+	fs.StringVar(&f.DataDir, prefix+"data-dir", layout.AgentDir, "directory for the agent's containerd, CNI and IPAM state")
+	fs.StringVar(&f.NodeName, "node-name", host, "name of this node")
+	fs.StringVar(&f.NodeIP, "node-ip", "", "address of this node (default: first non-loopback address)")
+	fs.StringVar(&f.Netns, prefix+"netns", "", "network namespace (/run/netns/NAME) for the node's containerd and pods, as in the lab")
+	fs.StringVar(&f.CNIPlugin, "cni-plugin", filepath.Join(config.ExeDir(), "skiff-cni"), "skiff-cni binary to install (when it does not exist, this binary serves as the plugin)")
+	fs.StringSliceVar(&f.ImageDirs, prefix+"images-dir", nil, "directories of image archives to import at start (default: <data-dir>/images and images/ beside the binary)")
+	fs.StringVar(&f.PodLogDir, "pod-log-dir", "/var/log/pods", "where container logs are written")
+	fs.IntVar(&f.Port, prefix+"port", 10250, "HTTPS port of the agent API (container logs)")
+	fs.StringVar(&f.PodManifestPath, "pod-manifest-path", "/etc/skiff/manifests", "directory of static pod manifests")
+	fs.StringVar(&f.HealthzAddress, prefix+"healthz-address", "127.0.0.1:10248", "plain-HTTP /healthz of the agent (empty to disable)")
+	fs.StringVar(&f.CgroupRoot, "cgroup-root", "/skiff", "parent cgroup of every pod")
+	fs.BoolVar(&f.ServiceProxy, "service-proxy", true, "load-balance Services for this node's pods with eBPF (pinned under /sys/fs/bpf/skiff/<node>)")
+	fs.BoolVar(&f.BGP, "bgp", true, "run the node's BGP speaker: advertise its pod CIDR, install the other nodes' (see ConfigMap kube-system/skiff-bgp)")
+	fs.Uint32Var(&f.BGPASN, "bgp-asn", 0, "this node's AS, overriding the ConfigMap and the bgp.skiff.sh/asn annotation (default 64512)")
+	fs.StringSliceVar(&f.BGPPeers, "bgp-peer", nil, "BGP peer ADDRESS:ASN (repeatable), replacing the configured peers, e.g. a top-of-rack router")
+	fs.StringVar(&f.BGPNodeMesh, "bgp-node-mesh", "", "true or false: peer with every other node (default true, or as configured)")
+	fs.StringVar(&f.BGPAPI, "bgp-api-address", "127.0.0.1:50051", "GoBGP gRPC API of the speaker, for skiff bgp peers|routes (empty: none)")
+	fs.StringVar(&f.RuntimeEndpoint, "container-runtime-endpoint", "", "CRI socket of a containerd to use instead of supervising one (unix:///run/containerd/containerd.sock)")
+	fs.StringSliceVar(&f.ClusterDNS, "cluster-dns", nil, "DNS server IPs of the cluster, for pods with dnsPolicy ClusterFirst (none: they use the node's resolv.conf)")
+	fs.StringVar(&f.ClusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain, the base of pods' search paths")
+	fs.StringVar(&f.ResolvConf, "resolv-conf", "/etc/resolv.conf", "the node's resolver configuration, for pods with dnsPolicy Default")
 	if prefix == "" {
-		fs.StringVar(&f.servingCert, "tls-cert-file", "", "agent API serving certificate (default <data-dir>/pki/agent.crt, obtained when joining with --token)")
-		fs.StringVar(&f.servingKey, "tls-private-key-file", "", "agent API serving key (default <data-dir>/pki/agent.key)")
-		fs.StringVar(&f.clientCA, "client-ca-file", "", "CA of the clients the agent API accepts (default <data-dir>/pki/ca.crt)")
+		fs.StringVar(&f.ServingCert, "tls-cert-file", "", "agent API serving certificate (default <data-dir>/pki/agent.crt, obtained when joining with --token)")
+		fs.StringVar(&f.ServingKey, "tls-private-key-file", "", "agent API serving key (default <data-dir>/pki/agent.key)")
+		fs.StringVar(&f.ClientCA, "client-ca-file", "", "CA of the clients the agent API accepts (default <data-dir>/pki/ca.crt)")
 	}
-}
-
-// bgpOptions turns the --bgp-* flags into the speaker's options; nil when --bgp=false.
-func (f agentFlags) bgpOptions() (*bgp.Options, error) {
-	if !f.bgp {
-		return nil, nil
-	}
-	var o config.Overrides
-	if f.bgpASN != 0 {
-		o.ASN = &f.bgpASN
-	}
-	switch f.bgpNodeMesh {
-	case "":
-	case "true", "false":
-		mesh := f.bgpNodeMesh == "true"
-		o.NodeMesh = &mesh
-	default:
-		return nil, fmt.Errorf("--bgp-node-mesh %q: want true or false", f.bgpNodeMesh)
-	}
-	if f.bgpPeers != nil {
-		o.Peers = []config.Peer{}
-		for _, p := range f.bgpPeers {
-			host, asn, ok := strings.Cut(p, ":")
-			addr, err := netip.ParseAddr(host)
-			n, aerr := strconv.ParseUint(asn, 10, 32)
-			if !ok || err != nil || aerr != nil || n == 0 {
-				return nil, fmt.Errorf("--bgp-peer %q: want IPV4ADDRESS:ASN, e.g. 198.18.0.254:64512", p)
-			}
-			o.Peers = append(o.Peers, config.Peer{Address: addr, ASN: uint32(n)})
-		}
-	}
-	return &bgp.Options{Overrides: o, APIAddress: f.bgpAPI}, nil
-}
-
-func (f agentFlags) options(taints []corev1.Taint) agent.Options {
-	dirs := f.imageDirs
-	if len(dirs) == 0 {
-		dirs = []string{layout.Agent{Dir: f.dataDir}.Images(), filepath.Join(exeDir(), "images")}
-	}
-	ip := f.nodeIP
-	if ip == "" {
-		ip = firstAddress()
-	}
-	return agent.Options{DataDir: f.dataDir, NodeName: f.nodeName, InternalIP: ip, Taints: taints, Netns: f.netns,
-		CNIPlugin: f.cniPlugin, ImageDirs: dirs, PodLogDir: f.podLogDir, PodManifestPath: f.manifests, HealthzAddress: f.healthz,
-		APIAddress: fmt.Sprintf(":%d", f.port), APIPort: f.port, ServingCert: f.servingCert, ServingKey: f.servingKey, ClientCA: f.clientCA,
-		ClusterDNS: f.clusterDNS, ClusterDomain: f.clusterDomain, ResolvConf: f.resolvConf, RuntimeEndpoint: f.runtimeEndpoint,
-		CgroupRoot: f.cgroupRoot, ServiceProxy: f.serviceProxy}
-}
-
-func firstAddress() string {
-	addrs, _ := net.InterfaceAddrs()
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
-			return n.IP.String()
-		}
-	}
-	return "127.0.0.1"
-}
-
-func runControllerManager(ctx context.Context, f serverFlags, cm controllermanager.Options, log *slog.Logger) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", layout.Server{Dir: f.dataDir}.Kubeconfig("controller-manager"))
-	if err != nil {
-		return err
-	}
-	return controllermanager.Run(ctx, cfg, cm, log.With("component", "controller-manager"))
-}
-
-func runScheduler(ctx context.Context, f serverFlags, log *slog.Logger) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", layout.Server{Dir: f.dataDir}.Kubeconfig("scheduler"))
-	if err != nil {
-		return err
-	}
-	return scheduler.Run(ctx, cfg, f.sched, log.With("component", "scheduler"))
 }
 
 func addControllerManagerFlags(fs *pflag.FlagSet, o *controllermanager.Options) {
@@ -374,14 +156,6 @@ func addControllerManagerFlags(fs *pflag.FlagSet, o *controllermanager.Options) 
 
 func addSchedulerFlags(fs *pflag.FlagSet, o *scheduler.Options) {
 	fs.StringVar(&o.SecureAddress, "scheduler-address", "127.0.0.1:10259", "HTTPS address of the scheduler's health and metrics")
-}
-
-func parseIP(flag, s string) (net.IP, error) {
-	ip := net.ParseIP(s)
-	if ip == nil {
-		return nil, fmt.Errorf("%s: %q is not an IP address", flag, s)
-	}
-	return ip, nil
 }
 
 func newLogger(level string) *slog.Logger {
@@ -407,7 +181,7 @@ func certsCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var ips []net.IP
 			if advertise != "" {
-				ip, err := parseIP("--advertise-address", advertise)
+				ip, err := config.ParseIP("--advertise-address", advertise)
 				if err != nil {
 					return err
 				}
@@ -532,8 +306,9 @@ func clientCommand(use, short, kubeconfig string, run func(ctx context.Context, 
 // and obtains its client and serving certificates through CSRs; a kubeconfig and
 // certificates already in the data directory are reused.
 func agentCommand() *cobra.Command {
-	var f agentFlags
-	var kubeconfig, server, token, tokenFile, logLevel string
+	var f config.Agent
+	var j config.Join
+	var logLevel string
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run the node agent: containerd, CNI, node registration and pods",
@@ -541,55 +316,14 @@ func agentCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			log := newLogger(logLevel)
-			paths := join.Paths(f.dataDir)
-			if tokenFile != "" && token == "" {
-				b, err := os.ReadFile(tokenFile)
-				if err != nil {
-					return err
-				}
-				token = strings.TrimSpace(string(b))
-			}
-			if token != "" {
-				if server == "" || kubeconfig != "" {
-					return errors.New("--token needs --server and excludes --kubeconfig")
-				}
-				ip := f.nodeIP
-				if ip == "" {
-					ip = firstAddress()
-				}
-				var err error
-				paths, err = join.Ensure(ctx, join.Options{Server: strings.TrimSuffix(server, "/"), Token: token, Dir: f.dataDir,
-					NodeName: f.nodeName, IPs: []net.IP{net.ParseIP(ip)}, DNSNames: []string{f.nodeName}}, log)
-				if err != nil {
-					return fmt.Errorf("joining %s: %w", server, err)
-				}
-			}
-			if kubeconfig == "" {
-				kubeconfig = paths.Kubeconfig
-			}
-			if f.servingCert == "" {
-				f.servingCert, f.servingKey = paths.ServingCert, paths.ServingKey
-			}
-			if f.clientCA == "" {
-				f.clientCA = paths.CAFile
-			}
-			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-			if err != nil {
-				return err
-			}
-			opts := f.options(nil)
-			if opts.BGP, err = f.bgpOptions(); err != nil {
-				return err
-			}
-			return agent.Run(ctx, cfg, opts, log)
+			return config.RunAgent(ctx, f, j, newLogger(logLevel))
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&server, "server", "", "API server URL to join (https://IP:6443), with --token")
-	fs.StringVar(&token, "token", "", "join token, from the server's <data-dir>/token")
-	fs.StringVar(&tokenFile, "token-file", "", "file holding the join token")
-	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig to reach the API server instead of joining (default <data-dir>/node.kubeconfig)")
+	fs.StringVar(&j.Server, "server", "", "API server URL to join (https://IP:6443), with --token")
+	fs.StringVar(&j.Token, "token", "", "join token, from the server's <data-dir>/token")
+	fs.StringVar(&j.TokenFile, "token-file", "", "file holding the join token")
+	fs.StringVar(&j.Kubeconfig, "kubeconfig", "", "kubeconfig to reach the API server instead of joining (default <data-dir>/node.kubeconfig)")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	addAgentFlags(fs, &f, "")
 	return cmd

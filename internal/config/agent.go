@@ -1,0 +1,174 @@
+// Package config turns what an operator asks for — the flags of `skiff server`, `skiff
+// apiserver` and `skiff agent`, held here as plain structs — into the options of skiff's
+// parts, and runs those parts under one supervisor. cmd/skiff only binds flags to these
+// structs; every default that is derived (a node's address, image directories, the
+// kubernetes Service's address, the server node's taint and role) is decided here, once.
+package config
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/skiff-sh/skiff/agent"
+	"github.com/skiff-sh/skiff/agent/join"
+	"github.com/skiff-sh/skiff/bgp"
+	bgpconfig "github.com/skiff-sh/skiff/bgp/config"
+	"github.com/skiff-sh/skiff/internal/layout"
+)
+
+// Agent is a node agent's configuration, shared by `skiff agent` and `skiff server`.
+type Agent struct {
+	DataDir, NodeName, NodeIP, Netns, CNIPlugin, PodLogDir string
+	PodManifestPath, HealthzAddress                        string
+	ImageDirs                                              []string
+	Port                                                   int
+	ServingCert, ServingKey, ClientCA                      string
+	ClusterDNS                                             []string
+	ClusterDomain, ResolvConf, RuntimeEndpoint             string
+	CgroupRoot                                             string
+	ServiceProxy                                           bool
+	// BGP runs the speaker; BGPASN, BGPPeers ("ADDRESS:ASN"), BGPNodeMesh ("", "true",
+	// "false") override the cluster's configuration; BGPAPI serves GoBGP's gRPC API.
+	BGP         bool
+	BGPASN      uint32
+	BGPPeers    []string
+	BGPNodeMesh string
+	BGPAPI      string
+}
+
+// Join is how `skiff agent` reaches the API server: a kubeconfig, or a server URL and a
+// join token (or a file holding it).
+type Join struct {
+	Kubeconfig, Server, Token, TokenFile string
+}
+
+// NodeAddress is the node's address: the one asked for, else the first non-loopback IPv4
+// address of this machine (127.0.0.1 when there is none).
+func NodeAddress(asked string) string {
+	if asked != "" {
+		return asked
+	}
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+			return n.IP.String()
+		}
+	}
+	return "127.0.0.1"
+}
+
+// ExeDir is the directory of the running binary ("." if it cannot be told): a skiff-cni and
+// an images/ directory beside it are used by default.
+func ExeDir() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "."
+	}
+	return filepath.Dir(exe)
+}
+
+// BGPOptions turns the BGP settings into the speaker's options; nil when BGP is off.
+func (a Agent) BGPOptions() (*bgp.Options, error) {
+	if !a.BGP {
+		return nil, nil
+	}
+	var o bgpconfig.Overrides
+	if a.BGPASN != 0 {
+		asn := a.BGPASN
+		o.ASN = &asn
+	}
+	switch a.BGPNodeMesh {
+	case "":
+	case "true", "false":
+		mesh := a.BGPNodeMesh == "true"
+		o.NodeMesh = &mesh
+	default:
+		return nil, fmt.Errorf("--bgp-node-mesh %q: want true or false", a.BGPNodeMesh)
+	}
+	if a.BGPPeers != nil {
+		o.Peers = []bgpconfig.Peer{}
+		for _, p := range a.BGPPeers {
+			host, asn, ok := strings.Cut(p, ":")
+			addr, err := netip.ParseAddr(host)
+			n, aerr := strconv.ParseUint(asn, 10, 32)
+			if !ok || err != nil || aerr != nil || n == 0 || !addr.Is4() {
+				return nil, fmt.Errorf("--bgp-peer %q: want IPV4ADDRESS:ASN, e.g. 198.18.0.254:64512", p)
+			}
+			o.Peers = append(o.Peers, bgpconfig.Peer{Address: addr, ASN: uint32(n)})
+		}
+	}
+	return &bgp.Options{Overrides: o, APIAddress: a.BGPAPI}, nil
+}
+
+// Options are the agent's options, with its node's taints.
+func (a Agent) Options(taints []corev1.Taint) (agent.Options, error) {
+	dirs := a.ImageDirs
+	if len(dirs) == 0 {
+		dirs = []string{layout.Agent{Dir: a.DataDir}.Images(), filepath.Join(ExeDir(), "images")}
+	}
+	b, err := a.BGPOptions()
+	if err != nil {
+		return agent.Options{}, err
+	}
+	return agent.Options{DataDir: a.DataDir, NodeName: a.NodeName, InternalIP: NodeAddress(a.NodeIP), Taints: taints, Netns: a.Netns,
+		CNIPlugin: a.CNIPlugin, ImageDirs: dirs, PodLogDir: a.PodLogDir, PodManifestPath: a.PodManifestPath, HealthzAddress: a.HealthzAddress,
+		APIAddress: fmt.Sprintf(":%d", a.Port), APIPort: a.Port, ServingCert: a.ServingCert, ServingKey: a.ServingKey, ClientCA: a.ClientCA,
+		ClusterDNS: a.ClusterDNS, ClusterDomain: a.ClusterDomain, ResolvConf: a.ResolvConf, RuntimeEndpoint: a.RuntimeEndpoint,
+		CgroupRoot: a.CgroupRoot, ServiceProxy: a.ServiceProxy, BGP: b}, nil
+}
+
+// RunAgent runs `skiff agent`: with a token it first joins (see agent/join: the CA pinned,
+// client and serving certificates through CSRs; what the data directory already holds is
+// reused), then runs the agent until ctx ends.
+func RunAgent(ctx context.Context, a Agent, j Join, log *slog.Logger) error {
+	paths := join.Paths(a.DataDir)
+	token := j.Token
+	if j.TokenFile != "" && token == "" {
+		b, err := os.ReadFile(j.TokenFile)
+		if err != nil {
+			return err
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	if token != "" {
+		if j.Server == "" || j.Kubeconfig != "" {
+			return errors.New("--token needs --server and excludes --kubeconfig")
+		}
+		var err error
+		paths, err = join.Ensure(ctx, join.Options{Server: strings.TrimSuffix(j.Server, "/"), Token: token, Dir: a.DataDir,
+			NodeName: a.NodeName, IPs: []net.IP{net.ParseIP(NodeAddress(a.NodeIP))}, DNSNames: []string{a.NodeName}}, log)
+		if err != nil {
+			return fmt.Errorf("joining %s: %w", j.Server, err)
+		}
+	}
+	kubeconfig := j.Kubeconfig
+	if kubeconfig == "" {
+		kubeconfig = paths.Kubeconfig
+	}
+	if a.ServingCert == "" {
+		a.ServingCert, a.ServingKey = paths.ServingCert, paths.ServingKey
+	}
+	if a.ClientCA == "" {
+		a.ClientCA = paths.CAFile
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	opts, err := a.Options(nil)
+	if err != nil {
+		return err
+	}
+	return agent.Run(ctx, cfg, opts, log)
+}

@@ -1,0 +1,76 @@
+package config
+
+import (
+	"net"
+	"strings"
+	"testing"
+)
+
+func TestBGPOptions(t *testing.T) {
+	if o, err := (Agent{}).BGPOptions(); o != nil || err != nil {
+		t.Errorf("BGP off: %v %v", o, err)
+	}
+	o, err := Agent{BGP: true, BGPASN: 65001, BGPNodeMesh: "false", BGPPeers: []string{"198.18.0.254:64512"}, BGPAPI: "127.0.0.1:50051"}.BGPOptions()
+	if err != nil || *o.Overrides.ASN != 65001 || *o.Overrides.NodeMesh || len(o.Overrides.Peers) != 1 ||
+		o.Overrides.Peers[0].Address.String() != "198.18.0.254" || o.Overrides.Peers[0].ASN != 64512 || o.APIAddress != "127.0.0.1:50051" {
+		t.Fatalf("overrides: %+v %v", o, err)
+	}
+	if o, _ := (Agent{BGP: true}).BGPOptions(); o.Overrides.ASN != nil || o.Overrides.NodeMesh != nil || o.Overrides.Peers != nil {
+		t.Errorf("no overrides: %+v", o.Overrides)
+	}
+	for _, bad := range []Agent{
+		{BGP: true, BGPNodeMesh: "yes"},
+		{BGP: true, BGPPeers: []string{"198.18.0.254"}},
+		{BGP: true, BGPPeers: []string{"router:64512"}},
+		{BGP: true, BGPPeers: []string{"198.18.0.254:0"}},
+		{BGP: true, BGPPeers: []string{"198.18.0.254:4294967296"}},
+	} {
+		if _, err := bad.BGPOptions(); err == nil || !strings.HasPrefix(err.Error(), "--bgp-") {
+			t.Errorf("%+v accepted or unclear: %v", bad, err)
+		}
+	}
+}
+
+func TestAgentOptions(t *testing.T) {
+	o, err := Agent{DataDir: "/var/lib/skiff/agent", NodeName: "n1", NodeIP: "192.0.2.7", Port: 10250}.Options(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.InternalIP != "192.0.2.7" || o.APIAddress != ":10250" || o.APIPort != 10250 || o.BGP != nil ||
+		len(o.ImageDirs) != 2 || o.ImageDirs[0] != "/var/lib/skiff/agent/images" {
+		t.Errorf("options %+v", o)
+	}
+	if _, err := (Agent{BGP: true, BGPNodeMesh: "maybe"}).Options(nil); err == nil {
+		t.Error("a bad BGP flag did not fail the agent's options")
+	}
+	if ip := net.ParseIP(NodeAddress("")); ip == nil {
+		t.Errorf("NodeAddress(\"\") = %q", NodeAddress(""))
+	}
+	if NodeAddress("10.1.2.3") != "10.1.2.3" {
+		t.Error("the address asked for is not used")
+	}
+}
+
+func TestServerOptions(t *testing.T) {
+	s := Server{DataDir: "/d", BindAddress: "0.0.0.0", TLSSANs: []string{"10.0.0.5", "api.example"}, Agent: Agent{NodeName: "m", NodeIP: "192.0.2.1"}}
+	o, err := s.APIServerOptions(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.ExtraSANIPs) != 1 || o.ExtraSANIPs[0].String() != "10.0.0.5" || len(o.ExtraSANNames) != 1 || o.NodeName != "m" ||
+		len(o.NodeIPs) != 1 || o.NodeIPs[0].String() != "192.0.2.1" {
+		t.Errorf("options %+v", o)
+	}
+	if o, _ := s.APIServerOptions(false); o.NodeName != "" || o.NodeIPs != nil {
+		t.Errorf("without the agent: %+v", o)
+	}
+	if _, err := (Server{BindAddress: "everywhere"}).APIServerOptions(false); err == nil || !strings.Contains(err.Error(), "--bind-address") {
+		t.Errorf("bad bind address: %v", err)
+	}
+	opts, err := Server{DataDir: "/d", Agent: Agent{NodeName: "m"}}.serverAgent()
+	_, role := opts.Labels["node-role.kubernetes.io/control-plane"]
+	if err != nil || len(opts.Taints) != 1 || opts.Taints[0] != ControlPlaneTaint || !role ||
+		opts.ServingCert != "/d/pki/agent.crt" {
+		t.Errorf("server agent %+v %v", opts, err)
+	}
+}

@@ -1,0 +1,170 @@
+package config
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/skiff-sh/skiff/agent"
+	"github.com/skiff-sh/skiff/controlplane/apiserver"
+	"github.com/skiff-sh/skiff/controlplane/controllermanager"
+	"github.com/skiff-sh/skiff/controlplane/scheduler"
+	"github.com/skiff-sh/skiff/internal/layout"
+	"github.com/skiff-sh/skiff/internal/supervisor"
+)
+
+// Server is the configuration of `skiff server` (the API server, and unless disabled the
+// scheduler, the controllers and a node agent) and `skiff apiserver` (the API server alone).
+type Server struct {
+	DataDir, BindAddress, AdvertiseAddress     string
+	TLSSANs                                    []string
+	Token                                      string
+	SecurePort                                 int
+	ServiceCIDR, NodePortRange                 string
+	EtcdServers                                []string
+	EtcdCA, EtcdCert, EtcdKey                  string
+	EtcdClientPort, EtcdPeerPort, EtcdMetrics  int
+	Compaction                                 time.Duration
+	DisableAgent                               bool
+	DisableScheduler, DisableControllerManager bool
+	ControllerManager                          controllermanager.Options
+	Scheduler                                  scheduler.Options
+	Agent                                      Agent
+}
+
+// ControlPlaneTaint keeps ordinary pods off the server's own node, as kubeadm's.
+var ControlPlaneTaint = corev1.Taint{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}
+
+// APIServerOptions are the API server's options; withNode names the server's own node (the
+// agent beside it), whose address goes into the serving certificate.
+func (s Server) APIServerOptions(withNode bool) (apiserver.Options, error) {
+	o := apiserver.Options{
+		DataDir: s.DataDir, SecurePort: s.SecurePort, Token: s.Token,
+		ServiceCIDR: s.ServiceCIDR, NodePortRange: s.NodePortRange,
+		EtcdServers: s.EtcdServers, EtcdCAFile: s.EtcdCA, EtcdCertFile: s.EtcdCert, EtcdKeyFile: s.EtcdKey,
+		EtcdClientPort: s.EtcdClientPort, EtcdPeerPort: s.EtcdPeerPort, EtcdMetricsPort: s.EtcdMetrics,
+		CompactionInterval: s.Compaction,
+	}
+	var err error
+	if o.BindAddress, err = ParseIP("--bind-address", s.BindAddress); err != nil {
+		return o, err
+	}
+	if s.AdvertiseAddress != "" {
+		if o.AdvertiseAddress, err = ParseIP("--advertise-address", s.AdvertiseAddress); err != nil {
+			return o, err
+		}
+	}
+	for _, san := range s.TLSSANs {
+		if ip := net.ParseIP(san); ip != nil {
+			o.ExtraSANIPs = append(o.ExtraSANIPs, ip)
+		} else {
+			o.ExtraSANNames = append(o.ExtraSANNames, san)
+		}
+	}
+	if withNode {
+		o.NodeName = s.Agent.NodeName
+		if ip := net.ParseIP(NodeAddress(s.Agent.NodeIP)); ip != nil {
+			o.NodeIPs = []net.IP{ip}
+		}
+	}
+	return o, nil
+}
+
+// ParseIP parses a flag's IP address.
+func ParseIP(flag, s string) (net.IP, error) {
+	ip := net.ParseIP(s)
+	if ip == nil {
+		return nil, fmt.Errorf("%s: %q is not an IP address", flag, s)
+	}
+	return ip, nil
+}
+
+// RunServer runs the API server and, with all set (`skiff server`), the rest of the control
+// plane, under one supervisor until ctx ends. The API server and the server's agent are
+// required — one failing stops the process with its error, for systemd to restart. The
+// scheduler and the controllers restart on their own when they fail or lose their lease (etcd
+// without quorum for a while): they campaign again, and the API server, which waits for etcd
+// by itself, stays up. Each waits for the API server's /readyz before it starts.
+func RunServer(ctx context.Context, s Server, all bool, log *slog.Logger) error {
+	o, err := s.APIServerOptions(all && !s.DisableAgent)
+	if err != nil {
+		return err
+	}
+	var agentOpts agent.Options
+	if all && !s.DisableAgent {
+		if agentOpts, err = s.serverAgent(); err != nil {
+			return err
+		}
+	}
+	sup := supervisor.New(ctx, log)
+	sup.Go(supervisor.Part{Name: "apiserver", Policy: supervisor.Fatal, Run: func(ctx context.Context) error {
+		return apiserver.Run(ctx, o, log)
+	}})
+	if all {
+		s.controlPlane(sup, agentOpts, log)
+	}
+	return sup.Wait()
+}
+
+// serverAgent is the server's own node agent: it runs only what tolerates the control plane,
+// carries its role label (kubectl get nodes: ROLES control-plane) and serves with the
+// server's agent certificate.
+func (s Server) serverAgent() (agent.Options, error) {
+	pki := layout.Server{Dir: s.DataDir}.PKI()
+	a := s.Agent
+	a.ServingCert, a.ServingKey, a.ClientCA = pki.AgentServing().Cert, pki.AgentServing().Key, pki.CA().Cert
+	opts, err := a.Options([]corev1.Taint{ControlPlaneTaint})
+	if err != nil {
+		return opts, err
+	}
+	opts.Labels = map[string]string{ControlPlaneTaint.Key: ""}
+	return opts, nil
+}
+
+// controlPlane adds the controller manager, the scheduler and the server's agent, each with
+// its own kubeconfig.
+func (s Server) controlPlane(sup *supervisor.Supervisor, agentOpts agent.Options, log *slog.Logger) {
+	dirs := layout.Server{Dir: s.DataDir}
+	cm := s.ControllerManager
+	cm.RootCAFile = dirs.PKI().CA().Cert
+	cm.ClusterSigningCertFile, cm.ClusterSigningKeyFile = cm.RootCAFile, dirs.PKI().CA().Key
+	if !s.DisableControllerManager {
+		sup.Go(supervisor.Part{Name: "controller-manager", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
+			return whenReady(ctx, dirs.Kubeconfig("controller-manager"), func(cfg *rest.Config) error {
+				return controllermanager.Run(ctx, cfg, cm, log.With("component", "controller-manager"))
+			})
+		}})
+	}
+	if !s.DisableScheduler {
+		sup.Go(supervisor.Part{Name: "scheduler", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
+			return whenReady(ctx, dirs.Kubeconfig("scheduler"), func(cfg *rest.Config) error {
+				return scheduler.Run(ctx, cfg, s.Scheduler, log.With("component", "scheduler"))
+			})
+		}})
+	}
+	if !s.DisableAgent {
+		sup.Go(supervisor.Part{Name: "agent", Policy: supervisor.Fatal, Run: func(ctx context.Context) error {
+			return whenReady(ctx, dirs.Kubeconfig("node"), func(cfg *rest.Config) error {
+				return agent.Run(ctx, cfg, agentOpts, log.With("component", "agent"))
+			})
+		}})
+	}
+}
+
+// whenReady waits for the API server a kubeconfig names, then runs f with its client config.
+func whenReady(ctx context.Context, kubeconfig string, f func(*rest.Config) error) error {
+	if err := apiserver.WaitReady(ctx, kubeconfig); err != nil {
+		return err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	return f(cfg)
+}
