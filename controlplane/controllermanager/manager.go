@@ -26,6 +26,7 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/controllers/daemonset"
 	"github.com/skiff-sh/skiff/controlplane/controllers/deployment"
 	"github.com/skiff-sh/skiff/controlplane/controllers/endpointslice"
+	"github.com/skiff-sh/skiff/controlplane/controllers/endpointslicemirroring"
 	"github.com/skiff-sh/skiff/controlplane/controllers/garbagecollector"
 	"github.com/skiff-sh/skiff/controlplane/controllers/namespace"
 	"github.com/skiff-sh/skiff/controlplane/controllers/nodeipam"
@@ -169,6 +170,9 @@ func runControllers(ctx context.Context, cfg *rest.Config, root kubernetes.Inter
 		}},
 		{endpointslice.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
 			return endpointslice.New(c, core.Services(), core.Pods(), factory.Discovery().V1().EndpointSlices(), core.Endpoints(), log), nil
+		}},
+		{endpointslicemirroring.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
+			return endpointslicemirroring.New(c, core.Services(), core.Endpoints(), factory.Discovery().V1().EndpointSlices(), log), nil
 		}},
 	}
 	if o.ClusterSigningCertFile != "" && o.ClusterSigningKeyFile != "" {

@@ -245,6 +245,29 @@ spec:
 		ip := must("get", "service", s.svc, "-o", "jsonpath={.spec.clusterIP}")
 		fetch("p2", "http://"+ip+"/hostname", s.pod) // cross-node and same-node Services
 	}
+	// A Service without a selector and Endpoints written by hand (an external backend): the
+	// mirroring controller makes its EndpointSlice and the proxy balances to it.
+	manual := fmt.Sprintf(`---
+apiVersion: v1
+kind: Service
+metadata: {name: manual}
+spec: {ports: [{port: 80, targetPort: 8080}]}
+---
+apiVersion: v1
+kind: Endpoints
+metadata: {name: manual}
+subsets: [{addresses: [{ip: %s}], ports: [{port: 8080}]}]
+`, ips["p1"])
+	mf2 := filepath.Join(server.dir, "manual.yaml")
+	if err := os.WriteFile(mf2, []byte(manual), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	must("apply", "-f", mf2)
+	fetch("p2", "http://"+must("get", "service", "manual", "-o", "jsonpath={.spec.clusterIP}")+"/hostname", "p1")
+	if out := must("get", "endpointslices", "-l", "kubernetes.io/service-name=manual", "-o", `jsonpath={.items[*].metadata.labels.endpointslice\.kubernetes\.io/managed-by}`); out != "endpointslicemirroring-controller.k8s.io" {
+		t.Errorf("the manual Service's slices: managed by %q", out)
+	}
+
 	// The API server proxies to pods and Services (pods/proxy, services/proxy), on its own
 	// node and across the fabric.
 	for path, want := range map[string]string{
