@@ -7,51 +7,16 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/skiff-sh/skiff/agent/api"
+	"github.com/skiff-sh/skiff/agent/expansion"
 )
 
-// expand replaces $(VAR) references in s with env's values, as upstream's expansion does:
-// "$$" is a literal "$", a reference to an unknown variable and an unclosed "$(" stay as
-// written, and a "$" before anything else is kept.
-func expand(s string, env map[string]string) string {
-	if !strings.Contains(s, "$") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '$' || i+1 == len(s) {
-			b.WriteByte(s[i])
-			continue
-		}
-		switch next := s[i+1]; next {
-		case '$':
-			b.WriteByte('$')
-			i++
-		case '(':
-			end := strings.IndexByte(s[i+2:], ')')
-			if end < 0 {
-				b.WriteString("$(")
-				i++
-				continue
-			}
-			name := s[i+2 : i+2+end]
-			if v, ok := env[name]; ok {
-				b.WriteString(v)
-			} else {
-				b.WriteString("$(" + name + ")")
-			}
-			i += 2 + end
-		default:
-			b.WriteByte('$')
-		}
-	}
-	return b.String()
-}
+// expand expands $(VAR) references with the container's environment (see agent/expansion).
+func expand(s string, env map[string]string) string { return expansion.Map(s, env) }
 
 // expandAll expands every element of a command or args list with the container's environment.
 func expandAll(list []string, env map[string]string) []string {

@@ -3,6 +3,7 @@ package volumes
 import (
 	"errors"
 	"fmt"
+	"github.com/skiff-sh/skiff/agent/expansion"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,47 +14,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// expand replaces each $(NAME) of s with lookup(NAME), the syntax of the API's variable
-// references: "$$" is a literal "$", a reference lookup does not know stays as written, and a
-// "$" that starts no reference (or an unclosed "$(") is kept.
-func expand(s string, lookup func(string) (string, bool)) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '$' || i+1 == len(s) {
-			b.WriteByte(s[i])
-			continue
-		}
-		switch s[i+1] {
-		case '$':
-			b.WriteByte('$')
-			i++
-		case '(':
-			end := strings.IndexByte(s[i+2:], ')')
-			if end < 0 {
-				b.WriteString("$(")
-				i++
-				continue
-			}
-			name := s[i+2 : i+2+end]
-			if v, ok := lookup(name); ok {
-				b.WriteString(v)
-			} else {
-				b.WriteString("$(" + name + ")")
-			}
-			i += 2 + end
-		default:
-			b.WriteByte('$')
-		}
-	}
-	return b.String()
-}
-
 // expandSubPathExpr expands a volumeMount's subPathExpr with the container's environment. As
 // in the kubelet, a variable that is not set or is empty is an error rather than left as
 // written: the subPath would otherwise silently name another directory.
 func expandSubPathExpr(expr string, env map[string]string) (string, error) {
 	var missing []string
-	out := expand(expr, func(name string) (string, bool) {
+	out := expansion.Expand(expr, func(name string) (string, bool) {
 		v, ok := env[name]
 		if !ok || v == "" {
 			if !slices.Contains(missing, name) {

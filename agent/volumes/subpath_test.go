@@ -8,39 +8,6 @@ import (
 	"testing"
 )
 
-func TestExpand(t *testing.T) {
-	env := map[string]string{"A": "x", "B": "y", "": "empty-name", "D$": "odd"}
-	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
-	for in, want := range map[string]string{
-		"":               "",
-		"plain":          "plain",
-		"$(A)":           "x",
-		"$(A)/$(B)":      "x/y",
-		"pre-$(A)-post":  "pre-x-post",
-		"$(A)$(B)":       "xy",
-		"$$(A)":          "$(A)", // escaped
-		"$$":             "$",
-		"$$$(A)":         "$x",
-		"$$$$":           "$$",
-		"$(UNKNOWN)":     "$(UNKNOWN)", // left as written
-		"$(A":            "$(A",        // unclosed
-		"$(A$(B)":        "$(A$(B)",    // the reference name runs to the first ')': "A$(B", unknown
-		"$()":            "empty-name",
-		"$A":             "$A",
-		"a$":             "a$",
-		"$":              "$",
-		"$é$(A)":         "$éx",
-		"$(D$)":          "odd",
-		"$(A))":          "x)",
-		"((A))":          "((A))",
-		"$(A)$$(B)$(B)$": "x$(B)y$",
-	} {
-		if got := expand(in, lookup); got != want {
-			t.Errorf("expand(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestExpandSubPathExpr(t *testing.T) {
 	env := map[string]string{"POD_NAME": "p", "EMPTY": ""}
 	if got, err := expandSubPathExpr("$(POD_NAME)/logs", env); err != nil || got != "p/logs" {
