@@ -7,6 +7,8 @@ import (
 	"crypto/x509/pkix"
 	"errors"
 	"fmt"
+	"k8s.io/apimachinery/pkg/util/sets"
+	genericfilters "k8s.io/apiserver/pkg/server/filters"
 	"log/slog"
 	"net"
 	"net/http"
@@ -250,6 +252,12 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 	cfg.BuildHandlerChainFunc = func(api http.Handler, c *genericapiserver.Config) http.Handler {
 		return withCACerts(genericapiserver.DefaultBuildHandlerChain(withDiscoveryV2beta1(api), c), caPEM)
 	}
+	// As kube-apiserver: watches, proxying and the streams to the node agent (attach, exec,
+	// logs, port-forward) are long-running — no request timeout, no in-flight slot — where the
+	// default names only watch (and a WebSocket log stream came back empty through the timeout
+	// filter's writer).
+	cfg.LongRunningFunc = genericfilters.BasicLongRunningRequestCheck(sets.NewString("watch", "proxy"),
+		sets.NewString("attach", "exec", "proxy", "log", "portforward"))
 	cfg.PublicAddress = o.AdvertiseAddress
 	cfg.ExternalAddress = net.JoinHostPort(o.AdvertiseAddress.String(), strconv.Itoa(o.SecurePort))
 

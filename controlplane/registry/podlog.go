@@ -3,7 +3,9 @@ package registry
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -164,6 +166,38 @@ func (r *LogREST) Get(ctx context.Context, name string, opts runtime.Object) (ru
 		q.Set("limitBytes", strconv.FormatInt(*o.LimitBytes, 10))
 	}
 	loc.RawQuery = q.Encode()
-	return &genericrest.LocationStreamer{Location: loc, Transport: tr, ContentType: "text/plain", Flush: o.Follow,
-		ResponseChecker: genericrest.NewGenericHttpResponseChecker(corev1.Resource("pods/log"), name)}, nil
+	return &logStreamer{genericrest.LocationStreamer{Location: loc, Transport: tr, ContentType: "text/plain", Flush: o.Follow,
+		ResponseChecker: genericrest.NewGenericHttpResponseChecker(corev1.Resource("pods/log"), name)}}, nil
+}
+
+// logStreamer is the agent's log response as the API server streams it. Over a WebSocket the
+// apiserver library copies the stream with a loop that stops at the first io.EOF and drops
+// the bytes read with it — and a short log, sent with a Content-Length, arrives exactly so:
+// its last bytes and io.EOF from one Read. The body is therefore read through eofApart.
+type logStreamer struct{ genericrest.LocationStreamer }
+
+func (s *logStreamer) InputStream(ctx context.Context, apiVersion, acceptHeader string) (io.ReadCloser, bool, string, error) {
+	rc, flush, contentType, err := s.LocationStreamer.InputStream(ctx, apiVersion, acceptHeader)
+	if err != nil || rc == nil {
+		return rc, flush, contentType, err
+	}
+	return &eofApart{ReadCloser: rc}, flush, contentType, nil
+}
+
+// eofApart returns data and io.EOF from separate Reads.
+type eofApart struct {
+	io.ReadCloser
+	eof bool
+}
+
+func (r *eofApart) Read(p []byte) (int, error) {
+	if r.eof {
+		return 0, io.EOF
+	}
+	n, err := r.ReadCloser.Read(p)
+	if n > 0 && errors.Is(err, io.EOF) {
+		r.eof = true
+		return n, nil
+	}
+	return n, err
 }

@@ -137,6 +137,12 @@ func TestKubectlRunThroughTheAgent(t *testing.T) {
 		out, err := s.Run(ctx, kc, "logs", "test")
 		return err == nil && strings.Contains(out, "netutil serving HTTP on :8080"), out
 	})
+	// The same log over a WebSocket, as upstream's conformance reads it (pods/log is a
+	// long-running request: the request timeout's writer once swallowed the stream).
+	eventually(t, 30*time.Second, "pods/log over a WebSocket", func() (bool, string) {
+		out, err := logsOverWebSocket(t, s.RESTConfig(t), "/api/v1/namespaces/default/pods/test/log?container=test")
+		return err == nil && strings.Contains(out, "netutil serving HTTP on :8080"), fmt.Sprint(err, " ", out)
+	})
 	// kubectl exec: 1.33 speaks WebSocket (translated to SPDY by the API server), 1.27 SPDY.
 	// A command that exits at once can, rarely and only under load, lose its output and exit
 	// status between containerd's streaming server and the client (seen once in ~40 runs, not
