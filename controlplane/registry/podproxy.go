@@ -68,8 +68,17 @@ func (r *ProxyREST) Connect(ctx context.Context, id string, opts runtime.Object,
 	if err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
 	}
-	loc := &url.URL{Scheme: scheme, Host: net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(n)), Path: "/" + strings.TrimPrefix(o.Path, "/")}
+	loc := &url.URL{Scheme: scheme, Host: net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(n)), Path: proxyPath(o.Path)}
 	return proxyTo(loc, responder), nil
+}
+
+// proxyPath is the backend path of a proxy request: empty when the request named none (the
+// proxy then redirects a GET to ".../proxy/", as upstream), else rooted.
+func proxyPath(p string) string {
+	if p == "" {
+		return ""
+	}
+	return "/" + strings.TrimPrefix(p, "/")
 }
 
 // proxyTo proxies a request, upgrades (WebSocket) included, to loc; HTTPS backends are not
@@ -177,7 +186,7 @@ func (r *ServiceProxyREST) Connect(ctx context.Context, id string, opts runtime.
 	if err != nil {
 		return nil, err
 	}
-	loc := &url.URL{Scheme: scheme, Host: addr, Path: "/" + strings.TrimPrefix(o.Path, "/")}
+	loc := &url.URL{Scheme: scheme, Host: addr, Path: proxyPath(o.Path)}
 	return proxyTo(loc, responder), nil
 }
 

@@ -69,3 +69,11 @@ func TestServiceBackend(t *testing.T) {
 		t.Errorf("no endpoints: %v", err)
 	}
 }
+
+func TestProxyPath(t *testing.T) {
+	for in, want := range map[string]string{"": "", "/": "/", "hostname": "/hostname", "/a/b": "/a/b"} {
+		if got := proxyPath(in); got != want {
+			t.Errorf("proxyPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
