@@ -90,7 +90,9 @@ func proxyTo(loc *url.URL, responder rest.Responder) http.Handler {
 		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // upstream's proxy does not verify backends
 		TLSHandshakeTimeout: 10 * time.Second,
 	}
-	h := proxy.NewUpgradeAwareHandler(loc, tr, false, false, errorResponder{responder})
+	// wrapTransport: links in HTML the backend returns are rewritten to go through the proxy
+	// again (href="/x" becomes href=".../proxy/x"), as upstream's pod and service proxy does.
+	h := proxy.NewUpgradeAwareHandler(loc, tr, true, false, errorResponder{responder})
 	return h
 }
 

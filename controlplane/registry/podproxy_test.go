@@ -1,6 +1,10 @@
 package registry
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -75,5 +79,23 @@ func TestProxyPath(t *testing.T) {
 		if got := proxyPath(in); got != want {
 			t.Errorf("proxyPath(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// Links in HTML a backend returns go through the proxy again, as upstream's proxy rewrites
+// them (the conformance "Proxy version v1" specs check it).
+func TestProxyRewritesLinks(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = io.WriteString(w, `<a href="/rewriteme">test</a>`)
+	}))
+	defer backend.Close()
+	loc, _ := url.Parse(backend.URL + "/")
+	h := proxyTo(loc, nil)
+	req := httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/ns/pods/p:80/proxy/", nil)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if got, want := rec.Body.String(), `<a href="/api/v1/namespaces/ns/pods/p:80/proxy/rewriteme">test</a>`; got != want {
+		t.Errorf("proxied page %q, want %q", got, want)
 	}
 }
