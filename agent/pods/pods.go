@@ -445,7 +445,7 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 				}
 				return m.writeStatus(ctx, pod, st.Status, latest, "PodInitializing", waitErrs)
 			}
-			if cur == nil || (cur.State == runtimeapi.ContainerState_CONTAINER_EXITED && m.restartDue(pod, cur)) {
+			if cur == nil || (cur.State == runtimeapi.ContainerState_CONTAINER_EXITED && m.restartDue(ctx, pod, cur)) {
 				if err := m.start(ctx, pod, pc, c, cur); err != nil && !waitErr(c.Name, err) {
 					return err
 				}
@@ -579,10 +579,10 @@ func isSidecar(c corev1.Container) bool {
 
 // restartDue applies the crash backoff to a container that always restarts (a sidecar),
 // whatever the pod's restartPolicy.
-func (m *Manager) restartDue(pod *corev1.Pod, c *runtimeapi.Container) bool {
+func (m *Manager) restartDue(ctx context.Context, pod *corev1.Pod, c *runtimeapi.Container) bool {
 	always := pod.DeepCopy()
 	always.Spec.RestartPolicy = corev1.RestartPolicyAlways
-	return m.shouldRestart(context.Background(), always, c)
+	return m.shouldRestart(ctx, always, c)
 }
 
 // shouldRestart applies restartPolicy and upstream's crash backoff (10 s doubling to 5 min).
