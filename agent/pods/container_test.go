@@ -88,3 +88,37 @@ func TestAppliedResources(t *testing.T) {
 		t.Errorf("best effort: %+v %v", r, alloc)
 	}
 }
+
+func TestResizeDecisions(t *testing.T) {
+	q := resource.MustParse
+	was := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: q("100m"), corev1.ResourceMemory: q("64Mi")},
+		Limits: corev1.ResourceList{corev1.ResourceCPU: q("200m")}}
+	same := *was.DeepCopy()
+	same.Requests[corev1.ResourceCPU] = q("0.1") // the same amount, written otherwise
+	same.Requests[corev1.ResourceEphemeralStorage] = q("1Gi")
+	if !sameCPUMemory(was, same) {
+		t.Error("equal cpu and memory compared unequal")
+	}
+	more := *was.DeepCopy()
+	more.Limits[corev1.ResourceCPU] = q("400m")
+	if sameCPUMemory(was, more) {
+		t.Error("a changed cpu limit went unseen")
+	}
+	noLimit := *was.DeepCopy()
+	delete(noLimit.Limits, corev1.ResourceCPU)
+	if sameCPUMemory(was, noLimit) {
+		t.Error("a removed limit went unseen")
+	}
+	c := corev1.Container{Resources: more, ResizePolicy: []corev1.ContainerResizePolicy{
+		{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.NotRequired},
+		{ResourceName: corev1.ResourceMemory, RestartPolicy: corev1.RestartContainer}}}
+	if restartOnResize(c, was) {
+		t.Error("a cpu change with NotRequired restarts")
+	}
+	memChanged := *was.DeepCopy()
+	memChanged.Requests[corev1.ResourceMemory] = q("128Mi")
+	c.Resources = memChanged
+	if !restartOnResize(c, was) {
+		t.Error("a memory change with RestartContainer does not restart")
+	}
+}

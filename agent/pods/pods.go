@@ -99,6 +99,9 @@ type Manager struct {
 	prepared map[types.UID]time.Time
 	// startErrs is each container's last failed start, reported while its retry backs off.
 	startErrs map[string]*waitingError
+	// applied is the resources each running container was started or last resized with
+	// ("<uid>/<name>"), to see a pods/resize through.
+	applied map[string]corev1.ResourceRequirements
 
 	staticMu sync.Mutex
 	static   map[string]*corev1.Pod // namespace/name -> static pod from a manifest file
@@ -122,6 +125,7 @@ func New(client kubernetes.Interface, rt runtimeapi.RuntimeServiceClient, img ru
 	m.prober = newProber(rt, netnsdial.Dialer(o.Netns, 5*time.Second))
 	m.prepared = map[types.UID]time.Time{}
 	m.startErrs = map[string]*waitingError{}
+	m.applied = map[string]corev1.ResourceRequirements{}
 	m.static = map[string]*corev1.Pod{}
 	m.loop = loop.New("pods", m.sync, log)
 	return m
@@ -500,6 +504,24 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 			if err := m.start(ctx, pod, pc, c, cur); err != nil && !waitErr(c.Name, err) {
 				m.log.Warn("replace container", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "err", err)
 			}
+		case cur.State == runtimeapi.ContainerState_CONTAINER_RUNNING && m.resized(pod, c):
+			// In-place resize: the cgroup is updated, or, where the container's resizePolicy
+			// asks for it, the container restarted with the new resources.
+			if restartOnResize(c, m.appliedTo(pod, c)) {
+				m.recorder.Eventf(pod, corev1.EventTypeNormal, "Killing", "Container %s resized, will be restarted", c.Name)
+				m.stopContainer(ctx, pod, c, cur.Id, gracePeriod(pod))
+				started = true
+				if err := m.start(ctx, pod, pc, c, cur); err != nil && !waitErr(c.Name, err) {
+					m.log.Warn("restart resized container", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "err", err)
+				}
+				break
+			}
+			if _, err := m.runtime.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: cur.Id,
+				Linux: resources(c)}); err != nil {
+				m.recorder.Eventf(pod, corev1.EventTypeWarning, "ResizeFailed", "Resizing container %s failed: %v", c.Name, pullError(err))
+			} else {
+				m.setApplied(pod, c)
+			}
 		case cur.State == runtimeapi.ContainerState_CONTAINER_EXITED && m.shouldRestart(ctx, pod, cur):
 			started = true
 			if err := m.start(ctx, pod, pc, c, cur); err != nil && !waitErr(c.Name, err) {
@@ -832,6 +854,7 @@ func (m *Manager) createAndStart(ctx context.Context, pod *corev1.Pod, pc *podCo
 		return &waitingError{Reason: "RunContainerError", Message: pullError(err).Error()}
 	}
 	m.recorder.Eventf(pod, corev1.EventTypeNormal, "Started", "Started container %s", c.Name)
+	m.setApplied(pod, c)
 	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
 		// As the kubelet: the hook runs before the container counts as started, and a failed
 		// hook kills the container (its restart policy decides what follows).
@@ -845,6 +868,59 @@ func (m *Manager) createAndStart(ctx context.Context, pod *corev1.Pod, pc *podCo
 		}
 	}
 	return nil
+}
+
+// setApplied records the resources a container now runs with.
+func (m *Manager) setApplied(pod *corev1.Pod, c corev1.Container) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.applied[string(pod.UID)+"/"+c.Name] = *c.Resources.DeepCopy()
+}
+
+// appliedTo is what a container runs with; one the agent did not start (it restarted since)
+// is taken to run with its spec.
+func (m *Manager) appliedTo(pod *corev1.Pod, c corev1.Container) corev1.ResourceRequirements {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.applied[string(pod.UID)+"/"+c.Name]
+	if !ok {
+		r = *c.Resources.DeepCopy()
+		m.applied[string(pod.UID)+"/"+c.Name] = r
+	}
+	return r
+}
+
+// resized says whether the spec asks for other cpu or memory than the container runs with.
+func (m *Manager) resized(pod *corev1.Pod, c corev1.Container) bool {
+	return !sameCPUMemory(m.appliedTo(pod, c), c.Resources)
+}
+
+func sameCPUMemory(a, b corev1.ResourceRequirements) bool {
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if !sameQuantity(a.Requests, b.Requests, r) || !sameQuantity(a.Limits, b.Limits, r) {
+			return false
+		}
+	}
+	return true
+}
+
+func sameQuantity(a, b corev1.ResourceList, r corev1.ResourceName) bool {
+	qa, oka := a[r]
+	qb, okb := b[r]
+	return oka == okb && qa.Cmp(qb) == 0
+}
+
+// restartOnResize says whether a resource that changed has resizePolicy RestartContainer.
+func restartOnResize(c corev1.Container, applied corev1.ResourceRequirements) bool {
+	for _, p := range c.ResizePolicy {
+		if p.RestartPolicy != corev1.RestartContainer {
+			continue
+		}
+		if !sameQuantity(applied.Requests, c.Resources.Requests, p.ResourceName) || !sameQuantity(applied.Limits, c.Resources.Limits, p.ResourceName) {
+			return true
+		}
+	}
+	return false
 }
 
 // imageLabel records the image a container was created for, to see the pod's spec change it.
@@ -1073,6 +1149,11 @@ func (m *Manager) stopAll(ctx context.Context, uid types.UID, grace int64, pod *
 	for k := range m.startErrs {
 		if strings.HasPrefix(k, string(uid)) {
 			delete(m.startErrs, k)
+		}
+	}
+	for k := range m.applied {
+		if strings.HasPrefix(k, string(uid)) {
+			delete(m.applied, k)
 		}
 	}
 	m.mu.Unlock()

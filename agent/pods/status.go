@@ -153,6 +153,10 @@ func (m *Manager) writeStatus(ctx context.Context, pod *corev1.Pod, sb *runtimea
 		if cs.Ready && latest[c.Name] != nil {
 			cs.Ready = m.prober.ready(pod, c, latest[c.Name].Id)
 		}
+		if cs.State.Running != nil {
+			// What the container runs with, which a resize not yet done differs from.
+			cs.Resources, cs.AllocatedResources = appliedResources(corev1.Container{Resources: m.appliedTo(pod, c)})
+		}
 		if t := cs.State.Terminated; t != nil && (pod.Spec.RestartPolicy == corev1.RestartPolicyAlways ||
 			(pod.Spec.RestartPolicy == corev1.RestartPolicyOnFailure && t.ExitCode != 0)) {
 			// Waiting for a restart after a crash.

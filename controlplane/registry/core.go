@@ -309,10 +309,12 @@ func pods(opts generic.RESTOptionsGetter, nodes *NodeConnection) (map[string]res
 		return errs
 	}})
 	ephemeral := newStatusREST(main, ephemeralContainersStrategy{s})
+	resize := newStatusREST(main, resizeStrategy{s})
 	return map[string]rest.Storage{
 		"pods":                     main,
 		"pods/status":              status,
 		"pods/ephemeralcontainers": ephemeral,
+		"pods/resize":              resize,
 		"pods/binding":             &BindingREST{store: main.Store},
 		"pods/log":                 &LogREST{pods: main.Store, nodes: nodes},
 		"pods/exec":                &ExecREST{nodeStream{pods: main.Store, nodes: nodes}},
@@ -358,6 +360,42 @@ func (s ephemeralContainersStrategy) ValidateUpdate(_ context.Context, obj, old 
 }
 
 func (s ephemeralContainersStrategy) AllowCreateOnUpdate(context.Context) bool { return false }
+
+// resizeStrategy serves pods/resize, in-place resize: only the containers' resources (and
+// their resizePolicy) change, the QoS class stays, and the generation counts the change the
+// agent is to catch up with.
+type resizeStrategy struct{ *strategy }
+
+func (s resizeStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
+	n, o := obj.(*corev1.Pod), old.(*corev1.Pod)
+	keep := o.DeepCopy()
+	for _, list := range []struct{ dst, src []corev1.Container }{
+		{keep.Spec.Containers, n.Spec.Containers}, {keep.Spec.InitContainers, n.Spec.InitContainers}} {
+		for i := range list.dst {
+			for _, c := range list.src {
+				if c.Name == list.dst[i].Name {
+					list.dst[i].Resources, list.dst[i].ResizePolicy = c.Resources, c.ResizePolicy
+				}
+			}
+		}
+	}
+	keep.ResourceVersion = n.ResourceVersion
+	if !apiequality.Semantic.DeepEqual(keep.Spec, o.Spec) {
+		keep.Generation = o.Generation + 1
+	}
+	*n = *keep
+}
+
+func (s resizeStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
+	n, o := obj.(*corev1.Pod), old.(*corev1.Pod)
+	var errs field.ErrorList
+	if qosClass(&n.Spec) != qosClass(&o.Spec) {
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "containers"), "Pod QOS Class may not change as a result of resizing"))
+	}
+	return append(errs, validation.PodSpec(&n.Spec, field.NewPath("spec"))...)
+}
+
+func (s resizeStrategy) AllowCreateOnUpdate(context.Context) bool { return false }
 
 // qosClass is upstream's rule: Guaranteed when every container has equal cpu and memory
 // requests and limits, BestEffort when none has any, Burstable otherwise.
