@@ -353,8 +353,20 @@ func WriteMarkdown(w io.Writer, s *Summary) error {
 	}
 	fmt.Fprintf(&b, "| duration | %s |\n", s.Duration)
 	if s.Base != nil {
-		fmt.Fprintf(&b, "| carried over | %d specs this run did not select keep their result from the run of %s at commit %s (focus `%s`); they are marked *(from %s)* below |\n",
-			s.Base.Carried, s.Base.Date, s.Base.Commit, s.Base.Focus, short(s.Base.Commit))
+		// Where each carried result was measured (a base may itself carry older ones).
+		at := map[string]int{}
+		for _, r := range s.Results {
+			if r.CarriedFrom != "" {
+				at[short(r.CarriedFrom)]++
+			}
+		}
+		var where []string
+		for c, n := range at {
+			where = append(where, fmt.Sprintf("%d at %s", n, c))
+		}
+		sort.Strings(where)
+		fmt.Fprintf(&b, "| carried over | %d specs this run did not select keep their earlier result (%s; the results of %s were the base), each marked *(from COMMIT)* below |\n",
+			s.Base.Carried, strings.Join(where, ", "), short(s.Base.Commit))
 	}
 	if len(s.Images) > 0 {
 		fmt.Fprintf(&b, "| images not built here | %s |\n", strings.Join(s.Images, ", "))

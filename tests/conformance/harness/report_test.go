@@ -225,7 +225,7 @@ func TestOverlay(t *testing.T) {
 	if err := WriteMarkdown(&md, s); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"**2 of 3 conformance specs pass", "| carried over | 2 specs", "- [sig-apps] b *(from 003ca8b)*", "- [sig-node] a\n"} {
+	for _, want := range []string{"**2 of 3 conformance specs pass", "| carried over | 2 specs this run did not select keep their earlier result (1 at 003ca8b, 1 at older;", "- [sig-apps] b *(from 003ca8b)*", "- [sig-node] a\n"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("RESULTS.md lacks %q:\n%s", want, md.String())
 		}
