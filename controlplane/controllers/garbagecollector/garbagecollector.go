@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"k8s.io/utils/ptr"
 	"log/slog"
 	"slices"
 	"strings"
@@ -240,10 +241,44 @@ func (c *Controller) attemptToDelete(ctx context.Context, dep object) error {
 	case alive > 0:
 		return nil
 	case len(waiting) > 0:
+		// A dependent of a foreground deletion that has dependents of its own is deleted in
+		// the foreground too. If one of those is itself waiting for its dependents, the
+		// references may form a circle (a owns b owns c owns a) in which each waits for the
+		// next forever: as upstream, this one's references stop blocking first.
+		if c.dependentWaiting(dep) && blocks(dep.owners) {
+			unblocked := make([]metav1.OwnerReference, len(dep.owners))
+			for i, ref := range dep.owners {
+				ref.BlockOwnerDeletion = ptr.To(false)
+				unblocked[i] = ref
+			}
+			if err := c.patchMeta(ctx, dep, map[string]any{"ownerReferences": unblocked}); err != nil {
+				return err
+			}
+		}
 		return c.delete(ctx, dep, metav1.DeletePropagationForeground)
 	default:
 		return c.delete(ctx, dep, metav1.DeletePropagationBackground)
 	}
+}
+
+// dependentWaiting says whether one of o's dependents is being deleted in the foreground.
+func (c *Controller) dependentWaiting(o object) bool {
+	for _, d := range c.graph.dependentsOf(o.uid) {
+		if d.deleting && d.hasFinalizer(metav1.FinalizerDeleteDependents) {
+			return true
+		}
+	}
+	return false
+}
+
+// blocks says whether any of the references blocks its owner's deletion.
+func blocks(refs []metav1.OwnerReference) bool {
+	for _, r := range refs {
+		if r.BlockOwnerDeletion != nil && *r.BlockOwnerDeletion {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *Controller) delete(ctx context.Context, o object, policy metav1.DeletionPropagation) error {

@@ -499,3 +499,38 @@ func TestRunWatchesCollectableResourcesAndCollects(t *testing.T) {
 		t.Fatalf("watched %v, want %v", c.watched.UnsortedList(), want.UnsortedList())
 	}
 }
+
+// Upstream's "should not be blocked by dependency circle": pod1 owns pod2 owns pod3 owns pod1,
+// every reference blocking, and pod1 is deleted in the foreground. A dependent whose own
+// dependent waits in the foreground stops blocking before it is deleted, so the circle opens.
+func TestForegroundDeletionThroughACircle(t *testing.T) {
+	p1, p2, p3 := pod("pod1"), pod("pod2"), pod("pod3")
+	p1.OwnerReferences = []metav1.OwnerReference{ref(p3, true)}
+	p2.OwnerReferences = []metav1.OwnerReference{ref(p1, true)}
+	p3.OwnerReferences = []metav1.OwnerReference{ref(p2, true)}
+	d1 := deleting(p1, metav1.FinalizerDeleteDependents)
+	d2 := deleting(p2, metav1.FinalizerDeleteDependents)
+	f := newFixture(t, d1, d2, p3)
+	f.observe(d1, d2, p3)
+
+	// pod3: its owner pod2 waits in the foreground, and its dependent pod1 does too.
+	f.sync(t, p3)
+	w := f.writes()
+	if len(w) != 2 || w[0].GetVerb() != "patch" {
+		t.Fatalf("writes %v, want pod3's references unblocked, then pod3 deleted", w)
+	}
+	b := decodePatch(t, w[0])
+	if b.Metadata.OwnerReferences == nil || len(*b.Metadata.OwnerReferences) != 1 || *(*b.Metadata.OwnerReferences)[0].BlockOwnerDeletion {
+		t.Fatalf("ownerReferences %v, want pod2's, not blocking", b.Metadata.OwnerReferences)
+	}
+	assertDelete(t, w[1], p3, metav1.DeletePropagationForeground)
+
+	// A dependent of a foreground deletion with no waiting dependent keeps its references.
+	lone := pod("lone", ref(d1, true))
+	f2 := newFixture(t, d1, lone)
+	f2.observe(d1, lone)
+	f2.sync(t, lone)
+	if w := f2.writes(); len(w) != 1 || w[0].GetVerb() != "delete" {
+		t.Fatalf("writes %v, want only the foreground delete", w)
+	}
+}
