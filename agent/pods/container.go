@@ -15,9 +15,6 @@ import (
 	"github.com/skiff-sh/skiff/agent/expansion"
 )
 
-// expand expands $(VAR) references with the container's environment (see agent/expansion).
-func expand(s string, env map[string]string) string { return expansion.Map(s, env) }
-
 // expandAll expands every element of a command or args list with the container's environment.
 func expandAll(list []string, env map[string]string) []string {
 	if list == nil {
@@ -25,7 +22,7 @@ func expandAll(list []string, env map[string]string) []string {
 	}
 	out := make([]string, len(list))
 	for i, s := range list {
-		out[i] = expand(s, env)
+		out[i] = expansion.Map(s, env)
 	}
 	return out
 }

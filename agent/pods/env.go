@@ -13,6 +13,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/skiff-sh/skiff/agent/downward"
+	"github.com/skiff-sh/skiff/agent/expansion"
 )
 
 // ServiceEnv renders the Docker-links-style variables upstream sets for every Service of the
@@ -120,7 +121,7 @@ func (m *Manager) containerEnv(ctx context.Context, pod *corev1.Pod, c corev1.Co
 	}
 	for _, e := range c.Env {
 		if e.ValueFrom == nil {
-			env[e.Name] = expand(e.Value, env)
+			env[e.Name] = expansion.Map(e.Value, env)
 			continue
 		}
 		v, err := m.valueFrom(ctx, pod, c, e.ValueFrom, podIPs)

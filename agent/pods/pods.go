@@ -99,6 +99,8 @@ type Manager struct {
 	prepared map[types.UID]time.Time
 	// startErrs is each container's last failed start, reported while its retry backs off.
 	startErrs map[string]*waitingError
+	// hosts is what each pod's hosts file was last written for.
+	hosts map[types.UID]string
 	// applied is the resources each running container was started or last resized with
 	// ("<uid>/<name>"), to see a pods/resize through.
 	applied map[string]corev1.ResourceRequirements
@@ -126,6 +128,7 @@ func New(client kubernetes.Interface, rt runtimeapi.RuntimeServiceClient, img ru
 	m.prepared = map[types.UID]time.Time{}
 	m.startErrs = map[string]*waitingError{}
 	m.applied = map[string]corev1.ResourceRequirements{}
+	m.hosts = map[types.UID]string{}
 	m.static = map[string]*corev1.Pod{}
 	m.loop = loop.New("pods", m.sync, log)
 	return m
@@ -330,6 +333,27 @@ func (m *Manager) sandboxIPs(pod *corev1.Pod, st *runtimeapi.PodSandboxStatus) [
 	return ips
 }
 
+// hostsFile writes the pod's hosts file once per sandbox, addresses and hostAliases (not on
+// every 2-second resync) and returns its path.
+func (m *Manager) hostsFile(pod *corev1.Pod, sandboxID string, ips []string, hostname, domain string) (string, error) {
+	key := fmt.Sprint(sandboxID, ips, hostname, domain, pod.Spec.HostAliases)
+	m.mu.Lock()
+	written := m.hosts[pod.UID] == key
+	m.mu.Unlock()
+	path := filepath.Join(m.podDir(pod.UID), "etc-hosts")
+	if written {
+		return path, nil
+	}
+	path, err := writeHostsFile(m.podDir(pod.UID), pod, ips, hostname, domain)
+	if err != nil {
+		return "", err
+	}
+	m.mu.Lock()
+	m.hosts[pod.UID] = key
+	m.mu.Unlock()
+	return path, nil
+}
+
 // podDir is the pod's directory on the node (its hosts file, termination message files).
 func (m *Manager) podDir(uid types.UID) string {
 	return filepath.Join(m.opts.PodsDir, string(uid))
@@ -413,7 +437,7 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 	}
 	pc := &podContext{sandboxID: sb.Id, cfg: cfg, ips: m.sandboxIPs(pod, st.Status)}
 	if len(pc.ips) > 0 && m.opts.PodsDir != "" {
-		if pc.hostsFile, err = writeHostsFile(m.podDir(pod.UID), pod, pc.ips, hostname, domain); err != nil {
+		if pc.hostsFile, err = m.hostsFile(pod, sb.Id, pc.ips, hostname, domain); err != nil {
 			return fmt.Errorf("hosts file: %w", err)
 		}
 	}
@@ -449,7 +473,7 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 				}
 				return m.writeStatus(ctx, pod, st.Status, latest, "PodInitializing", waitErrs)
 			}
-			if cur == nil || (cur.State == runtimeapi.ContainerState_CONTAINER_EXITED && m.restartDue(ctx, pod, cur)) {
+			if cur == nil || (cur.State == runtimeapi.ContainerState_CONTAINER_EXITED && m.shouldRestart(ctx, pod, cur, corev1.RestartPolicyAlways)) {
 				if err := m.start(ctx, pod, pc, c, cur); err != nil && !waitErr(c.Name, err) {
 					return err
 				}
@@ -470,7 +494,7 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 			if s.Status.ExitCode == 0 {
 				continue
 			}
-			if pod.Spec.RestartPolicy == corev1.RestartPolicyNever || !m.shouldRestart(ctx, pod, cur) {
+			if pod.Spec.RestartPolicy == corev1.RestartPolicyNever || !m.shouldRestart(ctx, pod, cur, pod.Spec.RestartPolicy) {
 				return m.writeStatus(ctx, pod, st.Status, latest, "PodInitializing", waitErrs)
 			}
 		}
@@ -522,7 +546,7 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 			} else {
 				m.setApplied(pod, c)
 			}
-		case cur.State == runtimeapi.ContainerState_CONTAINER_EXITED && m.shouldRestart(ctx, pod, cur):
+		case cur.State == runtimeapi.ContainerState_CONTAINER_EXITED && m.shouldRestart(ctx, pod, cur, pod.Spec.RestartPolicy):
 			started = true
 			if err := m.start(ctx, pod, pc, c, cur); err != nil && !waitErr(c.Name, err) {
 				m.log.Warn("restart container", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "err", err)
@@ -552,11 +576,7 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 	}
 	for _, c := range probed {
 		if rc := latest[c.Name]; m.probe(ctx, pod, c, rc) {
-			grace := int64(30)
-			if pod.Spec.TerminationGracePeriodSeconds != nil {
-				grace = *pod.Spec.TerminationGracePeriodSeconds
-			}
-			m.stopContainer(ctx, pod, c, rc.Id, grace)
+			m.stopContainer(ctx, pod, c, rc.Id, gracePeriod(pod))
 			m.loop.Add(pod.Namespace + "/" + pod.Name)
 		}
 	}
@@ -567,11 +587,7 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 // kubelet: its containers are stopped and it fails with reason DeadlineExceeded.
 func (m *Manager) deadlineExceeded(ctx context.Context, pod *corev1.Pod) error {
 	m.recorder.Eventf(pod, corev1.EventTypeNormal, "DeadlineExceeded", "Pod was active on the node longer than the specified deadline")
-	grace := int64(30)
-	if pod.Spec.TerminationGracePeriodSeconds != nil {
-		grace = *pod.Spec.TerminationGracePeriodSeconds
-	}
-	codes, err := m.stopContainers(ctx, pod, grace)
+	codes, err := m.stopContainers(ctx, pod, gracePeriod(pod))
 	if err != nil {
 		return err
 	}
@@ -599,21 +615,14 @@ func isSidecar(c corev1.Container) bool {
 	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
 }
 
-// restartDue applies the crash backoff to a container that always restarts (a sidecar),
-// whatever the pod's restartPolicy.
-func (m *Manager) restartDue(ctx context.Context, pod *corev1.Pod, c *runtimeapi.Container) bool {
-	always := pod.DeepCopy()
-	always.Spec.RestartPolicy = corev1.RestartPolicyAlways
-	return m.shouldRestart(ctx, always, c)
-}
-
-// shouldRestart applies restartPolicy and upstream's crash backoff (10 s doubling to 5 min).
-func (m *Manager) shouldRestart(ctx context.Context, pod *corev1.Pod, c *runtimeapi.Container) bool {
+// shouldRestart applies a restart policy (the pod's, or Always for a sidecar) and upstream's
+// crash backoff (10 s doubling to 5 min).
+func (m *Manager) shouldRestart(ctx context.Context, pod *corev1.Pod, c *runtimeapi.Container, policy corev1.RestartPolicy) bool {
 	s, err := m.runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id})
 	if err != nil {
 		return false
 	}
-	switch pod.Spec.RestartPolicy {
+	switch policy {
 	case corev1.RestartPolicyNever:
 		return false
 	case corev1.RestartPolicyOnFailure:
@@ -1140,6 +1149,7 @@ func (m *Manager) stopAll(ctx context.Context, uid types.UID, grace int64, pod *
 	}
 	m.mu.Lock()
 	delete(m.prepared, uid)
+	delete(m.hosts, uid)
 	for k := range m.backoff {
 		if strings.HasPrefix(k, string(uid)) {
 			delete(m.backoff, k)

@@ -112,17 +112,7 @@ func (pr *prober) run(ctx context.Context, pod *corev1.Pod, c corev1.Container, 
 	timeout := time.Duration(max(p.TimeoutSeconds, 1)) * time.Second
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	port := func(ps intstr.IntOrString) (int, error) {
-		if ps.Type == intstr.Int {
-			return int(ps.IntVal), nil
-		}
-		for _, cp := range c.Ports {
-			if cp.Name == ps.StrVal {
-				return int(cp.ContainerPort), nil
-			}
-		}
-		return 0, fmt.Errorf("port %q not found", ps.StrVal)
-	}
+	port := func(ps intstr.IntOrString) (int, error) { return containerPort(c, ps) }
 	host := pod.Status.PodIP
 	switch {
 	case p.Exec != nil:

@@ -18,7 +18,7 @@ import (
 func everything() labels.Selector { return labels.Everything() }
 
 // containerStatus converts a CRI container into the API's status.
-func (m *Manager) containerStatus(ctx context.Context, spec corev1.Container, c *runtimeapi.Container, waitingReason string) corev1.ContainerStatus {
+func (m *Manager) containerStatus(ctx context.Context, pod *corev1.Pod, spec corev1.Container, c *runtimeapi.Container, waitingReason string) corev1.ContainerStatus {
 	cs := corev1.ContainerStatus{Name: spec.Name, Image: spec.Image}
 	if c == nil {
 		cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: waitingReason}
@@ -37,8 +37,8 @@ func (m *Manager) containerStatus(ctx context.Context, spec corev1.Container, c 
 	case runtimeapi.ContainerState_CONTAINER_RUNNING:
 		cs.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Unix(0, st.StartedAt))}
 		// What the container runs with, as upstream reports it: its cpu and memory requests and
-		// limits, and the requests allocated to it.
-		cs.Resources, cs.AllocatedResources = appliedResources(spec)
+		// limits (a resize not yet done differs from the spec), and the requests allocated.
+		cs.Resources, cs.AllocatedResources = appliedResources(corev1.Container{Resources: m.appliedTo(pod, spec)})
 		cs.Ready = true
 		started := true
 		cs.Started = &started
@@ -105,7 +105,7 @@ func (m *Manager) writeStatus(ctx context.Context, pod *corev1.Pod, sb *runtimea
 	initFailed := false
 	var unready []string
 	for _, c := range pod.Spec.InitContainers {
-		cs := imageWaiting(m.containerStatus(ctx, c, latest[c.Name], "PodInitializing"), waitErrs[c.Name])
+		cs := imageWaiting(m.containerStatus(ctx, pod, c, latest[c.Name], "PodInitializing"), waitErrs[c.Name])
 		if isSidecar(c) {
 			// A running sidecar is initialized; it is ready by its readiness probe, and the
 			// pod is ready only with it.
@@ -149,13 +149,9 @@ func (m *Manager) writeStatus(ctx context.Context, pod *corev1.Pod, sb *runtimea
 	}
 	running, ready, exited, failed := 0, 0, 0, 0
 	for _, c := range pod.Spec.Containers {
-		cs := imageWaiting(m.containerStatus(ctx, c, latest[c.Name], reason), waitErrs[c.Name])
+		cs := imageWaiting(m.containerStatus(ctx, pod, c, latest[c.Name], reason), waitErrs[c.Name])
 		if cs.Ready && latest[c.Name] != nil {
 			cs.Ready = m.prober.ready(pod, c, latest[c.Name].Id)
-		}
-		if cs.State.Running != nil {
-			// What the container runs with, which a resize not yet done differs from.
-			cs.Resources, cs.AllocatedResources = appliedResources(corev1.Container{Resources: m.appliedTo(pod, c)})
 		}
 		if t := cs.State.Terminated; t != nil && (pod.Spec.RestartPolicy == corev1.RestartPolicyAlways ||
 			(pod.Spec.RestartPolicy == corev1.RestartPolicyOnFailure && t.ExitCode != 0)) {
@@ -190,7 +186,7 @@ func (m *Manager) writeStatus(ctx context.Context, pod *corev1.Pod, sb *runtimea
 	s.ContainerStatuses, s.InitContainerStatuses = statuses, initStatuses
 	s.EphemeralContainerStatuses = nil
 	for _, ec := range pod.Spec.EphemeralContainers {
-		cs := imageWaiting(m.containerStatus(ctx, corev1.Container(ec.EphemeralContainerCommon), latest[ec.Name], "ContainerCreating"), waitErrs[ec.Name])
+		cs := imageWaiting(m.containerStatus(ctx, pod, corev1.Container(ec.EphemeralContainerCommon), latest[ec.Name], "ContainerCreating"), waitErrs[ec.Name])
 		cs.Ready = false // ephemeral containers are never ready, as upstream
 		s.EphemeralContainerStatuses = append(s.EphemeralContainerStatuses, cs)
 	}

@@ -56,6 +56,7 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/scheme"
 	"github.com/skiff-sh/skiff/controlplane/serviceaccount"
 	"github.com/skiff-sh/skiff/controlplane/storage"
+	"github.com/skiff-sh/skiff/internal/hostaddr"
 	"github.com/skiff-sh/skiff/internal/layout"
 )
 
@@ -109,7 +110,7 @@ var componentKubeconfigs = map[string]string{
 func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	dirs := layout.Server{Dir: o.DataDir}
 	if o.AdvertiseAddress == nil {
-		o.AdvertiseAddress = defaultAdvertiseAddress()
+		o.AdvertiseAddress = hostaddr.First()
 	}
 	ipRange, err := allocator.NewIPRange(o.ServiceCIDR)
 	if err != nil {
@@ -505,18 +506,6 @@ func newEtcdClient(t storagebackend.TransportConfig) (*clientv3.Client, error) {
 	}
 	tlsCfg.MinVersion = tls.VersionTLS12
 	return clientv3.New(clientv3.Config{Endpoints: t.ServerList, TLS: tlsCfg, DialTimeout: 10 * time.Second})
-}
-
-func defaultAdvertiseAddress() net.IP {
-	addrs, err := net.InterfaceAddrs()
-	if err == nil {
-		for _, a := range addrs {
-			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
-				return n.IP
-			}
-		}
-	}
-	return net.ParseIP("127.0.0.1")
 }
 
 func loopbackFor(bind net.IP) string {

@@ -345,11 +345,18 @@ func MergeStringData(s *corev1.Secret) {
 type ephemeralContainersStrategy struct{ *strategy }
 
 func (s ephemeralContainersStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
-	n, o := obj.(*corev1.Pod), old.(*corev1.Pod)
+	specUpdate(obj.(*corev1.Pod), old.(*corev1.Pod), func(keep, n *corev1.Pod) {
+		keep.Spec.EphemeralContainers = n.Spec.EphemeralContainers
+	})
+}
+
+// specUpdate makes n the old pod with only what take copies from n (a subresource's part of
+// the spec) and n's resourceVersion, its generation counting a change of the spec.
+func specUpdate(n, o *corev1.Pod, take func(keep, n *corev1.Pod)) {
 	keep := o.DeepCopy()
-	keep.Spec.EphemeralContainers = n.Spec.EphemeralContainers
+	take(keep, n)
 	keep.ResourceVersion = n.ResourceVersion
-	if !apiequality.Semantic.DeepEqual(n.Spec.EphemeralContainers, o.Spec.EphemeralContainers) {
+	if !apiequality.Semantic.DeepEqual(keep.Spec, o.Spec) {
 		keep.Generation = o.Generation + 1
 	}
 	*n = *keep
@@ -367,23 +374,18 @@ func (s ephemeralContainersStrategy) AllowCreateOnUpdate(context.Context) bool {
 type resizeStrategy struct{ *strategy }
 
 func (s resizeStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
-	n, o := obj.(*corev1.Pod), old.(*corev1.Pod)
-	keep := o.DeepCopy()
-	for _, list := range []struct{ dst, src []corev1.Container }{
-		{keep.Spec.Containers, n.Spec.Containers}, {keep.Spec.InitContainers, n.Spec.InitContainers}} {
-		for i := range list.dst {
-			for _, c := range list.src {
-				if c.Name == list.dst[i].Name {
-					list.dst[i].Resources, list.dst[i].ResizePolicy = c.Resources, c.ResizePolicy
+	specUpdate(obj.(*corev1.Pod), old.(*corev1.Pod), func(keep, n *corev1.Pod) {
+		for _, list := range []struct{ dst, src []corev1.Container }{
+			{keep.Spec.Containers, n.Spec.Containers}, {keep.Spec.InitContainers, n.Spec.InitContainers}} {
+			for i := range list.dst {
+				for _, c := range list.src {
+					if c.Name == list.dst[i].Name {
+						list.dst[i].Resources, list.dst[i].ResizePolicy = c.Resources, c.ResizePolicy
+					}
 				}
 			}
 		}
-	}
-	keep.ResourceVersion = n.ResourceVersion
-	if !apiequality.Semantic.DeepEqual(keep.Spec, o.Spec) {
-		keep.Generation = o.Generation + 1
-	}
-	*n = *keep
+	})
 }
 
 func (s resizeStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {

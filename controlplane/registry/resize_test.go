@@ -49,3 +49,15 @@ func TestResizeStrategy(t *testing.T) {
 		t.Errorf("an empty resize bumped the generation to %d", same.Generation)
 	}
 }
+
+// pods/ephemeralcontainers takes only the ephemeral containers.
+func TestEphemeralContainersStrategy(t *testing.T) {
+	s := ephemeralContainersStrategy{newStrategy(true, true)}
+	old := resizable("100m")
+	upd := resizable("500m")
+	upd.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debugger", Image: "busybox"}}}
+	s.PrepareForUpdate(context.Background(), upd, old)
+	if len(upd.Spec.EphemeralContainers) != 1 || upd.Spec.Containers[0].Resources.Limits.Cpu().String() != "100m" || upd.Generation != 4 {
+		t.Errorf("ephemeral %v, cpu %s, generation %d", upd.Spec.EphemeralContainers, upd.Spec.Containers[0].Resources.Limits.Cpu(), upd.Generation)
+	}
+}

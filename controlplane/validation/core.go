@@ -180,22 +180,19 @@ func EphemeralContainersUpdate(p, old *corev1.Pod) field.ErrorList {
 	for _, c := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
 		names.Insert(c.Name)
 	}
+	// As any container (names unique across the pod, an image, mounts of its volumes), and
+	// without what an ephemeral container cannot have.
+	volumes := sets.New[string]()
+	for _, v := range p.Spec.Volumes {
+		volumes.Insert(v.Name)
+	}
+	common := make([]corev1.Container, len(p.Spec.EphemeralContainers))
+	for i, ec := range p.Spec.EphemeralContainers {
+		common[i] = corev1.Container(ec.EphemeralContainerCommon)
+	}
+	errs = append(errs, containers(common, fld, names, volumes)...)
 	for i, ec := range p.Spec.EphemeralContainers {
 		ep := fld.Index(i)
-		switch {
-		case ec.Name == "":
-			errs = append(errs, field.Required(ep.Child("name"), ""))
-		case names.Has(ec.Name):
-			errs = append(errs, field.Duplicate(ep.Child("name"), ec.Name))
-		default:
-			for _, msg := range validation.IsDNS1123Label(ec.Name) {
-				errs = append(errs, field.Invalid(ep.Child("name"), ec.Name, msg))
-			}
-		}
-		names.Insert(ec.Name)
-		if ec.Image == "" {
-			errs = append(errs, field.Required(ep.Child("image"), ""))
-		}
 		if len(ec.Ports) > 0 {
 			errs = append(errs, field.Forbidden(ep.Child("ports"), "cannot be set for an Ephemeral Container"))
 		}

@@ -674,8 +674,14 @@ func TestEphemeralContainersUpdate(t *testing.T) {
 	expectErrors(t, EphemeralContainersUpdate(with(clash), old), fe{field.ErrorTypeDuplicate, "spec.ephemeralContainers[0].name"})
 	bad := debugger
 	bad.Image = ""
-	bad.Ports = []corev1.ContainerPort{{ContainerPort: 80}}
+	bad.Ports = []corev1.ContainerPort{{ContainerPort: 80, Protocol: corev1.ProtocolTCP}}
 	bad.ReadinessProbe = &corev1.Probe{}
 	expectErrors(t, EphemeralContainersUpdate(with(bad), old), required("spec.ephemeralContainers[0].image"),
 		forbidden("spec.ephemeralContainers[0].ports"), forbidden("spec.ephemeralContainers[0].readinessProbe"))
+	// Checked as any container: a mount names one of the pod's volumes.
+	mounts := debugger
+	mounts.VolumeMounts = []corev1.VolumeMount{{Name: "nope", MountPath: "/x"}}
+	if errs := EphemeralContainersUpdate(with(mounts), old); len(errs) != 1 || !strings.Contains(errs[0].Field, "volumeMounts[0].name") {
+		t.Errorf("a mount of no volume: %v", errs)
+	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/skiff-sh/skiff/agent/join"
 	"github.com/skiff-sh/skiff/bgp"
 	bgpconfig "github.com/skiff-sh/skiff/bgp/config"
+	"github.com/skiff-sh/skiff/internal/hostaddr"
 	"github.com/skiff-sh/skiff/internal/layout"
 )
 
@@ -59,13 +60,7 @@ func NodeAddress(asked string) string {
 	if asked != "" {
 		return asked
 	}
-	addrs, _ := net.InterfaceAddrs()
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
-			return n.IP.String()
-		}
-	}
-	return "127.0.0.1"
+	return hostaddr.First().String()
 }
 
 // ExeDir is the directory of the running binary ("." if it cannot be told): a skiff-cni and

@@ -73,16 +73,22 @@ func New(client kubernetes.Interface, svc coreinformers.ServiceInformer, pods co
 		},
 		DeleteFunc: onPod,
 	})
+	_, _ = slices.Informer().AddEventHandler(ManagedSlices(ManagedBy, c.loop.Add))
+	return c
+}
+
+// ManagedSlices is a handler that, when a slice a controller manages (label managed-by) is
+// changed or deleted behind its back, queues that slice's Service ("namespace/name") again.
+func ManagedSlices(managedBy string, add func(key string)) cache.ResourceEventHandler {
 	onSlice := func(obj any) {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
 		}
-		if s, ok := obj.(*discoveryv1.EndpointSlice); ok && s.Labels[discoveryv1.LabelManagedBy] == ManagedBy {
-			c.loop.Add(s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName])
+		if s, ok := obj.(*discoveryv1.EndpointSlice); ok && s.Labels[discoveryv1.LabelManagedBy] == managedBy {
+			add(s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName])
 		}
 	}
-	_, _ = slices.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, o any) { onSlice(o) }, DeleteFunc: onSlice})
-	return c
+	return cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, o any) { onSlice(o) }, DeleteFunc: onSlice}
 }
 
 // Run runs the controller until ctx ends.

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"github.com/skiff-sh/skiff/controlplane/controllers/endpointslice"
 	"github.com/skiff-sh/skiff/controlplane/controllers/loop"
 )
 
@@ -105,15 +106,7 @@ func New(client kubernetes.Interface, svc coreinformers.ServiceInformer, eps cor
 	c.loop = loop.New(Name, c.sync, log)
 	_, _ = eps.Informer().AddEventHandler(c.loop.Handler())
 	_, _ = svc.Informer().AddEventHandler(c.loop.Handler())
-	onSlice := func(obj any) {
-		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
-		}
-		if s, ok := obj.(*discoveryv1.EndpointSlice); ok && s.Labels[discoveryv1.LabelManagedBy] == ManagedBy {
-			c.loop.Add(s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName])
-		}
-	}
-	_, _ = slices.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, o any) { onSlice(o) }, DeleteFunc: onSlice})
+	_, _ = slices.Informer().AddEventHandler(endpointslice.ManagedSlices(ManagedBy, c.loop.Add))
 	return c
 }
 
