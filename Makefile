@@ -49,6 +49,7 @@ e2e: deps build ## end-to-end suites under tests/e2e
 
 bench: deps build kube-proxy ## benchmarks: API and watch latency, idle RSS, scheduler throughput, pod start-up, agent RSS, BGP propagation, Services side by side with kube-proxy
 	$(GO) test -run '^$$' -bench '^BenchmarkAPI$$' -benchtime 500x -timeout 20m ./tests/bench/... | tee bench.out
+	$(GO) test -run '^$$' -bench '^BenchmarkAPIAuthorization$$' -benchtime 1000x -timeout 20m ./tests/bench/... | tee -a bench.out
 	$(GO) test -run '^$$' -bench '^BenchmarkIdle$$' -benchtime 1x -timeout 20m ./tests/bench/... | tee -a bench.out
 	$(GO) test -run '^$$' -bench Schedule -benchtime 1x -timeout 20m ./controlplane/scheduler/core | tee -a bench.out
 	$(GO) test -run '^$$' -bench SchedulerThroughAPI -benchtime 1x -timeout 40m ./tests/bench/... | tee -a bench.out

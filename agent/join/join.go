@@ -103,7 +103,7 @@ func Ensure(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 	// A server that was just started may not answer yet, nor know its own bootstrap token
 	// (it writes the token file before the token's Secret is stored): like the kubelet's TLS
 	// bootstrap, the agent retries what may be transient until o.Timeout, and fails at once
-	// on what is not (a CA that does not match the pin, a refused request).
+	// on what is not (a CA that does not match the pin, an invalid request).
 	var caPEM []byte
 	if err := retryTransient(ctx, o.Timeout, log, "fetching the cluster CA", func() error {
 		var err error
@@ -161,14 +161,16 @@ type permanent struct{ error }
 func (p permanent) Unwrap() error { return p.error }
 
 // transient says whether err may pass by itself: the server not listening or not ready yet,
-// or not yet knowing the bootstrap token (401); not a refusal (403), a bad request, or a CA
-// that does not match the pin.
+// not yet knowing the bootstrap token (401), or refusing it (403) because its RBAC policy is
+// still being loaded — a server's first second, as with kube-apiserver, whose kubelets retry
+// too; a token that truly lacks the rights fails when the timeout passes, with the refusal.
+// Not a bad request, or a CA that does not match the pin.
 func transient(err error) bool {
 	var p permanent
 	if errors.As(err, &p) {
 		return false
 	}
-	if apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || apierrors.IsInvalid(err) || apierrors.IsNotFound(err) {
+	if apierrors.IsBadRequest(err) || apierrors.IsInvalid(err) || apierrors.IsNotFound(err) {
 		return false
 	}
 	return true

@@ -179,16 +179,21 @@ func TestFetchCAWithoutPin(t *testing.T) {
 	}
 }
 
-// TestRetryTransient: a server not yet listening or not yet knowing the token (401) is
-// retried until it answers; a CA that does not match the pin, or a refusal, fails at once.
+// TestRetryTransient: a server not yet listening, not yet knowing the token (401) or not yet
+// having loaded its RBAC policy (403) is retried until it answers; a CA that does not match
+// the pin, or an invalid request, fails at once.
 func TestRetryTransient(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	unauthorized := apierrors.NewUnauthorized("token not yet known")
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "certificatesigningrequests"}, "x", errors.New("no"))
 	calls := 0
 	err := retryTransient(context.Background(), time.Minute, log, "test", func() error {
 		calls++
-		if calls < 3 {
+		switch calls {
+		case 1:
 			return unauthorized
+		case 2:
+			return forbidden
 		}
 		return nil
 	})
@@ -198,7 +203,7 @@ func TestRetryTransient(t *testing.T) {
 	for _, perm := range []error{
 		permanent{errors.New("the server's CA does not match the join token's pin")},
 		fmt.Errorf("wrapped: %w", permanent{errors.New("no certificate")}),
-		apierrors.NewForbidden(schema.GroupResource{Resource: "certificatesigningrequests"}, "x", errors.New("no")),
+		apierrors.NewInvalid(schema.GroupKind{Kind: "CertificateSigningRequest"}, "x", nil),
 	} {
 		calls = 0
 		if err := retryTransient(context.Background(), time.Minute, log, "test", func() error { calls++; return perm }); err != perm || calls != 1 {

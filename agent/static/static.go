@@ -143,7 +143,9 @@ func syncMirrors(ctx context.Context, c kubernetes.Interface, nodeName string, p
 	for _, p := range pods {
 		cur, err := c.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
 		switch {
-		case apierrors.IsNotFound(err):
+		// The Node authorizer lets a node read only pods bound to it: a mirror not created
+		// yet is no such pod, and its read is forbidden rather than not found.
+		case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
 		case err != nil:
 			return err
 		case cur.Annotations[MirrorAnnotation] == p.Annotations[HashAnnotation] && cur.DeletionTimestamp == nil:

@@ -14,6 +14,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -217,4 +218,28 @@ func (b bootstrap) ensureTokenSecret(ctx context.Context) error {
 	got.Data = want.Data
 	_, err = secrets.Update(ctx, got, metav1.UpdateOptions{})
 	return err
+}
+
+// ControlPlaneLabel marks the server's own node (kubectl get nodes: ROLES control-plane).
+const ControlPlaneLabel = "node-role.kubernetes.io/control-plane"
+
+// markControlPlane labels the server's own node once its agent has registered it, as
+// kubeadm's mark-control-plane phase does: NodeRestriction keeps a node from setting a
+// node-role label on itself, so the control plane sets it.
+func (b bootstrap) markControlPlane(ctx context.Context, node string) {
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		n, err := b.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return // not registered yet
+		}
+		if _, ok := n.Labels[ControlPlaneLabel]; ok {
+			return
+		}
+		patch := []byte(`{"metadata":{"labels":{"` + ControlPlaneLabel + `":""}}}`)
+		if _, err := b.client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			b.log.Warn("labelling the control-plane node", "node", node, "err", err)
+			return
+		}
+		b.log.Info("labelled the control-plane node", "node", node, "label", ControlPlaneLabel)
+	}, 500*time.Millisecond)
 }

@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -24,19 +23,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/group"
+	"k8s.io/apiserver/pkg/authentication/request/anonymous"
 	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
 	"k8s.io/apiserver/pkg/authentication/request/union"
 	x509auth "k8s.io/apiserver/pkg/authentication/request/x509"
 	tokenunion "k8s.io/apiserver/pkg/authentication/token/union"
-	"k8s.io/apiserver/pkg/authentication/user"
-	"k8s.io/apiserver/pkg/authorization/authorizer"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
-	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
@@ -193,10 +191,11 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 	defer etcdClient.Close()
 
-	srv, _, err := newServer(o, certs, etcdTLS, etcdClient, ipRange, portRange)
+	srv, az, err := newServer(o, certs, etcdTLS, etcdClient, ipRange, portRange)
 	if err != nil {
 		return err
 	}
+	srv.AddPostStartHookOrDie("rbac/bootstrap-roles", az.postStartHook(ctx, log))
 	srv.AddPostStartHookOrDie("skiff-bootstrap", func(hc genericapiserver.PostStartHookContext) error {
 		// The kubernetes Service's Endpoints are kept on purpose: no deprecation warning in the log.
 		loopback := restclient.CopyConfig(hc.LoopbackClientConfig)
@@ -214,6 +213,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			return fmt.Errorf("bootstrap objects: %w", err)
 		}
 		go b.run(ctx) // hc ends when the hooks have run; the loop lives as long as the server
+		if o.NodeName != "" {
+			go b.markControlPlane(ctx, o.NodeName)
+		}
 		return nil
 	})
 	prepared := srv.PrepareRun()
@@ -243,7 +245,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 
 // newServer builds the generic API server and installs skiff's API groups.
 func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportConfig, etcdClient *clientv3.Client,
-	ipRange *allocator.IPRange, portRange allocator.PortRange) (*genericapiserver.GenericAPIServer, *genericregistry.Store, error) {
+	ipRange *allocator.IPRange, portRange allocator.PortRange) (*genericapiserver.GenericAPIServer, *authz, error) {
 	cfg := genericapiserver.NewConfig(scheme.Codecs)
 	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
 	caPEM, err := os.ReadFile(layout.CA().Cert)
@@ -315,7 +317,7 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 		}
 		return obj.(*corev1.Secret), nil
 	}
-	authn, clientCA, err := newAuthenticator(layout, issuerName, lookup, bootstrapSecret)
+	authn, tokenAuthn, clientCA, err := newAuthenticator(layout, issuerName, lookup, bootstrapSecret)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -324,7 +326,11 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 	if err := cfg.Authentication.ApplyClientCert(clientCA, cfg.SecureServing); err != nil {
 		return nil, nil, err
 	}
-	cfg.Authorization.Authorizer = authorizer.AuthorizerFunc(authorize)
+	az, err := newAuthz(cfg.LoopbackClientConfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.Authorization.Authorizer = az.authorizer
 
 	namer := openapinamer.NewDefinitionNamer(scheme.Scheme)
 	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(openapi.GetOpenAPIDefinitions, namer)
@@ -344,24 +350,59 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 	if err != nil {
 		return nil, nil, err
 	}
-	stores, err := registry.Storage(registry.Options{RESTOptions: cfg.RESTOptionsGetter, Allocators: allocs, Tokens: issuer, NodeTLS: nodeTLS})
+	reviews := &registry.Reviews{Authorizer: az.authorizer, Rules: az.resolver, Tokens: tokenAuthn, Audiences: cfg.Authentication.APIAudiences}
+	stores, err := registry.Storage(registry.Options{RESTOptions: cfg.RESTOptionsGetter, Allocators: allocs, Tokens: issuer, NodeTLS: nodeTLS,
+		RBAC: az.guard(), Reviews: reviews})
 	if err != nil {
 		return nil, nil, err
 	}
 	coreStores := stores[corev1.SchemeGroupVersion]
 	accounts = coreStores["serviceaccounts"].(rest.Getter)
 	secrets = coreStores["secrets"].(rest.Getter)
-	nsStore := coreStores["namespaces"].(*registry.NamespaceREST).Store
-	cfg.AdmissionControl = admission.Chain(func(ctx context.Context, name string) (*corev1.Namespace, error) {
-		obj, err := nsStore.Get(ctx, name, &metav1.GetOptions{ResourceVersion: "0"})
-		if apierrors.IsNotFound(err) {
-			// The watch cache may lag a namespace created a moment ago.
-			obj, err = nsStore.Get(ctx, name, &metav1.GetOptions{})
+	get := func(resource string) func(ctx context.Context, ns, name string) (runtime.Object, error) {
+		g := coreStores[resource].(rest.Getter)
+		return func(ctx context.Context, ns, name string) (runtime.Object, error) {
+			if ns != "" {
+				ctx = genericapirequest.WithNamespace(ctx, ns)
+			}
+			obj, err := g.Get(ctx, name, &metav1.GetOptions{ResourceVersion: "0"})
+			if apierrors.IsNotFound(err) {
+				// The watch cache may lag an object created a moment ago.
+				obj, err = g.Get(ctx, name, &metav1.GetOptions{})
+			}
+			return obj, err
 		}
+	}
+	getNamespace, getPod, getNode, getAccount := get("namespaces"), get("pods"), get("nodes"), get("serviceaccounts")
+	cfg.AdmissionControl = admission.Chain(func(ctx context.Context, name string) (*corev1.Namespace, error) {
+		obj, err := getNamespace(ctx, "", name)
 		if err != nil {
 			return nil, err
 		}
 		return obj.(*corev1.Namespace), nil
+	}, &admission.NodeRestriction{
+		Pods: func(ctx context.Context, ns, name string) (*corev1.Pod, error) {
+			obj, err := getPod(ctx, ns, name)
+			if err != nil {
+				return nil, err
+			}
+			return obj.(*corev1.Pod), nil
+		},
+		Nodes: func(ctx context.Context, name string) (*corev1.Node, error) {
+			obj, err := getNode(ctx, "", name)
+			if err != nil {
+				return nil, err
+			}
+			return obj.(*corev1.Node), nil
+		},
+		ServiceAccounts: func(ctx context.Context, ns, name string) (*corev1.ServiceAccount, error) {
+			obj, err := getAccount(ctx, ns, name)
+			if err != nil {
+				return nil, err
+			}
+			return obj.(*corev1.ServiceAccount), nil
+		},
+		Authorizer: az.authorizer,
 	})
 
 	srv, err := cfg.Complete(nil).New("skiff-apiserver", genericapiserver.NewEmptyDelegate())
@@ -371,6 +412,12 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 	// Watches are long-running: without a short shutdown timeout, SIGTERM would wait the
 	// full request timeout (60 s) for every open watch to end on its own.
 	srv.ShutdownTimeout = 2 * time.Second
+	oidcConfig, jwks, err := serviceaccount.Discovery(issuerName, "https://"+cfg.ExternalAddress+serviceaccount.JWKSPath, layout.SAPub())
+	if err != nil {
+		return nil, nil, fmt.Errorf("service account issuer discovery: %w", err)
+	}
+	srv.Handler.NonGoRestfulMux.Handle(serviceaccount.OpenIDConfigurationPath, staticJSON(oidcConfig, "application/json"))
+	srv.Handler.NonGoRestfulMux.Handle(serviceaccount.JWKSPath, staticJSON(jwks, "application/jwk-set+json"))
 	for _, gv := range scheme.Served {
 		info := genericapiserver.NewDefaultAPIGroupInfo(gv.Group, scheme.Scheme, scheme.ParameterCodec, scheme.Codecs)
 		info.PrioritizedVersions = []schema.GroupVersion{gv}
@@ -384,64 +431,42 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 			return nil, nil, fmt.Errorf("install %s: %w", gv, err)
 		}
 	}
-	return srv, nsStore, nil
+	return srv, az, nil
 }
 
 // newAuthenticator accepts client certificates of the cluster CA (user = CN, groups = O),
-// bootstrap tokens and service-account tokens; everything else is anonymous and gets 401.
-func newAuthenticator(layout pki.Layout, issuer string, lookup serviceaccount.Lookup, bootstrapSecret bootstraptoken.SecretGetter) (authenticator.Request, dynamiccertificates.CAContentProvider, error) {
+// bootstrap tokens and service-account tokens. A request with no credentials is
+// system:anonymous (group system:unauthenticated), as upstream with --anonymous-auth: RBAC
+// lets it read /healthz, /livez, /readyz and /version only. Credentials that fail are 401.
+// The token authenticator alone is returned too, for TokenReview.
+func newAuthenticator(layout pki.Layout, issuer string, lookup serviceaccount.Lookup, bootstrapSecret bootstraptoken.SecretGetter) (authenticator.Request, authenticator.Token, dynamiccertificates.CAContentProvider, error) {
 	ca, err := dynamiccertificates.NewDynamicCAContentFromFile("client-ca", layout.CA().Cert)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	tokens, err := serviceaccount.NewAuthenticator(layout.SAPub(), issuer, []string{issuer}, lookup)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	certs := newCachedCertAuthenticator(x509auth.NewDynamic(ca.VerifyOptions, x509auth.CommonNameUserConversion), 10*time.Second)
 	// Bootstrap tokens are checked first: their shape ("abcdef.0123456789abcdef") never
 	// parses as a JWT, and a JWT never matches theirs, so the order costs nothing.
 	bearer := tokenunion.New(bootstraptoken.Authenticator{Get: bootstrapSecret}, tokens)
-	return group.NewAuthenticatedGroupAdder(union.New(certs, bearertoken.New(bearer))), ca, nil
+	authenticated := group.NewAuthenticatedGroupAdder(union.New(certs, bearertoken.New(bearer)))
+	return union.NewFailOnError(authenticated, anonymous.NewAuthenticator(nil)), bearer, ca, nil
 }
 
-// authorize is skiff's authorizer until RBAC: every authenticated user may do everything,
-// except bootstrap-token users (joining nodes), who may only request and read
-// CertificateSigningRequests and read discovery, as upstream's system:node-bootstrapper role
-// allows. Anonymous requests never get here (authentication rejects them with 401).
-func authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
-	u := a.GetUser()
-	if u == nil {
-		return authorizer.DecisionNoOpinion, "no user", nil
-	}
-	groups := u.GetGroups()
-	if slices.Contains(groups, user.SystemPrivilegedGroup) {
-		return authorizer.DecisionAllow, "", nil
-	}
-	if slices.Contains(groups, bootstraptoken.Group) {
-		return authorizeBootstrap(a)
-	}
-	if slices.Contains(groups, user.AllAuthenticated) {
-		return authorizer.DecisionAllow, "", nil
-	}
-	return authorizer.DecisionNoOpinion, "only authenticated users are allowed", nil
-}
-
-func authorizeBootstrap(a authorizer.Attributes) (authorizer.Decision, string, error) {
-	if !a.IsResourceRequest() {
-		p := a.GetPath()
-		for _, prefix := range []string{"/api", "/apis", "/version", "/openapi", "/healthz", "/readyz", "/livez"} {
-			if a.GetVerb() == "get" && (p == prefix || strings.HasPrefix(p, prefix+"/")) {
-				return authorizer.DecisionAllow, "", nil
-			}
+// staticJSON serves a fixed document, cacheable for an hour as upstream's discovery is.
+func staticJSON(body []byte, contentType string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
 		}
-		return authorizer.DecisionDeny, "bootstrap tokens may only read discovery", nil
-	}
-	if a.GetAPIGroup() == "certificates.k8s.io" && a.GetResource() == "certificatesigningrequests" && a.GetSubresource() == "" &&
-		slices.Contains([]string{"create", "get", "list", "watch"}, a.GetVerb()) {
-		return authorizer.DecisionAllow, "", nil
-	}
-	return authorizer.DecisionDeny, fmt.Sprintf("bootstrap token user %q may only create and read certificatesigningrequests", a.GetUser().GetName()), nil
+		w.Header().Set("Content-Type", contentType)
+		w.Header().Set("Cache-Control", "public, max-age=3600")
+		_, _ = w.Write(body)
+	})
 }
 
 // withCACerts serves the CA bundle at /cacerts without authentication, as k3s does: a joining

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/skiff-sh/skiff/controlplane/controllers/clusterroleaggregation"
 	"github.com/skiff-sh/skiff/controlplane/controllers/csrapproving"
 	"github.com/skiff-sh/skiff/controlplane/controllers/csrsigning"
 	"github.com/skiff-sh/skiff/controlplane/controllers/daemonset"
@@ -57,6 +58,16 @@ type Options struct {
 	SecureAddress string
 	// UseServiceAccountCredentials gives each controller its own service account.
 	UseServiceAccountCredentials bool
+}
+
+// accounts are the service accounts of controllers that upstream runs under another's
+// name, so upstream's bootstrap roles (system:controller:<account>) fit them: the CSR
+// approver and signer are its certificate-controller, node IPAM is part of its
+// node-controller.
+var accounts = map[string]string{
+	csrapproving.Name: "certificate-controller",
+	csrsigning.Name:   "certificate-controller",
+	nodeipam.Name:     "node-controller",
 }
 
 // Run serves health and campaigns for leadership; while leading, runs every controller.
@@ -114,7 +125,11 @@ func runControllers(ctx context.Context, cfg *rest.Config, root kubernetes.Inter
 	type runner interface{ Run(ctx context.Context) }
 	var controllers []runner
 	add := func(name string, build func(c kubernetes.Interface, cfg *rest.Config) (runner, error)) error {
-		c, ccfg, err := clientFor(name)
+		account := name
+		if a, ok := accounts[name]; ok {
+			account = a
+		}
+		c, ccfg, err := clientFor(account)
 		if err != nil {
 			return err
 		}
@@ -170,6 +185,9 @@ func runControllers(ctx context.Context, cfg *rest.Config, root kubernetes.Inter
 		}},
 		{endpointslice.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
 			return endpointslice.New(c, core.Services(), core.Pods(), factory.Discovery().V1().EndpointSlices(), core.Endpoints(), log), nil
+		}},
+		{clusterroleaggregation.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
+			return clusterroleaggregation.New(c, factory.Rbac().V1().ClusterRoles(), log), nil
 		}},
 		{endpointslicemirroring.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
 			return endpointslicemirroring.New(c, core.Services(), core.Endpoints(), factory.Discovery().V1().EndpointSlices(), log), nil

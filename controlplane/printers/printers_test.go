@@ -14,6 +14,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
@@ -464,6 +465,23 @@ var every = []struct {
 	{"NetworkPolicies", NetworkPolicies, &networkingv1.NetworkPolicy{}, &networkingv1.NetworkPolicyList{}},
 	{"ServiceCIDRs", ServiceCIDRs, &networkingv1.ServiceCIDR{}, &networkingv1.ServiceCIDRList{}},
 	{"CertificateSigningRequests", CertificateSigningRequests, &certificatesv1.CertificateSigningRequest{}, &certificatesv1.CertificateSigningRequestList{}},
+	{"Roles", Roles, &rbacv1.Role{}, &rbacv1.RoleList{}},
+	{"ClusterRoles", Roles, &rbacv1.ClusterRole{}, &rbacv1.ClusterRoleList{}},
+	{"RoleBindings", RoleBindings, &rbacv1.RoleBinding{}, &rbacv1.RoleBindingList{}},
+	{"ClusterRoleBindings", ClusterRoleBindings, &rbacv1.ClusterRoleBinding{}, &rbacv1.ClusterRoleBindingList{}},
+}
+
+func TestRBACRows(t *testing.T) {
+	b := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "b"}, RoleRef: rbacv1.RoleRef{Kind: "ClusterRole", Name: "view"},
+		Subjects: []rbacv1.Subject{{Kind: "User", Name: "alice"}, {Kind: "Group", Name: "devs"}, {Kind: "ServiceAccount", Namespace: "ns", Name: "app"}, {Kind: "User", Name: "bob"}}}
+	r := row(t, RoleBindings, b)
+	if r["role"] != "ClusterRole/view" || r["users"] != "alice, bob" || r["groups"] != "devs" || r["serviceaccounts"] != "ns/app" {
+		t.Errorf("rolebinding row = %v", r)
+	}
+	created := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	if r := row(t, Roles, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "view", CreationTimestamp: created}}); r["created at"] != "2026-01-02T03:04:05Z" {
+		t.Errorf("clusterrole row = %v", r)
+	}
 }
 
 func TestCSRCondition(t *testing.T) {
@@ -518,6 +536,12 @@ func TestEveryPrinterShape(t *testing.T) {
 					if _, ok := cell.(int64); !ok {
 						t.Errorf("column %s is an integer column but its cell is %T", c.Name, cell)
 					}
+				case "date": // RFC 3339, as upstream's CREATED AT of roles
+					if s, ok := cell.(string); !ok {
+						t.Errorf("column %s is a date column but its cell is %T", c.Name, cell)
+					} else if _, err := time.Parse(time.RFC3339, s); err != nil {
+						t.Errorf("column %s: %v", c.Name, err)
+					}
 				default:
 					t.Errorf("column %s has type %q", c.Name, c.Type)
 				}
@@ -525,8 +549,8 @@ func TestEveryPrinterShape(t *testing.T) {
 					t.Errorf("column %s priority %d", c.Name, c.Priority)
 				}
 			}
-			// Upstream prints no AGE for PodTemplates.
-			if !names["Name"] || !names["Age"] && !names["Last Seen"] && tc.name != "PodTemplates" {
+			// Upstream prints no AGE for PodTemplates, CREATED AT for roles.
+			if !names["Name"] || !names["Age"] && !names["Last Seen"] && !names["Created At"] && tc.name != "PodTemplates" {
 				t.Errorf("columns %v lack Name or Age", names)
 			}
 			if tc.name != "Events" && tc.name != "EventsV1" {

@@ -5,12 +5,14 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -26,6 +28,10 @@ type Options struct {
 	Tokens TokenIssuer
 	// NodeTLS is the API server's client TLS towards node agents (pods/log).
 	NodeTLS *tls.Config
+	// Reviews answers SubjectAccessReviews and TokenReviews; nil serves neither.
+	Reviews *Reviews
+	// RBAC refuses role and binding writes that escalate; nil leaves them unchecked.
+	RBAC RBACGuard
 }
 
 // Storage returns every served resource's storage, keyed by group version and then by
@@ -82,6 +88,17 @@ func Storage(o Options) (map[schema.GroupVersion]map[string]rest.Storage, error)
 		func() error {
 			return add(authenticationv1.SchemeGroupVersion, map[string]rest.Storage{"selfsubjectreviews": SelfSubjectReviewREST{}}, nil)
 		},
+		func() error {
+			if o.Reviews == nil {
+				return nil
+			}
+			authz, authn := reviewResources(o.Reviews)
+			if err := add(authorizationv1.SchemeGroupVersion, authz, nil); err != nil {
+				return err
+			}
+			return add(authenticationv1.SchemeGroupVersion, authn, nil)
+		},
+		func() error { m, err := rbacResources(opts, o.RBAC); return add(rbacv1.SchemeGroupVersion, m, err) },
 	} {
 		if err := step(); err != nil {
 			return nil, err

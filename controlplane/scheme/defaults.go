@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -44,6 +45,15 @@ func addDefaultingFuncs(s *runtime.Scheme) error {
 				csr.Status.Conditions[i].Status = corev1.ConditionTrue
 			}
 		}
+	})
+	// RBAC: a binding's roleRef and its User and Group subjects are in the RBAC API group.
+	s.AddTypeDefaultingFunc(&rbacv1.RoleBinding{}, func(o any) {
+		b := o.(*rbacv1.RoleBinding)
+		defaultRBACRefs(&b.RoleRef, b.Subjects)
+	})
+	s.AddTypeDefaultingFunc(&rbacv1.ClusterRoleBinding{}, func(o any) {
+		b := o.(*rbacv1.ClusterRoleBinding)
+		defaultRBACRefs(&b.RoleRef, b.Subjects)
 	})
 	s.AddTypeDefaultingFunc(&appsv1.Deployment{}, func(o any) { DefaultDeployment(o.(*appsv1.Deployment)) })
 	s.AddTypeDefaultingFunc(&appsv1.ReplicaSet{}, func(o any) {
@@ -319,6 +329,17 @@ func defaultPolicyPorts(ports []networkingv1.NetworkPolicyPort) {
 	for i := range ports {
 		if ports[i].Protocol == nil {
 			ports[i].Protocol = ptr.To(corev1.ProtocolTCP)
+		}
+	}
+}
+
+func defaultRBACRefs(ref *rbacv1.RoleRef, subjects []rbacv1.Subject) {
+	if ref.APIGroup == "" {
+		ref.APIGroup = rbacv1.GroupName
+	}
+	for i := range subjects {
+		if subjects[i].APIGroup == "" && (subjects[i].Kind == rbacv1.UserKind || subjects[i].Kind == rbacv1.GroupKind) {
+			subjects[i].APIGroup = rbacv1.GroupName
 		}
 	}
 }

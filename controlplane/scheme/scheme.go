@@ -13,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -20,6 +21,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -46,6 +48,8 @@ var Served = []schema.GroupVersion{
 	eventsv1.SchemeGroupVersion,
 	networkingv1.SchemeGroupVersion,
 	authenticationv1.SchemeGroupVersion,
+	authorizationv1.SchemeGroupVersion,
+	rbacv1.SchemeGroupVersion,
 	certificatesv1.SchemeGroupVersion,
 }
 
@@ -65,6 +69,8 @@ var groups = []struct {
 	{autoscalingv1.SchemeGroupVersion, autoscalingv1.AddToScheme, autoscalingv1.Scale{}},
 	{authenticationv1.SchemeGroupVersion, authenticationv1.AddToScheme, authenticationv1.TokenRequest{}},
 	{certificatesv1.SchemeGroupVersion, certificatesv1.AddToScheme, certificatesv1.CertificateSigningRequest{}},
+	{authorizationv1.SchemeGroupVersion, authorizationv1.AddToScheme, authorizationv1.SubjectAccessReview{}},
+	{rbacv1.SchemeGroupVersion, rbacv1.AddToScheme, rbacv1.Role{}},
 }
 
 func init() {

@@ -2,11 +2,15 @@ package serviceaccount
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math/big"
 	"os"
 	"path/filepath"
 	"slices"
@@ -315,3 +319,48 @@ func TestNewIssuerErrors(t *testing.T) {
 }
 
 var _ authenticator.Token = (*Authenticator)(nil)
+
+func TestDiscovery(t *testing.T) {
+	key, pub := keys(t)
+	iss := newIssuer(t, key, DefaultIssuer)
+	tok, _, err := iss.Issue(Request{Namespace: "ns", Name: "sa", UID: "u1", Audiences: []string{"aud"}, Expiration: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, jwks, err := Discovery(DefaultIssuer, "https://10.0.0.1:6443/openid/v1/jwks", pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Issuer  string `json:"issuer"`
+		JWKSURI string `json:"jwks_uri"`
+	}
+	if err := json.Unmarshal(cfg, &doc); err != nil || doc.Issuer != DefaultIssuer || doc.JWKSURI != "https://10.0.0.1:6443/openid/v1/jwks" {
+		t.Fatalf("config %s (%v)", cfg, err)
+	}
+	// The token verifies with the published key alone, as an OIDC client would do it.
+	var set struct {
+		Keys []struct{ Kty, Crv, X, Y, Kid, Alg string } `json:"keys"`
+	}
+	if err := json.Unmarshal(jwks, &set); err != nil || len(set.Keys) != 1 {
+		t.Fatalf("jwks %s (%v)", jwks, err)
+	}
+	k := set.Keys[0]
+	coord := func(s string) *big.Int {
+		b, err := base64.RawURLEncoding.DecodeString(s)
+		if err != nil || len(b) != 32 {
+			t.Fatalf("coordinate %q: %d bytes, %v", s, len(b), err)
+		}
+		return new(big.Int).SetBytes(b)
+	}
+	published := &ecdsa.PublicKey{Curve: elliptic.P256(), X: coord(k.X), Y: coord(k.Y)}
+	parsed, err := jwt.Parse(tok, func(tk *jwt.Token) (any, error) {
+		if tk.Header["kid"] != k.Kid {
+			return nil, fmt.Errorf("token kid %v, published %s", tk.Header["kid"], k.Kid)
+		}
+		return published, nil
+	}, jwt.WithValidMethods([]string{k.Alg}))
+	if err != nil || !parsed.Valid {
+		t.Fatalf("token does not verify with the published key: %v", err)
+	}
+}

@@ -112,19 +112,15 @@ func RunServer(ctx context.Context, s Server, all bool, log *slog.Logger) error 
 	return sup.Wait()
 }
 
-// serverAgent is the server's own node agent: it runs only what tolerates the control plane,
-// carries its role label (kubectl get nodes: ROLES control-plane) and serves with the
-// server's agent certificate.
+// serverAgent is the server's own node agent: it runs only what tolerates the control plane
+// and serves with the server's agent certificate.
 func (s Server) serverAgent() (agent.Options, error) {
 	pki := layout.Server{Dir: s.DataDir}.PKI()
 	a := s.Agent
 	a.ServingCert, a.ServingKey, a.ClientCA = pki.AgentServing().Cert, pki.AgentServing().Key, pki.CA().Cert
-	opts, err := a.Options([]corev1.Taint{ControlPlaneTaint})
-	if err != nil {
-		return opts, err
-	}
-	opts.Labels = map[string]string{ControlPlaneTaint.Key: ""}
-	return opts, nil
+	// Its role label is set by the API server once the node registers (NodeRestriction
+	// refuses a node labelling itself with a node-role).
+	return a.Options([]corev1.Taint{ControlPlaneTaint})
 }
 
 // controlPlane adds the controller manager, the scheduler and the server's agent, each with

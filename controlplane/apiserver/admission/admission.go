@@ -18,13 +18,15 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// Chain returns skiff's admission chain; namespaces reads namespaces for NamespaceLifecycle.
-func Chain(namespaces NamespaceGetter) admission.Interface {
+// Chain returns skiff's admission chain in upstream's order; namespaces reads namespaces
+// for NamespaceLifecycle, nodes is NodeRestriction.
+func Chain(namespaces NamespaceGetter, nodes *NodeRestriction) admission.Interface {
 	return admission.NewChainHandler(
+		&NamespaceLifecycle{Namespaces: namespaces},
+		nodes,
 		ServiceAccount{},
 		DefaultTolerationSeconds{Seconds: 300},
 		Priority{},
-		&NamespaceLifecycle{Namespaces: namespaces},
 	)
 }
 

@@ -438,7 +438,7 @@ func TestNamespaceLifecycle(t *testing.T) {
 func isNil(err error) bool { return err == nil }
 
 func TestChain(t *testing.T) {
-	chain := Chain(namespaces(ns("default", corev1.NamespaceActive)))
+	chain := Chain(namespaces(ns("default", corev1.NamespaceActive)), &NodeRestriction{})
 	p := newPod()
 	a := podCreate(p)
 	if err := chain.(admission.MutationInterface).Admit(context.Background(), a, nil); err != nil {

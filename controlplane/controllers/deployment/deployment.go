@@ -285,8 +285,14 @@ func (c *Controller) setRevision(ctx context.Context, d *appsv1.Deployment, revi
 	if d.Annotations[RevisionAnnotation] == revision {
 		return nil
 	}
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, RevisionAnnotation, revision)
-	_, err := c.client.AppsV1().Deployments(d.Namespace).Patch(ctx, d.Name, "application/merge-patch+json", []byte(patch), metav1.PatchOptions{})
+	// An update, not a patch: upstream's deployment-controller role may update deployments
+	// but not patch them. A conflict requeues the deployment.
+	d = d.DeepCopy()
+	if d.Annotations == nil {
+		d.Annotations = map[string]string{}
+	}
+	d.Annotations[RevisionAnnotation] = revision
+	_, err := c.client.AppsV1().Deployments(d.Namespace).Update(ctx, d, metav1.UpdateOptions{})
 	return err
 }
 

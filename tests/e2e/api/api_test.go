@@ -358,8 +358,9 @@ func TestAPISemantics(t *testing.T) {
 		if u := review.Status.UserInfo; u.Username != "system:serviceaccount:default:robot" || u.UID != string(sa.UID) {
 			t.Fatalf("token authenticated as %+v", u)
 		}
-		if _, err := tc.CoreV1().Pods("default").List(ctx, metav1.ListOptions{}); err != nil {
-			t.Fatalf("authenticated service account denied: %v", err)
+		// Authenticated, but RBAC grants the account nothing yet: 403, not 401.
+		if _, err := tc.CoreV1().Pods("default").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+			t.Fatalf("service account without a binding: %v, want 403", err)
 		}
 		// Deleting the account revokes its tokens.
 		if err := client.CoreV1().ServiceAccounts("default").Delete(ctx, "robot", metav1.DeleteOptions{}); err != nil {

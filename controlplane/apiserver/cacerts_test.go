@@ -1,59 +1,14 @@
 package apiserver
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
 
-	"k8s.io/apiserver/pkg/authentication/user"
-	"k8s.io/apiserver/pkg/authorization/authorizer"
-
 	"github.com/skiff-sh/skiff/controlplane/bootstraptoken"
 )
-
-func TestAuthorize(t *testing.T) {
-	admin := &user.DefaultInfo{Name: "kubernetes-admin", Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated}}
-	node := &user.DefaultInfo{Name: "system:node:n1", Groups: []string{"system:nodes", user.AllAuthenticated}}
-	boot := &user.DefaultInfo{Name: "system:bootstrap:abcdef", Groups: []string{bootstraptoken.Group, bootstraptoken.NodeGroup, user.AllAuthenticated}}
-	csr := func(u user.Info, verb, sub string) authorizer.AttributesRecord {
-		return authorizer.AttributesRecord{User: u, Verb: verb, APIGroup: "certificates.k8s.io", APIVersion: "v1",
-			Resource: "certificatesigningrequests", Subresource: sub, ResourceRequest: true}
-	}
-	res := func(u user.Info, verb, group, resource string) authorizer.AttributesRecord {
-		return authorizer.AttributesRecord{User: u, Verb: verb, APIGroup: group, Resource: resource, ResourceRequest: true}
-	}
-	path := func(u user.Info, verb, p string) authorizer.AttributesRecord {
-		return authorizer.AttributesRecord{User: u, Verb: verb, Path: p}
-	}
-	for _, tc := range []struct {
-		name  string
-		attrs authorizer.AttributesRecord
-		want  authorizer.Decision
-	}{
-		{"admin lists secrets", res(admin, "list", "", "secrets"), authorizer.DecisionAllow},
-		{"node lists pods", res(node, "list", "", "pods"), authorizer.DecisionAllow},
-		{"bootstrap creates a CSR", csr(boot, "create", ""), authorizer.DecisionAllow},
-		{"bootstrap watches CSRs", csr(boot, "watch", ""), authorizer.DecisionAllow},
-		{"bootstrap may not approve", csr(boot, "update", "approval"), authorizer.DecisionDeny},
-		{"bootstrap may not delete CSRs", csr(boot, "delete", ""), authorizer.DecisionDeny},
-		{"bootstrap may not read secrets", res(boot, "get", "", "secrets"), authorizer.DecisionDeny},
-		{"bootstrap may not create nodes", res(boot, "create", "", "nodes"), authorizer.DecisionDeny},
-		{"bootstrap reads discovery", path(boot, "get", "/apis/certificates.k8s.io/v1"), authorizer.DecisionAllow},
-		{"bootstrap may not read metrics", path(boot, "get", "/metrics"), authorizer.DecisionDeny},
-		{"bootstrap may not post to /api", path(boot, "post", "/api"), authorizer.DecisionDeny},
-		{"no groups", res(&user.DefaultInfo{Name: "x"}, "get", "", "pods"), authorizer.DecisionNoOpinion},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, reason, err := authorize(context.Background(), tc.attrs)
-			if err != nil || got != tc.want {
-				t.Errorf("decision %v (%q, %v), want %v", got, reason, err, tc.want)
-			}
-		})
-	}
-}
 
 func TestCACertsHandler(t *testing.T) {
 	ca := []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")

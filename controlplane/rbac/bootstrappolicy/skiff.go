@@ -1,0 +1,78 @@
+package bootstrappolicy
+
+import (
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	authuser "k8s.io/apiserver/pkg/authentication/user"
+
+	"github.com/skiff-sh/skiff/controlplane/bootstraptoken"
+)
+
+// Skiff's additions to the default policy, for what its components do that upstream's
+// do not (or do under another identity). Reconcile writes them with the defaults, with
+// the same label and autoupdate annotation.
+
+const (
+	// nodesGroup is every node's group (system:node:<name> is its user).
+	nodesGroup = authuser.NodesGroup
+	// skiffEndpointsRole is the EndpointSlice controller's role beyond upstream's.
+	skiffEndpointsRole = "skiff:controller:endpointslice-controller"
+)
+
+// SkiffClusterRoles is skiff's own ClusterRoles.
+func SkiffClusterRoles() []rbacv1.ClusterRole {
+	return []rbacv1.ClusterRole{
+		// skiff's EndpointSlice controller also keeps the v1 Endpoints of each service,
+		// the job of upstream's endpoint-controller, whose role it does not have.
+		clusterRole(skiffEndpointsRole,
+			rule("create", "update", "delete", "get", "list", "watch").groups(core).resources("endpoints"),
+		),
+	}
+}
+
+// SkiffClusterRoleBindings is skiff's own ClusterRoleBindings.
+func SkiffClusterRoleBindings() []rbacv1.ClusterRoleBinding {
+	return []rbacv1.ClusterRoleBinding{
+		// Each skiff agent runs the eBPF service proxy, kube-proxy's job, as its node's
+		// identity rather than as system:kube-proxy.
+		namedClusterRoleBinding("skiff:node-proxier", "system:node-proxier", group(nodesGroup)),
+		// A joining agent authenticates with a bootstrap token (group
+		// system:bootstrappers:skiff:default-node-token) to request its client
+		// certificate, which the CSR approver approves for this group; a node renews its
+		// own with selfnodeclient. As kubeadm binds them for its token group.
+		namedClusterRoleBinding("skiff:node-bootstrapper", "system:node-bootstrapper", group(bootstraptoken.NodeGroup)),
+		namedClusterRoleBinding("skiff:node-autoapprove-bootstrap",
+			"system:certificates.k8s.io:certificatesigningrequests:nodeclient", group(bootstraptoken.NodeGroup)),
+		namedClusterRoleBinding("skiff:node-autoapprove-certificate-rotation",
+			"system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", group(nodesGroup)),
+		// See SkiffClusterRoles.
+		namedClusterRoleBinding(skiffEndpointsRole, skiffEndpointsRole,
+			serviceAccount(metav1.NamespaceSystem, "endpointslice-controller")),
+	}
+}
+
+// SkiffRoles is skiff's own Roles, by namespace.
+func SkiffRoles() map[string][]rbacv1.Role {
+	return map[string][]rbacv1.Role{
+		metav1.NamespaceSystem: {
+			// Each agent's BGP speaker reads its configuration, ConfigMap
+			// kube-system/skiff-bgp, and the peers' TCP-MD5 passwords it names, in Secret
+			// bgp-secrets; an operator keeping them in other Secrets adds their names
+			// (Reconcile adds back what is missing, never removes).
+			role(metav1.NamespaceSystem, "skiff:bgp-speaker",
+				rule(read...).groups(core).resources("configmaps").names("skiff-bgp"),
+				rule("get").groups(core).resources("secrets").names("bgp-secrets"),
+			),
+		},
+	}
+}
+
+// SkiffRoleBindings is skiff's own RoleBindings, by namespace.
+func SkiffRoleBindings() map[string][]rbacv1.RoleBinding {
+	return map[string][]rbacv1.RoleBinding{
+		metav1.NamespaceSystem: {
+			// The BGP speaker runs in the agent, as its node.
+			roleBinding(metav1.NamespaceSystem, "skiff:bgp-speaker", "skiff:bgp-speaker", group(nodesGroup)),
+		},
+	}
+}
