@@ -177,6 +177,11 @@ func TestRBAC(t *testing.T) {
 		if err == nil || !strings.Contains(out, "is attempting to grant RBAC permissions not currently held") {
 			t.Errorf("binding cluster-admin: %v\n%s", err, out)
 		}
+		// Impersonation is authorized too: alice may not act as anyone else (k8s.io/apiserver
+		// v0.37 words it after constrained impersonation: "cannot impersonate-on:user-info:list").
+		if out, err := alice.run("get", "pods", "-n", "team", "--as", "bob"); err == nil || !strings.Contains(out, `User "alice" cannot impersonate`) {
+			t.Errorf("alice impersonating bob: %v\n%s", err, out)
+		}
 		// bind on a role lets one bind it without holding it.
 		admin.ok("create", "role", "binder", "-n", "team", "--verb=bind", "--resource=clusterroles", "--resource-name=edit")
 		admin.ok("create", "rolebinding", "alice-binds-edit", "-n", "team", "--role=binder", "--user=alice")
