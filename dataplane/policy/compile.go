@@ -1,0 +1,492 @@
+package policy
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Identity is a numeric security identity.
+type Identity uint32
+
+// Reserved identities.
+const (
+	// AnyPeer in an entry admits every peer.
+	AnyPeer Identity = 0
+	// World is a peer that is neither a pod nor in any ipBlock.
+	World Identity = 2
+	// firstPod and firstCIDR start the two allocated ranges.
+	firstPod  Identity = 256
+	firstCIDR Identity = 1 << 24
+)
+
+// Direction is ingress (traffic to the endpoint) or egress (from it).
+type Direction uint8
+
+// Directions.
+const (
+	Ingress Direction = 1
+	Egress  Direction = 2
+)
+
+func (d Direction) String() string {
+	if d == Ingress {
+		return "ingress"
+	}
+	return "egress"
+}
+
+// Protocol numbers as in IP headers; AnyProtocol in an entry admits every protocol.
+const (
+	AnyProtocol uint8 = 0
+	TCP         uint8 = 6
+	UDP         uint8 = 17
+	SCTP        uint8 = 132
+)
+
+// Pod is what the compiler needs of a pod.
+type Pod struct {
+	Namespace, Name string
+	Labels          map[string]string
+	IPs             []netip.Addr
+	// Ports are the containers' named ports.
+	Ports []NamedPort
+	// HostNetwork pods share the node's address and are not policed (nor identified).
+	HostNetwork bool
+}
+
+// NamedPort is a container port with a name.
+type NamedPort struct {
+	Name     string
+	Protocol uint8
+	Port     uint16
+}
+
+// Namespace is a namespace's name and labels.
+type Namespace struct {
+	Name   string
+	Labels map[string]string
+}
+
+// Key is one policy map entry: the endpoint (by address) admits, in Direction, Peer on
+// Protocol at ports matching the top PortBits bits of Port (0 bits: every port).
+type Key struct {
+	Endpoint  netip.Addr
+	Direction Direction
+	Protocol  uint8
+	Peer      Identity
+	Port      uint16
+	PortBits  uint8
+}
+
+// Endpoint is a policed pod's isolation; a direction it is not isolated in admits all.
+type Endpoint struct {
+	Pod             string // namespace/name
+	Ingress, Egress bool
+	IngressPolicies []string
+	EgressPolicies  []string
+}
+
+// Result is the compiled state of every map.
+type Result struct {
+	// PodIdentities maps each pod address to its identity.
+	PodIdentities map[netip.Addr]Identity
+	// CIDRIdentities maps each ipBlock prefix to its identity (an LPM map).
+	CIDRIdentities map[netip.Prefix]Identity
+	// Endpoints are the pods some policy selects, by address.
+	Endpoints map[netip.Addr]Endpoint
+	// Entries admit traffic; the value names the policy (namespace/name) that admits it.
+	Entries map[Key]string
+	// Labels describes each pod identity (namespace and labels), for inspection.
+	Labels map[Identity]string
+}
+
+// Allocator keeps identities stable across compilations, so a change to one pod does not
+// renumber the others (and rewrite every map).
+type Allocator struct {
+	ids  map[string]Identity
+	next map[bool]Identity
+}
+
+// NewAllocator returns an empty allocator.
+func NewAllocator() *Allocator {
+	return &Allocator{ids: map[string]Identity{}, next: map[bool]Identity{false: firstPod, true: firstCIDR}}
+}
+
+func (a *Allocator) id(key string, cidr bool) Identity {
+	if id, ok := a.ids[key]; ok {
+		return id
+	}
+	id := a.next[cidr]
+	a.next[cidr]++
+	a.ids[key] = id
+	return id
+}
+
+// retain forgets every key not in keep.
+func (a *Allocator) retain(keep map[string]bool) {
+	for k := range a.ids {
+		if !keep[k] {
+			delete(a.ids, k)
+		}
+	}
+}
+
+type podInfo struct {
+	Pod
+	id       Identity
+	nsLabels labels.Set
+}
+
+// Compile computes the maps for pods, namespaces and policies; alloc keeps identities across
+// calls. Invalid selectors make the policy select nothing and admit nothing, with an error
+// naming it; the other policies still compile.
+func Compile(alloc *Allocator, policies []*networkingv1.NetworkPolicy, pods []Pod, namespaces []Namespace) (*Result, []error) {
+	res := &Result{PodIdentities: map[netip.Addr]Identity{}, CIDRIdentities: map[netip.Prefix]Identity{},
+		Endpoints: map[netip.Addr]Endpoint{}, Entries: map[Key]string{}, Labels: map[Identity]string{}}
+	var errs []error
+	nsLabels := map[string]labels.Set{}
+	for _, ns := range namespaces {
+		l := labels.Set{}
+		for k, v := range ns.Labels {
+			l[k] = v
+		}
+		l["kubernetes.io/metadata.name"] = ns.Name // as the API server sets it
+		nsLabels[ns.Name] = l
+	}
+	keep := map[string]bool{}
+	var infos []*podInfo
+	for _, p := range pods {
+		if p.HostNetwork || len(p.IPs) == 0 {
+			continue
+		}
+		key := identityKey(p)
+		keep[key] = true
+		pi := &podInfo{Pod: p, id: alloc.id(key, false), nsLabels: nsLabels[p.Namespace]}
+		if pi.nsLabels == nil {
+			pi.nsLabels = labels.Set{"kubernetes.io/metadata.name": p.Namespace}
+		}
+		infos = append(infos, pi)
+		for _, ip := range p.IPs {
+			res.PodIdentities[ip] = pi.id
+		}
+		res.Labels[pi.id] = describe(p)
+	}
+	// Every prefix an ipBlock names gets a CIDR identity.
+	for _, np := range policies {
+		for _, b := range ipBlocks(np) {
+			for _, s := range append([]string{b.CIDR}, b.Except...) {
+				if p, err := netip.ParsePrefix(s); err == nil {
+					p = p.Masked()
+					key := "cidr:" + p.String()
+					keep[key] = true
+					res.CIDRIdentities[p] = alloc.id(key, true)
+				}
+			}
+		}
+	}
+	alloc.retain(keep)
+
+	sorted := append([]*networkingv1.NetworkPolicy(nil), policies...)
+	sort.Slice(sorted, func(i, j int) bool { return policyName(sorted[i]) < policyName(sorted[j]) })
+	for _, np := range sorted {
+		name := policyName(np)
+		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("networkpolicy %s: podSelector: %w", name, err))
+			continue
+		}
+		ingress, egress := policyTypes(np)
+		for _, pi := range infos {
+			if pi.Namespace != np.Namespace || !sel.Matches(labels.Set(pi.Labels)) {
+				continue
+			}
+			for _, ip := range pi.IPs {
+				ep := res.Endpoints[ip]
+				ep.Pod = pi.Namespace + "/" + pi.Name
+				if ingress {
+					ep.Ingress = true
+					ep.IngressPolicies = append(ep.IngressPolicies, name)
+				}
+				if egress {
+					ep.Egress = true
+					ep.EgressPolicies = append(ep.EgressPolicies, name)
+				}
+				res.Endpoints[ip] = ep
+			}
+			if ingress {
+				for _, r := range np.Spec.Ingress {
+					errs = append(errs, addRule(res, infos, name, np.Namespace, pi, Ingress, r.From, r.Ports)...)
+				}
+			}
+			if egress {
+				for _, r := range np.Spec.Egress {
+					errs = append(errs, addRule(res, infos, name, np.Namespace, pi, Egress, r.To, r.Ports)...)
+				}
+			}
+		}
+	}
+	return res, dedupe(errs)
+}
+
+// addRule adds one rule's entries for endpoint ep.
+func addRule(res *Result, infos []*podInfo, policy, namespace string, ep *podInfo, dir Direction,
+	peers []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort) []error {
+	var errs []error
+	// Who the rule admits: pod identities (with the pods, to resolve named ports per
+	// destination), CIDR identities, or anyone.
+	any := len(peers) == 0
+	podPeers := map[Identity]*podInfo{}
+	cidrPeers := map[Identity]bool{}
+	for _, peer := range peers {
+		if peer.IPBlock != nil {
+			for _, id := range cidrIdentities(res, peer.IPBlock) {
+				cidrPeers[id] = true
+			}
+			continue
+		}
+		matched, err := selectPods(infos, namespace, peer)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("networkpolicy %s: %w", policy, err))
+			continue
+		}
+		for _, pi := range matched {
+			podPeers[pi.id] = pi
+		}
+	}
+	add := func(proto uint8, peer Identity, port uint16, bits uint8) {
+		for _, ip := range ep.IPs {
+			k := Key{Endpoint: ip, Direction: dir, Protocol: proto, Peer: peer, Port: port, PortBits: bits}
+			if _, ok := res.Entries[k]; !ok {
+				res.Entries[k] = policy
+			}
+		}
+	}
+	allPeers := func(f func(peer Identity, pi *podInfo)) {
+		if any {
+			f(AnyPeer, nil)
+			return
+		}
+		for id, pi := range podPeers {
+			f(id, pi)
+		}
+		for id := range cidrPeers {
+			f(id, nil)
+		}
+	}
+	if len(ports) == 0 {
+		allPeers(func(peer Identity, _ *podInfo) { add(AnyProtocol, peer, 0, 0) })
+		return errs
+	}
+	for _, p := range ports {
+		proto := protocolNumber(p.Protocol)
+		switch {
+		case p.Port == nil:
+			allPeers(func(peer Identity, _ *podInfo) { add(proto, peer, 0, 0) })
+		case p.Port.Type == intstr.String:
+			if dir == Ingress {
+				// The endpoint is the destination: its own port of that name.
+				if n, ok := ep.port(p.Port.StrVal, proto); ok {
+					allPeers(func(peer Identity, _ *podInfo) { add(proto, peer, n, 16) })
+				}
+				continue
+			}
+			// Egress: the destination is the peer, so each peer pod's own number; a named
+			// port never matches a non-pod destination.
+			destinations := podPeers
+			if any {
+				destinations = map[Identity]*podInfo{}
+				for _, pi := range infos {
+					destinations[pi.id] = pi
+				}
+			}
+			for id, pi := range destinations {
+				if n, ok := pi.port(p.Port.StrVal, proto); ok {
+					add(proto, id, n, 16)
+				}
+			}
+		default:
+			from := p.Port.IntValue()
+			to := from
+			if p.EndPort != nil {
+				to = int(*p.EndPort)
+			}
+			if from < 1 || from > 65535 || to < from || to > 65535 {
+				errs = append(errs, fmt.Errorf("networkpolicy %s: port range %d-%d is not within 1-65535", policy, from, to))
+				continue
+			}
+			for _, pp := range PortPrefixes(uint16(from), uint16(to)) {
+				allPeers(func(peer Identity, _ *podInfo) { add(proto, peer, pp.Port, pp.Bits) })
+			}
+		}
+	}
+	return errs
+}
+
+// cidrIdentities are the CIDR identities an ipBlock admits: its prefixes inside the cidr and
+// outside every except.
+func cidrIdentities(res *Result, b *networkingv1.IPBlock) []Identity {
+	cidr, err := netip.ParsePrefix(b.CIDR)
+	if err != nil {
+		return nil
+	}
+	cidr = cidr.Masked()
+	var excepts []netip.Prefix
+	for _, e := range b.Except {
+		if p, err := netip.ParsePrefix(e); err == nil {
+			excepts = append(excepts, p.Masked())
+		}
+	}
+	var out []Identity
+	for p, id := range res.CIDRIdentities {
+		if !contains(cidr, p) {
+			continue
+		}
+		excepted := false
+		for _, e := range excepts {
+			if contains(e, p) {
+				excepted = true
+				break
+			}
+		}
+		if !excepted {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// contains reports whether prefix outer holds all of inner.
+func contains(outer, inner netip.Prefix) bool {
+	return outer.Addr().Is4() == inner.Addr().Is4() && outer.Bits() <= inner.Bits() && outer.Contains(inner.Addr())
+}
+
+// selectPods returns the pods a pod/namespace selector peer names.
+func selectPods(infos []*podInfo, namespace string, peer networkingv1.NetworkPolicyPeer) ([]*podInfo, error) {
+	podSel, nsSel := labels.Everything(), labels.Selector(nil)
+	var err error
+	if peer.PodSelector != nil {
+		if podSel, err = metav1.LabelSelectorAsSelector(peer.PodSelector); err != nil {
+			return nil, fmt.Errorf("podSelector: %w", err)
+		}
+	}
+	if peer.NamespaceSelector != nil {
+		if nsSel, err = metav1.LabelSelectorAsSelector(peer.NamespaceSelector); err != nil {
+			return nil, fmt.Errorf("namespaceSelector: %w", err)
+		}
+	}
+	var out []*podInfo
+	for _, pi := range infos {
+		if nsSel == nil && pi.Namespace != namespace {
+			continue // a podSelector alone means the policy's namespace
+		}
+		if nsSel != nil && !nsSel.Matches(pi.nsLabels) {
+			continue
+		}
+		if podSel.Matches(labels.Set(pi.Labels)) {
+			out = append(out, pi)
+		}
+	}
+	return out, nil
+}
+
+func (p *podInfo) port(name string, proto uint8) (uint16, bool) {
+	for _, np := range p.Ports {
+		if np.Name == name && np.Protocol == proto {
+			return np.Port, true
+		}
+	}
+	return 0, false
+}
+
+// policyTypes are upstream's defaults: Ingress always, Egress when there are egress rules,
+// unless policyTypes says.
+func policyTypes(np *networkingv1.NetworkPolicy) (ingress, egress bool) {
+	if len(np.Spec.PolicyTypes) == 0 {
+		return true, len(np.Spec.Egress) > 0
+	}
+	for _, t := range np.Spec.PolicyTypes {
+		switch t {
+		case networkingv1.PolicyTypeIngress:
+			ingress = true
+		case networkingv1.PolicyTypeEgress:
+			egress = true
+		}
+	}
+	return ingress, egress
+}
+
+func ipBlocks(np *networkingv1.NetworkPolicy) []*networkingv1.IPBlock {
+	var out []*networkingv1.IPBlock
+	for _, r := range np.Spec.Ingress {
+		for _, p := range r.From {
+			if p.IPBlock != nil {
+				out = append(out, p.IPBlock)
+			}
+		}
+	}
+	for _, r := range np.Spec.Egress {
+		for _, p := range r.To {
+			if p.IPBlock != nil {
+				out = append(out, p.IPBlock)
+			}
+		}
+	}
+	return out
+}
+
+func protocolNumber(p *corev1.Protocol) uint8 {
+	if p == nil {
+		return TCP
+	}
+	switch *p {
+	case corev1.ProtocolUDP:
+		return UDP
+	case corev1.ProtocolSCTP:
+		return SCTP
+	}
+	return TCP
+}
+
+// identityKey is what makes two pods the same peer: namespace, labels and named ports.
+func identityKey(p Pod) string {
+	var b strings.Builder
+	b.WriteString(describe(p))
+	ports := append([]NamedPort(nil), p.Ports...)
+	sort.Slice(ports, func(i, j int) bool {
+		if ports[i].Name != ports[j].Name {
+			return ports[i].Name < ports[j].Name
+		}
+		return ports[i].Protocol < ports[j].Protocol
+	})
+	for _, np := range ports {
+		fmt.Fprintf(&b, ";%s/%d=%d", np.Name, np.Protocol, np.Port)
+	}
+	return b.String()
+}
+
+// describe is "namespace:k=v,k=v", labels sorted.
+func describe(p Pod) string {
+	return p.Namespace + ":" + labels.Set(p.Labels).String()
+}
+
+func policyName(np *networkingv1.NetworkPolicy) string { return np.Namespace + "/" + np.Name }
+
+func dedupe(errs []error) []error {
+	seen := map[string]bool{}
+	var out []error
+	for _, e := range errs {
+		if e != nil && !seen[e.Error()] {
+			seen[e.Error()] = true
+			out = append(out, e)
+		}
+	}
+	return out
+}
