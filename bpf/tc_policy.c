@@ -1,0 +1,237 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* NetworkPolicy, per packet, on the host side of each pod's veth: tcx ingress sees what the
+ * pod sends (its egress), tcx egress what it receives (its ingress). The maps are what
+ * dataplane/policy compiles; see that package for the model.
+ *
+ * A packet passes when it belongs to a connection already admitted (either direction: replies
+ * always pass, and a connection admitted once stays admitted, as Calico keeps them), when it
+ * comes from the node itself to its pod, when its pod is not isolated in that direction, or
+ * when a rule admits it. Fail closed: a pod whose endpoint entry is missing gets nothing —
+ * the agent writes the entry before it attaches the program, before the pod's first packet. */
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/in.h>
+#include <linux/tcp.h>
+#include <linux/udp.h>
+#include <linux/pkt_cls.h>
+
+/* tcx verdicts (linux/bpf.h of 6.6; Debian 12's headers predate them): next runs the
+ * programs after this one (the NodePort ones on an uplink; none here today). */
+#ifndef TCX_NEXT
+#define TCX_NEXT -1
+#define TCX_DROP 2
+#endif
+
+#define POL_INGRESS 1
+#define POL_EGRESS 2
+
+#define POL_ISOLATED_INGRESS 1
+#define POL_ISOLATED_EGRESS 2
+
+#define POL_ID_ANY 0
+#define POL_ID_HOST 1
+#define POL_ID_WORLD 2
+
+#define POL_MAX_ENDPOINTS 65536
+#define POL_MAX_RULES 1048576
+#define POL_MAX_CIDRS 65536
+#define POL_MAX_FLOWS 262144
+
+/* A pod this node polices, by its address. */
+struct pol_endpoint {
+	__u32 flags; /* POL_ISOLATED_* */
+};
+
+/* A rule: endpoint admits, in dir, peer on proto at the ports of the prefix. Everything but
+ * the port is always matched in full: prefixlen = 80 + the port prefix's bits. */
+struct pol_rule_key {
+	__u32 prefixlen;
+	__u32 endpoint; /* the pod's address */
+	__u32 peer;     /* identity, POL_ID_ANY for everyone */
+	__u8 dir;       /* POL_INGRESS, POL_EGRESS */
+	__u8 proto;     /* 0: every protocol */
+	__be16 port;    /* network order, so its high bits come first */
+};
+
+/* The policy that admits (an index the agent names). */
+struct pol_rule_value {
+	__u32 policy;
+};
+
+struct pol_cidr_key {
+	__u32 prefixlen;
+	__u32 addr;
+};
+
+/* An admitted connection, keyed as the pod's side sees it. */
+struct pol_flow {
+	__u32 pod, peer;
+	__u16 pod_port, peer_port;
+	__u8 proto;
+	__u8 pad[3];
+};
+
+/* Drops by endpoint and direction (what skiff exports as metrics). */
+struct pol_drop_key {
+	__u32 endpoint;
+	__u32 dir;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, POL_MAX_ENDPOINTS);
+	__type(key, __u32);
+	__type(value, struct pol_endpoint);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} skiff_pol_endpoints SEC(".maps");
+
+/* Pod addresses (and this node's own, as POL_ID_HOST) to identities. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, POL_MAX_ENDPOINTS * 4);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} skiff_pol_identities SEC(".maps");
+
+/* ipBlock prefixes to their CIDR identities. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, POL_MAX_CIDRS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct pol_cidr_key);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} skiff_pol_cidrs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, POL_MAX_RULES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct pol_rule_key);
+	__type(value, struct pol_rule_value);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} skiff_pol_rules SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, POL_MAX_FLOWS);
+	__type(key, struct pol_flow);
+	__type(value, __u64); /* last seen, ns */
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} skiff_pol_flows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, POL_MAX_ENDPOINTS * 2);
+	__type(key, struct pol_drop_key);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} skiff_pol_drops SEC(".maps");
+
+static __always_inline int admitted(__u32 ep, __u32 peer, __u8 dir, __u8 proto, __be16 port)
+{
+	struct pol_rule_key k = {.prefixlen = 96, .endpoint = ep, .peer = peer, .dir = dir, .proto = proto, .port = port};
+	if (bpf_map_lookup_elem(&skiff_pol_rules, &k))
+		return 1;
+	k.proto = 0;
+	k.port = 0;
+	k.prefixlen = 80;
+	return bpf_map_lookup_elem(&skiff_pol_rules, &k) != NULL;
+}
+
+static __always_inline void count_drop(__u32 ep, __u32 dir)
+{
+	struct pol_drop_key k = {.endpoint = ep, .dir = dir};
+	__u64 *n = bpf_map_lookup_elem(&skiff_pol_drops, &k);
+	if (n) {
+		__sync_fetch_and_add(n, 1);
+		return;
+	}
+	__u64 one = 1;
+	bpf_map_update_elem(&skiff_pol_drops, &k, &one, BPF_NOEXIST);
+}
+
+/* verdict decides a packet at the endpoint ep (the pod's address) with the peer's address
+ * and ports as seen from the pod. */
+static __always_inline int verdict(struct __sk_buff *skb, __u8 dir)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > end)
+		return TC_ACT_SHOT;
+	if (eth->h_proto != bpf_htons(ETH_P_IP))
+		return eth->h_proto == bpf_htons(ETH_P_ARP) ? TC_ACT_OK : TC_ACT_SHOT; /* pods are IPv4 */
+	struct iphdr *ip = (void *)(eth + 1);
+	if ((void *)(ip + 1) > end)
+		return TC_ACT_SHOT;
+	__u32 ep = dir == POL_EGRESS ? ip->saddr : ip->daddr;
+	__u32 peer = dir == POL_EGRESS ? ip->daddr : ip->saddr;
+	struct pol_endpoint *e = bpf_map_lookup_elem(&skiff_pol_endpoints, &ep);
+	if (!e) {
+		count_drop(ep, dir);
+		return TC_ACT_SHOT; /* an unknown endpoint: fail closed */
+	}
+	__u16 sport = 0, dport = 0; /* ports as on the wire */
+	__u8 proto = ip->protocol;
+	int first_fragment = !(ip->frag_off & bpf_htons(0x1fff));
+	void *l4 = (void *)ip + ip->ihl * 4;
+	if (first_fragment && (proto == IPPROTO_TCP || proto == IPPROTO_UDP || proto == IPPROTO_SCTP)) {
+		/* TCP, UDP and SCTP all begin with source and destination ports. */
+		__be16 *ports = l4;
+		if ((void *)(ports + 2) > end)
+			return TC_ACT_SHOT;
+		sport = ports[0];
+		dport = ports[1];
+	}
+	struct pol_flow f = {.pod = ep, .peer = peer, .proto = proto};
+	f.pod_port = dir == POL_EGRESS ? sport : dport;
+	f.peer_port = dir == POL_EGRESS ? dport : sport;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 *seen = bpf_map_lookup_elem(&skiff_pol_flows, &f);
+	if (seen) {
+		*seen = now;
+		return TC_ACT_OK;
+	}
+	int isolated = e->flags & (dir == POL_EGRESS ? POL_ISOLATED_EGRESS : POL_ISOLATED_INGRESS);
+	__u32 *pid = bpf_map_lookup_elem(&skiff_pol_identities, &peer);
+	__u32 peer_id = pid ? *pid : POL_ID_WORLD;
+	/* The rule's port is the destination's: the peer's for egress, the pod's for ingress —
+	 * the packet's destination port either way (a reply never gets here: its flow passed). */
+	__be16 port = dport;
+	int ok = !isolated || (dir == POL_INGRESS && peer_id == POL_ID_HOST) || admitted(ep, POL_ID_ANY, dir, proto, port) ||
+		 admitted(ep, peer_id, dir, proto, port);
+	if (!ok) {
+		struct pol_cidr_key ck = {.prefixlen = 32, .addr = peer};
+		__u32 *cid = bpf_map_lookup_elem(&skiff_pol_cidrs, &ck);
+		ok = cid && admitted(ep, *cid, dir, proto, port);
+	}
+	if (!ok) {
+		count_drop(ep, dir);
+		return TC_ACT_SHOT;
+	}
+	/* Remember the connection for its replies and its later packets. ICMP has no ports:
+	 * its flow is the address pair. */
+	bpf_map_update_elem(&skiff_pol_flows, &f, &now, BPF_ANY);
+	return TC_ACT_OK;
+}
+
+/* What the pod sends arrives at the host side of its veth: the pod's egress. */
+SEC("tcx/ingress")
+int skiff_policy_from_pod(struct __sk_buff *skb)
+{
+	return verdict(skb, POL_EGRESS) == TC_ACT_OK ? TCX_NEXT : TCX_DROP;
+}
+
+/* What the pod receives leaves through the host side of its veth: the pod's ingress. */
+SEC("tcx/egress")
+int skiff_policy_to_pod(struct __sk_buff *skb)
+{
+	return verdict(skb, POL_INGRESS) == TC_ACT_OK ? TCX_NEXT : TCX_DROP;
+}
+
+char __license[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,282 @@
+package dataplane
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/skiff-sh/skiff/dataplane/policy"
+)
+
+// Policy is the loaded NetworkPolicy programs and maps of a node (bpf/tc_policy.c): the
+// maps pinned beside the service maps, each pod veth's programs attached through pinned tcx
+// links, so an agent restart never leaves a pod unpoliced.
+type Policy struct {
+	objs   policyObjects
+	pinDir string
+	// names numbers the policies entries name (rule values hold the index).
+	names map[string]uint32
+	list  []string
+}
+
+// Endpoint flags, as bpf/tc_policy.c's POL_ISOLATED_*.
+const (
+	isolatedIngress = 1
+	isolatedEgress  = 2
+)
+
+// HostIdentity is what the node's own addresses are, so it reaches its pods (probes).
+const HostIdentity = 1
+
+// LoadPolicy loads the policy programs and pins their maps in pinDir (keeping entries an
+// earlier run pinned).
+func LoadPolicy(pinDir string) (*Policy, error) {
+	if err := ensureBPFFS(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(pinDir, 0o700); err != nil {
+		return nil, err
+	}
+	spec, err := loadPolicy()
+	if err != nil {
+		return nil, err
+	}
+	p := &Policy{pinDir: pinDir, names: map[string]uint32{}}
+	if err := spec.LoadAndAssign(&p.objs, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: pinDir}}); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("loading skiff's policy programs: %+v", ve)
+		}
+		return nil, fmt.Errorf("loading skiff's policy programs (maps pinned in %s): %w", pinDir, err)
+	}
+	return p, nil
+}
+
+// Close releases the programs and maps; pins and links stay.
+func (p *Policy) Close() { _ = p.objs.Close() }
+
+func (p *Policy) linkPath(ifname, dir string) string {
+	return filepath.Join(p.pinDir, "policy_"+dir+"_"+ifname)
+}
+
+// Attach puts the programs on a pod's host-side veth (tcx ingress: what the pod sends; tcx
+// egress: what it receives). Write the pod's endpoint first (Sync): a pod without one gets
+// nothing through, so attaching first would only drop its first packets, never leak them.
+func (p *Policy) Attach(ifname string) error {
+	ifc, err := net.InterfaceByName(ifname)
+	if err != nil {
+		return err
+	}
+	for _, a := range []struct {
+		dir  string
+		prog *ebpf.Program
+		typ  ebpf.AttachType
+	}{{"from", p.objs.SkiffPolicyFromPod, ebpf.AttachTCXIngress}, {"to", p.objs.SkiffPolicyToPod, ebpf.AttachTCXEgress}} {
+		path := p.linkPath(ifname, a.dir)
+		if l, err := link.LoadPinnedLink(path, nil); err == nil {
+			if attached(l) == nil {
+				err := l.Update(a.prog)
+				l.Close()
+				if err != nil {
+					return fmt.Errorf("swap the policy program on %s: %w", ifname, err)
+				}
+				continue
+			}
+			_ = l.Unpin() // a veth of the same name that is gone
+			l.Close()
+		}
+		l, err := link.AttachTCX(link.TCXOptions{Interface: ifc.Index, Program: a.prog, Attach: a.typ})
+		if err != nil {
+			return fmt.Errorf("policy program on %s: %w", ifname, err)
+		}
+		err = l.Pin(path)
+		l.Close()
+		if err != nil {
+			return fmt.Errorf("pin the policy link of %s: %w", ifname, err)
+		}
+	}
+	return nil
+}
+
+// Detach removes the programs' links of a veth (after the veth is gone, only the pins).
+func (p *Policy) Detach(ifname string) {
+	for _, dir := range []string{"from", "to"} {
+		if l, err := link.LoadPinnedLink(p.linkPath(ifname, dir), nil); err == nil {
+			_ = l.Unpin()
+			_ = l.Close()
+		}
+	}
+}
+
+// Sync makes the maps hold res for the endpoints local says are this node's, with the
+// node's own addresses as HostIdentity; entries no longer wanted are deleted after the new
+// ones are in, so a change never passes through "nothing admitted". It returns the number of
+// map writes and deletes.
+func (p *Policy) Sync(res *policy.Result, local func(netip.Addr) bool, host []netip.Addr) (int, error) {
+	changes := 0
+	var errs []error
+	put := func(m *ebpf.Map, k, v any) {
+		if err := m.Put(k, v); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", m.String(), err))
+		}
+		changes++
+	}
+	// Identities: every pod, and this node.
+	ids := map[uint32]uint32{}
+	for a, id := range res.PodIdentities {
+		if a.Is4() {
+			ids[addr4(a)] = uint32(id)
+		}
+	}
+	for _, a := range host {
+		if a.Is4() {
+			ids[addr4(a)] = HostIdentity
+		}
+	}
+	syncMap(p.objs.SkiffPolIdentities, ids, put, &errs, &changes)
+	cidrs := map[policyPolCidrKey]uint32{}
+	for pfx, id := range res.CIDRIdentities {
+		if pfx.Addr().Is4() {
+			cidrs[policyPolCidrKey{Prefixlen: uint32(pfx.Bits()), Addr: addr4(pfx.Addr())}] = uint32(id)
+		}
+	}
+	syncMap(p.objs.SkiffPolCidrs, cidrs, put, &errs, &changes)
+	rules := map[policyPolRuleKey]policyPolRuleValue{}
+	for k, name := range res.Entries {
+		if !k.Endpoint.Is4() || !local(k.Endpoint) {
+			continue
+		}
+		rules[RuleKey(k)] = policyPolRuleValue{Policy: p.index(name)}
+	}
+	// Rules before endpoints: a newly isolated endpoint has its rules when isolation starts.
+	syncMap(p.objs.SkiffPolRules, rules, put, &errs, &changes)
+	eps := map[uint32]policyPolEndpoint{}
+	for a, ep := range res.Endpoints {
+		if !a.Is4() || !local(a) {
+			continue
+		}
+		var flags uint32
+		if ep.Ingress {
+			flags |= isolatedIngress
+		}
+		if ep.Egress {
+			flags |= isolatedEgress
+		}
+		eps[addr4(a)] = policyPolEndpoint{Flags: flags}
+	}
+	// Local pods no policy selects are endpoints too, unisolated: an entry is what lets
+	// traffic through at all.
+	for a := range res.PodIdentities {
+		if a.Is4() && local(a) {
+			if _, ok := eps[addr4(a)]; !ok {
+				eps[addr4(a)] = policyPolEndpoint{}
+			}
+		}
+	}
+	syncMap(p.objs.SkiffPolEndpoints, eps, put, &errs, &changes)
+	return changes, errors.Join(errs...)
+}
+
+// index numbers a policy name for rule values; PolicyName reads it back.
+func (p *Policy) index(name string) uint32 {
+	if i, ok := p.names[name]; ok {
+		return i
+	}
+	i := uint32(len(p.list))
+	p.names[name] = i
+	p.list = append(p.list, name)
+	return i
+}
+
+// PolicyName is the policy a rule value names ("" if unknown to this agent run).
+func (p *Policy) PolicyName(i uint32) string {
+	if int(i) < len(p.list) {
+		return p.list[i]
+	}
+	return ""
+}
+
+// RuleKey is a compiled entry as the rules map keys it.
+func RuleKey(k policy.Key) policyPolRuleKey {
+	return policyPolRuleKey{Prefixlen: 80 + uint32(k.PortBits), Endpoint: addr4(k.Endpoint), Peer: uint32(k.Peer),
+		Dir: uint8(k.Direction), Proto: k.Protocol, Port: port16(k.Port)}
+}
+
+// syncMap writes want into m and deletes what m has beyond it.
+func syncMap[K comparable, V comparable](m *ebpf.Map, want map[K]V, put func(m *ebpf.Map, k, v any), errs *[]error, changes *int) {
+	have := map[K]V{}
+	var k K
+	var v V
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		have[k] = v
+	}
+	if err := it.Err(); err != nil {
+		*errs = append(*errs, fmt.Errorf("%s: %w", m.String(), err))
+	}
+	for k, v := range want {
+		if old, ok := have[k]; !ok || old != v {
+			put(m, k, v)
+		}
+	}
+	for k := range have {
+		if _, ok := want[k]; !ok {
+			if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				*errs = append(*errs, fmt.Errorf("%s: %w", m.String(), err))
+			}
+			*changes++
+		}
+	}
+}
+
+// Drop is a count of dropped packets at an endpoint in one direction.
+type Drop struct {
+	Endpoint  netip.Addr
+	Direction policy.Direction
+	Packets   uint64
+}
+
+// Drops reads the drop counters, sorted by endpoint and direction.
+func (p *Policy) Drops() ([]Drop, error) {
+	var out []Drop
+	var k policyPolDropKey
+	var n uint64
+	it := p.objs.SkiffPolDrops.Iterate()
+	for it.Next(&k, &n) {
+		out = append(out, Drop{Endpoint: fromAddr4(k.Endpoint), Direction: policy.Direction(k.Dir), Packets: n})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Endpoint != out[j].Endpoint {
+			return out[i].Endpoint.Less(out[j].Endpoint)
+		}
+		return out[i].Direction < out[j].Direction
+	})
+	return out, it.Err()
+}
+
+// addr4 is an IPv4 address as the kernel's __u32 in memory (network order bytes).
+func addr4(a netip.Addr) uint32 {
+	b := a.As4()
+	return binary.NativeEndian.Uint32(b[:])
+}
+
+func fromAddr4(v uint32) netip.Addr {
+	var b [4]byte
+	binary.NativeEndian.PutUint32(b[:], v)
+	return netip.AddrFrom4(b)
+}
+
+// port16 is a port as a __be16 in memory.
+func port16(p uint16) uint16 {
+	var b [2]byte
+	binary.BigEndian.PutUint16(b[:], p)
+	return binary.NativeEndian.Uint16(b[:])
+}

@@ -1,0 +1,222 @@
+package dataplane
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/skiff-sh/skiff/dataplane/policy"
+)
+
+// tcx verdicts as BPF_PROG_RUN returns them.
+const (
+	tcxNext = 0xffffffff // -1
+	tcxDrop = 2
+)
+
+// l4packet is Ethernet + IPv4 + the first bytes of a TCP, UDP, SCTP or ICMP header; the
+// policy program reads addresses, protocol and ports only.
+func l4packet(src, dst netip.Addr, proto uint8, sport, dport uint16) []byte {
+	l4len := map[uint8]int{policy.TCP: 20, policy.UDP: 8, policy.SCTP: 12, 1: 8}[proto]
+	b := make([]byte, 14+20+l4len)
+	binary.BigEndian.PutUint16(b[12:], 0x0800)
+	ip := b[14:34]
+	ip[0] = 0x45
+	binary.BigEndian.PutUint16(ip[2:], uint16(20+l4len))
+	ip[8], ip[9] = 64, proto
+	s4, d4 := src.As4(), dst.As4()
+	copy(ip[12:16], s4[:])
+	copy(ip[16:20], d4[:])
+	if proto != 1 {
+		binary.BigEndian.PutUint16(b[34:], sport)
+		binary.BigEndian.PutUint16(b[36:], dport)
+	} else {
+		b[34] = 8 // echo request
+	}
+	return b
+}
+
+func runProg(t *testing.T, prog *ebpf.Program, pkt []byte) uint32 {
+	t.Helper()
+	ret, err := prog.Run(&ebpf.RunOptions{Data: pkt})
+	if err != nil {
+		t.Fatalf("BPF_PROG_RUN: %v", err)
+	}
+	return ret
+}
+
+func loadTestPolicy(t *testing.T) *Policy {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("needs root (BPF)") // the suite runs as root everywhere; never skipped
+	}
+	dir := filepath.Join(BPFFS, fmt.Sprintf("skiff-test-policy-%d", os.Getpid()))
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	p, err := LoadPolicy(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+func clearFlows(t *testing.T, p *Policy) {
+	t.Helper()
+	var k policyPolFlow
+	var keys []policyPolFlow
+	var v uint64
+	it := p.objs.SkiffPolFlows.Iterate()
+	for it.Next(&k, &v) {
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
+		_ = p.objs.SkiffPolFlows.Delete(k)
+	}
+}
+
+// TestPolicyProgramTruthTable runs the eBPF verdict program over every pair of addresses,
+// every protocol and a set of ports, and compares it with policy.Decide on the same
+// compiled result: the Go model and the datapath must agree on every packet.
+func TestPolicyProgramTruthTable(t *testing.T) {
+	p := loadTestPolicy(t)
+	pods := []policy.Pod{}
+	addrs := map[string]netip.Addr{}
+	i := 1
+	for _, ns := range []string{"x", "y"} {
+		for _, name := range []string{"a", "b", "c"} {
+			ip := netip.AddrFrom4([4]byte{10, 244, 0, byte(i)})
+			i++
+			addrs[ns+"/"+name] = ip
+			serve := uint16(80)
+			if ns == "y" {
+				serve = 81
+			}
+			pods = append(pods, policy.Pod{Namespace: ns, Name: name, Labels: map[string]string{"pod": name}, IPs: []netip.Addr{ip},
+				Ports: []policy.NamedPort{{Name: "serve", Protocol: policy.TCP, Port: serve}}})
+		}
+	}
+	host := netip.MustParseAddr("192.0.2.1")
+	outsiders := []netip.Addr{netip.MustParseAddr("203.0.113.7"), netip.MustParseAddr("10.244.0.200"), host}
+	tcp, udp, sctp := corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP
+	policies := []*networkingv1.NetworkPolicy{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "a-in"}, Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pod": "a"}},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{
+				{From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "y"}}}},
+					Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: ptr.To(intstr.FromInt32(80))}, {Protocol: &udp, Port: ptr.To(intstr.FromInt32(50)), EndPort: ptr.To[int32](60)}}},
+				{From: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.244.0.0/24", Except: []string{"10.244.0.4/30"}}}},
+					Ports: []networkingv1.NetworkPolicyPort{{Protocol: &sctp}}},
+			}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "b-out"}, Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pod": "b"}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+			Egress: []networkingv1.NetworkPolicyEgressRule{{
+				To:    []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}, PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pod": "c"}}}},
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: ptr.To(intstr.FromString("serve"))}}}}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "y", Name: "deny-in"}, Spec: networkingv1.NetworkPolicySpec{}},
+	}
+	res, errs := policy.Compile(policy.NewAllocator(), policies, pods, []policy.Namespace{{Name: "x"}, {Name: "y"}})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if _, err := p.Sync(res, func(netip.Addr) bool { return true }, []netip.Addr{host}); err != nil {
+		t.Fatal(err)
+	}
+	var all []netip.Addr
+	for _, a := range addrs {
+		all = append(all, a)
+	}
+	type probe struct {
+		proto uint8
+		port  uint16
+	}
+	var probes []probe
+	for _, proto := range []uint8{policy.TCP, policy.UDP, policy.SCTP} {
+		for _, port := range []uint16{49, 50, 55, 60, 61, 80, 81, 443} {
+			probes = append(probes, probe{proto, port})
+		}
+	}
+	probes = append(probes, probe{1, 0}) // ICMP
+	checked, admitted := 0, 0
+	for _, src := range append(all, outsiders...) {
+		for _, dst := range all {
+			if src == dst {
+				continue
+			}
+			for _, pr := range probes {
+				want := true
+				if _, ok := res.PodIdentities[src]; ok {
+					want = res.Decide(src, policy.Egress, dst, pr.proto, pr.port).Allowed
+				}
+				if src == host {
+					// The node reaches its pods whatever their policies, as upstream expects.
+				} else {
+					want = want && res.Decide(dst, policy.Ingress, src, pr.proto, pr.port).Allowed
+				}
+				pkt := l4packet(src, dst, pr.proto, 40000, pr.port)
+				got := true
+				if _, ok := res.PodIdentities[src]; ok {
+					got = runProg(t, p.objs.SkiffPolicyFromPod, pkt) == tcxNext
+				}
+				if got {
+					got = runProg(t, p.objs.SkiffPolicyToPod, pkt) == tcxNext
+				}
+				clearFlows(t, p)
+				if got != want {
+					t.Errorf("%s -> %s proto %d port %d: datapath %v, model %v", src, dst, pr.proto, pr.port, got, want)
+				}
+				checked++
+				if got {
+					admitted++
+				}
+			}
+		}
+	}
+	if admitted == 0 || admitted == checked {
+		t.Fatalf("%d of %d probes admitted: the table tests nothing", admitted, checked)
+	}
+	t.Logf("%d probes, %d admitted", checked, admitted)
+
+	// A reply passes where a new connection would not: x/a's ingress admits nothing from x/c
+	// on TCP 9000, but x/a's own connection to x/c gets its answer.
+	a, c := addrs["x/a"], addrs["x/c"]
+	if runProg(t, p.objs.SkiffPolicyToPod, l4packet(c, a, policy.TCP, 9000, 40001)) != tcxDrop {
+		t.Fatal("x/c -> x/a:40001 admitted without a connection")
+	}
+	if runProg(t, p.objs.SkiffPolicyFromPod, l4packet(a, c, policy.TCP, 40001, 9000)) != tcxNext {
+		t.Fatal("x/a -> x/c:9000 refused")
+	}
+	if runProg(t, p.objs.SkiffPolicyToPod, l4packet(c, a, policy.TCP, 9000, 40001)) != tcxNext {
+		t.Fatal("the reply to x/a's connection was dropped")
+	}
+	// An address with no endpoint entry gets nothing (fail closed).
+	stranger := netip.MustParseAddr("10.244.0.99")
+	if runProg(t, p.objs.SkiffPolicyFromPod, l4packet(stranger, a, policy.TCP, 1, 80)) != tcxDrop {
+		t.Fatal("a pod without an endpoint entry sent a packet")
+	}
+	drops, err := p.Drops()
+	if err != nil || len(drops) == 0 {
+		t.Fatalf("drops %v, %v", drops, err)
+	}
+	// Sync to nothing removes every entry.
+	empty, _ := policy.Compile(policy.NewAllocator(), nil, nil, nil)
+	if _, err := p.Sync(empty, func(netip.Addr) bool { return true }, nil); err != nil {
+		t.Fatal(err)
+	}
+	var k policyPolRuleKey
+	var v policyPolRuleValue
+	if p.objs.SkiffPolRules.Iterate().Next(&k, &v) {
+		t.Fatalf("rule %+v left after syncing to nothing", k)
+	}
+}
