@@ -80,6 +80,8 @@ type Options struct {
 	CgroupRoot string
 	// ServiceProxy runs the eBPF service load balancer for the node's pods.
 	ServiceProxy bool
+	// NetworkPolicy enforces NetworkPolicies on the node's pod veths with eBPF.
+	NetworkPolicy bool
 	// BGP, if set, runs the node's BGP speaker and installs learned pod routes.
 	BGP *bgp.Options
 	// RuntimeEndpoint, if set, is a containerd the agent uses instead of supervising its own.
@@ -189,8 +191,32 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		sup.Stop()
 		return err
 	}
+	cni := &cniserver.Server{IPAM: alloc, Log: log}
+	var policyEnforcer *dataplane.Enforcer
+	if o.NetworkPolicy {
+		// NetworkPolicy in eBPF: every pod's veth gets the programs, during CNI ADD and
+		// after its entries are written, so no pod's first packet escapes its policy.
+		local := func() map[netip.Addr]dataplane.PodRef {
+			out := map[netip.Addr]dataplane.PodRef{}
+			for _, a := range alloc.Allocations() {
+				out[a.IP] = dataplane.PodRef{Namespace: a.PodNamespace, Name: a.PodName}
+			}
+			return out
+		}
+		var host []netip.Addr
+		if a, err := netip.ParseAddr(o.InternalIP); err == nil {
+			host = append(host, a)
+		}
+		enf := dataplane.NewEnforcer(dataplane.EnforcerOptions{PinDir: dataplane.PinDir(o.NodeName), Local: local, Host: host,
+			Netns: o.Netns, Informers: shared}, log.With("component", "network-policy"))
+		cni.Policy = enf
+		policyEnforcer = enf
+		sup.Go(supervisor.Part{Name: "network-policy", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
+			return enf.Run(ctx, client)
+		}})
+	}
 	sup.Go(supervisor.Part{Name: "cni-server", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
-		return cniserver.Serve(ctx, socket, (&cniserver.Server{IPAM: alloc, Log: log}).Handler())
+		return cniserver.Serve(ctx, socket, cni.Handler())
 	}})
 	var proxy atomic.Pointer[dataplane.Dataplane]
 	if o.ServiceProxy {
@@ -239,7 +265,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 			Volumes: vols, PodsDir: dirs.Pods(), Allocatable: allocatable}, log)
 	if o.HealthzAddress != "" {
 		sup.Go(supervisor.Part{Name: "healthz", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
-			return serveHealthz(ctx, o.HealthzAddress, ctr, sup, &speaker, &proxy)
+			return serveHealthz(ctx, o.HealthzAddress, ctr, sup, &speaker, &proxy, policyEnforcer)
 		}})
 	}
 	if o.PodManifestPath != "" {
@@ -350,10 +376,13 @@ func replaceLink(target, name string) error {
 // states and route counts, the service tables, each part's state) on the agent's loopback
 // address.
 func serveHealthz(ctx context.Context, addr string, ctr *runtime.Containerd, sup *supervisor.Supervisor, speaker *atomic.Pointer[bgp.Speaker],
-	proxy *atomic.Pointer[dataplane.Dataplane]) error {
+	proxy *atomic.Pointer[dataplane.Dataplane], policy *dataplane.Enforcer) error {
 	mux := http.NewServeMux()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(bgpCollector{speaker}, proxyCollector{proxy}, partsCollector{sup})
+	if policy != nil {
+		reg.MustRegister(policyCollector{policy})
+	}
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		cctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
@@ -463,6 +492,32 @@ func (c proxyCollector) Collect(ch chan<- prometheus.Metric) {
 	if n, capacity, err := dataplane.ConntrackCount(d.Maps.CT); err == nil {
 		ch <- prometheus.MustNewConstMetric(ctDesc, prometheus.GaugeValue, float64(n))
 		ch <- prometheus.MustNewConstMetric(ctCapDesc, prometheus.GaugeValue, float64(capacity))
+	}
+}
+
+var policyDropsDesc = prometheus.NewDesc("skiff_network_policy_drops_total",
+	"Packets dropped by network policy, by pod and direction (ingress: to the pod, egress: from it).",
+	[]string{"pod", "direction"}, nil)
+
+// policyCollector exports the policy program's drop counters, named by pod.
+type policyCollector struct{ e *dataplane.Enforcer }
+
+func (c policyCollector) Describe(ch chan<- *prometheus.Desc) { ch <- policyDropsDesc }
+
+func (c policyCollector) Collect(ch chan<- prometheus.Metric) {
+	drops, err := c.e.Drops()
+	if err != nil {
+		return
+	}
+	res := c.e.Last()
+	for _, d := range drops {
+		pod := d.Endpoint.String()
+		if res != nil {
+			if ep, ok := res.Endpoints[d.Endpoint]; ok {
+				pod = ep.Pod
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(policyDropsDesc, prometheus.CounterValue, float64(d.Packets), pod, d.Direction.String())
 	}
 }
 

@@ -67,10 +67,15 @@ func add(conf *NetConf, args *skel.CmdArgs) (*current.Result, error) {
 		mtu = resp.MTU
 	}
 	result, err := setUp(args, ip, gw, mtu)
+	if err == nil {
+		// The pod's network policy goes on its veth before ADD returns, so before any of its
+		// containers runs (the agent writes the policy first, then attaches).
+		err = agent.call(protocol.AttachPath, protocol.AttachRequest{ContainerID: args.ContainerID, HostIf: HostVethName(args.ContainerID)}, nil)
+	}
 	if err != nil {
 		// Leave nothing behind: the runtime will retry ADD from scratch.
 		_ = tearDown(args.ContainerID)
-		_ = agent.call(protocol.DelPath, protocol.DelRequest{ContainerID: args.ContainerID}, nil)
+		_ = agent.call(protocol.DelPath, protocol.DelRequest{ContainerID: args.ContainerID, HostIf: HostVethName(args.ContainerID)}, nil)
 		return nil, err
 	}
 	return result, nil
@@ -193,7 +198,7 @@ func Del(args *skel.CmdArgs) error {
 	if err := tearDown(args.ContainerID); err != nil {
 		return fmt.Errorf("skiff-cni: remove veth: %w", err)
 	}
-	return newAgentClient(conf.AgentSocket).call(protocol.DelPath, protocol.DelRequest{ContainerID: args.ContainerID}, nil)
+	return newAgentClient(conf.AgentSocket).call(protocol.DelPath, protocol.DelRequest{ContainerID: args.ContainerID, HostIf: HostVethName(args.ContainerID)}, nil)
 }
 
 // Check implements CNI CHECK: the host end, its route and the pod's address must be there.

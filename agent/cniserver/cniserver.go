@@ -27,6 +27,14 @@ type Server struct {
 	IPAM *ipam.Allocator
 	MTU  int
 	Log  *slog.Logger
+	// Policy, if set, puts network policy on each pod's veth (dataplane.Enforcer).
+	Policy PolicyAttacher
+}
+
+// PolicyAttacher enforces network policy on pod veths.
+type PolicyAttacher interface {
+	AttachPod(ctx context.Context, hostIf string) error
+	DetachPod(hostIf string)
 }
 
 // Handler serves the CNI endpoints.
@@ -56,11 +64,34 @@ func (s *Server) Handler() http.Handler {
 		}
 		reply(w, protocol.AddResponse{IP: al.IP.String(), Gateway: DefaultGateway, MTU: s.MTU})
 	})
+	mux.HandleFunc("POST "+protocol.AttachPath, func(w http.ResponseWriter, r *http.Request) {
+		var req protocol.AttachRequest
+		if err := decode(r, &req); err != nil {
+			fail(w, http.StatusBadRequest, err)
+			return
+		}
+		if _, ok := s.IPAM.Get(req.ContainerID); !ok || req.HostIf == "" {
+			fail(w, http.StatusBadRequest, fmt.Errorf("no address allocated to container %q, or no hostIf", req.ContainerID))
+			return
+		}
+		if s.Policy != nil {
+			ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+			defer cancel()
+			if err := s.Policy.AttachPod(ctx, req.HostIf); err != nil {
+				fail(w, http.StatusServiceUnavailable, fmt.Errorf("network policy on %s: %w", req.HostIf, err))
+				return
+			}
+		}
+		reply(w, struct{}{})
+	})
 	mux.HandleFunc("POST "+protocol.DelPath, func(w http.ResponseWriter, r *http.Request) {
 		var req protocol.DelRequest
 		if err := decode(r, &req); err != nil {
 			fail(w, http.StatusBadRequest, err)
 			return
+		}
+		if s.Policy != nil && req.HostIf != "" {
+			s.Policy.DetachPod(req.HostIf)
 		}
 		if err := s.IPAM.Release(req.ContainerID); err != nil {
 			fail(w, http.StatusInternalServerError, err)

@@ -129,6 +129,7 @@ func addAgentFlags(fs *pflag.FlagSet, f *config.Agent, prefix string) {
 	fs.StringVar(&f.HealthzAddress, prefix+"healthz-address", "127.0.0.1:10248", "plain-HTTP /healthz of the agent (empty to disable)")
 	fs.StringVar(&f.CgroupRoot, "cgroup-root", "/skiff", "parent cgroup of every pod")
 	fs.BoolVar(&f.ServiceProxy, "service-proxy", true, "load-balance Services for this node's pods with eBPF (pinned under /sys/fs/bpf/skiff/<node>)")
+	fs.BoolVar(&f.NetworkPolicy, "network-policy", true, "enforce NetworkPolicies on this node's pod veths with eBPF (tcx; pinned under /sys/fs/bpf/skiff/<node>)")
 	fs.BoolVar(&f.BGP, "bgp", true, "run the node's BGP speaker: advertise its pod CIDR, install the other nodes' (see ConfigMap kube-system/skiff-bgp)")
 	fs.Uint32Var(&f.BGPASN, "bgp-asn", 0, "this node's AS, overriding the ConfigMap and the bgp.skiff.sh/asn annotation (default 64512)")
 	fs.StringSliceVar(&f.BGPPeers, "bgp-peer", nil, "BGP peer ADDRESS:ASN (repeatable), replacing the configured peers, e.g. a top-of-rack router")

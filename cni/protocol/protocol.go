@@ -8,8 +8,9 @@ const DefaultSocket = "/run/skiff/agent/cni.sock"
 
 // Paths of the agent's CNI endpoints.
 const (
-	AddPath = "/v1/cni/add"
-	DelPath = "/v1/cni/del"
+	AddPath    = "/v1/cni/add"
+	DelPath    = "/v1/cni/del"
+	AttachPath = "/v1/cni/attach"
 )
 
 // AddRequest asks for a sandbox's address.
@@ -32,9 +33,19 @@ type AddResponse struct {
 	MTU int `json:"mtu,omitempty"`
 }
 
+// AttachRequest says a sandbox's veth is up: the agent puts the pod's network policy on its
+// host side before the plugin returns, so the pod's first packet meets it.
+type AttachRequest struct {
+	ContainerID string `json:"containerID"`
+	// HostIf is the host side of the pod's veth.
+	HostIf string `json:"hostIf"`
+}
+
 // DelRequest releases a sandbox's address.
 type DelRequest struct {
 	ContainerID string `json:"containerID"`
+	// HostIf, if known, is the host side of the pod's veth (its policy programs go).
+	HostIf string `json:"hostIf,omitempty"`
 }
 
 // Error is the body of a non-2xx answer.

@@ -39,6 +39,7 @@ type Agent struct {
 	ClusterDomain, ResolvConf, RuntimeEndpoint             string
 	CgroupRoot                                             string
 	ServiceProxy                                           bool
+	NetworkPolicy                                          bool
 	// BGP runs the speaker; BGPASN, BGPPeers ("ADDRESS:ASN"), BGPNodeMesh ("", "true",
 	// "false") override the cluster's configuration; BGPAPI serves GoBGP's gRPC API.
 	BGP         bool
@@ -120,7 +121,7 @@ func (a Agent) Options(taints []corev1.Taint) (agent.Options, error) {
 		CNIPlugin: a.CNIPlugin, ImageDirs: dirs, PodLogDir: a.PodLogDir, PodManifestPath: a.PodManifestPath, HealthzAddress: a.HealthzAddress,
 		APIAddress: fmt.Sprintf(":%d", a.Port), APIPort: a.Port, ServingCert: a.ServingCert, ServingKey: a.ServingKey, ClientCA: a.ClientCA,
 		ClusterDNS: a.ClusterDNS, ClusterDomain: a.ClusterDomain, ResolvConf: a.ResolvConf, RuntimeEndpoint: a.RuntimeEndpoint,
-		CgroupRoot: a.CgroupRoot, ServiceProxy: a.ServiceProxy, BGP: b}, nil
+		CgroupRoot: a.CgroupRoot, ServiceProxy: a.ServiceProxy, NetworkPolicy: a.NetworkPolicy, BGP: b}, nil
 }
 
 // RunAgent runs `skiff agent`: with a token it first joins (see agent/join: the CA pinned,

@@ -17,6 +17,8 @@ const (
 	nodesGroup = authuser.NodesGroup
 	// skiffEndpointsRole is the EndpointSlice controller's role beyond upstream's.
 	skiffEndpointsRole = "skiff:controller:endpointslice-controller"
+	// skiffNodePolicyRole is what each agent's NetworkPolicy enforcement reads.
+	skiffNodePolicyRole = "skiff:node-policy"
 )
 
 // SkiffClusterRoles is skiff's own ClusterRoles.
@@ -26,6 +28,14 @@ func SkiffClusterRoles() []rbacv1.ClusterRole {
 		// the job of upstream's endpoint-controller, whose role it does not have.
 		clusterRole(skiffEndpointsRole,
 			rule("create", "update", "delete", "get", "list", "watch").groups(core).resources("endpoints"),
+		),
+		// Each agent enforces NetworkPolicy for its pods (Calico's and Cilium's agents read
+		// the same): every policy, every namespace's labels and every pod's labels and
+		// addresses, since a peer may be any pod. Read-only; the Node authorizer still keeps
+		// a node from any pod's Secrets and from writing other nodes' pods.
+		clusterRole(skiffNodePolicyRole,
+			rule(read...).groups(core).resources("pods", "namespaces"),
+			rule(read...).groups("networking.k8s.io").resources("networkpolicies"),
 		),
 	}
 }
@@ -48,6 +58,7 @@ func SkiffClusterRoleBindings() []rbacv1.ClusterRoleBinding {
 		// See SkiffClusterRoles.
 		namedClusterRoleBinding(skiffEndpointsRole, skiffEndpointsRole,
 			serviceAccount(metav1.NamespaceSystem, "endpointslice-controller")),
+		namedClusterRoleBinding(skiffNodePolicyRole, skiffNodePolicyRole, group(nodesGroup)),
 	}
 }
 
