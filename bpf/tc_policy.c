@@ -80,6 +80,27 @@ struct pol_drop_key {
 	__u32 dir;
 };
 
+/* Names for inspection (`skiff bpf policy`, `skiff policy trace`), never read by the
+ * programs: a policy's by its index, an identity's labels, an endpoint's pod. */
+#define POL_NAME_POLICY 1
+#define POL_NAME_IDENTITY 2
+#define POL_NAME_ENDPOINT 3
+struct pol_name_key {
+	__u32 kind;
+	__u32 id;
+};
+struct pol_name {
+	char name[256];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, POL_MAX_ENDPOINTS * 4);
+	__type(key, struct pol_name_key);
+	__type(value, struct pol_name);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} skiff_pol_names SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, POL_MAX_ENDPOINTS);

@@ -182,7 +182,55 @@ func (p *Policy) Sync(res *policy.Result, local func(netip.Addr) bool, host []ne
 		}
 	}
 	syncMap(p.objs.SkiffPolEndpoints, eps, put, &errs, &changes)
+	// Names, for skiff bpf policy and skiff policy trace.
+	names := map[policyPolNameKey]policyPolName{}
+	for i, n := range p.list {
+		names[policyPolNameKey{Kind: nameKindPolicy, Id: uint32(i)}] = polName(n)
+	}
+	for id, l := range res.Labels {
+		names[policyPolNameKey{Kind: nameKindIdentity, Id: uint32(id)}] = polName(l)
+	}
+	for pfx, id := range res.CIDRIdentities {
+		names[policyPolNameKey{Kind: nameKindIdentity, Id: uint32(id)}] = polName("cidr:" + pfx.String())
+	}
+	for a, pod := range res.Pods {
+		if a.Is4() && local(a) {
+			names[policyPolNameKey{Kind: nameKindEndpoint, Id: addr4(a)}] = polName(pod)
+		}
+	}
+	for a, ep := range res.Endpoints { // local pods the informer has not shown yet
+		if a.Is4() && local(a) {
+			names[policyPolNameKey{Kind: nameKindEndpoint, Id: addr4(a)}] = polName(ep.Pod)
+		}
+	}
+	syncMap(p.objs.SkiffPolNames, names, put, &errs, &changes)
 	return changes, errors.Join(errs...)
+}
+
+// Kinds of skiff_pol_names entries, as bpf/tc_policy.c's POL_NAME_*.
+const (
+	nameKindPolicy   = 1
+	nameKindIdentity = 2
+	nameKindEndpoint = 3
+)
+
+func polName(s string) policyPolName {
+	var n policyPolName
+	for i := 0; i < len(s) && i < len(n.Name)-1; i++ {
+		n.Name[i] = int8(s[i])
+	}
+	return n
+}
+
+func (n policyPolName) String() string {
+	b := make([]byte, 0, len(n.Name))
+	for _, c := range n.Name {
+		if c == 0 {
+			break
+		}
+		b = append(b, byte(c))
+	}
+	return string(b)
 }
 
 // index numbers a policy name for rule values; PolicyName reads it back.

@@ -40,6 +40,17 @@ type policyPolFlow struct {
 	Pad      [3]uint8
 }
 
+type policyPolName struct {
+	_    structs.HostLayout
+	Name [256]int8
+}
+
+type policyPolNameKey struct {
+	_    structs.HostLayout
+	Kind uint32
+	Id   uint32
+}
+
 type policyPolRuleKey struct {
 	_         structs.HostLayout
 	Prefixlen uint32
@@ -64,6 +75,7 @@ const (
 	policyMapSkiffPolEndpoints   = "skiff_pol_endpoints"
 	policyMapSkiffPolFlows       = "skiff_pol_flows"
 	policyMapSkiffPolIdentities  = "skiff_pol_identities"
+	policyMapSkiffPolNames       = "skiff_pol_names"
 	policyMapSkiffPolRules       = "skiff_pol_rules"
 	policyProgSkiffPolicyFromPod = "skiff_policy_from_pod"
 	policyProgSkiffPolicyToPod   = "skiff_policy_to_pod"
@@ -124,6 +136,7 @@ type policyMapSpecs struct {
 	SkiffPolEndpoints  *ebpf.MapSpec `ebpf:"skiff_pol_endpoints"`
 	SkiffPolFlows      *ebpf.MapSpec `ebpf:"skiff_pol_flows"`
 	SkiffPolIdentities *ebpf.MapSpec `ebpf:"skiff_pol_identities"`
+	SkiffPolNames      *ebpf.MapSpec `ebpf:"skiff_pol_names"`
 	SkiffPolRules      *ebpf.MapSpec `ebpf:"skiff_pol_rules"`
 }
 
@@ -158,6 +171,7 @@ type policyMaps struct {
 	SkiffPolEndpoints  *ebpf.Map `ebpf:"skiff_pol_endpoints"`
 	SkiffPolFlows      *ebpf.Map `ebpf:"skiff_pol_flows"`
 	SkiffPolIdentities *ebpf.Map `ebpf:"skiff_pol_identities"`
+	SkiffPolNames      *ebpf.Map `ebpf:"skiff_pol_names"`
 	SkiffPolRules      *ebpf.Map `ebpf:"skiff_pol_rules"`
 }
 
@@ -168,6 +182,7 @@ func (m *policyMaps) Close() error {
 		m.SkiffPolEndpoints,
 		m.SkiffPolFlows,
 		m.SkiffPolIdentities,
+		m.SkiffPolNames,
 		m.SkiffPolRules,
 	)
 }

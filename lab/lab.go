@@ -624,10 +624,10 @@ func Exec(name, host string, argv []string) error {
 	return cmd.Run()
 }
 
-// InferNode adds --node NODE to `skiff bpf …` run on a lab host that does not name one, so
+// InferNode adds --node NODE to `skiff bpf …` and `skiff policy …` run on a lab host that does not name one, so
 // `skiff lab exec node1 -- skiff bpf services` shows node1's maps.
 func InferNode(argv []string, node string) []string {
-	if len(argv) < 2 || filepath.Base(argv[0]) != "skiff" || argv[1] != "bpf" || node == "" {
+	if len(argv) < 2 || filepath.Base(argv[0]) != "skiff" || (argv[1] != "bpf" && argv[1] != "policy") || node == "" {
 		return argv
 	}
 	for _, a := range argv[2:] {

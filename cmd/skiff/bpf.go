@@ -22,16 +22,9 @@ func bpfCommand() *cobra.Command {
 	cmd.PersistentFlags().StringVar(&node, "node", "", "node whose maps to read (default: the only one pinned on this machine)")
 	cmd.PersistentFlags().StringVar(&pinDir, "pin-dir", "", "pin directory to read (default /sys/fs/bpf/skiff/<node>)")
 	open := func() (dataplane.Maps, func(), error) {
-		dir := pinDir
-		if dir == "" && node != "" {
-			dir = dataplane.PinDir(node)
-		}
-		if dir == "" {
-			dirs, _ := filepath.Glob(filepath.Join(dataplane.BPFFS, "skiff", "*"))
-			if len(dirs) != 1 {
-				return dataplane.Maps{}, nil, fmt.Errorf("%d nodes have maps pinned here (%s): name one with --node", len(dirs), strings.Join(dirs, ", "))
-			}
-			dir = dirs[0]
+		dir, err := nodePinDir(node, pinDir)
+		if err != nil {
+			return dataplane.Maps{}, nil, err
 		}
 		return dataplane.OpenPinned(dir)
 	}
@@ -120,6 +113,53 @@ func bpfCommand() *cobra.Command {
 			fmt.Printf("%d entries of %d\n", len(flows), m.CT.MaxEntries())
 			return nil
 		}}
-	cmd.AddCommand(services, backends, conntrack)
+	policyCmd := &cobra.Command{Use: "policy", Short: "Each policed pod's identity, isolation and admitted peers, in Kubernetes terms", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := nodePinDir(node, pinDir)
+			if err != nil {
+				return err
+			}
+			v, err := dataplane.OpenPolicyPinned(dir)
+			if err != nil {
+				return err
+			}
+			defer v.Close()
+			eps, err := v.Endpoints()
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', 0)
+			fmt.Fprintln(tw, "POD\tADDRESS\tIDENTITY\tINGRESS\tEGRESS")
+			isolation := func(isolated bool) string {
+				if isolated {
+					return "isolated"
+				}
+				return "open"
+			}
+			for _, e := range eps {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", e.Pod, e.Address, e.Identity, isolation(e.Ingress), isolation(e.Egress))
+				for _, r := range e.Rules {
+					fmt.Fprintf(tw, "  %s %s\t%s\tports %s\t%s\t\n", r.Direction, map[bool]string{true: "from", false: "to"}[r.Direction.String() == "ingress"],
+						r.Peer, dataplane.ProtocolName(r.Protocol)+" "+r.PortRange(), r.Policy)
+				}
+			}
+			return tw.Flush()
+		}}
+	cmd.AddCommand(services, backends, conntrack, policyCmd)
 	return cmd
+}
+
+// nodePinDir is --pin-dir, or --node's pin directory, or the only one pinned here.
+func nodePinDir(node, pinDir string) (string, error) {
+	if pinDir != "" {
+		return pinDir, nil
+	}
+	if node != "" {
+		return dataplane.PinDir(node), nil
+	}
+	dirs, _ := filepath.Glob(filepath.Join(dataplane.BPFFS, "skiff", "*"))
+	if len(dirs) != 1 {
+		return "", fmt.Errorf("%d nodes have maps pinned here (%s): name one with --node", len(dirs), strings.Join(dirs, ", "))
+	}
+	return dirs[0], nil
 }

@@ -67,6 +67,7 @@ func newRoot() *cobra.Command {
 		agentCommand(),
 		bgpCommand(),
 		bpfCommand(),
+		policyCommand(),
 		labCommand(),
 		kubeconfigCommand(),
 	)

@@ -106,6 +106,8 @@ type Result struct {
 	Entries map[Key]string
 	// Labels describes each pod identity (namespace and labels), for inspection.
 	Labels map[Identity]string
+	// Pods names each pod address (namespace/name), for inspection.
+	Pods map[netip.Addr]string
 }
 
 // Allocator keeps identities stable across compilations, so a change to one pod does not
@@ -150,7 +152,7 @@ type podInfo struct {
 // naming it; the other policies still compile.
 func Compile(alloc *Allocator, policies []*networkingv1.NetworkPolicy, pods []Pod, namespaces []Namespace) (*Result, []error) {
 	res := &Result{PodIdentities: map[netip.Addr]Identity{}, CIDRIdentities: map[netip.Prefix]Identity{},
-		Endpoints: map[netip.Addr]Endpoint{}, Entries: map[Key]string{}, Labels: map[Identity]string{}}
+		Endpoints: map[netip.Addr]Endpoint{}, Entries: map[Key]string{}, Labels: map[Identity]string{}, Pods: map[netip.Addr]string{}}
 	var errs []error
 	nsLabels := map[string]labels.Set{}
 	for _, ns := range namespaces {
@@ -176,6 +178,7 @@ func Compile(alloc *Allocator, policies []*networkingv1.NetworkPolicy, pods []Po
 		infos = append(infos, pi)
 		for _, ip := range p.IPs {
 			res.PodIdentities[ip] = pi.id
+			res.Pods[ip] = p.Namespace + "/" + p.Name
 		}
 		res.Labels[pi.id] = describe(p)
 	}

@@ -156,6 +156,32 @@ spec:
 `)
 	expect("clients on the named port, nothing else", map[string]bool{"client tcp": true, "other tcp": false, "client udp": false})
 
+	// The live maps, in Kubernetes terms.
+	skiff := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(framework.Binary(t), args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("skiff %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	out := skiff("bpf", "policy", "--node", node)
+	t.Logf("skiff bpf policy --node %s:\n%s", node, out)
+	for _, want := range []string{"default/web", "isolated", "ingress from", "default:role=client", "TCP 8080", "default/clients-http"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("skiff bpf policy lacks %q:\n%s", want, out)
+		}
+	}
+	out = skiff("policy", "trace", ip["client"], ip["web"], "--port", "8080", "--node", node)
+	if !strings.Contains(out, "networkpolicy default/clients-http admits peer default:role=client") || !strings.Contains(out, "verdict: ALLOWED") {
+		t.Errorf("trace client -> web:8080:\n%s", out)
+	}
+	out = skiff("policy", "trace", ip["other"], ip["web"], "--port", "8080", "--node", node)
+	t.Logf("skiff policy trace %s %s --port 8080:\n%s", ip["other"], ip["web"], out)
+	if !strings.Contains(out, "no rule admits peer default:role=other on TCP/8080") || !strings.Contains(out, "verdict: DENIED") {
+		t.Errorf("trace other -> web:8080:\n%s", out)
+	}
+
 	apply(`apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
 metadata: {name: client-no-egress}
@@ -198,9 +224,9 @@ spec:
 			strings.Contains(string(out), `skiff_network_policy_drops_total{direction="ingress",pod="default/web"}`), string(out)
 	})
 	// bpftool shows the maps with their field names; no iptables or nftables rules.
-	out, err := exec.Command("bpftool", "map", "dump", "pinned", filepath.Join("/sys/fs/bpf/skiff", node, "skiff_pol_endpoints")).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), `"flags"`) {
-		t.Errorf("bpftool map dump skiff_pol_endpoints: %v\n%s", err, out)
+	dump, err := exec.Command("bpftool", "map", "dump", "pinned", filepath.Join("/sys/fs/bpf/skiff", node, "skiff_pol_endpoints")).CombinedOutput()
+	if err != nil || !strings.Contains(string(dump), `"flags"`) {
+		t.Errorf("bpftool map dump skiff_pol_endpoints: %v\n%s", err, dump)
 	}
 	for _, cmd := range [][]string{{"iptables-save"}, {"nft", "list", "ruleset"}} {
 		out, _ := exec.Command("ip", append([]string{"netns", "exec", nsName}, cmd...)...).CombinedOutput()

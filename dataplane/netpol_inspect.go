@@ -1,0 +1,256 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"sort"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/skiff-sh/skiff/dataplane/policy"
+)
+
+// PolicyView reads a node's pinned policy maps, as the datapath sees them.
+type PolicyView struct {
+	endpoints, identities, cidrs, rules, names *ebpf.Map
+}
+
+// OpenPolicyPinned opens the policy maps pinned in pinDir, read-only.
+func OpenPolicyPinned(pinDir string) (*PolicyView, error) {
+	v := &PolicyView{}
+	for _, m := range []struct {
+		name string
+		dst  **ebpf.Map
+	}{{"skiff_pol_endpoints", &v.endpoints}, {"skiff_pol_identities", &v.identities}, {"skiff_pol_cidrs", &v.cidrs},
+		{"skiff_pol_rules", &v.rules}, {"skiff_pol_names", &v.names}} {
+		mp, err := ebpf.LoadPinnedMap(filepath.Join(pinDir, m.name), &ebpf.LoadPinOptions{ReadOnly: true})
+		if err != nil {
+			v.Close()
+			return nil, fmt.Errorf("%s (is the agent's network policy running on this node?): %w", m.name, err)
+		}
+		*m.dst = mp
+	}
+	return v, nil
+}
+
+// Close releases the maps.
+func (v *PolicyView) Close() {
+	for _, m := range []*ebpf.Map{v.endpoints, v.identities, v.cidrs, v.rules, v.names} {
+		if m != nil {
+			m.Close()
+		}
+	}
+}
+
+func (v *PolicyView) name(kind, id uint32) string {
+	var n policyPolName
+	if err := v.names.Lookup(policyPolNameKey{Kind: kind, Id: id}, &n); err != nil {
+		return ""
+	}
+	return n.String()
+}
+
+// Peer describes an identity in Kubernetes terms ("any", "host", "world", "ns:labels",
+// "cidr:…").
+func (v *PolicyView) Peer(id uint32) string {
+	switch id {
+	case uint32(policy.AnyPeer):
+		return "any"
+	case HostIdentity:
+		return "host"
+	case uint32(policy.World):
+		return "world"
+	}
+	if n := v.name(nameKindIdentity, id); n != "" {
+		return n
+	}
+	return fmt.Sprintf("identity %d", id)
+}
+
+// EndpointInfo is one policed pod and its rules.
+type EndpointInfo struct {
+	Pod             string
+	Address         netip.Addr
+	Identity        uint32
+	Ingress, Egress bool // isolated
+	Rules           []RuleInfo
+}
+
+// RuleInfo is one admitting entry.
+type RuleInfo struct {
+	Direction policy.Direction
+	Peer      string
+	Protocol  uint8
+	Port      uint16
+	PortBits  uint8
+	Policy    string
+}
+
+// Endpoints lists every endpoint with its rules, by pod name.
+func (v *PolicyView) Endpoints() ([]EndpointInfo, error) {
+	byAddr := map[uint32]*EndpointInfo{}
+	var a uint32
+	var e policyPolEndpoint
+	it := v.endpoints.Iterate()
+	for it.Next(&a, &e) {
+		info := &EndpointInfo{Address: fromAddr4(a), Pod: v.name(nameKindEndpoint, a),
+			Ingress: e.Flags&isolatedIngress != 0, Egress: e.Flags&isolatedEgress != 0}
+		var id uint32
+		if v.identities.Lookup(a, &id) == nil {
+			info.Identity = id
+		}
+		byAddr[a] = info
+	}
+	if err := it.Err(); err != nil {
+		return nil, err
+	}
+	var k policyPolRuleKey
+	var r policyPolRuleValue
+	rit := v.rules.Iterate()
+	for rit.Next(&k, &r) {
+		info, ok := byAddr[k.Endpoint]
+		if !ok {
+			continue
+		}
+		info.Rules = append(info.Rules, RuleInfo{Direction: policy.Direction(k.Dir), Peer: v.Peer(k.Peer), Protocol: k.Proto,
+			Port: port16(k.Port), PortBits: uint8(k.Prefixlen - 80), Policy: v.name(nameKindPolicy, r.Policy)})
+	}
+	if err := rit.Err(); err != nil {
+		return nil, err
+	}
+	var out []EndpointInfo
+	for _, info := range byAddr {
+		sort.Slice(info.Rules, func(i, j int) bool {
+			a, b := info.Rules[i], info.Rules[j]
+			if a.Direction != b.Direction {
+				return a.Direction < b.Direction
+			}
+			if a.Peer != b.Peer {
+				return a.Peer < b.Peer
+			}
+			if a.Protocol != b.Protocol {
+				return a.Protocol < b.Protocol
+			}
+			return a.Port < b.Port
+		})
+		out = append(out, *info)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Pod < out[j].Pod || out[i].Pod == out[j].Pod && out[i].Address.Less(out[j].Address)
+	})
+	return out, nil
+}
+
+// TraceStep is the decision at one end.
+type TraceStep struct {
+	Direction policy.Direction
+	Endpoint  string // the pod deciding
+	Verdict   string // "allowed", "denied"
+	Why       string
+}
+
+// Trace answers whether traffic from src to dst on proto/port passes this node's policy, as
+// the programs decide a new connection: egress at src if it is a pod here, ingress at dst if
+// it is. Each step says which policy admits, or that none does.
+func (v *PolicyView) Trace(src, dst netip.Addr, proto uint8, port uint16) ([]TraceStep, bool, error) {
+	if !src.Is4() || !dst.Is4() {
+		return nil, false, errors.New("pods are IPv4: give IPv4 addresses")
+	}
+	var steps []TraceStep
+	allowed := true
+	for _, end := range []struct {
+		dir      policy.Direction
+		ep, peer netip.Addr
+	}{{policy.Egress, src, dst}, {policy.Ingress, dst, src}} {
+		var e policyPolEndpoint
+		if err := v.endpoints.Lookup(addr4(end.ep), &e); err != nil {
+			continue // not a pod of this node: decided elsewhere, or not at all
+		}
+		st := TraceStep{Direction: end.dir, Endpoint: v.name(nameKindEndpoint, addr4(end.ep))}
+		if st.Endpoint == "" {
+			st.Endpoint = end.ep.String()
+		}
+		isolated := e.Flags&isolatedIngress != 0
+		if end.dir == policy.Egress {
+			isolated = e.Flags&isolatedEgress != 0
+		}
+		peerID := uint32(policy.World)
+		var id uint32
+		if v.identities.Lookup(addr4(end.peer), &id) == nil {
+			peerID = id
+		}
+		switch {
+		case !isolated:
+			st.Verdict, st.Why = "allowed", "no policy selects the pod for "+end.dir.String()
+		case end.dir == policy.Ingress && peerID == HostIdentity:
+			st.Verdict, st.Why = "allowed", "from the node itself"
+		default:
+			candidates := []uint32{uint32(policy.AnyPeer), peerID}
+			var cid uint32
+			if v.cidrs.Lookup(policyPolCidrKey{Prefixlen: 32, Addr: addr4(end.peer)}, &cid) == nil {
+				candidates = append(candidates, cid)
+			}
+			st.Verdict, st.Why = "denied", fmt.Sprintf("no rule admits peer %s on %s", v.Peer(peerID), protoPort(proto, port))
+			for _, c := range candidates {
+				if name, ok := v.admitted(end.ep, c, end.dir, proto, port); ok {
+					st.Verdict, st.Why = "allowed", fmt.Sprintf("networkpolicy %s admits peer %s", name, v.Peer(c))
+					break
+				}
+			}
+		}
+		if st.Verdict == "denied" {
+			allowed = false
+		}
+		steps = append(steps, st)
+	}
+	return steps, allowed, nil
+}
+
+func (v *PolicyView) admitted(ep netip.Addr, peer uint32, dir policy.Direction, proto uint8, port uint16) (string, bool) {
+	var r policyPolRuleValue
+	k := policyPolRuleKey{Prefixlen: 96, Endpoint: addr4(ep), Peer: peer, Dir: uint8(dir), Proto: proto, Port: port16(port)}
+	if v.rules.Lookup(k, &r) == nil {
+		return v.name(nameKindPolicy, r.Policy), true
+	}
+	k = policyPolRuleKey{Prefixlen: 80, Endpoint: addr4(ep), Peer: peer, Dir: uint8(dir)}
+	if v.rules.Lookup(k, &r) == nil {
+		return v.name(nameKindPolicy, r.Policy), true
+	}
+	return "", false
+}
+
+// ProtocolName is "TCP", "UDP", "SCTP", "any" or the number.
+func ProtocolName(p uint8) string {
+	switch p {
+	case policy.TCP:
+		return "TCP"
+	case policy.UDP:
+		return "UDP"
+	case policy.SCTP:
+		return "SCTP"
+	case policy.AnyProtocol:
+		return "any"
+	}
+	return fmt.Sprint(p)
+}
+
+func protoPort(proto uint8, port uint16) string {
+	if port == 0 {
+		return ProtocolName(proto)
+	}
+	return fmt.Sprintf("%s/%d", ProtocolName(proto), port)
+}
+
+// PortRange prints a rule's ports: "80", "8000-8063", "all".
+func (r RuleInfo) PortRange() string {
+	if r.PortBits == 0 {
+		return "all"
+	}
+	if r.PortBits == 16 {
+		return fmt.Sprint(r.Port)
+	}
+	size := uint32(1) << (16 - r.PortBits)
+	return fmt.Sprintf("%d-%d", r.Port, uint32(r.Port)+size-1)
+}
