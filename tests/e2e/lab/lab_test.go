@@ -534,6 +534,11 @@ func runLab(t *testing.T, name, tor string) {
 		})
 	}
 
+	// NetworkPolicy across nodes: with every pod's ingress limited to the fabric's addresses,
+	// p1 (node1) no longer reaches p2 (node2), the ToR still does; deleting it restores p1.
+	l.networkPolicyAcrossNodes(p1, p2)
+	step("network policy across nodes")
+
 	// A node added later is reachable from all.
 	l.skiff("add-node", "--nodes", "3", "--timeout", "3m")
 	step("node3 added")
@@ -625,6 +630,40 @@ func (l *lab) hostRoutes(pod *corev1.Pod) {
 	out, err := exec.CommandContext(l.ctx, netutil, "connect", "10.96.0.1:443", "--timeout", "5s").CombinedOutput()
 	if err == nil || !regexp.MustCompile(`unreachable|no route to host`).Match(out) {
 		l.t.Errorf("the host connecting to a ClusterIP: %v: %s; want it refused as unreachable by the lab", err, out)
+	}
+}
+
+// networkPolicyAcrossNodes checks a policy enforced at p2's node against a pod on another
+// node and against the ToR (an ipBlock), then removes it.
+func (l *lab) networkPolicyAcrossNodes(p1, p2 *corev1.Pod) {
+	l.t.Helper()
+	f := filepath.Join(l.t.TempDir(), "netpol.yaml")
+	if err := os.WriteFile(f, []byte(`apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: fabric-only}
+spec:
+  podSelector: {}
+  ingress: [{from: [{ipBlock: {cidr: 198.18.0.0/24}}]}]
+`), 0o644); err != nil {
+		l.t.Fatal(err)
+	}
+	l.kubectl("apply", "-f", f)
+	url := "http://" + p2.Status.PodIP + ":8080/hostname"
+	framework.Eventually(l.t, 15*time.Second, "p1 refused by p2's policy", func() (bool, string) {
+		out := l.fetchErr("p1", url)
+		return !strings.Contains(out, "p2"), out
+	})
+	netutil := filepath.Join(filepath.Dir(l.bin), "netutil")
+	framework.Eventually(l.t, 15*time.Second, "the ToR (in the ipBlock) reaches p2", func() (bool, string) {
+		out, err := l.in("tor", netutil, "fetch", url)
+		return err == nil && out == "p2", out
+	})
+	if out, err := l.in("node2", l.bin, "policy", "trace", p1.Status.PodIP, p2.Status.PodIP, "--port", "8080", "--node", l.name+"-node2"); err != nil || !strings.Contains(out, "verdict: DENIED") {
+		l.t.Errorf("skiff policy trace on node2: %v\n%s", err, out)
+	}
+	l.kubectl("delete", "-f", f)
+	if got := l.fetch("p1", url); got != "p2" {
+		l.t.Errorf("p1 → p2 after the policy's deletion answered %q", got)
 	}
 }
 
