@@ -75,6 +75,9 @@ func (e *Enforcer) Run(ctx context.Context, client kubernetes.Interface) error {
 		return err
 	}
 	defer p.Close()
+	if kept, gone := p.Refresh(); kept+gone > 0 {
+		e.log.Info("policy programs refreshed on existing pod veths", "veths", kept/2, "gone", gone/2)
+	}
 	factory, start := sharedinformers.Factory(ctx, e.o.Informers, client)
 	pods, nss, netpols := factory.Core().V1().Pods(), factory.Core().V1().Namespaces(), factory.Networking().V1().NetworkPolicies()
 	kick := make(chan struct{}, 1)

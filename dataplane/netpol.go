@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -104,6 +105,31 @@ func (p *Policy) Attach(ifname string) error {
 		}
 	}
 	return nil
+}
+
+// Refresh puts the programs loaded now on every veth an earlier run attached (an upgraded
+// agent's programs replace the old ones in place, without a moment unpoliced) and forgets
+// the links of veths that are gone.
+func (p *Policy) Refresh() (kept, gone int) {
+	paths, _ := filepath.Glob(filepath.Join(p.pinDir, "policy_*"))
+	for _, path := range paths {
+		l, err := link.LoadPinnedLink(path, nil)
+		if err != nil {
+			continue
+		}
+		prog := p.objs.SkiffPolicyToPod
+		if strings.HasPrefix(filepath.Base(path), "policy_from_") {
+			prog = p.objs.SkiffPolicyFromPod
+		}
+		if attached(l) == nil && l.Update(prog) == nil {
+			kept++
+		} else {
+			_ = l.Unpin()
+			gone++
+		}
+		l.Close()
+	}
+	return kept, gone
 }
 
 // Detach removes the programs' links of a veth (after the veth is gone, only the pins).
