@@ -58,6 +58,7 @@ bench: deps build kube-proxy ## benchmarks: API and watch latency, idle RSS, sch
 	$(GO) test -run '^$$' -bench 'ProgramServices|ProgramChange' -benchtime 3x -timeout 20m ./dataplane/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench Connect -benchtime 2000x -timeout 20m ./dataplane/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench PolicyVerdict -benchtime 3x -timeout 20m ./dataplane/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench Compile -benchtime 5x -timeout 20m ./dataplane/policy/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench ServiceConnect -benchtime 1x -timeout 60m ./tests/bench/... | tee -a bench.out
 
 # Upstream kube-proxy for BenchmarkServiceConnect's side-by-side run, built in its own throwaway

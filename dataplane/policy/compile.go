@@ -207,10 +207,12 @@ func Compile(alloc *Allocator, policies []*networkingv1.NetworkPolicy, pods []Po
 			continue
 		}
 		ingress, egress := policyTypes(np)
+		var selected []*podInfo
 		for _, pi := range infos {
 			if pi.Namespace != np.Namespace || !sel.Matches(labels.Set(pi.Labels)) {
 				continue
 			}
+			selected = append(selected, pi)
 			for _, ip := range pi.IPs {
 				ep := res.Endpoints[ip]
 				ep.Pod = pi.Namespace + "/" + pi.Name
@@ -224,14 +226,26 @@ func Compile(alloc *Allocator, policies []*networkingv1.NetworkPolicy, pods []Po
 				}
 				res.Endpoints[ip] = ep
 			}
-			if ingress {
-				for _, r := range np.Spec.Ingress {
-					errs = append(errs, addRule(res, infos, name, np.Namespace, pi, Ingress, r.From, r.Ports)...)
+		}
+		if len(selected) == 0 {
+			continue
+		}
+		// Each rule's peers are resolved once for all the endpoints it applies to.
+		if ingress {
+			for _, r := range np.Spec.Ingress {
+				pr, perrs := resolvePeers(res, infos, name, np.Namespace, r.From)
+				errs = append(errs, perrs...)
+				for _, pi := range selected {
+					errs = append(errs, addRule(res, infos, name, pi, Ingress, pr, r.Ports)...)
 				}
 			}
-			if egress {
-				for _, r := range np.Spec.Egress {
-					errs = append(errs, addRule(res, infos, name, np.Namespace, pi, Egress, r.To, r.Ports)...)
+		}
+		if egress {
+			for _, r := range np.Spec.Egress {
+				pr, perrs := resolvePeers(res, infos, name, np.Namespace, r.To)
+				errs = append(errs, perrs...)
+				for _, pi := range selected {
+					errs = append(errs, addRule(res, infos, name, pi, Egress, pr, r.Ports)...)
 				}
 			}
 		}
@@ -239,19 +253,21 @@ func Compile(alloc *Allocator, policies []*networkingv1.NetworkPolicy, pods []Po
 	return res, dedupe(errs)
 }
 
-// addRule adds one rule's entries for endpoint ep.
-func addRule(res *Result, infos []*podInfo, policy, namespace string, ep *podInfo, dir Direction,
-	peers []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort) []error {
+// peers are who a rule admits: pod identities (with a pod each, to resolve named ports per
+// destination), CIDR identities, or anyone.
+type peers struct {
+	any  bool
+	pods map[Identity]*podInfo
+	cidr map[Identity]bool
+}
+
+func resolvePeers(res *Result, infos []*podInfo, policy, namespace string, from []networkingv1.NetworkPolicyPeer) (peers, []error) {
 	var errs []error
-	// Who the rule admits: pod identities (with the pods, to resolve named ports per
-	// destination), CIDR identities, or anyone.
-	any := len(peers) == 0
-	podPeers := map[Identity]*podInfo{}
-	cidrPeers := map[Identity]bool{}
-	for _, peer := range peers {
+	pr := peers{any: len(from) == 0, pods: map[Identity]*podInfo{}, cidr: map[Identity]bool{}}
+	for _, peer := range from {
 		if peer.IPBlock != nil {
 			for _, id := range cidrIdentities(res, peer.IPBlock) {
-				cidrPeers[id] = true
+				pr.cidr[id] = true
 			}
 			continue
 		}
@@ -261,9 +277,16 @@ func addRule(res *Result, infos []*podInfo, policy, namespace string, ep *podInf
 			continue
 		}
 		for _, pi := range matched {
-			podPeers[pi.id] = pi
+			pr.pods[pi.id] = pi
 		}
 	}
+	return pr, errs
+}
+
+// addRule adds one rule's entries for endpoint ep.
+func addRule(res *Result, infos []*podInfo, policy string, ep *podInfo, dir Direction, pr peers, ports []networkingv1.NetworkPolicyPort) []error {
+	var errs []error
+	any, podPeers, cidrPeers := pr.any, pr.pods, pr.cidr
 	add := func(proto uint8, peer Identity, port uint16, bits uint8) {
 		for _, ip := range ep.IPs {
 			k := Key{Endpoint: ip, Direction: dir, Protocol: proto, Peer: peer, Port: port, PortBits: bits}
