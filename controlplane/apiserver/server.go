@@ -403,7 +403,13 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 			return obj.(*corev1.ServiceAccount), nil
 		},
 		Authorizer: az.authorizer,
-	})
+	}, admission.ServiceAccount{Accounts: func(ctx context.Context, ns, name string) (*corev1.ServiceAccount, error) {
+		obj, err := getAccount(ctx, ns, name)
+		if err != nil {
+			return nil, err
+		}
+		return obj.(*corev1.ServiceAccount), nil
+	}})
 
 	srv, err := cfg.Complete(nil).New("skiff-apiserver", genericapiserver.NewEmptyDelegate())
 	if err != nil {

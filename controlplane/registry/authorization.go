@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -180,9 +181,15 @@ func (r *Reviews) tokenReview(ctx context.Context, obj runtime.Object) (runtime.
 		for k, v := range resp.User.GetExtra() {
 			extra[k] = v
 		}
+		// As the API server's own authentication says it: every authenticated user is in
+		// system:authenticated.
+		groups := resp.User.GetGroups()
+		if !slices.Contains(groups, user.AllAuthenticated) {
+			groups = append(slices.Clone(groups), user.AllAuthenticated)
+		}
 		tr.Status.Authenticated = true
 		tr.Status.Audiences = auds
-		tr.Status.User = authenticationv1.UserInfo{Username: resp.User.GetName(), UID: resp.User.GetUID(), Groups: resp.User.GetGroups(), Extra: extra}
+		tr.Status.User = authenticationv1.UserInfo{Username: resp.User.GetName(), UID: resp.User.GetUID(), Groups: groups, Extra: extra}
 	}
 	return tr, nil
 }

@@ -56,17 +56,15 @@ func (s csrStatusStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.
 	return errs
 }
 
-// csrApprovalStrategy serves /approval (`kubectl certificate approve|deny`): only the
-// Approved and Denied conditions change; a decision, once made, stays.
+// csrApprovalStrategy serves /approval (`kubectl certificate approve|deny`): the conditions
+// change (all of them, as upstream: the approver may add its own types beside Approved or
+// Denied) and nothing else; a decision, once made, stays.
 type csrApprovalStrategy struct{ statusStrategy }
 
 func (s csrApprovalStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
 	s.statusStrategy.PrepareForUpdate(ctx, obj, old)
 	n, o := obj.(*certificatesv1.CertificateSigningRequest), old.(*certificatesv1.CertificateSigningRequest)
 	n.Status.Certificate = o.Status.Certificate
-	n.Status.Conditions = mergeConditions(o.Status.Conditions, n.Status.Conditions, func(c certificatesv1.CertificateSigningRequestCondition) bool {
-		return !isApproval(c)
-	})
 }
 
 func (s csrApprovalStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {

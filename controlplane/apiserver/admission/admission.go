@@ -20,11 +20,11 @@ import (
 
 // Chain returns skiff's admission chain in upstream's order; namespaces reads namespaces
 // for NamespaceLifecycle, nodes is NodeRestriction.
-func Chain(namespaces NamespaceGetter, nodes *NodeRestriction) admission.Interface {
+func Chain(namespaces NamespaceGetter, nodes *NodeRestriction, accounts ServiceAccount) admission.Interface {
 	return admission.NewChainHandler(
 		&NamespaceLifecycle{Namespaces: namespaces},
 		nodes,
-		ServiceAccount{},
+		accounts,
 		DefaultTolerationSeconds{Seconds: 300},
 		Priority{},
 	)
@@ -39,8 +39,13 @@ func isPodCreate(a admission.Attributes) (*corev1.Pod, bool) {
 }
 
 // ServiceAccount sets a pod's service account to "default" and mounts a projected volume
-// with its token, the cluster CA (kube-root-ca.crt) and the namespace.
-type ServiceAccount struct{}
+// with its token, the cluster CA (kube-root-ca.crt) and the namespace — unless the pod, or
+// else its service account, sets automountServiceAccountToken: false.
+type ServiceAccount struct {
+	// Accounts, if set, reads the pod's service account for its automount setting; a pod
+	// whose account cannot be read yet is mounted (the account's own default).
+	Accounts func(ctx context.Context, namespace, name string) (*corev1.ServiceAccount, error)
+}
 
 // TokenPath is where the projected service-account volume is mounted.
 const TokenPath = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -48,8 +53,23 @@ const TokenPath = "/var/run/secrets/kubernetes.io/serviceaccount"
 // Handles implements admission.Interface.
 func (ServiceAccount) Handles(op admission.Operation) bool { return op == admission.Create }
 
+// automount says whether the pod gets the token volume: its own setting, else its account's.
+func (s ServiceAccount) automount(ctx context.Context, pod *corev1.Pod) bool {
+	if pod.Spec.AutomountServiceAccountToken != nil {
+		return *pod.Spec.AutomountServiceAccountToken
+	}
+	if s.Accounts == nil {
+		return true
+	}
+	sa, err := s.Accounts(ctx, pod.Namespace, pod.Spec.ServiceAccountName)
+	if err != nil || sa.AutomountServiceAccountToken == nil {
+		return true
+	}
+	return *sa.AutomountServiceAccountToken
+}
+
 // Admit implements admission.MutationInterface.
-func (ServiceAccount) Admit(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+func (s ServiceAccount) Admit(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
 	pod, ok := isPodCreate(a)
 	if !ok {
 		return nil
@@ -60,7 +80,7 @@ func (ServiceAccount) Admit(ctx context.Context, a admission.Attributes, _ admis
 	if pod.Spec.ServiceAccountName == "" {
 		pod.Spec.ServiceAccountName = "default"
 	}
-	if pod.Spec.AutomountServiceAccountToken != nil && !*pod.Spec.AutomountServiceAccountToken {
+	if !s.automount(ctx, pod) {
 		return nil
 	}
 	mounted := func(c *corev1.Container) bool {

@@ -438,7 +438,7 @@ func TestNamespaceLifecycle(t *testing.T) {
 func isNil(err error) bool { return err == nil }
 
 func TestChain(t *testing.T) {
-	chain := Chain(namespaces(ns("default", corev1.NamespaceActive)), &NodeRestriction{})
+	chain := Chain(namespaces(ns("default", corev1.NamespaceActive)), &NodeRestriction{}, ServiceAccount{})
 	p := newPod()
 	a := podCreate(p)
 	if err := chain.(admission.MutationInterface).Admit(context.Background(), a, nil); err != nil {
@@ -456,5 +456,40 @@ func TestChain(t *testing.T) {
 	orphan.Namespace = "gone"
 	if err := chain.(admission.ValidationInterface).Validate(context.Background(), podCreate(orphan), nil); !apierrors.IsForbidden(err) {
 		t.Errorf("chain validate in missing namespace: %v", err)
+	}
+}
+
+// The account's automountServiceAccountToken applies when the pod says nothing; the pod's
+// own setting wins.
+func TestServiceAccountAutomountFromAccount(t *testing.T) {
+	accounts := func(ctx context.Context, ns, name string) (*corev1.ServiceAccount, error) {
+		switch name {
+		case "nomount":
+			return &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}, AutomountServiceAccountToken: ptr.To(false)}, nil
+		case "default":
+			return &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, nil
+		}
+		return nil, apierrors.NewNotFound(corev1.Resource("serviceaccounts"), name)
+	}
+	for _, tc := range []struct {
+		account string
+		pod     *bool
+		want    int
+	}{
+		{"nomount", nil, 0},
+		{"nomount", ptr.To(true), 1},
+		{"default", nil, 1},
+		{"default", ptr.To(false), 0},
+		{"missing", nil, 1}, // not readable yet: mounted, the default
+	} {
+		p := newPod()
+		p.Spec.ServiceAccountName = tc.account
+		p.Spec.AutomountServiceAccountToken = tc.pod
+		if err := mutate(t, ServiceAccount{Accounts: accounts}, podCreate(p)); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(tokenVolumes(p)); got != tc.want {
+			t.Errorf("account %s, pod automount %v: %d token volumes, want %d", tc.account, tc.pod, got, tc.want)
+		}
 	}
 }
