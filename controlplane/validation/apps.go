@@ -1,6 +1,8 @@
 package validation
 
 import (
+	"net/netip"
+
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -147,6 +149,25 @@ func Lease(l *coordinationv1.Lease) field.ErrorList {
 	return errs
 }
 
+// ipBlock validates an ipBlock: a CIDR, and excepts strictly inside it.
+func ipBlock(b *networkingv1.IPBlock, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	cidr, err := netip.ParsePrefix(b.CIDR)
+	if err != nil {
+		return field.ErrorList{field.Invalid(fld.Child("cidr"), b.CIDR, "must be a valid CIDR, such as 10.0.0.0/16")}
+	}
+	for i, e := range b.Except {
+		ex, err := netip.ParsePrefix(e)
+		switch {
+		case err != nil:
+			errs = append(errs, field.Invalid(fld.Child("except").Index(i), e, "must be a valid CIDR, such as 10.0.0.0/24"))
+		case ex.Addr().Is4() != cidr.Addr().Is4() || ex.Bits() <= cidr.Bits() || !cidr.Contains(ex.Addr()):
+			errs = append(errs, field.Invalid(fld.Child("except").Index(i), e, "must be a strict subset of `cidr`"))
+		}
+	}
+	return errs
+}
+
 // NetworkPolicy validates a NetworkPolicy's selectors, ports and policy types.
 func NetworkPolicy(np *networkingv1.NetworkPolicy) field.ErrorList {
 	errs := ObjectMeta(&np.ObjectMeta, true, DNSSubdomain)
@@ -164,6 +185,12 @@ func NetworkPolicy(np *networkingv1.NetworkPolicy) field.ErrorList {
 			if p.IPBlock != nil && (p.PodSelector != nil || p.NamespaceSelector != nil) {
 				errs = append(errs, field.Forbidden(pp, "may not specify more than 1 peer type"))
 			}
+			if p.IPBlock == nil && p.PodSelector == nil && p.NamespaceSelector == nil {
+				errs = append(errs, field.Required(pp, "must specify a peer"))
+			}
+			if p.IPBlock != nil {
+				errs = append(errs, ipBlock(p.IPBlock, pp.Child("ipBlock"))...)
+			}
 		}
 	}
 	ports := func(ps []networkingv1.NetworkPolicyPort, fld *field.Path) {
@@ -171,8 +198,26 @@ func NetworkPolicy(np *networkingv1.NetworkPolicy) field.ErrorList {
 			if p.Protocol != nil && !protocols.Has(*p.Protocol) {
 				errs = append(errs, field.NotSupported(fld.Index(i).Child("protocol"), *p.Protocol, sets.List(protocols)))
 			}
+			pf := fld.Index(i)
 			if p.Port != nil && p.Port.Type == intstr.Int {
-				errs = append(errs, port(p.Port.IntVal, fld.Index(i).Child("port"))...)
+				errs = append(errs, port(p.Port.IntVal, pf.Child("port"))...)
+			}
+			if p.Port != nil && p.Port.Type == intstr.String {
+				for _, msg := range validation.IsValidPortName(p.Port.StrVal) {
+					errs = append(errs, field.Invalid(pf.Child("port"), p.Port.StrVal, msg))
+				}
+			}
+			if p.EndPort != nil {
+				switch {
+				case p.Port == nil:
+					errs = append(errs, field.Required(pf.Child("port"), "must be specified when endPort is specified"))
+				case p.Port.Type == intstr.String:
+					errs = append(errs, field.Invalid(pf.Child("endPort"), *p.EndPort, "may not be specified when `port` is non-numeric"))
+				case *p.EndPort < p.Port.IntVal:
+					errs = append(errs, field.Invalid(pf.Child("endPort"), *p.EndPort, "must be greater than or equal to `port`"))
+				default:
+					errs = append(errs, port(*p.EndPort, pf.Child("endPort"))...)
+				}
 			}
 		}
 	}

@@ -319,7 +319,7 @@ func TestNetworkPolicy(t *testing.T) {
 			np.Spec.Ingress[0].From[0].PodSelector = badExpr
 		}, want: []fe{required("spec.ingress[0].from[0].podSelector.matchExpressions[0].values")}},
 		{name: "bad egress namespace selector", mutate: func(np *networkingv1.NetworkPolicy) {
-			np.Spec.Egress = []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{}, {NamespaceSelector: badExpr}}}}
+			np.Spec.Egress = []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}, {NamespaceSelector: badExpr}}}}
 		}, want: []fe{required("spec.egress[0].to[1].namespaceSelector.matchExpressions[0].values")}},
 		{name: "ipBlock with pod selector", mutate: func(np *networkingv1.NetworkPolicy) {
 			np.Spec.Ingress[0].From[0].IPBlock = &networkingv1.IPBlock{CIDR: "10.0.0.0/8"}

@@ -6,6 +6,7 @@ import (
 
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 func TestServiceCIDR(t *testing.T) {
@@ -46,3 +47,37 @@ func TestServiceCIDR(t *testing.T) {
 		t.Errorf("a CIDR change: %v", errs)
 	}
 }
+
+func TestNetworkPolicyPortsAndBlocks(t *testing.T) {
+	mk := func(p networkingv1.NetworkPolicyPort, peers ...networkingv1.NetworkPolicyPeer) *networkingv1.NetworkPolicy {
+		return &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}, Spec: networkingv1.NetworkPolicySpec{
+			Egress: []networkingv1.NetworkPolicyEgressRule{{To: peers, Ports: []networkingv1.NetworkPolicyPort{p}}}}}
+	}
+	end := func(v int32) *int32 { return &v }
+	num, named := intstr.FromInt32(80), intstr.FromString("serve-80")
+	for _, tc := range []struct {
+		name string
+		np   *networkingv1.NetworkPolicy
+		want string
+	}{
+		{"endPort without port", mk(networkingv1.NetworkPolicyPort{EndPort: end(20000)}), "must be specified when endPort is specified"},
+		{"endPort with a named port", mk(networkingv1.NetworkPolicyPort{Port: &named, EndPort: end(20000)}), "may not be specified when `port` is non-numeric"},
+		{"endPort below port", mk(networkingv1.NetworkPolicyPort{Port: &num, EndPort: end(79)}), "must be greater than or equal to `port`"},
+		{"endPort range", mk(networkingv1.NetworkPolicyPort{Port: &num, EndPort: end(90)}), ""},
+		{"bad port name", mk(networkingv1.NetworkPolicyPort{Port: ptrTo(intstr.FromString("Not_A_Name"))}), "spec.egress[0].ports[0].port"},
+		{"empty peer", mk(networkingv1.NetworkPolicyPort{Port: &num}, networkingv1.NetworkPolicyPeer{}), "must specify a peer"},
+		{"bad cidr", mk(networkingv1.NetworkPolicyPort{Port: &num}, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/33"}}), "must be a valid CIDR"},
+		{"except outside", mk(networkingv1.NetworkPolicyPort{Port: &num}, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/16", Except: []string{"10.1.0.0/24"}}}), "must be a strict subset of `cidr`"},
+		{"except equal", mk(networkingv1.NetworkPolicyPort{Port: &num}, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/16", Except: []string{"10.0.0.0/16"}}}), "must be a strict subset of `cidr`"},
+		{"except inside", mk(networkingv1.NetworkPolicyPort{Port: &num}, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/16", Except: []string{"10.0.1.0/24"}}}), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := NetworkPolicy(tc.np).ToAggregate()
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("errors %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
