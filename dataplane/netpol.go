@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -159,19 +158,19 @@ func (p *Policy) Sync(res *policy.Result, local func(netip.Addr) bool, host []ne
 	ids := map[uint32]uint32{}
 	for a, id := range res.PodIdentities {
 		if a.Is4() {
-			ids[addr4(a)] = uint32(id)
+			ids[be32(a)] = uint32(id)
 		}
 	}
 	for _, a := range host {
 		if a.Is4() {
-			ids[addr4(a)] = HostIdentity
+			ids[be32(a)] = HostIdentity
 		}
 	}
 	syncMap(p.objs.SkiffPolIdentities, ids, put, &errs, &changes)
 	cidrs := map[policyPolCidrKey]uint32{}
 	for pfx, id := range res.CIDRIdentities {
 		if pfx.Addr().Is4() {
-			cidrs[policyPolCidrKey{Prefixlen: uint32(pfx.Bits()), Addr: addr4(pfx.Addr())}] = uint32(id)
+			cidrs[policyPolCidrKey{Prefixlen: uint32(pfx.Bits()), Addr: be32(pfx.Addr())}] = uint32(id)
 		}
 	}
 	syncMap(p.objs.SkiffPolCidrs, cidrs, put, &errs, &changes)
@@ -196,14 +195,14 @@ func (p *Policy) Sync(res *policy.Result, local func(netip.Addr) bool, host []ne
 		if ep.Egress {
 			flags |= isolatedEgress
 		}
-		eps[addr4(a)] = policyPolEndpoint{Flags: flags}
+		eps[be32(a)] = policyPolEndpoint{Flags: flags}
 	}
 	// Local pods no policy selects are endpoints too, unisolated: an entry is what lets
 	// traffic through at all.
 	for a := range res.PodIdentities {
 		if a.Is4() && local(a) {
-			if _, ok := eps[addr4(a)]; !ok {
-				eps[addr4(a)] = policyPolEndpoint{}
+			if _, ok := eps[be32(a)]; !ok {
+				eps[be32(a)] = policyPolEndpoint{}
 			}
 		}
 	}
@@ -221,12 +220,12 @@ func (p *Policy) Sync(res *policy.Result, local func(netip.Addr) bool, host []ne
 	}
 	for a, pod := range res.Pods {
 		if a.Is4() && local(a) {
-			names[policyPolNameKey{Kind: nameKindEndpoint, Id: addr4(a)}] = polName(pod)
+			names[policyPolNameKey{Kind: nameKindEndpoint, Id: be32(a)}] = polName(pod)
 		}
 	}
 	for a, ep := range res.Endpoints { // local pods the informer has not shown yet
 		if a.Is4() && local(a) {
-			names[policyPolNameKey{Kind: nameKindEndpoint, Id: addr4(a)}] = polName(ep.Pod)
+			names[policyPolNameKey{Kind: nameKindEndpoint, Id: be32(a)}] = polName(ep.Pod)
 		}
 	}
 	syncMap(p.objs.SkiffPolNames, names, put, &errs, &changes)
@@ -280,8 +279,8 @@ func (p *Policy) PolicyName(i uint32) string {
 
 // RuleKey is a compiled entry as the rules map keys it.
 func RuleKey(k policy.Key) policyPolRuleKey {
-	return policyPolRuleKey{Prefixlen: 80 + uint32(k.PortBits), Endpoint: addr4(k.Endpoint), Peer: uint32(k.Peer),
-		Dir: uint8(k.Direction), Proto: k.Protocol, Port: port16(k.Port)}
+	return policyPolRuleKey{Prefixlen: 80 + uint32(k.PortBits), Endpoint: be32(k.Endpoint), Peer: uint32(k.Peer),
+		Dir: uint8(k.Direction), Proto: k.Protocol, Port: be16(k.Port)}
 }
 
 // syncMap writes want into m and deletes what m has beyond it.
@@ -325,7 +324,7 @@ func (p *Policy) Drops() ([]Drop, error) {
 	var n uint64
 	it := p.objs.SkiffPolDrops.Iterate()
 	for it.Next(&k, &n) {
-		out = append(out, Drop{Endpoint: fromAddr4(k.Endpoint), Direction: policy.Direction(k.Dir), Packets: n})
+		out = append(out, Drop{Endpoint: fromBe32(k.Endpoint), Direction: policy.Direction(k.Dir), Packets: n})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Endpoint != out[j].Endpoint {
@@ -334,23 +333,4 @@ func (p *Policy) Drops() ([]Drop, error) {
 		return out[i].Direction < out[j].Direction
 	})
 	return out, it.Err()
-}
-
-// addr4 is an IPv4 address as the kernel's __u32 in memory (network order bytes).
-func addr4(a netip.Addr) uint32 {
-	b := a.As4()
-	return binary.NativeEndian.Uint32(b[:])
-}
-
-func fromAddr4(v uint32) netip.Addr {
-	var b [4]byte
-	binary.NativeEndian.PutUint32(b[:], v)
-	return netip.AddrFrom4(b)
-}
-
-// port16 is a port as a __be16 in memory.
-func port16(p uint16) uint16 {
-	var b [2]byte
-	binary.BigEndian.PutUint16(b[:], p)
-	return binary.NativeEndian.Uint16(b[:])
 }

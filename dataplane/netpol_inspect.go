@@ -95,7 +95,7 @@ func (v *PolicyView) Endpoints() ([]EndpointInfo, error) {
 	var e policyPolEndpoint
 	it := v.endpoints.Iterate()
 	for it.Next(&a, &e) {
-		info := &EndpointInfo{Address: fromAddr4(a), Pod: v.name(nameKindEndpoint, a),
+		info := &EndpointInfo{Address: fromBe32(a), Pod: v.name(nameKindEndpoint, a),
 			Ingress: e.Flags&isolatedIngress != 0, Egress: e.Flags&isolatedEgress != 0}
 		var id uint32
 		if v.identities.Lookup(a, &id) == nil {
@@ -115,7 +115,7 @@ func (v *PolicyView) Endpoints() ([]EndpointInfo, error) {
 			continue
 		}
 		info.Rules = append(info.Rules, RuleInfo{Direction: policy.Direction(k.Dir), Peer: v.Peer(k.Peer), Protocol: k.Proto,
-			Port: port16(k.Port), PortBits: uint8(k.Prefixlen - 80), Policy: v.name(nameKindPolicy, r.Policy)})
+			Port: be16(k.Port), PortBits: uint8(k.Prefixlen - 80), Policy: v.name(nameKindPolicy, r.Policy)})
 	}
 	if err := rit.Err(); err != nil {
 		return nil, err
@@ -165,10 +165,10 @@ func (v *PolicyView) Trace(src, dst netip.Addr, proto uint8, port uint16) ([]Tra
 		ep, peer netip.Addr
 	}{{policy.Egress, src, dst}, {policy.Ingress, dst, src}} {
 		var e policyPolEndpoint
-		if err := v.endpoints.Lookup(addr4(end.ep), &e); err != nil {
+		if err := v.endpoints.Lookup(be32(end.ep), &e); err != nil {
 			continue // not a pod of this node: decided elsewhere, or not at all
 		}
-		st := TraceStep{Direction: end.dir, Endpoint: v.name(nameKindEndpoint, addr4(end.ep))}
+		st := TraceStep{Direction: end.dir, Endpoint: v.name(nameKindEndpoint, be32(end.ep))}
 		if st.Endpoint == "" {
 			st.Endpoint = end.ep.String()
 		}
@@ -178,7 +178,7 @@ func (v *PolicyView) Trace(src, dst netip.Addr, proto uint8, port uint16) ([]Tra
 		}
 		peerID := uint32(policy.World)
 		var id uint32
-		if v.identities.Lookup(addr4(end.peer), &id) == nil {
+		if v.identities.Lookup(be32(end.peer), &id) == nil {
 			peerID = id
 		}
 		switch {
@@ -189,7 +189,7 @@ func (v *PolicyView) Trace(src, dst netip.Addr, proto uint8, port uint16) ([]Tra
 		default:
 			candidates := []uint32{uint32(policy.AnyPeer), peerID}
 			var cid uint32
-			if v.cidrs.Lookup(policyPolCidrKey{Prefixlen: 32, Addr: addr4(end.peer)}, &cid) == nil {
+			if v.cidrs.Lookup(policyPolCidrKey{Prefixlen: 32, Addr: be32(end.peer)}, &cid) == nil {
 				candidates = append(candidates, cid)
 			}
 			st.Verdict, st.Why = "denied", fmt.Sprintf("no rule admits peer %s on %s", v.Peer(peerID), protoPort(proto, port))
@@ -210,11 +210,11 @@ func (v *PolicyView) Trace(src, dst netip.Addr, proto uint8, port uint16) ([]Tra
 
 func (v *PolicyView) admitted(ep netip.Addr, peer uint32, dir policy.Direction, proto uint8, port uint16) (string, bool) {
 	var r policyPolRuleValue
-	k := policyPolRuleKey{Prefixlen: 96, Endpoint: addr4(ep), Peer: peer, Dir: uint8(dir), Proto: proto, Port: port16(port)}
+	k := policyPolRuleKey{Prefixlen: 96, Endpoint: be32(ep), Peer: peer, Dir: uint8(dir), Proto: proto, Port: be16(port)}
 	if v.rules.Lookup(k, &r) == nil {
 		return v.name(nameKindPolicy, r.Policy), true
 	}
-	k = policyPolRuleKey{Prefixlen: 80, Endpoint: addr4(ep), Peer: peer, Dir: uint8(dir)}
+	k = policyPolRuleKey{Prefixlen: 80, Endpoint: be32(ep), Peer: peer, Dir: uint8(dir)}
 	if v.rules.Lookup(k, &r) == nil {
 		return v.name(nameKindPolicy, r.Policy), true
 	}
