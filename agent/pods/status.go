@@ -67,6 +67,11 @@ func (m *Manager) containerStatus(ctx context.Context, pod *corev1.Pod, spec cor
 // an image error of this sync waits with its reason and message.
 func (m *Manager) writeStatus(ctx context.Context, pod *corev1.Pod, sb *runtimeapi.PodSandboxStatus, latest map[string]*runtimeapi.Container, waiting string,
 	waitErrs map[string]*waitingError) error {
+	// A pod with init containers reports its containers PodInitializing from the start, as
+	// the kubelet does: ContainerCreating is for pods without any.
+	if waiting == "ContainerCreating" && len(pod.Spec.InitContainers) > 0 {
+		waiting = "PodInitializing"
+	}
 	target := pod
 	if isStatic(pod) {
 		// A static pod's status is published on its mirror, once the mirror exists.

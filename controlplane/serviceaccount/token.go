@@ -19,11 +19,16 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/google/uuid"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	sautil "k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/util/keyutil"
 )
+
+// CredentialIDKey is the user extra that names the token a request authenticated with
+// ("JTI=<jti>"), as upstream's.
+const CredentialIDKey = "authentication.kubernetes.io/credential-id"
 
 // DefaultIssuer is the iss claim, as kubeadm configures it.
 const DefaultIssuer = "https://kubernetes.default.svc.cluster.local"
@@ -101,6 +106,8 @@ func (i *Issuer) Issue(r Request) (string, time.Time, error) {
 			ExpiresAt: jwt.NewNumericDate(exp),
 			IssuedAt:  jwt.NewNumericDate(now),
 			NotBefore: jwt.NewNumericDate(now),
+			// The token's own ID, as upstream's: audit logs and credential-id name it.
+			ID: uuid.NewString(),
 		},
 		Kubernetes: k8sClaims{Namespace: r.Namespace, ServiceAccount: Ref{Name: r.Name, UID: r.UID}, Pod: r.Pod},
 	}
@@ -167,6 +174,9 @@ func (a *Authenticator) AuthenticateToken(ctx context.Context, token string) (*a
 		}
 	}
 	extra := map[string][]string{}
+	if c.ID != "" {
+		extra[CredentialIDKey] = []string{"JTI=" + c.ID}
+	}
 	if k.Pod != nil {
 		extra["authentication.kubernetes.io/pod-name"] = []string{k.Pod.Name}
 		extra["authentication.kubernetes.io/pod-uid"] = []string{k.Pod.UID}

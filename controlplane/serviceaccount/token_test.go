@@ -144,8 +144,8 @@ func TestUnboundToken(t *testing.T) {
 		if err != nil || !ok {
 			t.Fatalf("audiences %v: %v %v", auds, ok, err)
 		}
-		if len(resp.User.GetExtra()) != 0 {
-			t.Errorf("unbound token has extra %v", resp.User.GetExtra())
+		if x := resp.User.GetExtra(); len(x) != 1 || len(x[CredentialIDKey]) != 1 {
+			t.Errorf("unbound token has extra %v, want its credential-id alone", x)
 		}
 		if !slices.Equal([]string(resp.Audiences), []string{"api", "vault"}) {
 			t.Errorf("audiences = %v", resp.Audiences)
@@ -362,5 +362,30 @@ func TestDiscovery(t *testing.T) {
 	}, jwt.WithValidMethods([]string{k.Alg}))
 	if err != nil || !parsed.Valid {
 		t.Fatalf("token does not verify with the published key: %v", err)
+	}
+}
+
+func TestCredentialID(t *testing.T) {
+	key, pub := keys(t)
+	iss := newIssuer(t, key, DefaultIssuer)
+	a := newAuthenticator(t, pub, []string{DefaultIssuer}, nil)
+	ids := map[string]bool{}
+	for i := 0; i < 2; i++ {
+		tok, _, err := iss.Issue(Request{Namespace: "ns", Name: "sa", UID: "u1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, ok, err := a.AuthenticateToken(context.Background(), tok)
+		if err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		cred := resp.User.GetExtra()[CredentialIDKey]
+		if len(cred) != 1 || !strings.HasPrefix(cred[0], "JTI=") || len(cred[0]) < 10 {
+			t.Fatalf("credential-id %v", cred)
+		}
+		ids[cred[0]] = true
+	}
+	if len(ids) != 2 {
+		t.Error("two tokens share a jti")
 	}
 }

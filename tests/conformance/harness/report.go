@@ -209,6 +209,10 @@ var owners = []struct {
 	re    *regexp.Regexp
 }{
 	{"unassigned: certificates.k8s.io ClusterTrustBundles and PodCertificateRequests are not served (no issue yet)", regexp.MustCompile(`(?i)ClusterTrustBundle|PodCertificate`)},
+	// The OIDC discovery spec's pod fetches https://kubernetes.default.svc.cluster.local: DNS.
+	{"#16 DNS and LoadBalancer", regexp.MustCompile(`ServiceAccountIssuerDiscovery`)},
+	// The Ingress API specs name the group's other resources (networkpolicies) in their error.
+	{"#17 workloads and core APIs", regexp.MustCompile(`\[sig-network\] Ingress(Class)? API`)},
 	{"#14 authorization (RBAC)", regexp.MustCompile(`(?i)rbac\.authorization|roles\.rbac|rolebindings|clusterroles|subjectaccessreview|\[sig-auth\]`)},
 	{"#15 NetworkPolicy", regexp.MustCompile(`(?i)networkpolic|\bNetpol\b`)},
 	// A Service reached by its name ("endpoint externalname-service:80") needs cluster DNS.
