@@ -72,7 +72,13 @@ func Storage(o Options) (map[schema.GroupVersion]map[string]rest.Storage, error)
 			return add(core, map[string]rest.Storage{"services/proxy": &ServiceProxyREST{
 				services: out[core]["services"].(*REST).Store, endpoints: out[core]["endpoints"].(*REST).Store}}, nil)
 		},
-		func() error { m, err := configMapsSecretsAccounts(opts, o.Tokens); return add(core, m, err) },
+		func() error {
+			m, err := configMapsSecretsAccounts(opts, o.Tokens)
+			if t, ok := m["serviceaccounts/token"].(*TokenREST); ok && err == nil {
+				t.pods, t.nodes = out[core]["pods"].(*REST).Store, out[core]["nodes"].(*REST).Store
+			}
+			return add(core, m, err)
+		},
 		func() error { m, err := apps(opts); return add(appsv1.SchemeGroupVersion, m, err) },
 		func() error { m, err := endpointSlices(opts); return add(discoveryv1.SchemeGroupVersion, m, err) },
 		func() error { m, err := leases(opts); return add(coordinationv1.SchemeGroupVersion, m, err) },

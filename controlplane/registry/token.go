@@ -28,6 +28,9 @@ type TokenIssuer interface {
 type TokenREST struct {
 	accounts *genericregistry.Store
 	issuer   TokenIssuer
+	// pods and nodes, when set, name the node of a pod a token is bound to (its claims and
+	// the node-name extra upstream's authenticator gives).
+	pods, nodes *genericregistry.Store
 }
 
 var (
@@ -82,6 +85,15 @@ func (r *TokenREST) Create(ctx context.Context, name string, obj runtime.Object,
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("cannot bind token to object of kind %q: only Pod is supported", ref.Kind))
 		}
 		tr.Pod = &serviceaccount.Ref{Name: ref.Name, UID: string(ref.UID)}
+		if r.pods != nil && r.nodes != nil {
+			if obj, err := r.pods.Get(ctx, ref.Name, &metav1.GetOptions{}); err == nil && obj.(*corev1.Pod).Spec.NodeName != "" {
+				node := obj.(*corev1.Pod).Spec.NodeName
+				nctx := genericapirequest.WithNamespace(ctx, "")
+				if nobj, err := r.nodes.Get(nctx, node, &metav1.GetOptions{}); err == nil {
+					tr.Node = &serviceaccount.Ref{Name: node, UID: string(nobj.(*corev1.Node).UID)}
+				}
+			}
+		}
 	}
 	token, expiry, err := r.issuer.Issue(tr)
 	if err != nil {

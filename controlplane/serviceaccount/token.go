@@ -83,8 +83,9 @@ type Request struct {
 	Audiences []string
 	// Expiration defaults to one hour.
 	Expiration time.Duration
-	// Pod binds the token to a pod, if set.
-	Pod *Ref
+	// Pod binds the token to a pod, if set; Node is that pod's node.
+	Pod  *Ref
+	Node *Ref
 }
 
 // Issue signs a token and returns it with its expiry.
@@ -109,7 +110,7 @@ func (i *Issuer) Issue(r Request) (string, time.Time, error) {
 			// The token's own ID, as upstream's: audit logs and credential-id name it.
 			ID: uuid.NewString(),
 		},
-		Kubernetes: k8sClaims{Namespace: r.Namespace, ServiceAccount: Ref{Name: r.Name, UID: r.UID}, Pod: r.Pod},
+		Kubernetes: k8sClaims{Namespace: r.Namespace, ServiceAccount: Ref{Name: r.Name, UID: r.UID}, Pod: r.Pod, Node: r.Node},
 	}
 	t := jwt.NewWithClaims(jwt.SigningMethodES256, c)
 	t.Header["kid"] = i.keyID
@@ -180,6 +181,10 @@ func (a *Authenticator) AuthenticateToken(ctx context.Context, token string) (*a
 	if k.Pod != nil {
 		extra["authentication.kubernetes.io/pod-name"] = []string{k.Pod.Name}
 		extra["authentication.kubernetes.io/pod-uid"] = []string{k.Pod.UID}
+	}
+	if k.Node != nil {
+		extra["authentication.kubernetes.io/node-name"] = []string{k.Node.Name}
+		extra["authentication.kubernetes.io/node-uid"] = []string{k.Node.UID}
 	}
 	return &authenticator.Response{
 		Audiences: authenticator.Audiences(c.Audience),

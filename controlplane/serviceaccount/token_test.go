@@ -389,3 +389,21 @@ func TestCredentialID(t *testing.T) {
 		t.Error("two tokens share a jti")
 	}
 }
+
+func TestPodBoundTokenNamesItsNode(t *testing.T) {
+	key, pub := keys(t)
+	tok, _, err := newIssuer(t, key, DefaultIssuer).Issue(Request{Namespace: "ns", Name: "sa", UID: "u1",
+		Pod: &Ref{Name: "p", UID: "pu"}, Node: &Ref{Name: "n1", UID: "nu"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, ok, err := newAuthenticator(t, pub, []string{DefaultIssuer}, nil).AuthenticateToken(context.Background(), tok)
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	x := resp.User.GetExtra()
+	if !slices.Equal(x["authentication.kubernetes.io/node-name"], []string{"n1"}) || !slices.Equal(x["authentication.kubernetes.io/node-uid"], []string{"nu"}) ||
+		!slices.Equal(x["authentication.kubernetes.io/pod-name"], []string{"p"}) {
+		t.Errorf("extra %v", x)
+	}
+}
