@@ -2,7 +2,6 @@ package deployment
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"regexp"
@@ -89,19 +88,17 @@ func (f *fixture) lastReplicas() map[string]int32 {
 	return out
 }
 
-func (f *fixture) revisionPatches(t *testing.T) []string {
+// revisionUpdates are the revisions the controller wrote on the Deployment, by update (its
+// upstream role may update deployments, not patch them).
+func (f *fixture) revisionUpdates(t *testing.T) []string {
 	t.Helper()
 	var out []string
-	for _, a := range f.actions("patch", "deployments", "") {
-		var p struct {
-			Metadata struct {
-				Annotations map[string]string `json:"annotations"`
-			} `json:"metadata"`
-		}
-		if err := json.Unmarshal(a.(ktesting.PatchAction).GetPatch(), &p); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, p.Metadata.Annotations[RevisionAnnotation])
+	if n := len(f.actions("patch", "deployments", "")); n > 0 {
+		t.Errorf("%d patches of the deployment: the deployment-controller role has no patch", n)
+	}
+	for _, a := range f.actions("update", "deployments", "") {
+		d := a.(ktesting.UpdateAction).GetObject().(*appsv1.Deployment)
+		out = append(out, d.Annotations[RevisionAnnotation])
 	}
 	return out
 }
@@ -187,8 +184,8 @@ func TestFirstSyncCreatesReplicaSet(t *testing.T) {
 	if got := f.lastReplicas(); got["web-"+hash] != 4 || len(got) != 1 {
 		t.Errorf("scaled %v, want web-%s to 4", got, hash)
 	}
-	if got := f.revisionPatches(t); len(got) != 1 || got[0] != "1" {
-		t.Errorf("revision patches %v, want [1]", got)
+	if got := f.revisionUpdates(t); len(got) != 1 || got[0] != "1" {
+		t.Errorf("revision updates %v, want [1]", got)
 	}
 	st := f.actions("update", "deployments", "status")
 	if len(st) != 1 {
@@ -378,8 +375,8 @@ func TestTemplateChangeCreatesRevision2(t *testing.T) {
 	if rs.Annotations[RevisionAnnotation] != "2" {
 		t.Fatalf("revision %q, want 2", rs.Annotations[RevisionAnnotation])
 	}
-	if got := f.revisionPatches(t); len(got) != 1 || got[0] != "2" {
-		t.Fatalf("revision patches %v, want [2]", got)
+	if got := f.revisionUpdates(t); len(got) != 1 || got[0] != "2" {
+		t.Fatalf("revision updates %v, want [2]", got)
 	}
 	// 3 replicas: surge 1, unavailable 0. The new one is scaled to 1, the old one is kept.
 	got := f.lastReplicas()
@@ -410,8 +407,8 @@ func TestRolloutUndoReusesOldReplicaSet(t *testing.T) {
 	if upd[0].Annotations[RevisionAnnotation] != "5" || upd[0].Annotations[RevisionHistoryAnnotation] != "1,3" {
 		t.Fatalf("annotations %v, want revision 5 and history 1,3", upd[0].Annotations)
 	}
-	if got := f.revisionPatches(t); len(got) != 1 || got[0] != "5" {
-		t.Fatalf("revision patches %v, want [5]", got)
+	if got := f.revisionUpdates(t); len(got) != 1 || got[0] != "5" {
+		t.Fatalf("revision updates %v, want [5]", got)
 	}
 	if got := f.lastReplicas(); got[a.Name] != 1 {
 		t.Fatalf("reused replica set scaled to %d, want 1 (surge 1)", got[a.Name])
