@@ -638,6 +638,19 @@ func (l *lab) hostRoutes(pod *corev1.Pod) {
 // removes it.
 func (l *lab) networkPolicyAcrossNodes(p1, p2 *corev1.Pod, torRoutes bool) {
 	l.t.Helper()
+	// A ClusterIP in front of p2: the socket-level balancer translates it in p1, so the
+	// policy at p2 sees p1's own address.
+	l.kubectl("label", "pod", "p2", "app=p2")
+	l.kubectl("expose", "pod", "p2", "--name", "p2", "--port", "80", "--target-port", "8080")
+	defer l.kubectl("delete", "service", "p2")
+	svc, err := l.client.CoreV1().Services("default").Get(l.ctx, "p2", metav1.GetOptions{})
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	viaService := "http://" + svc.Spec.ClusterIP + "/hostname"
+	if got := l.fetch("p1", viaService); got != "p2" {
+		l.t.Errorf("p1 → p2's ClusterIP answered %q", got)
+	}
 	f := filepath.Join(l.t.TempDir(), "netpol.yaml")
 	if err := os.WriteFile(f, []byte(`apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
@@ -650,9 +663,9 @@ spec:
 	}
 	l.kubectl("apply", "-f", f)
 	url := "http://" + p2.Status.PodIP + ":8080/hostname"
-	framework.Eventually(l.t, 15*time.Second, "p1 refused by p2's policy", func() (bool, string) {
-		out := l.fetchErr("p1", url)
-		return !strings.Contains(out, "p2"), out
+	framework.Eventually(l.t, 15*time.Second, "p1 refused by p2's policy, directly and through the ClusterIP", func() (bool, string) {
+		out, viaSvc := l.fetchErr("p1", url), l.fetchErr("p1", viaService)
+		return !strings.Contains(out, "p2") && !strings.Contains(viaSvc, "p2"), out + " / " + viaSvc
 	})
 	if torRoutes {
 		netutil := filepath.Join(filepath.Dir(l.bin), "netutil")
@@ -667,6 +680,9 @@ spec:
 	l.kubectl("delete", "-f", f)
 	if got := l.fetch("p1", url); got != "p2" {
 		l.t.Errorf("p1 → p2 after the policy's deletion answered %q", got)
+	}
+	if got := l.fetch("p1", viaService); got != "p2" {
+		l.t.Errorf("p1 → p2's ClusterIP after the policy's deletion answered %q", got)
 	}
 }
 
