@@ -86,10 +86,13 @@ func (r *TokenREST) Create(ctx context.Context, name string, obj runtime.Object,
 		}
 		tr.Pod = &serviceaccount.Ref{Name: ref.Name, UID: string(ref.UID)}
 		if r.pods != nil && r.nodes != nil {
-			if obj, err := r.pods.Get(ctx, ref.Name, &metav1.GetOptions{}); err == nil && obj.(*corev1.Pod).Spec.NodeName != "" {
+			// From the watch cache: a token is requested for every projected volume's refresh,
+			// and the pod's node does not change once bound.
+			cached := &metav1.GetOptions{ResourceVersion: "0"}
+			if obj, err := r.pods.Get(ctx, ref.Name, cached); err == nil && obj.(*corev1.Pod).Spec.NodeName != "" {
 				node := obj.(*corev1.Pod).Spec.NodeName
 				nctx := genericapirequest.WithNamespace(ctx, "")
-				if nobj, err := r.nodes.Get(nctx, node, &metav1.GetOptions{}); err == nil {
+				if nobj, err := r.nodes.Get(nctx, node, cached); err == nil {
 					tr.Node = &serviceaccount.Ref{Name: node, UID: string(nobj.(*corev1.Node).UID)}
 				}
 			}

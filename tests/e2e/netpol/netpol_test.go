@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/skiff-sh/skiff/tests/e2e/framework"
 )
@@ -137,6 +138,11 @@ func TestNetworkPolicy(t *testing.T) {
 		})
 	}
 	expect("no policy: everything passes", map[string]bool{"client tcp": true, "other tcp": true, "client udp": true, "node tcp": true})
+	// The control of the start race below: without a policy, a pod whose first act is to
+	// connect gets through (so the refusal below is the policy's, not the pod's).
+	if phase := earlyPod(t, ctx, c, apply, "early-open", "other", webTCP); phase != corev1.PodSucceeded {
+		t.Fatalf("a pod connecting at its first instant, no policy: %s, want Succeeded", phase)
+	}
 
 	apply(`apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
@@ -193,22 +199,8 @@ spec:
 
 	// No leak at pod start: a pod whose first act is to connect, under a deny-all egress
 	// policy, never gets through.
-	apply(`apiVersion: v1
-kind: Pod
-metadata: {name: early, labels: {role: client}}
-spec:
-  restartPolicy: Never
-  containers: [{name: c, image: localhost/skiff/netutil:1, args: [connect, "` + webTCP + `", --timeout, 3s]}]
-`)
-	framework.Eventually(t, 90*time.Second, "the early pod finished", func() (bool, string) {
-		p, err := c.CoreV1().Pods("default").Get(ctx, "early", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		return p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded, string(p.Status.Phase)
-	})
-	if p, _ := c.CoreV1().Pods("default").Get(ctx, "early", metav1.GetOptions{}); p.Status.Phase != corev1.PodFailed {
-		t.Errorf("a pod isolated from its first packet connected: %s", p.Status.Phase)
+	if phase := earlyPod(t, ctx, c, apply, "early", "client", webTCP); phase != corev1.PodFailed {
+		t.Errorf("a pod isolated from its first packet: %s, want Failed (its connect refused)", phase)
 	}
 
 	// The drops are counted per pod and direction.
@@ -237,4 +229,27 @@ spec:
 
 	kubectl("delete", "networkpolicy", "--all")
 	expect("policies deleted: traffic restored", map[string]bool{"client tcp": true, "other tcp": true, "client udp": true})
+}
+
+// earlyPod runs a pod with the role label whose only act, at its first instant, is to connect
+// to addr, and returns the phase it ends in.
+func earlyPod(t *testing.T, ctx context.Context, c kubernetes.Interface, apply func(string), name, role, addr string) corev1.PodPhase {
+	t.Helper()
+	apply(`apiVersion: v1
+kind: Pod
+metadata: {name: ` + name + `, labels: {role: ` + role + `}}
+spec:
+  restartPolicy: Never
+  containers: [{name: c, image: localhost/skiff/netutil:1, args: [connect, "` + addr + `", --timeout, 3s]}]
+`)
+	var phase corev1.PodPhase
+	framework.Eventually(t, 90*time.Second, name+" finished", func() (bool, string) {
+		p, err := c.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		phase = p.Status.Phase
+		return phase == corev1.PodFailed || phase == corev1.PodSucceeded, string(phase)
+	})
+	return phase
 }
