@@ -13,9 +13,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -38,6 +40,7 @@ const usage = `usage: netutil [serve [--port 8080]]
        netutil echo [--port 7] [--udp]
        netutil cat FILE...
        netutil env NAME...
+       netutil probe CIDR [--port 8080] [--for 10s]
        netutil sleep [DURATION]`
 
 func run(ctx context.Context, args []string, out io.Writer) error {
@@ -49,8 +52,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	port := fs.Int("port", 0, "port")
 	udp := fs.Bool("udp", false, "use UDP")
 	timeout := fs.Duration("timeout", 5*time.Second, "timeout")
+	probeFor := fs.Duration("for", 10*time.Second, "how long to probe")
 	// Flags may come after positional arguments (netutil connect HOST:PORT --udp).
-	valueFlags := map[string]bool{"port": true, "timeout": true}
+	valueFlags := map[string]bool{"port": true, "timeout": true, "for": true}
 	var pos, flags []string
 	for i := 1; i < len(args); i++ {
 		a := args[i]
@@ -117,6 +121,19 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			}
 		}
 		return nil
+	case "probe":
+		if len(pos) != 1 {
+			return errors.New(usage)
+		}
+		prefix, err := netip.ParsePrefix(pos[0])
+		if err != nil {
+			return err
+		}
+		p := *port
+		if p == 0 {
+			p = 8080
+		}
+		return Probe(ctx, prefix, p, *probeFor, out)
 	case "sleep":
 		d := time.Duration(1<<63 - 1)
 		if len(pos) == 1 {
@@ -257,4 +274,43 @@ func Echo(ctx context.Context, addr string, udp bool) error {
 			}
 		}()
 	}
+}
+
+// Probe dials TCP port on every address of prefix (at most 1024 of them), each again and
+// again as fast as the answers come back (50 ms per attempt at most), for d, and prints
+// "ADDRESS UNIX-NANOSECONDS" for each address at the first connection it accepted. It is
+// the network policy e2e's watcher of the pod-start race: run from outside a node, it sees a
+// pod's port the moment any packet of the pod's gets through.
+func Probe(ctx context.Context, prefix netip.Prefix, port int, d time.Duration, out io.Writer) error {
+	prefix = prefix.Masked()
+	if !prefix.Addr().Is4() || prefix.Bits() < 22 {
+		return fmt.Errorf("probe: %s: want an IPv4 prefix of /22 or longer", prefix)
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for a := prefix.Addr(); prefix.Contains(a); a = a.Next() {
+		wg.Add(1)
+		go func(target string) {
+			defer wg.Done()
+			dialer := net.Dialer{Timeout: 50 * time.Millisecond}
+			for ctx.Err() == nil {
+				c, err := dialer.DialContext(ctx, "tcp", target)
+				if err != nil {
+					// A refusal or an unreachable comes back at once: pace those attempts.
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
+				at := time.Now().UnixNano()
+				c.Close()
+				mu.Lock()
+				fmt.Fprintln(out, strings.Split(target, ":")[0], at)
+				mu.Unlock()
+				return
+			}
+		}(net.JoinHostPort(a.String(), fmt.Sprint(port)))
+	}
+	wg.Wait()
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"net"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"strings"
 	"testing"
@@ -106,5 +107,36 @@ func TestMain_CommandLine(t *testing.T) {
 	out.Reset()
 	if code := Main([]string{"dns", "localhost"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "127.0.0.1") {
 		t.Errorf("dns localhost: %d %q %q", code, out.String(), errb.String())
+	}
+}
+
+func TestProbe(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	var out bytes.Buffer
+	if err := Probe(ctx, netip.MustParsePrefix("127.0.0.0/30"), port, 300*time.Millisecond, &out); err != nil {
+		t.Fatal(err)
+	}
+	// Only the listener's address answers, once.
+	if f := strings.Fields(out.String()); len(f) != 2 || f[0] != "127.0.0.1" {
+		t.Errorf("probe of 127.0.0.0/30: %q", out.String())
+	}
+	if err := Probe(ctx, netip.MustParsePrefix("10.0.0.0/8"), port, time.Millisecond, &out); err == nil {
+		t.Error("a /8 probed")
 	}
 }

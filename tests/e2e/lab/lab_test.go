@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 
 	"github.com/skiff-sh/skiff/agent/cgroups"
 	skifflab "github.com/skiff-sh/skiff/lab"
@@ -678,12 +679,142 @@ spec:
 		l.t.Errorf("skiff policy trace on node2: %v\n%s", err, out)
 	}
 	l.kubectl("delete", "-f", f)
+	if torRoutes {
+		l.nodePortFromToR(p2)
+		l.startRaceFromToR()
+	}
 	if got := l.fetch("p1", url); got != "p2" {
 		l.t.Errorf("p1 → p2 after the policy's deletion answered %q", got)
 	}
 	if got := l.fetch("p1", viaService); got != "p2" {
 		l.t.Errorf("p1 → p2's ClusterIP after the policy's deletion answered %q", got)
 	}
+}
+
+// apply writes a manifest to a file and kubectl-applies it; the returned func deletes it.
+func (l *lab) apply(manifest string) func() {
+	l.t.Helper()
+	f := filepath.Join(l.t.TempDir(), "manifest.yaml")
+	if err := os.WriteFile(f, []byte(manifest), 0o644); err != nil {
+		l.t.Fatal(err)
+	}
+	l.kubectl("apply", "-f", f)
+	return func() { l.kubectl("delete", "-f", f) }
+}
+
+// nodePortFromToR checks a policy on a NodePort's backend (p2, on node2) against a client
+// outside the cluster, the ToR: through node2 the backend is local and the packets keep the
+// ToR's address, so an ipBlock of the ToR admits them; through node1 they reach node2 from
+// node1's address (SNAT), which that ipBlock does not hold — until a policy admits node1.
+func (l *lab) nodePortFromToR(p2 *corev1.Pod) {
+	l.t.Helper()
+	svc, err := l.client.CoreV1().Services("default").Create(l.ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "p2-np"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "p2"},
+			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}}}, metav1.CreateOptions{})
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	defer func() { _ = l.client.CoreV1().Services("default").Delete(l.ctx, "p2-np", metav1.DeleteOptions{}) }()
+	netutil := filepath.Join(filepath.Dir(l.bin), "netutil")
+	port := fmt.Sprint(svc.Spec.Ports[0].NodePort)
+	viaNode2, viaNode1 := "http://198.18.0.3:"+port+"/clientip", "http://198.18.0.2:"+port+"/hostname"
+	torFetch := func(url string) (string, error) { return l.in("tor", netutil, "fetch", url, "--timeout", "2s") }
+	framework.Eventually(l.t, 20*time.Second, "the ToR reaches p2 through its NodePort on both nodes, no policy", func() (bool, string) {
+		a, err1 := torFetch(viaNode2)
+		b, err2 := torFetch(viaNode1)
+		return err1 == nil && strings.HasPrefix(a, "198.18.0.254:") && err2 == nil && b == "p2", a + " / " + b
+	})
+	deleteToROnly := l.apply(`apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: tor-only}
+spec:
+  podSelector: {matchLabels: {app: p2}}
+  ingress: [{from: [{ipBlock: {cidr: 198.18.0.254/32}}]}]
+`)
+	framework.Eventually(l.t, 20*time.Second, "a policy admitting the ToR only: the NodePort through node2 (local backend, the ToR's address kept) passes, through node1 (SNAT) it does not", func() (bool, string) {
+		a, err1 := torFetch(viaNode2)
+		b, err2 := torFetch(viaNode1)
+		return err1 == nil && strings.HasPrefix(a, "198.18.0.254:") && err2 != nil, a + " / " + b
+	})
+	deleteNode1 := l.apply(`apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: node1-snat}
+spec:
+  podSelector: {matchLabels: {app: p2}}
+  ingress: [{from: [{ipBlock: {cidr: 198.18.0.2/32}}], ports: [{port: 8080}]}]
+`)
+	framework.Eventually(l.t, 20*time.Second, "a second policy admitting node1's address: the NodePort through node1 passes too", func() (bool, string) {
+		b, err := torFetch(viaNode1)
+		return err == nil && b == "p2", b
+	})
+	deleteNode1()
+	deleteToROnly()
+}
+
+// startRaceFromToR watches the pod-start race from outside the cluster: the ToR dials port
+// 8080 on every address of node2's pod block as fast as answers come while two pods that
+// serve 8080 from their first instant start on node2 — one selected by a policy that admits
+// nothing, one not. The open one must be seen (the watcher is fast enough to see a pod), the
+// policed one never: no packet of the ToR's reached it, not even before its policy was
+// written for it.
+func (l *lab) startRaceFromToR() {
+	l.t.Helper()
+	deny := l.apply(`apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: race-deny}
+spec: {podSelector: {matchLabels: {race: policed}}}
+`)
+	defer deny()
+	// The policy must be on node2 before the pods are created (a pod created first and
+	// policed later is not a start race): a pod already there, labelled, shows when it is.
+	l.kubectl("label", "pod", "p2", "race=policed")
+	defer l.kubectl("label", "pod", "p2", "race-")
+	p2 := l.podNamed("p2")
+	netutil := filepath.Join(filepath.Dir(l.bin), "netutil")
+	framework.Eventually(l.t, 20*time.Second, "race-deny enforced on node2 (the ToR refused by p2)", func() (bool, string) {
+		out, err := l.in("tor", netutil, "fetch", "http://"+p2.Status.PodIP+":8080/hostname", "--timeout", "1s")
+		return err != nil, out
+	})
+
+	probe := exec.CommandContext(l.ctx, "nsenter", "--net=/run/netns/"+l.name+"-tor", "--", netutil, "probe", l.podCIDRs()["node2"], "--port", "8080", "--for", "90s")
+	answered := &strings.Builder{}
+	probe.Stdout, probe.Stderr = answered, answered
+	if err := probe.Start(); err != nil {
+		l.t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // the probe's dialers are running
+	for name, labels := range map[string]map[string]string{"race-open": {"race": "open"}, "race-policed": {"race": "policed"}} {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: corev1.PodSpec{NodeName: l.name + "-node2",
+			Containers: []corev1.Container{{Name: "c", Image: "localhost/skiff/netutil:1", ImagePullPolicy: corev1.PullIfNotPresent}}}}
+		if _, err := l.client.CoreV1().Pods("default").Create(l.ctx, p, metav1.CreateOptions{}); err != nil {
+			l.t.Fatal(err)
+		}
+		defer func() {
+			_ = l.client.CoreV1().Pods("default").Delete(l.ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})
+		}()
+	}
+	ips := map[string]string{}
+	framework.Eventually(l.t, 60*time.Second, "race-open and race-policed Running", func() (bool, string) {
+		for _, name := range []string{"race-open", "race-policed"} {
+			p, err := l.client.CoreV1().Pods("default").Get(l.ctx, name, metav1.GetOptions{})
+			if err != nil || p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" {
+				return false, name + " not Running"
+			}
+			ips[name] = p.Status.PodIP
+		}
+		return true, ""
+	})
+	// Running: both have been serving for a while. The open one's answer is the control.
+	framework.Eventually(l.t, 20*time.Second, "the ToR's probe answered by race-open", func() (bool, string) {
+		return strings.Contains(answered.String(), ips["race-open"]+" "), answered.String()
+	})
+	time.Sleep(2 * time.Second) // and the policed one has had as long again
+	_ = probe.Process.Signal(os.Interrupt)
+	_ = probe.Wait()
+	if strings.Contains(answered.String(), ips["race-policed"]+" ") {
+		l.t.Errorf("the ToR reached race-policed (%s) while it started — a leak before its policy:\n%s", ips["race-policed"], answered.String())
+	}
+	l.t.Logf("the ToR's probe of node2's block while the pods started (race-open %s, race-policed %s):\n%s", ips["race-open"], ips["race-policed"], answered.String())
 }
 
 // papercuts: a second lab is refused at once, naming the one that is up; a lab that does
