@@ -47,7 +47,7 @@ unit: ## unit tests only (no root, no network)
 e2e: deps build ## end-to-end suites under tests/e2e
 	$(GO) test -count=1 -timeout 30m ./tests/e2e/...
 
-bench: deps build kube-proxy ## benchmarks: API and watch latency, idle RSS, scheduler throughput, pod start-up, agent RSS, BGP propagation, Services side by side with kube-proxy
+bench: deps build kube-proxy ## benchmarks: API and watch latency, idle RSS, scheduler throughput, pod start-up, agent RSS, BGP propagation, NetworkPolicy in a lab, Services side by side with kube-proxy
 	$(GO) test -run '^$$' -bench '^BenchmarkAPI$$' -benchtime 500x -timeout 20m ./tests/bench/... | tee bench.out
 	$(GO) test -run '^$$' -bench '^BenchmarkAPIAuthorization$$' -benchtime 1000x -timeout 20m ./tests/bench/... | tee -a bench.out
 	$(GO) test -run '^$$' -bench '^BenchmarkIdle$$' -benchtime 1x -timeout 20m ./tests/bench/... | tee -a bench.out
@@ -59,6 +59,7 @@ bench: deps build kube-proxy ## benchmarks: API and watch latency, idle RSS, sch
 	$(GO) test -run '^$$' -bench Connect -benchtime 2000x -timeout 20m ./dataplane/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench PolicyVerdict -benchtime 3x -timeout 20m ./dataplane/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench Compile -benchtime 5x -timeout 20m ./dataplane/policy/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench NetworkPolicy -benchtime 1x -timeout 40m ./tests/bench/... | tee -a bench.out
 	$(GO) test -run '^$$' -bench ServiceConnect -benchtime 1x -timeout 60m ./tests/bench/... | tee -a bench.out
 
 # Upstream kube-proxy for BenchmarkServiceConnect's side-by-side run, built in its own throwaway

@@ -39,6 +39,10 @@
 #define POL_MAX_RULES 1048576
 #define POL_MAX_CIDRS 65536
 #define POL_MAX_FLOWS 262144
+/* A remembered flow idle this long is decided again (the kernel's UDP stream timeout). */
+#define POL_FLOW_IDLE_NS (120ULL * 1000000000ULL)
+#define TCP_FLAG_SYN 0x02
+#define TCP_FLAG_ACK 0x10
 
 /* A pod this node polices, by its address. */
 struct pol_endpoint {
@@ -209,12 +213,24 @@ static __always_inline int verdict(struct __sk_buff *skb, __u8 dir)
 		sport = ports[0];
 		dport = ports[1];
 	}
+	/* A TCP SYN without ACK opens a new connection: it meets the policy of now even when
+	 * a remembered flow has its addresses and ports (a client reuses source ports, and a
+	 * policy revoked since must refuse the new connection; the established one is kept). */
+	int opens = 0;
+	if (first_fragment && proto == IPPROTO_TCP) {
+		__u8 *flags = (__u8 *)l4 + 13;
+		if ((void *)(flags + 1) > end)
+			return TC_ACT_SHOT;
+		opens = (*flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN;
+	}
 	struct pol_flow f = {.pod = ep, .peer = peer, .proto = proto};
 	f.pod_port = dir == POL_EGRESS ? sport : dport;
 	f.peer_port = dir == POL_EGRESS ? dport : sport;
 	__u64 now = bpf_ktime_get_ns();
 	__u64 *seen = bpf_map_lookup_elem(&skiff_pol_flows, &f);
-	if (seen) {
+	/* Without a SYN to say so, a flow idle longer than POL_FLOW_IDLE_NS (UDP, ICMP; a TCP
+	 * connection silent that long) is decided again, as a new one. */
+	if (seen && !opens && now - *seen < POL_FLOW_IDLE_NS) {
 		*seen = now;
 		return TC_ACT_OK;
 	}
@@ -232,6 +248,8 @@ static __always_inline int verdict(struct __sk_buff *skb, __u8 dir)
 		ok = cid && admitted(ep, *cid, dir, proto, port);
 	}
 	if (!ok) {
+		if (seen)
+			bpf_map_delete_elem(&skiff_pol_flows, &f); /* what it remembered is revoked */
 		count_drop(ep, dir);
 		return TC_ACT_SHOT;
 	}

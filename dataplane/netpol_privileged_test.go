@@ -201,6 +201,46 @@ func TestPolicyProgramTruthTable(t *testing.T) {
 	if runProg(t, p.objs.SkiffPolicyToPod, l4packet(c, a, policy.TCP, 9000, 40001)) != tcxNext {
 		t.Fatal("the reply to x/a's connection was dropped")
 	}
+	// A revoked policy: x/a admits y/a on TCP 80 and UDP 55. With the connection and the
+	// UDP flow remembered, y's namespace loses its rule (a-in gone). The established TCP
+	// connection is kept; a new one on the same addresses and ports (a SYN) is refused, and
+	// so is the UDP flow once idle past the timeout.
+	ya := addrs["y/a"]
+	syn := func(pkt []byte) []byte { pkt[34+13] = 0x02; return pkt }
+	if runProg(t, p.objs.SkiffPolicyToPod, syn(l4packet(ya, a, policy.TCP, 40002, 80))) != tcxNext ||
+		runProg(t, p.objs.SkiffPolicyToPod, l4packet(ya, a, policy.UDP, 40003, 55)) != tcxNext {
+		t.Fatal("y/a -> x/a TCP 80 / UDP 55 refused while a-in admits them")
+	}
+	revoked, errs := policy.Compile(policy.NewAllocator(), policies[1:], pods, []policy.Namespace{{Name: "x"}, {Name: "y"}})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	revoked.Endpoints[a] = policy.Endpoint{Pod: "x/a", Ingress: true} // still isolated, now by nothing
+	if _, err := p.Sync(revoked, func(netip.Addr) bool { return true }, []netip.Addr{host}); err != nil {
+		t.Fatal(err)
+	}
+	if runProg(t, p.objs.SkiffPolicyToPod, l4packet(ya, a, policy.TCP, 40002, 80)) != tcxNext {
+		t.Error("an established connection's packet dropped after its policy went (kept, as documented)")
+	}
+	if runProg(t, p.objs.SkiffPolicyToPod, syn(l4packet(ya, a, policy.TCP, 40002, 80))) != tcxDrop {
+		t.Error("a new connection (SYN) admitted by a remembered flow after its policy went")
+	}
+	if runProg(t, p.objs.SkiffPolicyToPod, l4packet(ya, a, policy.TCP, 40002, 80)) != tcxDrop {
+		t.Error("the refused SYN left its flow remembered")
+	}
+	if runProg(t, p.objs.SkiffPolicyToPod, l4packet(ya, a, policy.UDP, 40003, 55)) != tcxNext {
+		t.Error("an active UDP flow dropped after its policy went (kept until idle)")
+	}
+	udpFlow := policyPolFlow{Pod: be32(a), Peer: be32(ya), PodPort: be16(55), PeerPort: be16(40003), Proto: policy.UDP}
+	if err := p.objs.SkiffPolFlows.Put(udpFlow, uint64(1)); err != nil { // last seen at boot: idle
+		t.Fatal(err)
+	}
+	if runProg(t, p.objs.SkiffPolicyToPod, l4packet(ya, a, policy.UDP, 40003, 55)) != tcxDrop {
+		t.Error("an idle UDP flow admitted after its policy went")
+	}
+	if _, err := p.Sync(res, func(netip.Addr) bool { return true }, []netip.Addr{host}); err != nil {
+		t.Fatal(err)
+	}
 	// An address with no endpoint entry gets nothing (fail closed).
 	stranger := netip.MustParseAddr("10.244.0.99")
 	if runProg(t, p.objs.SkiffPolicyFromPod, l4packet(stranger, a, policy.TCP, 1, 80)) != tcxDrop {

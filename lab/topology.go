@@ -58,6 +58,9 @@ type Spec struct {
 	// NoServiceProxy runs the agents with --service-proxy=false, so another Service
 	// proxy (kube-proxy, for the side-by-side benchmark) can take the nodes.
 	NoServiceProxy bool `json:",omitempty"`
+	// NoNetworkPolicy runs the agents with --network-policy=false (no policy programs on
+	// the pods' veths): the baseline of the policy benchmark.
+	NoNetworkPolicy bool `json:",omitempty"`
 }
 
 // Validate checks the spec; names are short because they prefix interface names (15 bytes).

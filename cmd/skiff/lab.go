@@ -18,7 +18,7 @@ import (
 func labCommand() *cobra.Command {
 	var name, tor, logLevel string
 	var nodes int
-	var serviceProxy bool
+	var serviceProxy, networkPolicy bool
 	var timeout time.Duration
 	cmd := &cobra.Command{Use: "lab", Short: "A multi-node cluster on this machine: namespaces, a fabric, a ToR router"}
 	cmd.PersistentFlags().StringVar(&name, "name", "lab", "lab name (1-8 lowercase letters and digits); prefixes its namespaces")
@@ -26,7 +26,7 @@ func labCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			spec := lab.Spec{Name: name, Nodes: nodes, ToR: tor, NoServiceProxy: !serviceProxy}
+			spec := lab.Spec{Name: name, Nodes: nodes, ToR: tor, NoServiceProxy: !serviceProxy, NoNetworkPolicy: !networkPolicy}
 			start := time.Now()
 			if err := lab.Up(ctx, lab.Options{Spec: spec, Timeout: timeout, Out: os.Stdout}, newLogger(logLevel)); err != nil {
 				return fmt.Errorf("%w\n(inspect the logs under %s/%s, then: skiff lab down --name %s)", err, lab.Root, name, name)
@@ -49,6 +49,7 @@ func labCommand() *cobra.Command {
 	up.Flags().StringVar(&tor, "tor", "frr", "top-of-rack router: frr, bird or none (nodes then peer in a full mesh)")
 	up.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait for every node to be Ready")
 	up.Flags().BoolVar(&serviceProxy, "service-proxy", true, "load-balance Services with skiff's eBPF programs (false leaves Services to another proxy, such as kube-proxy)")
+	up.Flags().BoolVar(&networkPolicy, "network-policy", true, "enforce NetworkPolicies with skiff's eBPF programs (false leaves pods unpoliced)")
 	up.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	var grow int
 	add := &cobra.Command{Use: "add-node", Short: "Add worker nodes to a running lab", Args: cobra.NoArgs,

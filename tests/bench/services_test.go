@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -27,9 +26,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
-	"github.com/skiff-sh/skiff/agent/cgroups"
 	"github.com/skiff-sh/skiff/dataplane"
-	"github.com/skiff-sh/skiff/lab"
 	"github.com/skiff-sh/skiff/tests/e2e/framework"
 )
 
@@ -41,8 +38,8 @@ func TestMain(m *testing.M) {
 		loadClient(target)
 		os.Exit(0)
 	}
-	if os.Getenv("SKIFF_WAIT") != "" {
-		waitClient()
+	if until := os.Getenv("SKIFF_WAIT"); until != "" {
+		waitClient(until)
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
@@ -79,28 +76,6 @@ func loadClient(target string) {
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	fmt.Println(len(lat), lat[len(lat)/2].Microseconds(), lat[len(lat)*99/100].Microseconds(), failed)
-}
-
-// waitClient prints "ready", reads a HOST:PORT line, then dials it every millisecond until a
-// connection is answered (for at most a minute) and prints the Unix time in nanoseconds when it
-// was. Each attempt waits 20 ms at most, so a Service programmed mid-attempt is seen within
-// that.
-func waitClient() {
-	fmt.Println("ready")
-	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
-	target := strings.TrimSpace(line)
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) {
-		c, err := net.DialTimeout("tcp", target, 20*time.Millisecond)
-		if err == nil {
-			at := time.Now().UnixNano()
-			c.Close()
-			fmt.Println(at)
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
-	fmt.Println("timeout")
 }
 
 // The Service proxies compared, each in a lab of its own: skiff's eBPF programs, and
@@ -250,55 +225,9 @@ func benchProxy(b *testing.B, name, proxy, kubeProxy string) []sizeResult {
 
 	// The load helpers run in the client pod's network namespace and under node1's pod cgroup
 	// (where skiff's socket hooks see them; kube-proxy sees their packets at the node).
-	pid := framework.ContainerPID(b, ctx, filepath.Join(labDir, "node1", "containerd", "containerd.sock"), clientPod.Status.ContainerStatuses[0].ContainerID, "")
-	cg := filepath.Join(cgroups.Unified(), lab.CgroupRoot(name), "node1", "bench-client")
-	if err := os.MkdirAll(cg, 0o755); err != nil {
-		b.Fatal(err)
-	}
-	self, _ := os.Executable()
-	inPod := func(env ...string) *exec.Cmd {
-		cmd := exec.CommandContext(ctx, "sh", "-c", fmt.Sprintf(`echo $$ > %s/cgroup.procs && exec nsenter --net=/proc/%d/ns/net %s`, cg, pid, self))
-		cmd.Env = append(os.Environ(), env...)
-		return cmd
-	}
-	measure := func(target string) load {
-		out, err := inPod("SKIFF_LOAD_TARGET="+target, "SKIFF_LOAD_SECONDS=5").CombinedOutput()
-		var n int
-		var l load
-		if _, perr := fmt.Sscan(strings.TrimSpace(string(out)), &n, &l.p50, &l.p99, &l.failed); err != nil || perr != nil || n == 0 {
-			b.Fatalf("load helper to %s: %v %v\n%s", target, err, perr, out)
-		}
-		l.rate = float64(n) / 5
-		return l
-	}
-
-	// answered starts the wait helper, then create() (which returns the address to dial), and
-	// returns the time from create's start until the helper's connection is answered.
-	answered := func(what string, create func() string) time.Duration {
-		w := inPod("SKIFF_WAIT=1")
-		stdin, _ := w.StdinPipe()
-		stdout, _ := w.StdoutPipe()
-		w.Stderr = os.Stderr
-		if err := w.Start(); err != nil {
-			b.Fatal(err)
-		}
-		// Closing stdin first lets the helper end even when create fails before writing to it.
-		defer func() { _ = stdin.Close(); _ = w.Wait() }()
-		lines := bufio.NewScanner(stdout)
-		if !lines.Scan() || lines.Text() != "ready" {
-			b.Fatalf("wait helper: %q", lines.Text())
-		}
-		start := time.Now()
-		fmt.Fprintln(stdin, create())
-		if !lines.Scan() {
-			b.Fatalf("%s: the wait helper printed nothing", what)
-		}
-		at, err := strconv.ParseInt(lines.Text(), 10, 64)
-		if err != nil {
-			b.Fatalf("%s: wait helper: %q", what, lines.Text())
-		}
-		return time.Unix(0, at).Sub(start)
-	}
+	shell := newPodShell(b, ctx, name, "node1", clientPod)
+	answered := shell.answered
+	measure := func(target string) load { return shell.measure(target, 5) }
 	newService := func(name string) func() string {
 		return func() string { return net.JoinHostPort(serviceOf(b, ctx, client, name).Spec.ClusterIP, "80") }
 	}
