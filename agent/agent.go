@@ -31,6 +31,7 @@ import (
 
 	"github.com/skiff-sh/skiff/agent/api"
 	"github.com/skiff-sh/skiff/agent/cgroups"
+	"github.com/skiff-sh/skiff/agent/clusterdns"
 	"github.com/skiff-sh/skiff/agent/cniserver"
 	"github.com/skiff-sh/skiff/agent/hostprep"
 	"github.com/skiff-sh/skiff/agent/ipam"
@@ -90,6 +91,12 @@ type Options struct {
 	ClusterDNS    []string
 	ClusterDomain string
 	ResolvConf    string
+	// DNS serves the cluster DNS on DNSAddress (default <InternalIP>:53) and publishes it
+	// in the Node's dns.skiff.sh/address annotation; names outside the cluster go to
+	// DNSUpstreams (nil: ResolvConf's nameservers; ["none"]: nowhere).
+	DNS          bool
+	DNSAddress   string
+	DNSUpstreams []string
 }
 
 // Run runs the agent until ctx ends.
@@ -240,6 +247,13 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 			return bgp.Run(ctx, client, bo, log.With("component", "bgp"))
 		}})
 	}
+	var dnsServer *clusterdns.Server
+	if o.DNS {
+		if dnsServer, err = startDNS(ctx, sup, client, shared, o, log); err != nil {
+			sup.Stop()
+			return err
+		}
+	}
 	log.Info("agent ready", "node", o.NodeName, "podCIDR", podCIDR, "runtime", nopts.RuntimeVersion)
 
 	conn, err := ctr.Dial()
@@ -261,11 +275,11 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	vols.SetNode(o.InternalIP, allocatable)
 	pm := pods.New(client, runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn),
 		pods.Options{NodeName: o.NodeName, HostIP: o.InternalIP, PodLogDir: o.PodLogDir, Netns: o.Netns, CgroupRoot: o.CgroupRoot,
-			ClusterDNS: o.ClusterDNS, ClusterDomain: o.ClusterDomain, ResolvConf: o.ResolvConf, Informers: shared,
+			ClusterDNS: o.ClusterDNS, ClusterDNSService: o.DNS, ClusterDomain: o.ClusterDomain, ResolvConf: o.ResolvConf, Informers: shared,
 			Volumes: vols, PodsDir: dirs.Pods(), Allocatable: allocatable}, log)
 	if o.HealthzAddress != "" {
 		sup.Go(supervisor.Part{Name: "healthz", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
-			return serveHealthz(ctx, o.HealthzAddress, ctr, sup, &speaker, &proxy, policyEnforcer)
+			return serveHealthz(ctx, o.HealthzAddress, ctr, sup, &speaker, &proxy, policyEnforcer, dnsServer)
 		}})
 	}
 	if o.PodManifestPath != "" {
@@ -376,12 +390,15 @@ func replaceLink(target, name string) error {
 // states and route counts, the service tables, each part's state) on the agent's loopback
 // address.
 func serveHealthz(ctx context.Context, addr string, ctr *runtime.Containerd, sup *supervisor.Supervisor, speaker *atomic.Pointer[bgp.Speaker],
-	proxy *atomic.Pointer[dataplane.Dataplane], policy *dataplane.Enforcer) error {
+	proxy *atomic.Pointer[dataplane.Dataplane], policy *dataplane.Enforcer, dnsServer *clusterdns.Server) error {
 	mux := http.NewServeMux()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(bgpCollector{speaker}, proxyCollector{proxy}, partsCollector{sup})
 	if policy != nil {
 		reg.MustRegister(policyCollector{policy})
+	}
+	if dnsServer != nil {
+		reg.MustRegister(dnsServer.Metrics().Collectors()...)
 	}
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {

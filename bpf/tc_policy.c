@@ -240,8 +240,13 @@ static __always_inline int verdict(struct __sk_buff *skb, __u8 dir)
 	/* The rule's port is the destination's: the peer's for egress, the pod's for ingress —
 	 * the packet's destination port either way (a reply never gets here: its flow passed). */
 	__be16 port = dport;
-	int ok = !isolated || (dir == POL_INGRESS && peer_id == POL_ID_HOST) || admitted(ep, POL_ID_ANY, dir, proto, port) ||
-		 admitted(ep, peer_id, dir, proto, port);
+	/* The node reaches its pods (probes, the agent); its pods reach the node's own cluster
+	 * DNS resolver (port 53, UDP and TCP), which kube-dns's ClusterIP leads to: resolving
+	 * names is part of the node, as a kube-dns pod is admitted by policies users write. */
+	int to_node_dns = dir == POL_EGRESS && peer_id == POL_ID_HOST && port == bpf_htons(53) &&
+			  (proto == IPPROTO_UDP || proto == IPPROTO_TCP);
+	int ok = !isolated || (dir == POL_INGRESS && peer_id == POL_ID_HOST) || to_node_dns ||
+		 admitted(ep, POL_ID_ANY, dir, proto, port) || admitted(ep, peer_id, dir, proto, port);
 	if (!ok) {
 		struct pol_cidr_key ck = {.prefixlen = 32, .addr = peer};
 		__u32 *cid = bpf_map_lookup_elem(&skiff_pol_cidrs, &ck);

@@ -186,6 +186,8 @@ func (v *PolicyView) Trace(src, dst netip.Addr, proto uint8, port uint16) ([]Tra
 			st.Verdict, st.Why = "allowed", "no policy selects the pod for "+end.dir.String()
 		case end.dir == policy.Ingress && peerID == HostIdentity:
 			st.Verdict, st.Why = "allowed", "from the node itself"
+		case end.dir == policy.Egress && peerID == HostIdentity && port == 53 && (proto == policy.TCP || proto == policy.UDP):
+			st.Verdict, st.Why = "allowed", "to the node's own cluster DNS resolver"
 		default:
 			candidates := []uint32{uint32(policy.AnyPeer), peerID}
 			var cid uint32

@@ -241,6 +241,21 @@ func TestPolicyProgramTruthTable(t *testing.T) {
 	if _, err := p.Sync(res, func(netip.Addr) bool { return true }, []netip.Addr{host}); err != nil {
 		t.Fatal(err)
 	}
+	// x/b's egress is isolated (b-out): it reaches the node's own DNS resolver on 53 over
+	// UDP and TCP, and nothing else of the node, nor port 53 elsewhere.
+	b := addrs["x/b"]
+	for _, c := range []struct {
+		dst   netip.Addr
+		proto uint8
+		port  uint16
+		want  uint32
+	}{{host, policy.UDP, 53, tcxNext}, {host, policy.TCP, 53, tcxNext}, {host, policy.TCP, 80, tcxDrop}, {host, policy.SCTP, 53, tcxDrop},
+		{netip.MustParseAddr("203.0.113.7"), policy.UDP, 53, tcxDrop}} {
+		if got := runProg(t, p.objs.SkiffPolicyFromPod, l4packet(b, c.dst, c.proto, 40010, c.port)); got != c.want {
+			t.Errorf("x/b (egress isolated) -> %s proto %d port %d: %d, want %d", c.dst, c.proto, c.port, got, c.want)
+		}
+		clearFlows(t, p)
+	}
 	// An address with no endpoint entry gets nothing (fail closed).
 	stranger := netip.MustParseAddr("10.244.0.99")
 	if runProg(t, p.objs.SkiffPolicyFromPod, l4packet(stranger, a, policy.TCP, 1, 80)) != tcxDrop {

@@ -151,7 +151,9 @@ func Up(ctx context.Context, o Options, log *slog.Logger) error {
 		"--node-name", master.NodeName, "--node-ip", master.IP.String(),
 		"--agent-data-dir", filepath.Join(mdir, "agent"), "--pod-log-dir", filepath.Join(mdir, "logs"),
 		"--pod-manifest-path", filepath.Join(mdir, "manifests"), "--cgroup-root", CgroupRoot(o.Name)+"/master",
-		"--service-proxy="+strconv.FormatBool(!o.NoServiceProxy), "--network-policy="+strconv.FormatBool(!o.NoNetworkPolicy))
+		"--service-proxy="+strconv.FormatBool(!o.NoServiceProxy), "--network-policy="+strconv.FormatBool(!o.NoNetworkPolicy),
+		// The lab's traffic never leaves it: its cluster DNS forwards nowhere.
+		"--dns-upstream=none")
 	if err != nil {
 		return err
 	}
@@ -207,7 +209,8 @@ func agentArgs(s Spec, labDir string, n Host) []string {
 	return []string{"agent", "--server", s.APIServer(), "--token-file", layout.Server{Dir: filepath.Join(labDir, "master")}.Token(), "--data-dir", dir,
 		"--node-name", n.NodeName, "--node-ip", n.IP.String(), "--pod-log-dir", filepath.Join(dir, "logs"),
 		"--pod-manifest-path", filepath.Join(dir, "manifests"), "--cgroup-root", CgroupRoot(s.Name) + "/" + n.Role,
-		"--service-proxy=" + strconv.FormatBool(!s.NoServiceProxy), "--network-policy=" + strconv.FormatBool(!s.NoNetworkPolicy)}
+		"--service-proxy=" + strconv.FormatBool(!s.NoServiceProxy), "--network-policy=" + strconv.FormatBool(!s.NoNetworkPolicy),
+		"--dns-upstream=none"}
 }
 
 // RestartAgent stops a worker's agent (SIGTERM, as an upgrade would) and starts it again;

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/ptr"
 )
@@ -280,6 +281,21 @@ func readHostResolv(path string) (HostResolv, error) {
 	}
 	c.path, c.mod, c.size, c.value = path, fi.ModTime(), fi.Size(), h
 	return h, nil
+}
+
+// clusterDNSService is the addresses of kube-system/kube-dns (none while it does not exist).
+func (m *Manager) clusterDNSService() []string {
+	if m.services == nil {
+		return nil
+	}
+	svc, err := m.services.Services(metav1.NamespaceSystem).Get("kube-dns")
+	if err != nil || svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		return nil
+	}
+	if len(svc.Spec.ClusterIPs) > 0 {
+		return svc.Spec.ClusterIPs
+	}
+	return []string{svc.Spec.ClusterIP}
 }
 
 // podDNSConfig forms the pod's DNS config from the manager's options.

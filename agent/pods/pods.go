@@ -60,6 +60,9 @@ type Options struct {
 	// ClusterDNS are the cluster DNS servers' IPs (the kubelet's --cluster-dns), the only
 	// nameservers of ClusterFirst pods; none makes those pods use the host's resolv.conf.
 	ClusterDNS []string
+	// ClusterDNSService, when ClusterDNS is empty, gives pods the addresses of the
+	// kube-system/kube-dns Service (this node's agent answers them).
+	ClusterDNSService bool
 	// ClusterDomain is the cluster's DNS domain (--cluster-domain; "" means cluster.local).
 	ClusterDomain string
 	// ResolvConf is the host resolver configuration Default-policy pods get (--resolv-conf;
@@ -405,7 +408,11 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 	hostname, domain, hostErr := podHostname(pod, m.opts.ClusterDomain)
 	// The DNS config matters when the sandbox is made (the runtime writes its resolv.conf then);
 	// containers of an existing sandbox start without it if it cannot be formed now.
-	dns, dnsWarns, dnsErr := podDNSConfig(pod, m.opts)
+	opts := m.opts
+	if len(opts.ClusterDNS) == 0 && opts.ClusterDNSService {
+		opts.ClusterDNS = m.clusterDNSService()
+	}
+	dns, dnsWarns, dnsErr := podDNSConfig(pod, opts)
 	cfg := sandboxConfig(pod, m.opts.PodLogDir, m.opts.CgroupRoot, hostname, dns)
 	if sb == nil {
 		if hostErr == nil {

@@ -68,6 +68,7 @@ func newRoot() *cobra.Command {
 		bgpCommand(),
 		bpfCommand(),
 		policyCommand(),
+		dnsCommand(),
 		labCommand(),
 		kubeconfigCommand(),
 	)
@@ -137,7 +138,10 @@ func addAgentFlags(fs *pflag.FlagSet, f *config.Agent, prefix string) {
 	fs.StringVar(&f.BGPNodeMesh, "bgp-node-mesh", "", "true or false: peer with every other node (default true, or as configured)")
 	fs.StringVar(&f.BGPAPI, "bgp-api-address", "127.0.0.1:50051", "GoBGP gRPC API of the speaker, for skiff bgp peers|routes (empty: none)")
 	fs.StringVar(&f.RuntimeEndpoint, "container-runtime-endpoint", "", "CRI socket of a containerd to use instead of supervising one (unix:///run/containerd/containerd.sock)")
-	fs.StringSliceVar(&f.ClusterDNS, "cluster-dns", nil, "DNS server IPs of the cluster, for pods with dnsPolicy ClusterFirst (none: they use the node's resolv.conf)")
+	fs.StringSliceVar(&f.ClusterDNS, "cluster-dns", nil, "DNS server IPs of the cluster, for pods with dnsPolicy ClusterFirst (default: kube-system/kube-dns's address when --dns is on; else none, and they use the node's resolv.conf)")
+	fs.BoolVar(&f.DNS, "dns", true, "serve the cluster DNS (the kube-dns Service) for this node's pods")
+	fs.StringVar(&f.DNSAddress, "dns-address", "", "address the cluster DNS listens on, UDP and TCP (default <node-ip>:53)")
+	fs.StringSliceVar(&f.DNSUpstreams, "dns-upstream", nil, "resolvers for names outside the cluster domain, HOST[:PORT] (default: the nameservers of --resolv-conf; \"none\": forward nowhere)")
 	fs.StringVar(&f.ClusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain, the base of pods' search paths")
 	fs.StringVar(&f.ResolvConf, "resolv-conf", "/etc/resolv.conf", "the node's resolver configuration, for pods with dnsPolicy Default")
 	if prefix == "" {
@@ -154,6 +158,7 @@ func addControllerManagerFlags(fs *pflag.FlagSet, o *controllermanager.Options) 
 	fs.DurationVar(&o.NodeMonitorGracePeriod, "node-monitor-grace-period", 40*time.Second, "how long a node Lease may go unrenewed before the node is Unknown")
 	fs.StringVar(&o.SecureAddress, "controller-manager-address", "127.0.0.1:10257", "HTTPS address of the controller manager's health and metrics")
 	fs.BoolVar(&o.UseServiceAccountCredentials, "use-service-account-credentials", true, "run each controller with its own service account")
+	fs.StringVar(&o.ClusterDNS, "cluster-dns-address", "10.96.0.10", "address of the cluster DNS Service kube-system/kube-dns, answered by every agent (empty: no such Service)")
 }
 
 func addSchedulerFlags(fs *pflag.FlagSet, o *scheduler.Options) {

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/skiff-sh/skiff/controlplane/controllers/clusterdns"
 	"github.com/skiff-sh/skiff/controlplane/controllers/clusterroleaggregation"
 	"github.com/skiff-sh/skiff/controlplane/controllers/csrapproving"
 	"github.com/skiff-sh/skiff/controlplane/controllers/csrsigning"
@@ -58,6 +59,9 @@ type Options struct {
 	SecureAddress string
 	// UseServiceAccountCredentials gives each controller its own service account.
 	UseServiceAccountCredentials bool
+	// ClusterDNS is the address of the cluster DNS Service, kube-system/kube-dns
+	// (10.96.0.10); empty leaves the Service to the operator.
+	ClusterDNS string
 }
 
 // accounts are the service accounts of controllers that upstream runs under another's
@@ -193,6 +197,15 @@ func runControllers(ctx context.Context, cfg *rest.Config, root kubernetes.Inter
 			return endpointslicemirroring.New(c, core.Services(), core.Endpoints(), factory.Discovery().V1().EndpointSlices(), log), nil
 		}},
 	}
+	type step = struct {
+		name  string
+		build func(c kubernetes.Interface, cfg *rest.Config) (runner, error)
+	}
+	if o.ClusterDNS != "" {
+		steps = append(steps, step{clusterdns.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
+			return clusterdns.New(c, core.Nodes(), core.Services(), factory.Discovery().V1().EndpointSlices(), o.ClusterDNS, log)
+		}})
+	}
 	if o.ClusterSigningCertFile != "" && o.ClusterSigningKeyFile != "" {
 		certPEM, err := os.ReadFile(o.ClusterSigningCertFile)
 		if err != nil {
@@ -202,10 +215,7 @@ func runControllers(ctx context.Context, cfg *rest.Config, root kubernetes.Inter
 		if err != nil {
 			return fmt.Errorf("cluster signing key: %w", err)
 		}
-		steps = append(steps, struct {
-			name  string
-			build func(c kubernetes.Interface, cfg *rest.Config) (runner, error)
-		}{csrsigning.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
+		steps = append(steps, step{csrsigning.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
 			return csrsigning.New(c, certs.CertificateSigningRequests(), certPEM, keyPEM, csrsigning.Options{Duration: o.ClusterSigningDuration}, log)
 		}})
 	} else {

@@ -40,6 +40,11 @@ type Agent struct {
 	CgroupRoot                                             string
 	ServiceProxy                                           bool
 	NetworkPolicy                                          bool
+	// DNS serves the cluster DNS on DNSAddress (default <node-ip>:53), forwarding other
+	// names to DNSUpstreams (default: --resolv-conf's nameservers; "none": nowhere).
+	DNS          bool
+	DNSAddress   string
+	DNSUpstreams []string
 	// BGP runs the speaker; BGPASN, BGPPeers ("ADDRESS:ASN"), BGPNodeMesh ("", "true",
 	// "false") override the cluster's configuration; BGPAPI serves GoBGP's gRPC API.
 	BGP         bool
@@ -121,7 +126,8 @@ func (a Agent) Options(taints []corev1.Taint) (agent.Options, error) {
 		CNIPlugin: a.CNIPlugin, ImageDirs: dirs, PodLogDir: a.PodLogDir, PodManifestPath: a.PodManifestPath, HealthzAddress: a.HealthzAddress,
 		APIAddress: fmt.Sprintf(":%d", a.Port), APIPort: a.Port, ServingCert: a.ServingCert, ServingKey: a.ServingKey, ClientCA: a.ClientCA,
 		ClusterDNS: a.ClusterDNS, ClusterDomain: a.ClusterDomain, ResolvConf: a.ResolvConf, RuntimeEndpoint: a.RuntimeEndpoint,
-		CgroupRoot: a.CgroupRoot, ServiceProxy: a.ServiceProxy, NetworkPolicy: a.NetworkPolicy, BGP: b}, nil
+		CgroupRoot: a.CgroupRoot, ServiceProxy: a.ServiceProxy, NetworkPolicy: a.NetworkPolicy, BGP: b,
+		DNS: a.DNS, DNSAddress: a.DNSAddress, DNSUpstreams: a.DNSUpstreams}, nil
 }
 
 // RunAgent runs `skiff agent`: with a token it first joins (see agent/join: the CA pinned,

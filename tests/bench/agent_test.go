@@ -51,7 +51,7 @@ func podStartup(b *testing.B) {
 		"--cni-plugin", cni, "--images-dir", images, "--pod-log-dir", filepath.Join(dir, "logs"), "--log-level", "warn",
 		// As in the e2e tests: the agent process is in the host's namespace, so no BGP or
 		// service proxy, and its own cgroup root, removed afterwards.
-		"--bgp=false", "--service-proxy=false", "--cgroup-root", root)
+		"--bgp=false", "--service-proxy=false", "--dns=false", "--cgroup-root", root)
 	agent.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := agent.Start(); err != nil {
 		b.Fatal(err)

@@ -19,6 +19,8 @@ const (
 	skiffEndpointsRole = "skiff:controller:endpointslice-controller"
 	// skiffNodePolicyRole is what each agent's NetworkPolicy enforcement reads.
 	skiffNodePolicyRole = "skiff:node-policy"
+	// skiffClusterDNSRole is the cluster DNS controller's (kube-dns and its slices).
+	skiffClusterDNSRole = "system:controller:cluster-dns-controller"
 )
 
 // SkiffClusterRoles is skiff's own ClusterRoles.
@@ -36,6 +38,14 @@ func SkiffClusterRoles() []rbacv1.ClusterRole {
 		clusterRole(skiffNodePolicyRole,
 			rule(read...).groups(core).resources("pods", "namespaces"),
 			rule(read...).groups("networking.k8s.io").resources("networkpolicies"),
+		),
+		// The cluster DNS controller keeps kube-system/kube-dns and one EndpointSlice per
+		// node from the nodes' dns.skiff.sh/address annotations.
+		clusterRole(skiffClusterDNSRole,
+			rule(read...).groups(core).resources("nodes"),
+			rule(append([]string{"create", "update"}, read...)...).groups(core).resources("services"),
+			rule(append([]string{"create", "update", "delete"}, read...)...).groups("discovery.k8s.io").resources("endpointslices"),
+			recordEvents(),
 		),
 	}
 }
@@ -59,6 +69,7 @@ func SkiffClusterRoleBindings() []rbacv1.ClusterRoleBinding {
 		namedClusterRoleBinding(skiffEndpointsRole, skiffEndpointsRole,
 			serviceAccount(metav1.NamespaceSystem, "endpointslice-controller")),
 		namedClusterRoleBinding(skiffNodePolicyRole, skiffNodePolicyRole, group(nodesGroup)),
+		namedClusterRoleBinding(skiffClusterDNSRole, skiffClusterDNSRole, serviceAccount(metav1.NamespaceSystem, "cluster-dns-controller")),
 	}
 }
 

@@ -96,7 +96,10 @@ func NewServerWithAgent(tb testing.TB, dir, netnsPath string, extra ...string) *
 		"--bgp=false",
 		// Service load balancing attaches to a cgroup and pins under /sys/fs/bpf shared by
 		// every agent on the machine; the lab tests it, one agent per node namespace.
-		"--service-proxy=false"}, extra...)...)
+		"--service-proxy=false",
+		// Cluster DNS answers at the node's address, which pods reach in the lab and on a
+		// real host; here the node's address is loopback, which no pod reaches.
+		"--dns=false"}, extra...)...)
 	// Its own cgroup root, so whatever its pods leave behind is removed with it.
 	s.CgroupRoot = fmt.Sprintf("/skiff/e2e-%d-%d", os.Getpid(), rand.IntN(1<<30))
 	s.args = append(s.args, "--cgroup-root", s.CgroupRoot)

@@ -540,6 +540,9 @@ func runLab(t *testing.T, name, tor string) {
 	l.networkPolicyAcrossNodes(p1, p2, tor != "none")
 	step("network policy across nodes")
 
+	l.clusterDNS(p1, p2)
+	step("cluster DNS from pods on both nodes")
+
 	// A node added later is reachable from all.
 	l.skiff("add-node", "--nodes", "3", "--timeout", "3m")
 	step("node3 added")
@@ -689,6 +692,96 @@ spec:
 	if got := l.fetch("p1", viaService); got != "p2" {
 		l.t.Errorf("p1 → p2's ClusterIP after the policy's deletion answered %q", got)
 	}
+}
+
+// clusterDNS resolves, from a pod on each node, what the Kubernetes DNS specification
+// promises: a Service by short and full name, a headless Service and its pod by
+// hostname.subdomain, an ExternalName, a pod's dashed-address name, and NXDOMAIN for a name
+// that is not there; SRV records and the answer counts through `skiff dns query` and the
+// agent's metrics.
+func (l *lab) clusterDNS(p1, p2 *corev1.Pod) {
+	l.t.Helper()
+	l.kubectl("label", "pod", "p1", "dns=p1")
+	defer l.kubectl("label", "pod", "p1", "dns-")
+	cleanup := l.apply(`apiVersion: v1
+kind: Service
+metadata: {name: dnsweb}
+spec:
+  selector: {dns: p1}
+  ports: [{name: http, port: 80, targetPort: 8080}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: hl}
+spec:
+  clusterIP: None
+  selector: {app: hl}
+  ports: [{name: http, port: 8080}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: ext}
+spec: {type: ExternalName, externalName: dnsweb.default.svc.cluster.local}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: hp, labels: {app: hl}}
+spec:
+  hostname: hp
+  subdomain: hl
+  nodeName: ` + l.name + `-node2
+  containers: [{name: c, image: "localhost/skiff/netutil:1", imagePullPolicy: IfNotPresent}]
+`)
+	defer cleanup()
+	svc, err := l.client.CoreV1().Services("default").Get(l.ctx, "dnsweb", metav1.GetOptions{})
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	var hp *corev1.Pod
+	framework.Eventually(l.t, 60*time.Second, "hp Running", func() (bool, string) {
+		hp, err = l.client.CoreV1().Pods("default").Get(l.ctx, "hp", metav1.GetOptions{})
+		return err == nil && hp.Status.Phase == corev1.PodRunning && hp.Status.PodIP != "", fmt.Sprint(err)
+	})
+	resolve := func(from, name string) (string, error) {
+		cmd := exec.CommandContext(l.ctx, framework.Kubectl(l.t, 33), "exec", from, "--", "netutil", "dns", name)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+skifflab.Kubeconfig(l.name))
+		out, err := cmd.Output()
+		return strings.TrimSpace(string(out)), err
+	}
+	dashed := strings.ReplaceAll(p2.Status.PodIP, ".", "-")
+	for _, from := range []string{"p1", "p2"} {
+		for name, want := range map[string]string{
+			"dnsweb": svc.Spec.ClusterIP, "dnsweb.default": svc.Spec.ClusterIP, "dnsweb.default.svc.cluster.local": svc.Spec.ClusterIP,
+			"kubernetes.default": "10.96.0.1", "hl": hp.Status.PodIP, "hp.hl": hp.Status.PodIP, "hp.hl.default.svc.cluster.local": hp.Status.PodIP,
+			"ext": svc.Spec.ClusterIP, dashed + ".default.pod": p2.Status.PodIP,
+		} {
+			framework.Eventually(l.t, 15*time.Second, from+" resolves "+name, func() (bool, string) {
+				got, err := resolve(from, name)
+				return err == nil && got == want, fmt.Sprintf("%q %v, want %s", got, err, want)
+			})
+		}
+		if got, err := resolve(from, "nope"); err == nil {
+			l.t.Errorf("%s resolved a name that is not there: %q", from, got)
+		}
+	}
+	// The page a client gets by name is the Service's.
+	if got := l.fetch("p2", "http://dnsweb/hostname"); got != "p1" {
+		l.t.Errorf("p2 → http://dnsweb answered %q", got)
+	}
+	out, err := l.in("node2", l.bin, "dns", "query", "_http._tcp.hl.default.svc.cluster.local", "--type", "SRV")
+	if err != nil || !strings.Contains(out, "8080 hp.hl.default.svc.cluster.local.") || !strings.Contains(out, "hp.hl.default.svc.cluster.local.\t5\tIN\tA\t"+hp.Status.PodIP) {
+		l.t.Errorf("skiff dns query SRV on node2: %v\n%s", err, out)
+	}
+	out, err = l.in("node1", l.bin, "dns", "query", "nope.default.svc.cluster.local", "--tcp")
+	if err != nil || !strings.Contains(out, "status: NXDOMAIN") {
+		l.t.Errorf("skiff dns query of a missing name over TCP: %v\n%s", err, out)
+	}
+	netutil := filepath.Join(filepath.Dir(l.bin), "netutil")
+	framework.Eventually(l.t, 10*time.Second, "node1's DNS metrics", func() (bool, string) {
+		out, err := l.in("node1", netutil, "fetch", "http://127.0.0.1:10248/metrics")
+		return err == nil && regexp.MustCompile(`(?m)^skiff_dns_requests_total\{proto="udp",source="cluster",type="A"\} [1-9]`).MatchString(out) &&
+			regexp.MustCompile(`(?m)^skiff_dns_responses_total\{rcode="NXDOMAIN",source="cluster"\} [1-9]`).MatchString(out), out
+	})
 }
 
 // apply writes a manifest to a file and kubectl-applies it; the returned func deletes it.

@@ -2,7 +2,8 @@
 // lab code: two "hosts" that are fresh network namespaces with the kernel's default sysctls
 // (net.ipv4.ip_forward=0, as on a fresh Debian machine) and real addresses on one link;
 // `skiff server` on one, `skiff agent --server … --token …` on the other; pods on both reach
-// each other and Services same-node and cross-node, and `kubectl logs` and `kubectl exec` work.
+// each other and Services same-node and cross-node, by address and by name (the cluster DNS),
+// and `kubectl logs` and `kubectl exec` work.
 // A part of the agent that cannot run (its BGP port taken) shows in the Node's Ready condition
 // and /healthz, and the agent recovers on its own once it can.
 package plainhost
@@ -245,6 +246,11 @@ spec:
 		ip := must("get", "service", s.svc, "-o", "jsonpath={.spec.clusterIP}")
 		fetch("p2", "http://"+ip+"/hostname", s.pod) // cross-node and same-node Services
 	}
+	// By name, through the cluster DNS each agent serves (kube-dns, 10.96.0.10, balanced to
+	// the pod's own node), with the defaults: no flag asked for it.
+	fetch("p2", "http://s1/hostname", "p1")
+	fetch("p1", "http://s3.default/hostname", "p3")
+	fetch("p2", "http://s3.default.svc.cluster.local/hostname", "p3")
 	// A Service without a selector and Endpoints written by hand (an external backend): the
 	// mirroring controller makes its EndpointSlice and the proxy balances to it.
 	manual := fmt.Sprintf(`---
