@@ -18,7 +18,7 @@ LDFLAGS := -s -w \
 BIN := bin/skiff
 export SKIFF_BIN := $(CURDIR)/$(BIN)
 
-.PHONY: help deps build run test unit e2e bench kube-proxy conformance conformance-smoke conformance-bin generate lint verify clean
+.PHONY: help deps build run test unit e2e bench kube-proxy coredns conformance conformance-smoke conformance-bin generate lint verify clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -47,7 +47,7 @@ unit: ## unit tests only (no root, no network)
 e2e: deps build ## end-to-end suites under tests/e2e
 	$(GO) test -count=1 -timeout 30m ./tests/e2e/...
 
-bench: deps build kube-proxy ## benchmarks: API and watch latency, idle RSS, scheduler throughput, pod start-up, agent RSS, BGP propagation, NetworkPolicy in a lab, Services side by side with kube-proxy
+bench: deps build kube-proxy coredns ## benchmarks: API and watch latency, idle RSS, scheduler throughput, pod start-up, agent RSS, BGP propagation, NetworkPolicy in a lab, Services side by side with kube-proxy
 	$(GO) test -run '^$$' -bench '^BenchmarkAPI$$' -benchtime 500x -timeout 20m ./tests/bench/... | tee bench.out
 	$(GO) test -run '^$$' -bench '^BenchmarkAPIAuthorization$$' -benchtime 1000x -timeout 20m ./tests/bench/... | tee -a bench.out
 	$(GO) test -run '^$$' -bench '^BenchmarkIdle$$' -benchtime 1x -timeout 20m ./tests/bench/... | tee -a bench.out
@@ -60,6 +60,7 @@ bench: deps build kube-proxy ## benchmarks: API and watch latency, idle RSS, sch
 	$(GO) test -run '^$$' -bench PolicyVerdict -benchtime 3x -timeout 20m ./dataplane/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench Compile -benchtime 5x -timeout 20m ./dataplane/policy/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench NetworkPolicy -benchtime 1x -timeout 40m ./tests/bench/... | tee -a bench.out
+	$(GO) test -run '^$$' -bench ClusterDNS -benchtime 1x -timeout 20m ./tests/bench/... | tee -a bench.out
 	$(GO) test -run '^$$' -bench ServiceConnect -benchtime 1x -timeout 60m ./tests/bench/... | tee -a bench.out
 
 # Upstream kube-proxy for BenchmarkServiceConnect's side-by-side run, built in its own throwaway
@@ -72,6 +73,12 @@ tests/bench/kubeproxy/kube-proxy: tests/bench/kubeproxy/go.mod tests/bench/kubep
 		-X k8s.io/component-base/version.gitVersion=$(KUBE_PROXY_VERSION) \
 		-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37" \
 		k8s.io/kubernetes/cmd/kube-proxy
+
+# Upstream CoreDNS (its kubernetes plugin only) for BenchmarkClusterDNS's side-by-side run, in
+# its own throwaway module (tests/bench/coredns) as kube-proxy; CI never builds it.
+coredns: tests/bench/coredns/coredns ## upstream CoreDNS (for make bench only)
+tests/bench/coredns/coredns: tests/bench/coredns/go.mod tests/bench/coredns/go.sum tests/bench/coredns/main.go
+	cd tests/bench/coredns && $(GO) build -o coredns -ldflags "-s -w" .
 
 # Upstream's conformance suite (tests/conformance): the e2e test binary, the ginkgo CLI and
 # agnhost, built in their own throwaway module (tests/conformance/e2e) so skiff's go.mod never

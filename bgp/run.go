@@ -56,11 +56,14 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 	// Nodes come from the agent's shared factory; the one ConfigMap is watched by name.
 	factory, start := sharedinformers.Factory(ctx, o.Informers, client)
 	nodes := factory.Core().V1().Nodes()
+	// LoadBalancer addresses are advertised from the Services and, for externalTrafficPolicy
+	// Local, where their endpoints are.
+	services, slices := factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices()
 	cmFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(metav1.NamespaceSystem),
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.FieldSelector = "metadata.name=" + ConfigMapName }))
 	cms := cmFactory.Core().V1().ConfigMaps()
 	kick := make(chan struct{}, 1)
-	watched := []cache.SharedIndexInformer{nodes.Informer(), cms.Informer()}
+	watched := []cache.SharedIndexInformer{nodes.Informer(), cms.Informer(), services.Informer(), slices.Informer()}
 	start() // after asking for the informers: Start starts only those
 	cmFactory.Start(ctx.Done())
 	release, err := sharedinformers.Watch(ctx, sharedinformers.Trigger(kick), watched...)
@@ -134,7 +137,7 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 		switch {
 		case apierrors.IsNotFound(err):
 			// The node was deleted: stop attracting traffic for its pods.
-			if err := sp.Advertise(ctx, netip.Prefix{}); err != nil {
+			if err := sp.Advertise(ctx); err != nil {
 				log.Warn("BGP withdraw", "err", err)
 			}
 		case err != nil:
@@ -147,7 +150,10 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 			// node through a restart drops the stale copy at our End-of-RIB, which must not
 			// come before the route itself.
 			cidr, _ := netip.ParsePrefix(self.Spec.PodCIDR)
-			if err := sp.Advertise(ctx, cidr); err != nil {
+			svcs, _ := services.Lister().List(labels.Everything())
+			eps, _ := slices.Lister().List(labels.Everything())
+			lbs := ServicePrefixes(o.NodeName, svcs, eps)
+			if err := sp.Advertise(ctx, append([]netip.Prefix{cidr}, lbs...)...); err != nil {
 				log.Warn("BGP advertise", "err", err)
 			}
 			mesh := config.MeshPeers(self, all, c)
@@ -158,7 +164,7 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 			if err := sp.SetPeers(ctx, peers); err != nil {
 				log.Warn("BGP peers", "err", err)
 			}
-			r.setOwn(cidr, len(peers))
+			r.setOwn(append([]netip.Prefix{cidr}, lbs...), len(peers))
 		}
 		select {
 		case <-ctx.Done():
@@ -182,8 +188,9 @@ type reconciler struct {
 	log    *slog.Logger
 
 	mu sync.Mutex
-	// own is the node's pod CIDR, never installed from BGP.
-	own    netip.Prefix
+	// own is what the node originates (its pod CIDR, the LoadBalancer addresses it
+	// advertises), never installed from BGP.
+	own    []netip.Prefix
 	npeers int
 	// configured is set once the peers are known: before that, "every peer established"
 	// would be true of none.
@@ -200,7 +207,7 @@ type reconciler struct {
 	restartTime time.Duration
 }
 
-func (r *reconciler) setOwn(p netip.Prefix, npeers int) {
+func (r *reconciler) setOwn(p []netip.Prefix, npeers int) {
 	r.mu.Lock()
 	r.own, r.npeers, r.configured = p, npeers, true
 	r.mu.Unlock()
@@ -287,8 +294,10 @@ func (r *reconciler) sync(ctx context.Context) error {
 	}
 	r.mu.Unlock()
 	var owns []netip.Prefix
-	if own.IsValid() {
-		owns = append(owns, own)
+	for _, p := range own {
+		if p.IsValid() {
+			owns = append(owns, p)
+		}
 	}
 	want := Select(paths, owns, r.self)
 	if len(restarting) > 0 {

@@ -37,10 +37,10 @@ type Speaker struct {
 	global Global
 	log    *slog.Logger
 
-	mu         sync.Mutex
-	peers      map[netip.Addr]config.Peer
-	advertised netip.Prefix
-	uuid       []byte
+	mu    sync.Mutex
+	peers map[netip.Addr]config.Peer
+	// advertised holds each originated prefix's path id.
+	advertised map[netip.Prefix][]byte
 }
 
 // ipv4Unicast is the one family skiff speaks today.
@@ -131,42 +131,66 @@ func (s *Speaker) apiPeer(p config.Peer) *api.Peer {
 	return ap
 }
 
-// Advertise originates prefix with this node as next hop, replacing what was advertised
-// before; an invalid prefix withdraws.
-func (s *Speaker) Advertise(ctx context.Context, prefix netip.Prefix) error {
+// Advertise originates prefixes with this node as next hop, replacing what was advertised
+// before: new ones are added first, then the ones no longer wanted withdrawn; none
+// withdraws everything. Invalid prefixes are skipped.
+func (s *Speaker) Advertise(ctx context.Context, prefixes ...netip.Prefix) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if prefix == s.advertised {
-		return nil
+	if s.advertised == nil {
+		s.advertised = map[netip.Prefix][]byte{}
 	}
-	if s.uuid != nil {
-		if err := s.srv.DeletePath(ctx, &api.DeletePathRequest{TableType: api.TableType_GLOBAL, Family: ipv4Unicast, Uuid: s.uuid}); err != nil {
-			return fmt.Errorf("withdraw %s: %w", s.advertised, err)
+	want := map[netip.Prefix]bool{}
+	for _, p := range prefixes {
+		if p.IsValid() {
+			want[p.Masked()] = true
 		}
-		s.uuid, s.advertised = nil, netip.Prefix{}
 	}
-	if !prefix.IsValid() {
-		return nil
+	for p := range want {
+		if _, ok := s.advertised[p]; ok {
+			continue
+		}
+		if !p.Addr().Is4() {
+			return fmt.Errorf("advertise %s: only IPv4 prefixes are supported", p)
+		}
+		nlri := bgp.NewIPAddrPrefix(uint8(p.Bits()), p.Addr().String())
+		attrs := []bgp.PathAttributeInterface{
+			bgp.NewPathAttributeOrigin(bgp.BGP_ORIGIN_ATTR_TYPE_IGP),
+			bgp.NewPathAttributeNextHop(s.global.RouterID.String()),
+		}
+		path, err := apiutil.NewPath(nlri, false, attrs, time.Now())
+		if err != nil {
+			return err
+		}
+		resp, err := s.srv.AddPath(ctx, &api.AddPathRequest{TableType: api.TableType_GLOBAL, Path: path})
+		if err != nil {
+			return fmt.Errorf("advertise %s: %w", p, err)
+		}
+		s.advertised[p] = resp.Uuid
+		s.log.Info("BGP advertising", "prefix", p, "nexthop", s.global.RouterID)
 	}
-	if !prefix.Addr().Is4() {
-		return fmt.Errorf("advertise %s: only IPv4 pod CIDRs are supported", prefix)
+	for p, id := range s.advertised {
+		if want[p] {
+			continue
+		}
+		if err := s.srv.DeletePath(ctx, &api.DeletePathRequest{TableType: api.TableType_GLOBAL, Family: ipv4Unicast, Uuid: id}); err != nil {
+			return fmt.Errorf("withdraw %s: %w", p, err)
+		}
+		delete(s.advertised, p)
+		s.log.Info("BGP withdrew", "prefix", p)
 	}
-	nlri := bgp.NewIPAddrPrefix(uint8(prefix.Bits()), prefix.Masked().Addr().String())
-	attrs := []bgp.PathAttributeInterface{
-		bgp.NewPathAttributeOrigin(bgp.BGP_ORIGIN_ATTR_TYPE_IGP),
-		bgp.NewPathAttributeNextHop(s.global.RouterID.String()),
-	}
-	path, err := apiutil.NewPath(nlri, false, attrs, time.Now())
-	if err != nil {
-		return err
-	}
-	resp, err := s.srv.AddPath(ctx, &api.AddPathRequest{TableType: api.TableType_GLOBAL, Path: path})
-	if err != nil {
-		return fmt.Errorf("advertise %s: %w", prefix, err)
-	}
-	s.uuid, s.advertised = resp.Uuid, prefix
-	s.log.Info("BGP advertising", "prefix", prefix, "nexthop", s.global.RouterID)
 	return nil
+}
+
+// Advertised is what the speaker originates now.
+func (s *Speaker) Advertised() []netip.Prefix {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []netip.Prefix
+	for p := range s.advertised {
+		out = append(out, p)
+	}
+	return out
 }
 
 // Paths lists every IPv4 unicast path in the RIB.

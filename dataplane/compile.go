@@ -191,6 +191,24 @@ func compileService(svc *corev1.Service, slicesOf []*discoveryv1.EndpointSlice, 
 				Backends: backends(slicesOf, port, only, node.Name)})
 		}
 	}
+	// LoadBalancer addresses (status.loadBalancer.ingress) and spec.externalIPs are served
+	// as NodePorts are, on the Service's own ports: the nodes' routers send them here
+	// (the BGP speaker advertises the addresses), and externalTrafficPolicy applies.
+	local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+	for _, ip := range externalAddrs(svc) {
+		only := ""
+		if local {
+			only = node.Name
+		}
+		for _, port := range svc.Spec.Ports {
+			if port.Protocol != corev1.ProtocolTCP && port.Protocol != corev1.ProtocolUDP {
+				continue
+			}
+			add(fmt.Sprintf("%s/%s:%d/%s@%s", svc.Namespace, svc.Name, port.Port, port.Protocol, ip), Service{
+				Frontend: Frontend{Addr: ip, Port: uint16(port.Port), Proto: port.Protocol}, ExternalLocal: local, Maglev: maglev, Affinity: affinity,
+				Backends: backends(slicesOf, port, only, node.Name)})
+		}
+	}
 	for _, ipText := range clusterIPs(svc) {
 		ip, err := netip.ParseAddr(ipText)
 		if err != nil || !ip.Is4() {
@@ -214,6 +232,26 @@ func compileService(svc *corev1.Service, slicesOf []*discoveryv1.EndpointSlice, 
 			}
 			add(name, Service{Affinity: affinity, Maglev: maglev, Frontend: Frontend{Addr: ip, Port: uint16(port.Port), Proto: port.Protocol},
 				Backends: backends(slicesOf, port, localOnly, node.Name)})
+		}
+	}
+	return out
+}
+
+// externalAddrs are the Service's IPv4 LoadBalancer and external addresses, once each.
+func externalAddrs(svc *corev1.Service) []netip.Addr {
+	var out []netip.Addr
+	seen := map[netip.Addr]bool{}
+	var texts []string
+	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		for _, in := range svc.Status.LoadBalancer.Ingress {
+			texts = append(texts, in.IP)
+		}
+	}
+	texts = append(texts, svc.Spec.ExternalIPs...)
+	for _, t := range texts {
+		if a, err := netip.ParseAddr(t); err == nil && a.Is4() && !seen[a] {
+			seen[a] = true
+			out = append(out, a)
 		}
 	}
 	return out

@@ -133,6 +133,23 @@ func TestCompile(t *testing.T) {
 			s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](60)}}
 			return s
 		}()}, nil, "default/np:30080/TCP@nodeport 198.18.0.2:30080/TCP [] aff=1m0s; default/np:http/TCP 10.96.0.14:80/TCP [] aff=1m0s; "},
+		{"LoadBalancer: its address and an externalIP served on the Service's port; eTP Local keeps this node's", []*corev1.Service{func() *corev1.Service {
+			s := svc("lb", "10.96.0.16", corev1.ServicePort{Name: "http", Port: 80, NodePort: 30081, Protocol: corev1.ProtocolTCP})
+			s.Spec.Type = corev1.ServiceTypeLoadBalancer
+			s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+			s.Spec.ExternalIPs = []string{"192.0.2.7", "198.18.200.1", "fd00::1"}
+			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.18.200.1"}, {Hostname: "lb.example.com"}}
+			return s
+		}()}, []*discoveryv1.EndpointSlice{slice("lb", "http", 8080, corev1.ProtocolTCP, ep{addr: "10.244.1.1", node: "n1"}, ep{addr: "10.244.2.1", node: "n2"})},
+			"default/lb:30081/TCP@nodeport 198.18.0.2:30081/TCP [10.244.1.1:8080(local)] aff=0s etp=Local; " +
+				"default/lb:80/TCP@192.0.2.7 192.0.2.7:80/TCP [10.244.1.1:8080(local)] aff=0s etp=Local; " +
+				"default/lb:80/TCP@198.18.200.1 198.18.200.1:80/TCP [10.244.1.1:8080(local)] aff=0s etp=Local; " +
+				"default/lb:http/TCP 10.96.0.16:80/TCP [10.244.1.1:8080(local) 10.244.2.1:8080] aff=0s; "},
+		{"a ClusterIP Service's stale load-balancer status is not served", []*corev1.Service{func() *corev1.Service {
+			s := svc("was-lb", "10.96.0.17", port("", 80, corev1.ProtocolTCP))
+			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.18.200.2"}}
+			return s
+		}()}, nil, "default/was-lb:80/TCP 10.96.0.17:80/TCP [] aff=0s; "},
 		{"Maglev by annotation", []*corev1.Service{func() *corev1.Service {
 			s := svc("mg", "10.96.0.15", port("", 80, corev1.ProtocolTCP))
 			s.Annotations = map[string]string{AnnotationLBAlgorithm: "maglev"}

@@ -119,6 +119,10 @@ func (e *Enforcer) Run(ctx context.Context, client kubernetes.Interface) error {
 			case <-time.After(20 * time.Millisecond):
 			}
 		case <-time.After(e.o.Resync):
+			// The periodic pass compares with the kernel's maps, not the last write.
+			e.mu.Lock()
+			e.p.Reread()
+			e.mu.Unlock()
 		}
 	}
 }

@@ -25,7 +25,14 @@ type Policy struct {
 	// names numbers the policies entries name (rule values hold the index).
 	names map[string]uint32
 	list  []string
+	// written is what the last Sync left in each map, so the next one writes the difference
+	// without reading the maps back; Reread drops it, and the next Sync reads the kernel's
+	// maps again (repairing any drift: the enforcer does so on every periodic resync).
+	written map[*ebpf.Map]any
 }
+
+// Reread makes the next Sync compare against the maps as the kernel holds them.
+func (p *Policy) Reread() { p.written = nil }
 
 // Endpoint flags, as bpf/tc_policy.c's POL_ISOLATED_*.
 const (
@@ -166,14 +173,14 @@ func (p *Policy) Sync(res *policy.Result, local func(netip.Addr) bool, host []ne
 			ids[be32(a)] = HostIdentity
 		}
 	}
-	syncMap(p.objs.SkiffPolIdentities, ids, put, &errs, &changes)
+	syncMap(p, p.objs.SkiffPolIdentities, ids, put, &errs, &changes)
 	cidrs := map[policyPolCidrKey]uint32{}
 	for pfx, id := range res.CIDRIdentities {
 		if pfx.Addr().Is4() {
 			cidrs[policyPolCidrKey{Prefixlen: uint32(pfx.Bits()), Addr: be32(pfx.Addr())}] = uint32(id)
 		}
 	}
-	syncMap(p.objs.SkiffPolCidrs, cidrs, put, &errs, &changes)
+	syncMap(p, p.objs.SkiffPolCidrs, cidrs, put, &errs, &changes)
 	rules := map[policyPolRuleKey]policyPolRuleValue{}
 	for k, name := range res.Entries {
 		if !k.Endpoint.Is4() || !local(k.Endpoint) {
@@ -182,7 +189,7 @@ func (p *Policy) Sync(res *policy.Result, local func(netip.Addr) bool, host []ne
 		rules[RuleKey(k)] = policyPolRuleValue{Policy: p.index(name)}
 	}
 	// Rules before endpoints: a newly isolated endpoint has its rules when isolation starts.
-	syncMap(p.objs.SkiffPolRules, rules, put, &errs, &changes)
+	syncMap(p, p.objs.SkiffPolRules, rules, put, &errs, &changes)
 	eps := map[uint32]policyPolEndpoint{}
 	for a, ep := range res.Endpoints {
 		if !a.Is4() || !local(a) {
@@ -206,7 +213,7 @@ func (p *Policy) Sync(res *policy.Result, local func(netip.Addr) bool, host []ne
 			}
 		}
 	}
-	syncMap(p.objs.SkiffPolEndpoints, eps, put, &errs, &changes)
+	syncMap(p, p.objs.SkiffPolEndpoints, eps, put, &errs, &changes)
 	// Names, for skiff bpf policy and skiff policy trace.
 	names := map[policyPolNameKey]policyPolName{}
 	for i, n := range p.list {
@@ -228,7 +235,7 @@ func (p *Policy) Sync(res *policy.Result, local func(netip.Addr) bool, host []ne
 			names[policyPolNameKey{Kind: nameKindEndpoint, Id: be32(a)}] = polName(ep.Pod)
 		}
 	}
-	syncMap(p.objs.SkiffPolNames, names, put, &errs, &changes)
+	syncMap(p, p.objs.SkiffPolNames, names, put, &errs, &changes)
 	return changes, errors.Join(errs...)
 }
 
@@ -283,18 +290,34 @@ func RuleKey(k policy.Key) policyPolRuleKey {
 		Dir: uint8(k.Direction), Proto: k.Protocol, Port: be16(k.Port)}
 }
 
-// syncMap writes want into m and deletes what m has beyond it.
-func syncMap[K comparable, V comparable](m *ebpf.Map, want map[K]V, put func(m *ebpf.Map, k, v any), errs *[]error, changes *int) {
-	have := map[K]V{}
-	var k K
-	var v V
-	it := m.Iterate()
-	for it.Next(&k, &v) {
-		have[k] = v
+// syncMap writes want into m and deletes what m has beyond it: what m has is what the last
+// sync wrote, or when that is not known (the first sync, after Reread or a failed write),
+// what the kernel's map holds.
+func syncMap[K comparable, V comparable](p *Policy, m *ebpf.Map, want map[K]V, put func(m *ebpf.Map, k, v any), errs *[]error, changes *int) {
+	failed := len(*errs)
+	have, known := p.written[m].(map[K]V)
+	if !known {
+		have = map[K]V{}
+		var k K
+		var v V
+		it := m.Iterate()
+		for it.Next(&k, &v) {
+			have[k] = v
+		}
+		if err := it.Err(); err != nil {
+			*errs = append(*errs, fmt.Errorf("%s: %w", m.String(), err))
+		}
 	}
-	if err := it.Err(); err != nil {
-		*errs = append(*errs, fmt.Errorf("%s: %w", m.String(), err))
-	}
+	defer func() {
+		if p.written == nil {
+			p.written = map[*ebpf.Map]any{}
+		}
+		if len(*errs) > failed {
+			delete(p.written, m) // not all was written: read it back next time
+			return
+		}
+		p.written[m] = want
+	}()
 	for k, v := range want {
 		if old, ok := have[k]; !ok || old != v {
 			put(m, k, v)

@@ -265,6 +265,18 @@ func TestPolicyProgramTruthTable(t *testing.T) {
 	if err != nil || len(drops) == 0 {
 		t.Fatalf("drops %v, %v", drops, err)
 	}
+	// A sync writes only the difference from the last one; an entry removed behind its
+	// back comes back with the next periodic pass (Reread), which compares with the kernel.
+	if n, err := p.Sync(res, func(netip.Addr) bool { return true }, []netip.Addr{host}); err != nil || n != 0 {
+		t.Fatalf("a second identical sync: %d changes, %v", n, err)
+	}
+	if err := p.objs.SkiffPolEndpoints.Delete(be32(a)); err != nil {
+		t.Fatal(err)
+	}
+	p.Reread()
+	if n, err := p.Sync(res, func(netip.Addr) bool { return true }, []netip.Addr{host}); err != nil || n != 1 {
+		t.Fatalf("the sync after Reread: %d changes, %v; want the one missing endpoint rewritten", n, err)
+	}
 	// Sync to nothing removes every entry.
 	empty, _ := policy.Compile(policy.NewAllocator(), nil, nil, nil)
 	if _, err := p.Sync(empty, func(netip.Addr) bool { return true }, nil); err != nil {

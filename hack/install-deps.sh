@@ -32,6 +32,8 @@ command -v iptables-save >/dev/null 2>&1 || need+=(iptables)
 dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx)
 command -v curl >/dev/null 2>&1 || need+=(curl)
+# dig for the DNS conformance specs' queriers (agnhost and glibc-dns-testing images).
+command -v dig >/dev/null 2>&1 || need+=(bind9-dnsutils)
 # The Vagrantfile is validated against both providers it supports.
 command -v vagrant >/dev/null 2>&1 || need+=(vagrant)
 dpkg -s vagrant-libvirt >/dev/null 2>&1 || need+=(vagrant-libvirt)

@@ -153,7 +153,7 @@ func Up(ctx context.Context, o Options, log *slog.Logger) error {
 		"--pod-manifest-path", filepath.Join(mdir, "manifests"), "--cgroup-root", CgroupRoot(o.Name)+"/master",
 		"--service-proxy="+strconv.FormatBool(!o.NoServiceProxy), "--network-policy="+strconv.FormatBool(!o.NoNetworkPolicy),
 		// The lab's traffic never leaves it: its cluster DNS forwards nowhere.
-		"--dns-upstream=none")
+		"--dns-upstream=none", "--loadbalancer-cidr="+LoadBalancerPool.String())
 	if err != nil {
 		return err
 	}

@@ -33,7 +33,11 @@ var (
 	hostSide   = netip.MustParseAddr("198.19.0.1")
 	masterSide = netip.MustParseAddr("198.19.0.2")
 	hostLink   = netip.MustParsePrefix("198.19.0.0/30")
-	nameRE     = regexp.MustCompile(`^[a-z][a-z0-9]{0,7}$`)
+	// LoadBalancerPool is the lab's pool of LoadBalancer addresses (the master's
+	// --loadbalancer-cidr), inside the fabric's benchmarking range: the nodes advertise
+	// them to the ToR, which spreads them over the nodes (ECMP).
+	LoadBalancerPool = netip.MustParsePrefix("198.18.200.0/24")
+	nameRE           = regexp.MustCompile(`^[a-z][a-z0-9]{0,7}$`)
 
 	// The cluster's ranges as skiff server defaults them (the lab does not change them).
 	podCIDR     = netip.MustParsePrefix("10.244.0.0/16")
@@ -41,11 +45,13 @@ var (
 )
 
 // HostRoutes are the ranges the host routes into the lab, through its link to the master,
-// for as long as the lab is up: pods, Services and the fabric. A program on the host (the
+// for as long as the lab is up: pods, Services, the fabric and the LoadBalancer pool. A program on the host (the
 // conformance suite dials pods and NodePorts) then reaches the lab, or is refused by the
 // master at once (ClusterIPs exist only in the pods' socket hooks), and never sends lab
 // traffic out of the host's default route — which on many hosts also covers these ranges.
-func (s Spec) HostRoutes() []netip.Prefix { return []netip.Prefix{podCIDR, serviceCIDR, fabric} }
+func (s Spec) HostRoutes() []netip.Prefix {
+	return []netip.Prefix{podCIDR, serviceCIDR, fabric, LoadBalancerPool}
+}
 
 // HostLink is the host's interface into the master's namespace.
 func (s Spec) HostLink() string { return s.Name + "-api" }

@@ -544,7 +544,7 @@ func TestResolveErrors(t *testing.T) {
 		{name: "duplicate key", cm: cm("asn: 1\nasn: 2"), want: src + `yaml: unmarshal errors: line 2: key "asn" already set in map`},
 
 		// Unknown fields.
-		{name: "unknown top-level field", cm: cm("asn: 1\nasnn: 2"), want: src + `unknown field "asnn" (known fields: asn, gracefulRestart, listenPort, nodeMesh, peers)`},
+		{name: "unknown top-level field", cm: cm("asn: 1\nasnn: 2"), want: src + `unknown field "asnn" (known fields: asn, gracefulRestart, listenPort, loadBalancerPools, nodeMesh, peers)`},
 		{name: "wrong case", cm: cm("ASN: 1"), want: src + `unknown field "ASN" (did you mean "asn"? field names are case-sensitive)`},
 		{name: "unknown peer field", cm: cm(peer("password: x")), want: src + `peers[0]: unknown field "password" (known fields: address, asn, ebgpMultihop, holdTime, keepaliveTime, nodeSelector, passwordSecret)`},
 		{name: "unknown peer field in second peer", cm: cm("peers:\n- {address: 198.18.0.1, asn: 1}\n- {address: 198.18.0.2, asn: 1, holdtime: 9s}"),
@@ -995,5 +995,37 @@ func checkInvariants(t *testing.T, cfg Config, node *corev1.Node) {
 	}
 	if cfg.ASN == 0 || node == nil {
 		t.Fatal("unreachable")
+	}
+}
+
+func TestLoadBalancerPools(t *testing.T) {
+	cm := func(yaml string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "skiff-bgp"}, Data: map[string]string{ConfigKey: yaml}}
+	}
+	got, err := LoadBalancerPools(cm("asn: 64512\nloadBalancerPools:\n- cidr: 198.18.200.0/24\n- {cidr: 10.200.0.0/16}\n"))
+	if err != nil || len(got) != 2 || got[0].String() != "198.18.200.0/24" || got[1].String() != "10.200.0.0/16" {
+		t.Errorf("pools: %v %v", got, err)
+	}
+	if got, err := LoadBalancerPools(nil); err != nil || got != nil {
+		t.Errorf("no ConfigMap: %v %v", got, err)
+	}
+	for yaml, want := range map[string]string{
+		"loadBalancerPools: [{cidr: 198.18.200.7/24}]":     "loadBalancerPools[0].cidr: 198.18.200.7/24 has host bits set: did you mean 198.18.200.0/24?",
+		"loadBalancerPools: [{cidr: 10.0.0.0/8}]":          "loadBalancerPools[0].cidr: 10.0.0.0/8: a pool may be at most a /16",
+		"loadBalancerPools: [{cidr: 'fd00::/120'}]":        "only IPv4 pools are supported",
+		"loadBalancerPools: [{cidr: nope}]":                `loadBalancerPools[0].cidr: "nope" is not a CIDR`,
+		"loadBalancerPools: [{}]":                          "loadBalancerPools[0].cidr: required",
+		"loadBalancerPools: [{cidr: 198.18.0.0/24, x: 1}]": `loadBalancerPools[0]: unknown field "x"`,
+		"loadBalancerPools: {cidr: 198.18.0.0/24}":         "loadBalancerPools: must be a list of pools, got a mapping",
+	} {
+		_, err := LoadBalancerPools(cm(yaml))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", yaml, err, want)
+		}
+	}
+	// The speakers accept a ConfigMap with pools.
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "198.18.0.2"}}}}
+	if _, err := Resolve(cm("loadBalancerPools: [{cidr: 198.18.200.0/24}]"), node, nil, Overrides{}); err != nil {
+		t.Errorf("Resolve with pools: %v", err)
 	}
 }

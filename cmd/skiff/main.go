@@ -158,6 +158,7 @@ func addControllerManagerFlags(fs *pflag.FlagSet, o *controllermanager.Options) 
 	fs.DurationVar(&o.NodeMonitorGracePeriod, "node-monitor-grace-period", 40*time.Second, "how long a node Lease may go unrenewed before the node is Unknown")
 	fs.StringVar(&o.SecureAddress, "controller-manager-address", "127.0.0.1:10257", "HTTPS address of the controller manager's health and metrics")
 	fs.BoolVar(&o.UseServiceAccountCredentials, "use-service-account-credentials", true, "run each controller with its own service account")
+	fs.StringSliceVar(&o.LoadBalancerCIDRs, "loadbalancer-cidr", nil, "pool LoadBalancer Services take addresses from (repeatable; more in loadBalancerPools of kube-system/skiff-bgp)")
 	fs.StringVar(&o.ClusterDNS, "cluster-dns-address", "10.96.0.10", "address of the cluster DNS Service kube-system/kube-dns, answered by every agent (empty: no such Service)")
 }
 

@@ -30,6 +30,7 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/controllers/endpointslice"
 	"github.com/skiff-sh/skiff/controlplane/controllers/endpointslicemirroring"
 	"github.com/skiff-sh/skiff/controlplane/controllers/garbagecollector"
+	"github.com/skiff-sh/skiff/controlplane/controllers/lbipam"
 	"github.com/skiff-sh/skiff/controlplane/controllers/namespace"
 	"github.com/skiff-sh/skiff/controlplane/controllers/nodeipam"
 	"github.com/skiff-sh/skiff/controlplane/controllers/nodelifecycle"
@@ -62,6 +63,9 @@ type Options struct {
 	// ClusterDNS is the address of the cluster DNS Service, kube-system/kube-dns
 	// (10.96.0.10); empty leaves the Service to the operator.
 	ClusterDNS string
+	// LoadBalancerCIDRs are pools LoadBalancer Services take addresses from, beside the
+	// loadBalancerPools of kube-system/skiff-bgp.
+	LoadBalancerCIDRs []string
 }
 
 // accounts are the service accounts of controllers that upstream runs under another's
@@ -201,6 +205,9 @@ func runControllers(ctx context.Context, cfg *rest.Config, root kubernetes.Inter
 		name  string
 		build func(c kubernetes.Interface, cfg *rest.Config) (runner, error)
 	}
+	steps = append(steps, step{lbipam.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
+		return lbipam.New(c, core.Services(), core.ConfigMaps(), o.LoadBalancerCIDRs, recorder(lbipam.Name), log)
+	}})
 	if o.ClusterDNS != "" {
 		steps = append(steps, step{clusterdns.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
 			return clusterdns.New(c, core.Nodes(), core.Services(), factory.Discovery().V1().EndpointSlices(), o.ClusterDNS, log)

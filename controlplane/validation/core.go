@@ -27,7 +27,7 @@ var (
 	DNSSubdomain = apivalidation.NameIsDNSSubdomain
 	// DNSLabel is the rule for namespaces.
 	DNSLabel = apivalidation.NameIsDNSLabel
-	// DNS1035Label is the rule for services.
+	// DNS1035Label is the rule for names that must begin with a letter (endpoints here).
 	DNS1035Label = apivalidation.NameIsDNS1035Label
 )
 
@@ -346,7 +346,9 @@ var serviceTypes = sets.New(corev1.ServiceTypeClusterIP, corev1.ServiceTypeNodeP
 // Service validates a Service. The ClusterIP is checked for syntax here; whether it lies in the
 // service CIDR and is free is the allocator's job.
 func Service(s *corev1.Service) field.ErrorList {
-	errs := ObjectMeta(&s.ObjectMeta, true, DNS1035Label)
+	// A DNS label, a leading digit allowed: RelaxedServiceNameValidation is GA (locked on)
+	// in 1.37 (KEP-5311).
+	errs := ObjectMeta(&s.ObjectMeta, true, DNSLabel)
 	if !serviceTypes.Has(s.Spec.Type) {
 		errs = append(errs, field.NotSupported(specPath.Child("type"), s.Spec.Type, sets.List(serviceTypes)))
 	}

@@ -30,15 +30,22 @@ import (
 	"github.com/skiff-sh/skiff/tests/e2e/framework"
 )
 
-// TestMain turns this binary into BenchmarkServiceConnect's load client when SKIFF_LOAD_TARGET
-// or SKIFF_WAIT is set: it then runs inside a pod's network namespace instead of
-// running tests.
+// TestMain turns this binary into a benchmark's helper when SKIFF_LOAD_TARGET,
+// SKIFF_DNS_TARGET or SKIFF_WAIT is set: it then runs inside a pod's network namespace
+// instead of running tests.
 func TestMain(m *testing.M) {
 	if target := os.Getenv("SKIFF_LOAD_TARGET"); target != "" {
 		loadClient(target)
 		os.Exit(0)
 	}
-	if until := os.Getenv("SKIFF_WAIT"); until != "" {
+	if target := os.Getenv("SKIFF_DNS_TARGET"); target != "" {
+		dnsClient(target)
+		os.Exit(0)
+	}
+	if until := os.Getenv("SKIFF_WAIT"); until == "dns" {
+		dnsWaitClient()
+		os.Exit(0)
+	} else if until != "" {
 		waitClient(until)
 		os.Exit(0)
 	}

@@ -21,6 +21,8 @@ const (
 	skiffNodePolicyRole = "skiff:node-policy"
 	// skiffClusterDNSRole is the cluster DNS controller's (kube-dns and its slices).
 	skiffClusterDNSRole = "system:controller:cluster-dns-controller"
+	// skiffLBIPAMRole is the LoadBalancer address allocator's.
+	skiffLBIPAMRole = "system:controller:loadbalancer-ipam-controller"
 )
 
 // SkiffClusterRoles is skiff's own ClusterRoles.
@@ -47,6 +49,13 @@ func SkiffClusterRoles() []rbacv1.ClusterRole {
 			rule(append([]string{"create", "update", "delete"}, read...)...).groups("discovery.k8s.io").resources("endpointslices"),
 			recordEvents(),
 		),
+		// The LoadBalancer address allocator writes Services' status.loadBalancer.
+		clusterRole(skiffLBIPAMRole,
+			rule(read...).groups(core).resources("services"),
+			rule("update", "patch").groups(core).resources("services/status"),
+			rule(read...).groups(core).resources("configmaps"),
+			recordEvents(),
+		),
 	}
 }
 
@@ -70,6 +79,7 @@ func SkiffClusterRoleBindings() []rbacv1.ClusterRoleBinding {
 			serviceAccount(metav1.NamespaceSystem, "endpointslice-controller")),
 		namedClusterRoleBinding(skiffNodePolicyRole, skiffNodePolicyRole, group(nodesGroup)),
 		namedClusterRoleBinding(skiffClusterDNSRole, skiffClusterDNSRole, serviceAccount(metav1.NamespaceSystem, "cluster-dns-controller")),
+		namedClusterRoleBinding(skiffLBIPAMRole, skiffLBIPAMRole, serviceAccount(metav1.NamespaceSystem, "loadbalancer-ipam-controller")),
 	}
 }
 

@@ -30,16 +30,17 @@ type Sources struct {
 type builder func(src Sources, ref string) (oci.Image, error)
 
 // builders knows every image the [Conformance] specs use that can be made from Debian's
-// packages and Go source. The others (sample-apiserver, etcd, glibc-dns-testing, …) are
+// packages and Go source. The others (sample-apiserver, etcd, …) are
 // reported as not built, and their specs fail with ErrImagePull, named in RESULTS.md.
 var builders = map[string]builder{
-	"e2e-test-images/agnhost":  agnhostImage(nil),
-	"e2e-test-images/kitten":   agnhostImage(pages("kitten")),
-	"e2e-test-images/nautilus": agnhostImage(pages("nautilus")),
-	"e2e-test-images/busybox":  busyboxImage(""),
-	"e2e-test-images/nonroot":  busyboxImage("1234"),
-	"e2e-test-images/nginx":    nginxImage,
-	"pause":                    pauseImage,
+	"e2e-test-images/agnhost":           agnhostImage(nil),
+	"e2e-test-images/kitten":            agnhostImage(pages("kitten")),
+	"e2e-test-images/nautilus":          agnhostImage(pages("nautilus")),
+	"e2e-test-images/busybox":           busyboxImage(""),
+	"e2e-test-images/nonroot":           busyboxImage("1234"),
+	"e2e-test-images/nginx":             nginxImage,
+	"e2e-test-images/glibc-dns-testing": glibcDNSImage,
+	"pause":                             pauseImage,
 }
 
 // repository strips the registry and the tag: registry.k8s.io/e2e-test-images/agnhost:2.66.1
@@ -103,6 +104,8 @@ func base(src Sources) ([]oci.File, error) {
 	files := []oci.File{
 		{Path: "/bin/busybox", Mode: 0o755, Data: bb},
 		{Path: "/tmp", Dir: true, Mode: 0o1777},
+		// For the glibc programs copied in (getent, curl): /etc/hosts first, as Debian's.
+		{Path: "/etc/nsswitch.conf", Mode: 0o644, Data: []byte("passwd: files\ngroup: files\nhosts: files dns\n")},
 		{Path: "/root", Dir: true, Mode: 0o700},
 		{Path: "/etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/bin/sh\n" +
 			"user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh\n" +
@@ -196,7 +199,9 @@ func agnhostImage(extra func(Sources) ([]oci.File, error)) builder {
 			}
 			files = append(files, oci.File{Path: "/" + name, Mode: 0o644, Data: b})
 		}
-		for _, tool := range []string{"/usr/bin/curl", "/usr/bin/dig"} {
+		// dig and getent for the DNS specs' musl querier (upstream's agnhost is Alpine's,
+		// with bind-tools and musl-utils).
+		for _, tool := range []string{"/usr/bin/curl", "/usr/bin/dig", "/usr/bin/getent"} {
 			if _, err := os.Stat(tool); err == nil {
 				more, err := withLibraries(tool)
 				if err != nil {
@@ -221,6 +226,25 @@ func agnhostImage(extra func(Sources) ([]oci.File, error)) builder {
 		return oci.Image{Entrypoint: []string{"/agnhost"}, Cmd: cmd, Env: []string{imagePath},
 			Files: dedupe(append(files, b...))}, nil
 	}
+}
+
+// glibcDNSImage is upstream's glibc-dns-testing (formerly jessie-dnsutils): the DNS specs'
+// glibc querier runs dig and getent in it, so both are Debian's own, with glibc's resolver
+// (nss files and dns are part of libc.so.6 since glibc 2.34), over busybox's applets.
+func glibcDNSImage(src Sources, ref string) (oci.Image, error) {
+	var files []oci.File
+	for _, tool := range []string{"/usr/bin/dig", "/usr/bin/getent"} {
+		more, err := withLibraries(tool)
+		if err != nil {
+			return oci.Image{}, fmt.Errorf("%w (dig is Debian's bind9-dnsutils: make deps installs it)", err)
+		}
+		files = append(files, more...)
+	}
+	b, err := base(src)
+	if err != nil {
+		return oci.Image{}, err
+	}
+	return oci.Image{Cmd: []string{"sh"}, Env: []string{imagePath}, Files: dedupe(append(files, b...))}, nil
 }
 
 // pages are kitten's or nautilus's two files, served from / as upstream's images do.

@@ -542,6 +542,10 @@ func runLab(t *testing.T, name, tor string) {
 
 	l.clusterDNS(p1, p2)
 	step("cluster DNS from pods on both nodes")
+	if tor != "none" {
+		l.loadBalancer()
+		step("a LoadBalancer address over BGP, ECMP at the ToR, eTP Local, withdrawn")
+	}
 
 	// A node added later is reachable from all.
 	l.skiff("add-node", "--nodes", "3", "--timeout", "3m")
@@ -781,6 +785,64 @@ spec:
 		out, err := l.in("node1", netutil, "fetch", "http://127.0.0.1:10248/metrics")
 		return err == nil && regexp.MustCompile(`(?m)^skiff_dns_requests_total\{proto="udp",source="cluster",type="A"\} [1-9]`).MatchString(out) &&
 			regexp.MustCompile(`(?m)^skiff_dns_responses_total\{rcode="NXDOMAIN",source="cluster"\} [1-9]`).MatchString(out), out
+	})
+}
+
+// loadBalancer exposes p2 (on node2) as a LoadBalancer: it gets the first address of the
+// lab's pool, every node advertises it and the ToR installs it with a next hop per node
+// (ECMP) and reaches p2 through it; with externalTrafficPolicy Local only node2 advertises it
+// and p2 sees the ToR's own address; deleting the Service withdraws it.
+func (l *lab) loadBalancer() {
+	l.t.Helper()
+	l.kubectl("expose", "pod", "p2", "--name", "p2-lb", "--type", "LoadBalancer", "--port", "80", "--target-port", "8080")
+	deleted := false
+	defer func() {
+		if !deleted {
+			l.kubectl("delete", "service", "p2-lb")
+		}
+	}()
+	var addr string
+	framework.Eventually(l.t, 20*time.Second, "p2-lb's address", func() (bool, string) {
+		svc, err := l.client.CoreV1().Services("default").Get(l.ctx, "p2-lb", metav1.GetOptions{})
+		if err != nil || len(svc.Status.LoadBalancer.Ingress) == 0 {
+			return false, fmt.Sprint(err)
+		}
+		addr = svc.Status.LoadBalancer.Ingress[0].IP
+		return true, ""
+	})
+	if addr != "198.18.200.1" {
+		l.t.Errorf("p2-lb got %s, want the pool's first address 198.18.200.1", addr)
+	}
+	if out := l.kubectl("get", "service", "p2-lb"); !strings.Contains(out, addr) {
+		l.t.Errorf("kubectl get service shows no EXTERNAL-IP:\n%s", out)
+	}
+	hops := func() []string {
+		out, _ := l.in("tor", "ip", "route", "show", addr+"/32")
+		return regexp.MustCompile(`via (198\.18\.0\.\d+)`).FindAllString(out, -1)
+	}
+	framework.Eventually(l.t, 20*time.Second, "the ToR's route to "+addr+" through all three nodes", func() (bool, string) {
+		h := hops()
+		return len(h) == 3, fmt.Sprint(h)
+	})
+	netutil := filepath.Join(filepath.Dir(l.bin), "netutil")
+	framework.Eventually(l.t, 20*time.Second, "the ToR reaches p2 at "+addr, func() (bool, string) {
+		out, err := l.in("tor", netutil, "fetch", "http://"+addr+"/hostname", "--timeout", "2s")
+		return err == nil && out == "p2", out
+	})
+	l.kubectl("patch", "service", "p2-lb", "-p", `{"spec":{"externalTrafficPolicy":"Local"}}`)
+	framework.Eventually(l.t, 20*time.Second, "eTP Local: the route only through node2, where p2 runs", func() (bool, string) {
+		h := hops()
+		return len(h) == 1 && h[0] == "via 198.18.0.3", fmt.Sprint(h)
+	})
+	framework.Eventually(l.t, 20*time.Second, "eTP Local: p2 sees the ToR's address", func() (bool, string) {
+		out, err := l.in("tor", netutil, "fetch", "http://"+addr+"/clientip", "--timeout", "2s")
+		return err == nil && strings.HasPrefix(out, "198.18.0.254:"), out
+	})
+	l.kubectl("delete", "service", "p2-lb")
+	deleted = true
+	framework.Eventually(l.t, 20*time.Second, "the route withdrawn with the Service", func() (bool, string) {
+		h := hops()
+		return len(h) == 0, fmt.Sprint(h)
 	})
 }
 
