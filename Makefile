@@ -61,6 +61,7 @@ bench: deps build kube-proxy coredns ## benchmarks: API and watch latency, idle 
 	$(GO) test -run '^$$' -bench Compile -benchtime 5x -timeout 20m ./dataplane/policy/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench NetworkPolicy -benchtime 1x -timeout 40m ./tests/bench/... | tee -a bench.out
 	$(GO) test -run '^$$' -bench ClusterDNS -benchtime 1x -timeout 20m ./tests/bench/... | tee -a bench.out
+	$(GO) test -run '^$$' -bench LoadBalancer -benchtime 1x -timeout 20m ./tests/bench/... | tee -a bench.out
 	$(GO) test -run '^$$' -bench ServiceConnect -benchtime 1x -timeout 60m ./tests/bench/... | tee -a bench.out
 
 # Upstream kube-proxy for BenchmarkServiceConnect's side-by-side run, built in its own throwaway

@@ -294,6 +294,24 @@ static __always_inline int unreachable(struct __sk_buff *skb)
 	return bpf_redirect(skb->ifindex, 0);
 }
 
+/* The node's own address, which forwarded flows are SNATed to (written by the agent; 0: the
+ * frontend's address, right for a NodePort, whose frontend is the node's address — not for
+ * a LoadBalancer or external address, which other nodes serve too). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} skiff_np_snat SEC(".maps");
+
+static __always_inline __u32 snat_addr(__u32 frontend)
+{
+	__u32 k = 0;
+	__u32 *a = bpf_map_lookup_elem(&skiff_np_snat, &k);
+	return a && *a ? *a : frontend;
+}
+
 SEC("tc")
 int skiff_nodeport_ingress(struct __sk_buff *skb)
 {
@@ -355,7 +373,7 @@ int skiff_nodeport_ingress(struct __sk_buff *skb)
 		if (!local) {
 			/* A free SNAT port: one whose reply tuple no flow uses yet (a few tries; the
 			 * table is an LRU, so a port stays taken only while its flow is recent). */
-			struct ct_key probe = { .saddr = be_addr, .daddr = t.daddr, .sport = be_port, .proto = t.proto };
+			struct ct_key probe = { .saddr = be_addr, .daddr = snat_addr(t.daddr), .sport = be_port, .proto = t.proto };
 #pragma unroll
 			for (int i = 0; i < 4; i++) {
 				snat_port = bpf_htons(SNAT_PORT_MIN + (bpf_get_prandom_u32() % SNAT_PORT_RANGE));
@@ -374,7 +392,7 @@ int skiff_nodeport_ingress(struct __sk_buff *skb)
 			rk.dport = t.sport;
 		} else {
 			/* the reply comes back to ingress as backend -> this node's SNAT port */
-			rk.daddr = t.daddr;
+			rk.daddr = snat_addr(t.daddr);
 			rk.dport = snat_port;
 			rev.addr2 = t.saddr;
 			rev.port2 = t.sport;
@@ -385,7 +403,7 @@ int skiff_nodeport_ingress(struct __sk_buff *skb)
 		return TC_ACT_SHOT;
 	if (local)
 		return TC_ACT_OK; /* the stack delivers it to the pod */
-	if (set_addr(skb, &t, 1, t.saddr, sk.addr) || set_port(skb, &t, 1, t.sport, snat_port))
+	if (set_addr(skb, &t, 1, t.saddr, snat_addr(sk.addr)) || set_port(skb, &t, 1, t.sport, snat_port))
 		return TC_ACT_SHOT;
 	return forward(skb, be_addr);
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,7 +54,7 @@ func (o *sockObjects) attachments() []struct {
 // and, when uplink is set, the NodePort programs to that interface (tcx ingress and egress),
 // all through pinned links. A link pinned by an earlier run is updated in place to the new
 // program, so restarting the agent never leaves a moment without service translation.
-func Load(pinDir, cgroupPath, uplink string) (*Dataplane, error) {
+func Load(pinDir, cgroupPath, uplink string, node netip.Addr) (*Dataplane, error) {
 	if err := ensureBPFFS(); err != nil {
 		return nil, err
 	}
@@ -103,6 +104,16 @@ func Load(pinDir, cgroupPath, uplink string) (*Dataplane, error) {
 		return nil, fmt.Errorf("loading skiff's NodePort programs: %w", err)
 	}
 	d.Maps.CT = d.np.SkiffCt
+	// Flows forwarded to another node leave from this node's address (a LoadBalancer
+	// address is every node's, and the backend's reply must come back here).
+	var snat uint32
+	if node.Is4() {
+		snat = be32(node)
+	}
+	if err := d.np.SkiffNpSnat.Put(uint32(0), snat); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("recording the node's SNAT address: %w", err)
+	}
 	if uplink != "" {
 		ifc, err := net.InterfaceByName(uplink)
 		if err != nil {

@@ -110,6 +110,7 @@ const (
 	nodeportMapSkiffIcmpPeers        = "skiff_icmp_peers"
 	nodeportMapSkiffMaglev           = "skiff_maglev"
 	nodeportMapSkiffMeta             = "skiff_meta"
+	nodeportMapSkiffNpSnat           = "skiff_np_snat"
 	nodeportMapSkiffServices         = "skiff_services"
 	nodeportMapSkiffSockNat          = "skiff_sock_nat"
 	nodeportMapSkiffSvcNames         = "skiff_svc_names"
@@ -174,6 +175,7 @@ type nodeportMapSpecs struct {
 	SkiffIcmpPeers *ebpf.MapSpec `ebpf:"skiff_icmp_peers"`
 	SkiffMaglev    *ebpf.MapSpec `ebpf:"skiff_maglev"`
 	SkiffMeta      *ebpf.MapSpec `ebpf:"skiff_meta"`
+	SkiffNpSnat    *ebpf.MapSpec `ebpf:"skiff_np_snat"`
 	SkiffServices  *ebpf.MapSpec `ebpf:"skiff_services"`
 	SkiffSockNat   *ebpf.MapSpec `ebpf:"skiff_sock_nat"`
 	SkiffSvcNames  *ebpf.MapSpec `ebpf:"skiff_svc_names"`
@@ -212,6 +214,7 @@ type nodeportMaps struct {
 	SkiffIcmpPeers *ebpf.Map `ebpf:"skiff_icmp_peers"`
 	SkiffMaglev    *ebpf.Map `ebpf:"skiff_maglev"`
 	SkiffMeta      *ebpf.Map `ebpf:"skiff_meta"`
+	SkiffNpSnat    *ebpf.Map `ebpf:"skiff_np_snat"`
 	SkiffServices  *ebpf.Map `ebpf:"skiff_services"`
 	SkiffSockNat   *ebpf.Map `ebpf:"skiff_sock_nat"`
 	SkiffSvcNames  *ebpf.Map `ebpf:"skiff_svc_names"`
@@ -225,6 +228,7 @@ func (m *nodeportMaps) Close() error {
 		m.SkiffIcmpPeers,
 		m.SkiffMaglev,
 		m.SkiffMeta,
+		m.SkiffNpSnat,
 		m.SkiffServices,
 		m.SkiffSockNat,
 		m.SkiffSvcNames,

@@ -284,6 +284,27 @@ func TestPrivilegedNodePortPrograms(t *testing.T) {
 			t.Errorf("reply: %s -> %s, checksums ok=%v", rs, rd, ok)
 		}
 	})
+	t.Run("a LoadBalancer address, remote backend: SNAT to the node's own address, reply restored", func(t *testing.T) {
+		node := netip.MustParseAddr("198.18.0.7")
+		if err := objs.SkiffNpSnat.Put(uint32(0), be32(node)); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = objs.SkiffNpSnat.Put(uint32(0), uint32(0)) }()
+		lbFE := netip.MustParseAddrPort("198.18.200.1:80")
+		c3 := netip.MustParseAddrPort("198.18.0.254:40002")
+		apply(Service{Name: "lb", ID: 10, Frontend: Frontend{Addr: lbFE.Addr(), Port: lbFE.Port(), Proto: "TCP"},
+			Backends: []Backend{{Addr: farBE.Addr(), Port: farBE.Port()}}})
+		_, out := run(t, objs.SkiffNodeportIngress, packet(c3, lbFE, false, false))
+		src, dst, ok := decode(t, out)
+		if src.Addr() != node || dst != farBE || !ok {
+			t.Fatalf("ingress: %s -> %s, checksums ok=%v; want from the node's address %s to %s", src, dst, ok, node, farBE)
+		}
+		_, out = run(t, objs.SkiffNodeportIngress, packet(farBE, src, false, false))
+		rs, rd, ok := decode(t, out)
+		if rs != lbFE || rd != c3 || !ok {
+			t.Errorf("reply: %s -> %s, checksums ok=%v; want %s -> %s", rs, rd, ok, lbFE, c3)
+		}
+	})
 	t.Run("sessionAffinity ClientIP: a client's new flows keep its backend; another client picks afresh", func(t *testing.T) {
 		var bes []Backend
 		for i := 1; i <= 4; i++ {

@@ -46,7 +46,7 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 	if o.CheckPeriod == 0 {
 		o.CheckPeriod = 5 * time.Second
 	}
-	d, err := Load(o.PinDir, o.CgroupPath, o.Uplink)
+	d, err := Load(o.PinDir, o.CgroupPath, o.Uplink, o.Node.IP)
 	if err != nil {
 		return err
 	}

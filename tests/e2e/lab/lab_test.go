@@ -829,6 +829,13 @@ func (l *lab) loadBalancer() {
 		out, err := l.in("tor", netutil, "fetch", "http://"+addr+"/hostname", "--timeout", "2s")
 		return err == nil && out == "p2", out
 	})
+	// Each connection takes one of the three next hops by its ports' hash: a dozen of them
+	// reach p2 through every node (two of which forward it to node2, from their own address).
+	for i := 0; i < 12; i++ {
+		if out, err := l.in("tor", netutil, "fetch", "http://"+addr+"/hostname", "--timeout", "2s"); err != nil || out != "p2" {
+			l.t.Errorf("connection %d from the ToR to %s: %v %q", i, addr, err, out)
+		}
+	}
 	l.kubectl("patch", "service", "p2-lb", "-p", `{"spec":{"externalTrafficPolicy":"Local"}}`)
 	framework.Eventually(l.t, 20*time.Second, "eTP Local: the route only through node2, where p2 runs", func() (bool, string) {
 		h := hops()
