@@ -34,7 +34,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 }
 
 const usage = `usage: netutil [serve [--port 8080]]
-       netutil fetch URL
+       netutil fetch URL [--source-port N]
        netutil connect HOST:PORT [--udp] [--timeout 5s]
        netutil dns NAME
        netutil echo [--port 7] [--udp]
@@ -53,8 +53,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	udp := fs.Bool("udp", false, "use UDP")
 	timeout := fs.Duration("timeout", 5*time.Second, "timeout")
 	probeFor := fs.Duration("for", 10*time.Second, "how long to probe")
+	sourcePort := fs.Int("source-port", 0, "local TCP port to fetch from")
 	// Flags may come after positional arguments (netutil connect HOST:PORT --udp).
-	valueFlags := map[string]bool{"port": true, "timeout": true, "for": true}
+	valueFlags := map[string]bool{"port": true, "timeout": true, "for": true, "source-port": true}
 	var pos, flags []string
 	for i := 1; i < len(args); i++ {
 		a := args[i]
@@ -83,7 +84,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if len(pos) != 1 {
 			return errors.New(usage)
 		}
-		return Fetch(ctx, pos[0], *timeout, out)
+		return FetchFrom(ctx, pos[0], *timeout, *sourcePort, out)
 	case "connect":
 		if len(pos) != 1 {
 			return errors.New(usage)
@@ -183,13 +184,38 @@ func Serve(ctx context.Context, addr string) error {
 
 // Fetch prints the body of a GET.
 func Fetch(ctx context.Context, url string, timeout time.Duration, out io.Writer) error {
+	return FetchFrom(ctx, url, timeout, 0, out)
+}
+
+// FetchFrom is Fetch from a chosen local TCP port (0: any), on a connection of its own that
+// the server closes (so the port is free again at once): the same ports each time make the
+// same flow, as load balancers hash it.
+func FetchFrom(ctx context.Context, url string, timeout time.Duration, port int, out io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	client := http.DefaultClient
+	if port != 0 {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{Port: port}, Control: func(_, _ string, c syscall.RawConn) error {
+			var serr error
+			// Reusable at once, and closed with a reset (no TIME_WAIT here to block the same
+			// flow's next connection).
+			if err := c.Control(func(fd uintptr) {
+				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
+				if serr == nil {
+					serr = syscall.SetsockoptLinger(int(fd), syscall.SOL_SOCKET, syscall.SO_LINGER, &syscall.Linger{Onoff: 1, Linger: 0})
+				}
+			}); err != nil {
+				return err
+			}
+			return serr
+		}}
+		client = &http.Client{Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package netutil
 
 import (
 	"bytes"
+	"fmt"
 	"context"
 	"net"
 	"net/http/httptest"
@@ -138,5 +139,28 @@ func TestProbe(t *testing.T) {
 	}
 	if err := Probe(ctx, netip.MustParsePrefix("10.0.0.0/8"), port, time.Millisecond, &out); err == nil {
 		t.Error("a /8 probed")
+	}
+}
+
+func TestFetchFromPort(t *testing.T) {
+	srv := httptest.NewServer(Handler())
+	defer srv.Close()
+	port := 0
+	for i := 0; i < 3; i++ { // the same local port, again and again
+		var out bytes.Buffer
+		if port == 0 {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			port = l.Addr().(*net.TCPAddr).Port
+			l.Close()
+		}
+		if err := FetchFrom(context.Background(), srv.URL+"/clientip", 5*time.Second, port, &out); err != nil {
+			t.Fatalf("fetch %d from port %d: %v", i, port, err)
+		}
+		if !strings.HasSuffix(out.String(), fmt.Sprintf(":%d", port)) {
+			t.Errorf("fetch %d: the server saw %q, want port %d", i, out.String(), port)
+		}
 	}
 }

@@ -545,6 +545,8 @@ func runLab(t *testing.T, name, tor string) {
 	if tor != "none" {
 		l.loadBalancer()
 		step("a LoadBalancer address over BGP, ECMP at the ToR, eTP Local, withdrawn")
+		l.maglevAcrossNodes()
+		step("Maglev: a flow reaches the same backend through whichever node")
 	}
 
 	// A node added later is reachable from all.
@@ -851,6 +853,108 @@ func (l *lab) loadBalancer() {
 		h := hops()
 		return len(h) == 0, fmt.Sprint(h)
 	})
+}
+
+// maglevAcrossNodes shows metallb#3 solved: with Maglev, a flow that the ToR's ECMP moves to
+// another node (a node joined or left, the hash changed) reaches the same backend. The ToR
+// sends a few fixed flows (by source port) through each node in turn — a policy-routing table
+// stands in for the ECMP set changing — and each flow's backend is the same through every
+// node; without Maglev (the control), each node picks at random.
+func (l *lab) maglevAcrossNodes() {
+	l.t.Helper()
+	cleanup := l.apply(`apiVersion: v1
+kind: Pod
+metadata: {name: mg-a, labels: {app: mg}}
+spec: {nodeName: ` + l.name + `-node1, containers: [{name: c, image: "localhost/skiff/netutil:1", imagePullPolicy: IfNotPresent}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: mg-b, labels: {app: mg}}
+spec: {nodeName: ` + l.name + `-node2, containers: [{name: c, image: "localhost/skiff/netutil:1", imagePullPolicy: IfNotPresent}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: mg-c, labels: {app: mg}}
+spec: {nodeName: ` + l.name + `-node2, containers: [{name: c, image: "localhost/skiff/netutil:1", imagePullPolicy: IfNotPresent}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: mg, annotations: {service.skiff.sh/lb-algorithm: maglev}}
+spec:
+  type: LoadBalancer
+  loadBalancerIP: 198.18.200.50
+  selector: {app: mg}
+  ports: [{port: 80, targetPort: 8080}]
+`)
+	defer cleanup()
+	framework.Eventually(l.t, 60*time.Second, "mg's three endpoints ready", func() (bool, string) {
+		list, err := l.client.DiscoveryV1().EndpointSlices("default").List(l.ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=mg"})
+		n := 0
+		if err == nil {
+			for _, s := range list.Items {
+				for _, ep := range s.Endpoints {
+					if ep.Conditions.Ready != nil && *ep.Conditions.Ready {
+						n++
+					}
+				}
+			}
+		}
+		return n == 3, fmt.Sprint(n, err)
+	})
+	tor := func(args ...string) {
+		l.t.Helper()
+		if out, err := l.in("tor", args...); err != nil {
+			l.t.Fatalf("%v: %v %s", args, err, out)
+		}
+	}
+	const table, ports = "100", "41000-41015"
+	tor("ip", "rule", "add", "ipproto", "tcp", "sport", ports, "lookup", table)
+	defer func() { _, _ = l.in("tor", "ip", "rule", "del", "ipproto", "tcp", "sport", ports, "lookup", table) }()
+	defer func() { _, _ = l.in("tor", "ip", "route", "flush", "table", table) }()
+	netutil := filepath.Join(filepath.Dir(l.bin), "netutil")
+	// backends fetches from eight source ports from first through each node and returns, per
+	// port, the backend seen through each node.
+	backends := func(first int) map[int][]string {
+		got := map[int][]string{}
+		for _, via := range []string{"198.18.0.1", "198.18.0.2", "198.18.0.3"} {
+			tor("ip", "route", "replace", "198.18.200.50/32", "via", via, "table", table)
+			for p := first; p < first+8; p++ {
+				var out string
+				framework.Eventually(l.t, 20*time.Second, fmt.Sprintf("the ToR reaches mg from port %d via %s", p, via), func() (bool, string) {
+					o, err := l.in("tor", netutil, "fetch", "http://198.18.200.50/hostname", "--source-port", fmt.Sprint(p), "--timeout", "2s")
+					out = o
+					return err == nil && strings.HasPrefix(o, "mg-"), o
+				})
+				got[p] = append(got[p], out)
+			}
+		}
+		return got
+	}
+	maglev := backends(41000)
+	distinct := map[string]bool{}
+	for p, bs := range maglev {
+		if bs[0] != bs[1] || bs[1] != bs[2] {
+			l.t.Errorf("Maglev: the flow from port %d reached %v through the three nodes, want one backend", p, bs)
+		}
+		distinct[bs[0]] = true
+	}
+	if len(distinct) < 2 {
+		l.t.Errorf("Maglev: eight flows all reached %v: the check shows nothing", distinct)
+	}
+	l.t.Logf("Maglev: each flow's backend through master, node1, node2: %v", maglev)
+	// The control: random selection, where a flow moved to another node may land elsewhere —
+	// new flows (other ports: the nodes remember the first eight in their connection tables).
+	l.kubectl("annotate", "service", "mg", "service.skiff.sh/lb-algorithm-")
+	time.Sleep(2 * time.Second) // every node's maps rewritten
+	moved := 0
+	for _, bs := range backends(41008) {
+		if bs[0] != bs[1] || bs[1] != bs[2] {
+			moved++
+		}
+	}
+	if moved == 0 {
+		l.t.Errorf("without Maglev no flow changed backend across the nodes: the Maglev check above proves nothing")
+	}
 }
 
 // apply writes a manifest to a file and kubectl-applies it; the returned func deletes it.
