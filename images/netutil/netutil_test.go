@@ -2,8 +2,8 @@ package netutil
 
 import (
 	"bytes"
-	"fmt"
 	"context"
+	"fmt"
 	"net"
 	"net/http/httptest"
 	"net/netip"
