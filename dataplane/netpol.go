@@ -40,8 +40,8 @@ const (
 	isolatedEgress  = 2
 )
 
-// HostIdentity is what the node's own addresses are, so it reaches its pods (probes).
-const HostIdentity = 1
+// HostIdentity is what the node's own addresses are (policy.Host).
+const HostIdentity = uint32(policy.Host)
 
 // LoadPolicy loads the policy programs and pins their maps in pinDir (keeping entries an
 // earlier run pinned).

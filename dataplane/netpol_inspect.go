@@ -153,7 +153,8 @@ type TraceStep struct {
 
 // Trace answers whether traffic from src to dst on proto/port passes this node's policy, as
 // the programs decide a new connection: egress at src if it is a pod here, ingress at dst if
-// it is. Each step says which policy admits, or that none does.
+// it is. Each step says which policy admits, or that none does. The decision is
+// policy.Decide over the live maps, the one the program's tests check it against.
 func (v *PolicyView) Trace(src, dst netip.Addr, proto uint8, port uint16) ([]TraceStep, bool, error) {
 	if !src.Is4() || !dst.Is4() {
 		return nil, false, errors.New("pods are IPv4: give IPv4 addresses")
@@ -164,45 +165,26 @@ func (v *PolicyView) Trace(src, dst netip.Addr, proto uint8, port uint16) ([]Tra
 		dir      policy.Direction
 		ep, peer netip.Addr
 	}{{policy.Egress, src, dst}, {policy.Ingress, dst, src}} {
-		var e policyPolEndpoint
-		if err := v.endpoints.Lookup(be32(end.ep), &e); err != nil {
+		if _, _, ok := v.Isolation(end.ep); !ok {
 			continue // not a pod of this node: decided elsewhere, or not at all
 		}
 		st := TraceStep{Direction: end.dir, Endpoint: v.name(nameKindEndpoint, be32(end.ep))}
 		if st.Endpoint == "" {
 			st.Endpoint = end.ep.String()
 		}
-		isolated := e.Flags&isolatedIngress != 0
-		if end.dir == policy.Egress {
-			isolated = e.Flags&isolatedEgress != 0
-		}
-		peerID := uint32(policy.World)
-		var id uint32
-		if v.identities.Lookup(be32(end.peer), &id) == nil {
-			peerID = id
-		}
-		switch {
-		case !isolated:
-			st.Verdict, st.Why = "allowed", "no policy selects the pod for "+end.dir.String()
-		case end.dir == policy.Ingress && peerID == HostIdentity:
-			st.Verdict, st.Why = "allowed", "from the node itself"
-		case end.dir == policy.Egress && peerID == HostIdentity && port == 53 && (proto == policy.TCP || proto == policy.UDP):
-			st.Verdict, st.Why = "allowed", "to the node's own cluster DNS resolver"
-		default:
-			candidates := []uint32{uint32(policy.AnyPeer), peerID}
-			var cid uint32
-			if v.cidrs.Lookup(policyPolCidrKey{Prefixlen: 32, Addr: be32(end.peer)}, &cid) == nil {
-				candidates = append(candidates, cid)
-			}
-			st.Verdict, st.Why = "denied", fmt.Sprintf("no rule admits peer %s on %s", v.Peer(peerID), protoPort(proto, port))
-			for _, c := range candidates {
-				if name, ok := v.admitted(end.ep, c, end.dir, proto, port); ok {
-					st.Verdict, st.Why = "allowed", fmt.Sprintf("networkpolicy %s admits peer %s", name, v.Peer(c))
-					break
-				}
-			}
-		}
-		if st.Verdict == "denied" {
+		d := policy.Decide(v, end.ep, end.dir, end.peer, proto, port)
+		st.Verdict = "allowed"
+		switch d.Reason {
+		case policy.NotIsolated:
+			st.Why = "no policy selects the pod for " + end.dir.String()
+		case policy.FromNode:
+			st.Why = "from the node itself"
+		case policy.ToNodeDNS:
+			st.Why = "to the node's own cluster DNS resolver"
+		case policy.Admitted:
+			st.Why = fmt.Sprintf("networkpolicy %s admits peer %s", d.Policy, v.Peer(uint32(d.Peer)))
+		case policy.NoRule:
+			st.Verdict, st.Why = "denied", fmt.Sprintf("no rule admits peer %s on %s", v.Peer(uint32(d.Peer)), protoPort(proto, port))
 			allowed = false
 		}
 		steps = append(steps, st)
@@ -210,13 +192,37 @@ func (v *PolicyView) Trace(src, dst netip.Addr, proto uint8, port uint16) ([]Tra
 	return steps, allowed, nil
 }
 
-func (v *PolicyView) admitted(ep netip.Addr, peer uint32, dir policy.Direction, proto uint8, port uint16) (string, bool) {
-	var r policyPolRuleValue
-	k := policyPolRuleKey{Prefixlen: 96, Endpoint: be32(ep), Peer: peer, Dir: uint8(dir), Proto: proto, Port: be16(port)}
-	if v.rules.Lookup(k, &r) == nil {
-		return v.name(nameKindPolicy, r.Policy), true
+// Isolation implements policy.Lookup from the endpoints map.
+func (v *PolicyView) Isolation(ep netip.Addr) (ingress, egress, ok bool) {
+	var e policyPolEndpoint
+	if err := v.endpoints.Lookup(be32(ep), &e); err != nil {
+		return false, false, false
 	}
-	k = policyPolRuleKey{Prefixlen: 80, Endpoint: be32(ep), Peer: peer, Dir: uint8(dir)}
+	return e.Flags&isolatedIngress != 0, e.Flags&isolatedEgress != 0, true
+}
+
+// PeerIdentity implements policy.Lookup from the identities map.
+func (v *PolicyView) PeerIdentity(a netip.Addr) policy.Identity {
+	var id uint32
+	if v.identities.Lookup(be32(a), &id) == nil {
+		return policy.Identity(id)
+	}
+	return policy.World
+}
+
+// CIDRIdentity implements policy.Lookup from the CIDR LPM map.
+func (v *PolicyView) CIDRIdentity(a netip.Addr) (policy.Identity, bool) {
+	var cid uint32
+	if v.cidrs.Lookup(policyPolCidrKey{Prefixlen: 32, Addr: be32(a)}, &cid) == nil {
+		return policy.Identity(cid), true
+	}
+	return 0, false
+}
+
+// Admits implements policy.Lookup with the rules map's own LPM lookup.
+func (v *PolicyView) Admits(ep netip.Addr, dir policy.Direction, proto uint8, peer policy.Identity, port uint16) (string, bool) {
+	var r policyPolRuleValue
+	k := policyPolRuleKey{Prefixlen: 96, Endpoint: be32(ep), Peer: uint32(peer), Dir: uint8(dir), Proto: proto, Port: be16(port)}
 	if v.rules.Lookup(k, &r) == nil {
 		return v.name(nameKindPolicy, r.Policy), true
 	}

@@ -134,6 +134,11 @@ func TestPolicyProgramTruthTable(t *testing.T) {
 	if _, err := p.Sync(res, func(netip.Addr) bool { return true }, []netip.Addr{host}); err != nil {
 		t.Fatal(err)
 	}
+	view, err := OpenPolicyPinned(p.pinDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer view.Close()
 	var all []netip.Addr
 	for _, a := range addrs {
 		all = append(all, a)
@@ -176,6 +181,16 @@ func TestPolicyProgramTruthTable(t *testing.T) {
 				clearFlows(t, p)
 				if got != want {
 					t.Errorf("%s -> %s proto %d port %d: datapath %v, model %v", src, dst, pr.proto, pr.port, got, want)
+				}
+				// The same decision read from the live maps (what skiff policy trace
+				// answers), where the node's own address is known as such.
+				live := true
+				if _, _, ok := view.Isolation(src); ok {
+					live = policy.Decide(view, src, policy.Egress, dst, pr.proto, pr.port).Allowed
+				}
+				live = live && policy.Decide(view, dst, policy.Ingress, src, pr.proto, pr.port).Allowed
+				if live != got {
+					t.Errorf("%s -> %s proto %d port %d: datapath %v, decision over the live maps %v", src, dst, pr.proto, pr.port, got, live)
 				}
 				checked++
 				if got {

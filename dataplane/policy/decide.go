@@ -2,38 +2,94 @@ package policy
 
 import "net/netip"
 
-// Verdict is a decision and the policy that made it.
-type Verdict struct {
-	Allowed bool
-	// Policy admitted the traffic ("" if the endpoint is not isolated in that direction).
-	Policy string
-	// Isolated is true when some policy selects the endpoint in that direction.
-	Isolated bool
+// Host is the identity of the node's own addresses: the node reaches its pods whatever
+// their policies (probes, the agent), and its pods reach its cluster DNS resolver.
+const Host Identity = 1
+
+// DNSPort is the node's cluster DNS resolver's port, which egress-isolated pods still reach.
+const DNSPort = 53
+
+// Lookup is what a decision reads: the compiler's Result, or a node's live maps (what
+// `skiff policy trace` reads). The eBPF program reads the same maps in the same order.
+type Lookup interface {
+	// Isolation says whether endpoint is a policed pod here and in which directions it is
+	// isolated (ok false: not a pod here).
+	Isolation(endpoint netip.Addr) (ingress, egress, ok bool)
+	// PeerIdentity is addr's pod (or Host) identity, World when it is neither.
+	PeerIdentity(addr netip.Addr) Identity
+	// CIDRIdentity is the identity of the longest ipBlock prefix holding addr.
+	CIDRIdentity(addr netip.Addr) (Identity, bool)
+	// Admits is the LPM lookup on the port: the policy of the entry with the most port bits
+	// covering port that admits peer on proto in dir at endpoint.
+	Admits(endpoint netip.Addr, dir Direction, proto uint8, peer Identity, port uint16) (policy string, ok bool)
 }
 
-// Decide is the datapath's lookup, in Go: would endpoint admit, in dir, traffic with peer on
-// proto/port? It is what `skiff policy trace` answers and what the eBPF program's tests
-// compare with.
-func (r *Result) Decide(endpoint netip.Addr, dir Direction, peer netip.Addr, proto uint8, port uint16) Verdict {
-	ep, ok := r.Endpoints[endpoint]
-	if !ok || (dir == Ingress && !ep.Ingress) || (dir == Egress && !ep.Egress) {
-		return Verdict{Allowed: true}
+// Reason says why a verdict is what it is.
+type Reason uint8
+
+// Reasons.
+const (
+	NotIsolated Reason = iota // no policy selects the endpoint in that direction
+	FromNode                  // ingress from the node itself
+	ToNodeDNS                 // egress to the node's own cluster DNS resolver
+	Admitted                  // a rule admits the peer
+	NoRule                    // isolated, and no rule admits the peer
+)
+
+// Verdict is a decision and what made it.
+type Verdict struct {
+	Allowed bool
+	// Isolated is true when some policy selects the endpoint in that direction.
+	Isolated bool
+	Reason   Reason
+	// Policy admitted the traffic (Reason Admitted).
+	Policy string
+	// Peer is the identity a rule matched (Admitted), else the peer's pod identity.
+	Peer Identity
+}
+
+// Decide is the datapath's decision on a new connection, in Go: would endpoint admit, in
+// dir, traffic with peer on proto/port? A peer is matched as anyone, by its pod identity and
+// by its CIDR identity; a rule for one protocol admits no other.
+func Decide(l Lookup, endpoint netip.Addr, dir Direction, peer netip.Addr, proto uint8, port uint16) Verdict {
+	ingress, egress, ok := l.Isolation(endpoint)
+	if !ok || (dir == Ingress && !ingress) || (dir == Egress && !egress) {
+		return Verdict{Allowed: true, Reason: NotIsolated}
 	}
-	peers := []Identity{AnyPeer, r.PeerIdentity(peer)}
-	if id, ok := r.CIDRIdentity(peer); ok {
-		peers = append(peers, id)
+	id := l.PeerIdentity(peer)
+	switch {
+	case dir == Ingress && id == Host:
+		return Verdict{Allowed: true, Isolated: true, Reason: FromNode, Peer: id}
+	case dir == Egress && id == Host && port == DNSPort && (proto == TCP || proto == UDP):
+		return Verdict{Allowed: true, Isolated: true, Reason: ToNodeDNS, Peer: id}
 	}
-	for _, id := range peers {
+	peers := []Identity{AnyPeer, id}
+	if cid, ok := l.CIDRIdentity(peer); ok {
+		peers = append(peers, cid)
+	}
+	for _, p := range peers {
 		for _, pr := range []uint8{proto, AnyProtocol} {
-			if policy, ok := r.lookup(endpoint, dir, pr, id, port); ok {
-				return Verdict{Allowed: true, Policy: policy, Isolated: true}
+			if name, ok := l.Admits(endpoint, dir, pr, p, port); ok {
+				return Verdict{Allowed: true, Isolated: true, Reason: Admitted, Policy: name, Peer: p}
 			}
 		}
 	}
-	return Verdict{Isolated: true}
+	return Verdict{Isolated: true, Reason: NoRule, Peer: id}
 }
 
-// PeerIdentity is the pod identity of addr, World if it is no pod's.
+// Decide is Decide over the compiled result.
+func (r *Result) Decide(endpoint netip.Addr, dir Direction, peer netip.Addr, proto uint8, port uint16) Verdict {
+	return Decide(r, endpoint, dir, peer, proto, port)
+}
+
+// Isolation implements Lookup.
+func (r *Result) Isolation(endpoint netip.Addr) (ingress, egress, ok bool) {
+	ep, ok := r.Endpoints[endpoint]
+	return ep.Ingress, ep.Egress, ok
+}
+
+// PeerIdentity is the pod identity of addr, World if it is no pod's (the compiler does not
+// know the node's addresses: Host comes from the maps).
 func (r *Result) PeerIdentity(addr netip.Addr) Identity {
 	if id, ok := r.PodIdentities[addr]; ok {
 		return id
@@ -52,8 +108,8 @@ func (r *Result) CIDRIdentity(addr netip.Addr) (Identity, bool) {
 	return best, bits >= 0
 }
 
-// lookup is the LPM lookup on the port: the entry with the most port bits that covers port.
-func (r *Result) lookup(endpoint netip.Addr, dir Direction, proto uint8, peer Identity, port uint16) (string, bool) {
+// Admits implements Lookup: the LPM lookup on the port over the compiled entries.
+func (r *Result) Admits(endpoint netip.Addr, dir Direction, proto uint8, peer Identity, port uint16) (string, bool) {
 	for bits := 16; bits >= 0; bits-- {
 		pp := PortPrefix{Port: port, Bits: uint8(bits)}
 		if bits < 16 {
