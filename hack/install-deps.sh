@@ -34,6 +34,8 @@ command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 # dig for the DNS conformance specs' queriers (agnhost and glibc-dns-testing images).
 command -v dig >/dev/null 2>&1 || need+=(bind9-dnsutils)
+# nc with -v/-t/-u for the Services specs' exec pods (Debian's busybox nc has none of them).
+[ -x /bin/nc.openbsd ] || need+=(netcat-openbsd)
 # The Vagrantfile is validated against both providers it supports.
 command -v vagrant >/dev/null 2>&1 || need+=(vagrant)
 dpkg -s vagrant-libvirt >/dev/null 2>&1 || need+=(vagrant-libvirt)

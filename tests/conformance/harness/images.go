@@ -210,6 +210,23 @@ func agnhostImage(extra func(Sources) ([]oci.File, error)) builder {
 				files = append(files, more...)
 			}
 		}
+		// The Services specs run `nc -v -t -w 2 HOST PORT` (and -u): Alpine's busybox nc has
+		// those options, Debian's does not; OpenBSD's netcat does, ahead of busybox on PATH.
+		// sh is bash, as in the busybox image: Debian's busybox sh runs its own applets
+		// before anything on PATH.
+		bash, err := withLibraries("/bin/bash")
+		if err != nil {
+			return oci.Image{}, err
+		}
+		files = append(append(files, bash...), oci.File{Path: "/bin/sh", Link: "/bin/bash"})
+		if _, err := os.Stat("/bin/nc.openbsd"); err == nil {
+			more, err := withLibraries("/bin/nc.openbsd")
+			if err != nil {
+				return oci.Image{}, err
+			}
+			more[0].Path = "/usr/bin/nc"
+			files = append(files, more...)
+		}
 		cmd := []string{"pause"}
 		if extra != nil {
 			more, err := extra(src)
