@@ -9,6 +9,7 @@ import (
 	"errors"
 	"log/slog"
 	"sort"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -41,13 +42,15 @@ type Controller struct {
 	endpoints corelisters.EndpointsLister
 	synced    []cache.InformerSynced
 	loop      *loop.Loop
+	writes    *tracker
 }
 
 // New wires the controller.
 func New(client kubernetes.Interface, svc coreinformers.ServiceInformer, pods coreinformers.PodInformer,
 	slices discoveryinformers.EndpointSliceInformer, eps coreinformers.EndpointsInformer, log *slog.Logger) *Controller {
 	c := &Controller{client: client, services: svc.Lister(), pods: pods.Lister(), slices: slices.Lister(), endpoints: eps.Lister(),
-		synced: []cache.InformerSynced{svc.Informer().HasSynced, pods.Informer().HasSynced, slices.Informer().HasSynced, eps.Informer().HasSynced}}
+		synced: []cache.InformerSynced{svc.Informer().HasSynced, pods.Informer().HasSynced, slices.Informer().HasSynced, eps.Informer().HasSynced},
+		writes: newTracker()}
 	c.loop = loop.New(Name, c.sync, log)
 	_, _ = svc.Informer().AddEventHandler(c.loop.Handler())
 	onPod := func(obj any) {
@@ -106,6 +109,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	svc, err := c.services.Services(ns).Get(name)
 	if apierrors.IsNotFound(err) {
+		c.writes.forget(key)
 		return nil // owner references let the garbage collector remove our slices
 	}
 	if err != nil {
@@ -127,6 +131,12 @@ func (c *Controller) reconcileSlices(ctx context.Context, svc *corev1.Service, w
 		discoveryv1.LabelServiceName: svc.Name, discoveryv1.LabelManagedBy: ManagedBy}))
 	if err != nil {
 		return err
+	}
+	key := svc.Namespace + "/" + svc.Name
+	if c.writes.stale(key, existing) {
+		// The cache has not seen our last writes yet; their events queue this key again.
+		c.loop.AddAfter(key, 100*time.Millisecond)
+		return nil
 	}
 	sort.Slice(existing, func(i, j int) bool { return existing[i].Name < existing[j].Name })
 	if len(want) == 0 {
@@ -160,19 +170,27 @@ func (c *Controller) reconcileSlices(ctx context.Context, svc *corev1.Service, w
 			}
 			upd := cur.DeepCopy()
 			upd.Endpoints, upd.Ports, upd.Labels = slice.Endpoints, slice.Ports, slice.Labels
-			if _, err := c.client.DiscoveryV1().EndpointSlices(svc.Namespace).Update(ctx, upd, metav1.UpdateOptions{}); err != nil {
+			got, err := c.client.DiscoveryV1().EndpointSlices(svc.Namespace).Update(ctx, upd, metav1.UpdateOptions{})
+			if err != nil {
 				errs = append(errs, err)
+				continue
 			}
+			c.writes.record(key, got.Name, got.ResourceVersion)
 			continue
 		}
-		if _, err := c.client.DiscoveryV1().EndpointSlices(svc.Namespace).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+		got, err := c.client.DiscoveryV1().EndpointSlices(svc.Namespace).Create(ctx, slice, metav1.CreateOptions{})
+		if err != nil {
 			errs = append(errs, err)
+			continue
 		}
+		c.writes.record(key, got.Name, got.ResourceVersion)
 	}
 	for _, extra := range existing[min(len(want), len(existing)):] {
 		if err := c.client.DiscoveryV1().EndpointSlices(svc.Namespace).Delete(ctx, extra.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, err)
+			continue
 		}
+		c.writes.record(key, extra.Name, "")
 	}
 	return errors.Join(errs...)
 }
