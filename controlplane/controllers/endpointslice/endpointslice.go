@@ -77,6 +77,24 @@ func New(client kubernetes.Interface, svc coreinformers.ServiceInformer, pods co
 		DeleteFunc: onPod,
 	})
 	_, _ = slices.Informer().AddEventHandler(ManagedSlices(ManagedBy, c.loop.Add))
+	// Our own writes, as the cache sees them (see tracker).
+	observe := func(obj any, deleted bool) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj, deleted = t.Obj, true
+		}
+		if s, ok := obj.(*discoveryv1.EndpointSlice); ok && s.Labels[discoveryv1.LabelManagedBy] == ManagedBy {
+			key := s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]
+			c.writes.observe(key, s, deleted)
+			if deleted {
+				c.loop.Add(key) // a deletion of ours seen: the waiting sync may go on
+			}
+		}
+	}
+	_, _ = slices.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { observe(o, false) },
+		UpdateFunc: func(_, o any) { observe(o, false) },
+		DeleteFunc: func(o any) { observe(o, true) },
+	})
 	return c
 }
 

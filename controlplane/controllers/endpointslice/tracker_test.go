@@ -2,6 +2,7 @@ package endpointslice
 
 import (
 	"testing"
+	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,35 +12,50 @@ func TestTracker(t *testing.T) {
 	s := func(name, rv string) *discoveryv1.EndpointSlice {
 		return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv}}
 	}
-	// Each case: created a-1 at resourceVersion 10, deleted a-old; then the cache shows cached.
-	for _, c := range []struct {
-		what   string
-		cached []*discoveryv1.EndpointSlice
-		stale  bool
-	}{
-		{"our new slice not in the cache yet", []*discoveryv1.EndpointSlice{}, true},
-		{"the cache has it at an older version", []*discoveryv1.EndpointSlice{s("a-1", "9")}, true},
-		{"the deleted one still cached", []*discoveryv1.EndpointSlice{s("a-1", "10"), s("a-old", "5")}, true},
-		{"caught up", []*discoveryv1.EndpointSlice{s("a-1", "10")}, false},
-		{"caught up, updated by someone since", []*discoveryv1.EndpointSlice{s("a-1", "12")}, false},
-	} {
-		tr := newTracker()
-		tr.record("ns/a", "a-1", "10")
-		tr.record("ns/a", "a-old", "")
-		if got := tr.stale("ns/a", c.cached); got != c.stale {
-			t.Errorf("%s: stale %v, want %v", c.what, got, c.stale)
-		}
-		if !c.stale && tr.stale("ns/a", nil) {
-			t.Errorf("%s: the writes caught up with are not forgotten", c.what)
-		}
-	}
+	now := time.Unix(1000, 0)
 	tr := newTracker()
-	if tr.stale("ns/a", nil) {
-		t.Error("stale with no writes")
+	tr.now = func() time.Time { return now }
+	// The cache as it stands: our create not in it yet, our delete still in it.
+	cached := []*discoveryv1.EndpointSlice{s("a-old", "5")}
+	if tr.stale("ns/a", cached) {
+		t.Fatal("stale with no writes")
 	}
+	tr.record("ns/a", "a-1", "10") // created
+	tr.record("ns/a", "a-old", "") // deleted
+	tr.observe("ns/a", s("a-1", "9"), false)
+	if !tr.stale("ns/a", cached) {
+		t.Error("an event older than our create settled it")
+	}
+	tr.observe("ns/a", s("a-1", "10"), false)
+	tr.observe("ns/a", s("a-old", "5"), false) // an update of the slice we deleted: not its deletion
+	if !tr.stale("ns/a", cached) {
+		t.Error("our delete settled before its deletion was seen")
+	}
+	tr.observe("ns/a", s("a-old", "5"), true)
+	if tr.stale("ns/a", cached) {
+		t.Error("stale after every write was seen")
+	}
+	// The cache alone settles what it shows: the create's event came before its response.
+	tr.record("ns/a", "a-3", "30")
+	tr.record("ns/a", "a-4", "")
+	if tr.stale("ns/a", []*discoveryv1.EndpointSlice{s("a-3", "31")}) {
+		t.Error("writes the cache already shows kept the sync waiting")
+	}
+	// A slice of ours deleted by someone else settles the write too.
+	tr.record("ns/a", "a-2", "20")
+	tr.observe("ns/a", s("a-2", "20"), true)
+	if tr.stale("ns/a", cached) {
+		t.Error("a deleted slice's write still tracked")
+	}
+	// A write whose event never comes is dropped after maxWait.
 	tr.record("ns/b", "b-1", "3")
-	tr.forget("ns/b")
+	now = now.Add(maxWait + time.Second)
 	if tr.stale("ns/b", nil) {
+		t.Error("a write tracked past maxWait")
+	}
+	tr.record("ns/c", "c-1", "3")
+	tr.forget("ns/c")
+	if tr.stale("ns/c", nil) {
 		t.Error("a forgotten Service still tracked")
 	}
 }
