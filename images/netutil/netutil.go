@@ -188,8 +188,8 @@ func Fetch(ctx context.Context, url string, timeout time.Duration, out io.Writer
 }
 
 // FetchFrom is Fetch from a chosen local TCP port (0: any), on a connection of its own that
-// the server closes (so the port is free again at once): the same ports each time make the
-// same flow, as load balancers hash it.
+// this side resets when done (so the flow is free again at once, at both ends): the same
+// ports each time make the same flow, as load balancers hash it.
 func FetchFrom(ctx context.Context, url string, timeout time.Duration, port int, out io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -213,7 +213,12 @@ func FetchFrom(ctx context.Context, url string, timeout time.Duration, port int,
 			}
 			return serr
 		}}
-		client = &http.Client{Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
+		// The connection stays open after the answer (no "Connection: close", so the server
+		// does not close first and keep the flow in TIME_WAIT); closing the idle connection
+		// once the body is read resets it from this side.
+		tr := &http.Transport{DialContext: d.DialContext}
+		defer tr.CloseIdleConnections()
+		client = &http.Client{Transport: tr}
 	}
 	resp, err := client.Do(req)
 	if err != nil {
