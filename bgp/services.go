@@ -6,11 +6,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-)
 
-// LoadBalancerClass is the loadBalancerClass whose addresses skiff advertises (with
-// Services of no class); lbipam allocates for the same.
-const LoadBalancerClass = "skiff.sh/bgp"
+	"github.com/skiff-sh/skiff/bgp/config"
+)
 
 // ServicePrefixes decides which LoadBalancer addresses node advertises, each as a /32:
 // every address of a skiff LoadBalancer Service with externalTrafficPolicy Cluster (any
@@ -36,7 +34,7 @@ func ServicePrefixes(node string, services []*corev1.Service, slices []*discover
 	seen := map[netip.Prefix]bool{}
 	var out []netip.Prefix
 	for _, svc := range services {
-		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || (svc.Spec.LoadBalancerClass != nil && *svc.Spec.LoadBalancerClass != LoadBalancerClass) {
+		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || (svc.Spec.LoadBalancerClass != nil && *svc.Spec.LoadBalancerClass != config.LoadBalancerClass) {
 			continue
 		}
 		if svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal && !local[svc.Namespace+"/"+svc.Name] {

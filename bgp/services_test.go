@@ -8,6 +8,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/skiff-sh/skiff/bgp/config"
 )
 
 func TestServicePrefixes(t *testing.T) {
@@ -31,7 +33,7 @@ func TestServicePrefixes(t *testing.T) {
 	cluster.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.18.200.99"}}
 	services := []*corev1.Service{
 		lb("cluster", "198.18.200.1", false, nil),
-		lb("ours", "198.18.200.2", false, ptr.To(LoadBalancerClass)),
+		lb("ours", "198.18.200.2", false, ptr.To(config.LoadBalancerClass)),
 		lb("theirs", "198.18.200.3", false, ptr.To("example.com/lb")),
 		lb("local-here", "198.18.200.4", true, nil),
 		lb("local-elsewhere", "198.18.200.5", true, nil),

@@ -298,9 +298,12 @@ func (m Maps) IDs() (map[string]uint32, error) {
 }
 
 // String is the name up to its terminating zero.
-func (n sockSvcName) String() string {
-	b := make([]byte, 0, len(n.Name))
-	for _, c := range n.Name {
+func (n sockSvcName) String() string { return cString(n.Name[:]) }
+
+// cString reads a C char array (bpf2go's []int8) up to its terminating zero.
+func cString(chars []int8) string {
+	b := make([]byte, 0, len(chars))
+	for _, c := range chars {
 		if c == 0 {
 			break
 		}

@@ -254,16 +254,7 @@ func polName(s string) policyPolName {
 	return n
 }
 
-func (n policyPolName) String() string {
-	b := make([]byte, 0, len(n.Name))
-	for _, c := range n.Name {
-		if c == 0 {
-			break
-		}
-		b = append(b, byte(c))
-	}
-	return string(b)
-}
+func (n policyPolName) String() string { return cString(n.Name[:]) }
 
 // index numbers a policy name for rule values; PolicyName reads it back.
 func (p *Policy) index(name string) uint32 {

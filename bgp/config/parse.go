@@ -725,6 +725,10 @@ func selectFlagPeers(in []Peer, own map[netip.Addr]bool) ([]Peer, error) {
 	return peers, nil
 }
 
+// LoadBalancerClass is the loadBalancerClass skiff serves (allocates for and advertises);
+// Services without a class are skiff's too.
+const LoadBalancerClass = "skiff.sh/bgp"
+
 // LoadBalancerPools reads the loadBalancerPools of the skiff-bgp ConfigMap (none without
 // one): the IPv4 prefixes LoadBalancer Services take their addresses from.
 func LoadBalancerPools(cm *corev1.ConfigMap) ([]netip.Prefix, error) {

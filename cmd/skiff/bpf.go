@@ -115,11 +115,7 @@ func bpfCommand() *cobra.Command {
 		}}
 	policyCmd := &cobra.Command{Use: "policy", Short: "Each policed pod's identity, isolation and admitted peers, in Kubernetes terms", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			dir, err := nodePinDir(node, pinDir)
-			if err != nil {
-				return err
-			}
-			v, err := dataplane.OpenPolicyPinned(dir)
+			v, err := openPolicyView(node, pinDir)
 			if err != nil {
 				return err
 			}

@@ -35,11 +35,7 @@ func policyCommand() *cobra.Command {
 			if !ok {
 				return fmt.Errorf("--proto %q: want tcp, udp or sctp", proto)
 			}
-			dir, err := nodePinDir(node, pinDir)
-			if err != nil {
-				return err
-			}
-			v, err := dataplane.OpenPolicyPinned(dir)
+			v, err := openPolicyView(node, pinDir)
 			if err != nil {
 				return err
 			}
@@ -69,4 +65,13 @@ func policyCommand() *cobra.Command {
 	cmd.PersistentFlags().StringVar(&pinDir, "pin-dir", "", "pin directory to read (default /sys/fs/bpf/skiff/<node>)")
 	cmd.AddCommand(trace)
 	return cmd
+}
+
+// openPolicyView opens a node's pinned NetworkPolicy maps (skiff bpf policy, skiff policy trace).
+func openPolicyView(node, pinDir string) (*dataplane.PolicyView, error) {
+	dir, err := nodePinDir(node, pinDir)
+	if err != nil {
+		return nil, err
+	}
+	return dataplane.OpenPolicyPinned(dir)
 }

@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -228,25 +229,8 @@ func (c *Controller) sync(ctx context.Context, _ string) error {
 }
 
 func sameSlice(a, b *discoveryv1.EndpointSlice) bool {
-	return fmt.Sprint(a.Labels) == fmt.Sprint(b.Labels) && a.AddressType == b.AddressType &&
-		fmt.Sprint(endpointsText(a)) == fmt.Sprint(endpointsText(b)) && fmt.Sprint(portsText(a)) == fmt.Sprint(portsText(b))
-}
-
-func endpointsText(s *discoveryv1.EndpointSlice) []string {
-	var out []string
-	for _, e := range s.Endpoints {
-		out = append(out, fmt.Sprint(e.Addresses, ptr.Deref(e.NodeName, ""), ptr.Deref(e.Conditions.Ready, false),
-			ptr.Deref(e.Conditions.Serving, false), ptr.Deref(e.Conditions.Terminating, false)))
-	}
-	return out
-}
-
-func portsText(s *discoveryv1.EndpointSlice) []string {
-	var out []string
-	for _, p := range s.Ports {
-		out = append(out, fmt.Sprint(ptr.Deref(p.Name, ""), ptr.Deref(p.Port, 0), ptr.Deref(p.Protocol, "")))
-	}
-	return out
+	return a.AddressType == b.AddressType && apiequality.Semantic.DeepEqual(a.Labels, b.Labels) &&
+		apiequality.Semantic.DeepEqual(a.Endpoints, b.Endpoints) && apiequality.Semantic.DeepEqual(a.Ports, b.Ports)
 }
 
 // ensureService creates the Service when it is missing and restores its ports and traffic
@@ -268,7 +252,7 @@ func (c *Controller) ensureService(ctx context.Context) error {
 	if have.Spec.ClusterIP != c.serviceIP {
 		return fmt.Errorf("service kube-system/%s has address %s, not the cluster DNS address %s: delete it to have it recreated", ServiceName, have.Spec.ClusterIP, c.serviceIP)
 	}
-	if fmt.Sprint(have.Spec.Ports) == fmt.Sprint(want.Spec.Ports) && ptr.Deref(have.Spec.InternalTrafficPolicy, "") == corev1.ServiceInternalTrafficPolicyLocal && len(have.Spec.Selector) == 0 {
+	if apiequality.Semantic.DeepEqual(have.Spec.Ports, want.Spec.Ports) && ptr.Deref(have.Spec.InternalTrafficPolicy, "") == corev1.ServiceInternalTrafficPolicyLocal && len(have.Spec.Selector) == 0 {
 		return nil
 	}
 	u := have.DeepCopy()

@@ -12,10 +12,12 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
+
+	bgpconfig "github.com/skiff-sh/skiff/bgp/config"
 )
 
 // Class is the loadBalancerClass skiff serves; Services without a class are skiff's too.
-const Class = "skiff.sh/bgp"
+const Class = bgpconfig.LoadBalancerClass
 
 // Want is one Service as the allocator sees it.
 type Want struct {
