@@ -153,3 +153,5 @@ tool (
 	github.com/cilium/ebpf/cmd/bpf2go
 	k8s.io/kube-openapi/cmd/openapi-gen
 )
+
+replace github.com/osrg/gobgp/v3 => ./third_party/gobgp

@@ -187,6 +187,19 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		return ctx.Err()
 	}})
 
+	// The BGP speaker starts before the pod CIDR is known: its sessions come up while the
+	// block is assigned, and it advertises the block at the event that brings it.
+	var speaker atomic.Pointer[bgp.Speaker]
+	if o.BGP != nil {
+		bo := *o.BGP
+		bo.NodeName = o.NodeName
+		bo.Informers = shared
+		bo.Started = func(s *bgp.Speaker) { speaker.Store(s) }
+		sup.Go(supervisor.Part{Name: "bgp", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
+			return bgp.Run(ctx, client, bo, log.With("component", "bgp"))
+		}})
+	}
+
 	// Pod addresses come from the node's block, which the nodeipam controller assigns.
 	podCIDR, err := waitPodCIDR(ctx, client, o.NodeName)
 	if err != nil {
@@ -235,16 +248,6 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 			Informers: shared, Started: func(d *dataplane.Dataplane) { proxy.Store(d) }}
 		sup.Go(supervisor.Part{Name: "service-proxy", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
 			return dataplane.RunProxy(ctx, client, po, log.With("component", "service-proxy"))
-		}})
-	}
-	var speaker atomic.Pointer[bgp.Speaker]
-	if o.BGP != nil {
-		bo := *o.BGP
-		bo.NodeName = o.NodeName
-		bo.Informers = shared
-		bo.Started = func(s *bgp.Speaker) { speaker.Store(s) }
-		sup.Go(supervisor.Part{Name: "bgp", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
-			return bgp.Run(ctx, client, bo, log.With("component", "bgp"))
 		}})
 	}
 	var dnsServer *clusterdns.Server

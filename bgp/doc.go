@@ -10,3 +10,6 @@
 //   - kernel.go applies that decision to the kernel's main table;
 //   - speaker.go runs GoBGP and keeps its peers and advertisement in line with the config.
 package bgp
+
+// GoBGP is built from third_party/gobgp, upstream's release with one edit (hack/gobgpfork).
+//go:generate go run ../hack/gobgpfork -out ../third_party/gobgp

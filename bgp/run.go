@@ -14,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -96,18 +95,22 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 		return cfg, self, all, err
 	}
 
-	// The speaker starts once the node is known (router id = its address).
+	// The speaker starts once the node is known (router id = its address): at the informer
+	// event that brings it, since a new node's routes wait on this start.
 	var cfg config.Config
-	if err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(context.Context) (bool, error) {
+	for {
 		c, _, _, err := resolve()
-		if err != nil {
-			log.Debug("BGP waiting for configuration", "err", err)
-			return false, nil
+		if err == nil {
+			cfg = c
+			break
 		}
-		cfg = c
-		return true, nil
-	}); err != nil {
-		return err
+		log.Debug("BGP waiting for configuration", "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-kick:
+		case <-time.After(5 * time.Second):
+		}
 	}
 	global := Global{ASN: cfg.ASN, RouterID: cfg.RouterID, ListenPort: cfg.ListenPort, APIAddress: o.APIAddress, GracefulRestart: cfg.GracefulRestart}
 	sp, err := Start(ctx, global, log)

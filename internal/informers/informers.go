@@ -7,7 +7,9 @@ package informers
 import (
 	"context"
 	"fmt"
+	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -65,7 +67,16 @@ func Watch(ctx context.Context, h cache.ResourceEventHandler, infs ...cache.Shar
 	for _, r := range regs {
 		synced = append(synced, r.HasSynced)
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+	// client-go's WaitForCacheSync looks every 100 ms; a node's parts (its BGP session, its
+	// DNS) wait on this at start, so look every 10 ms: the check is a few atomic loads.
+	if err := wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
+		for _, s := range synced {
+			if !s() {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
 		release()
 		return func() {}, ctx.Err()
 	}

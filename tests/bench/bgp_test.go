@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -18,11 +19,18 @@ import (
 )
 
 // routeWatch reports when a prefix appears in (or leaves) a namespace's main table, from
-// netlink notifications rather than polling.
+// netlink notifications rather than polling. Each notification is stamped as it arrives,
+// not when wait reads it: the benchmark waits on other things (the lab's add-node) while
+// the routes come.
 type routeWatch struct {
 	host string
-	ch   chan netlink.RouteUpdate
+	ch   chan stampedRoute
 	done chan struct{}
+}
+
+type stampedRoute struct {
+	at time.Time
+	u  netlink.RouteUpdate
 }
 
 func watchRoutes(b *testing.B, netnsName string) *routeWatch {
@@ -30,23 +38,32 @@ func watchRoutes(b *testing.B, netnsName string) *routeWatch {
 	if err != nil {
 		b.Fatal(err)
 	}
-	w := &routeWatch{host: netnsName, ch: make(chan netlink.RouteUpdate, 1024), done: make(chan struct{})}
-	if err := netlink.RouteSubscribeAt(ns, w.ch, w.done); err != nil {
+	raw := make(chan netlink.RouteUpdate, 1024)
+	w := &routeWatch{host: netnsName, ch: make(chan stampedRoute, 1024), done: make(chan struct{})}
+	if err := netlink.RouteSubscribeAt(ns, raw, w.done); err != nil {
 		b.Fatal(err)
 	}
 	ns.Close()
+	go func() {
+		for u := range raw {
+			select {
+			case w.ch <- stampedRoute{at: time.Now(), u: u}:
+			default: // nobody reads this watch any more
+			}
+		}
+	}()
 	b.Cleanup(func() { close(w.done) })
 	return w
 }
 
-// wait returns when prefix is added (add) or deleted (!add) in the watched table.
+// wait returns when prefix was added (add) or deleted (!add) in the watched table.
 func (w *routeWatch) wait(prefix string, add bool, timeout time.Duration) (time.Time, error) {
 	deadline := time.After(timeout)
 	for {
 		select {
-		case u := <-w.ch:
-			if u.Dst != nil && u.Dst.String() == prefix && (u.Type == 24) == add { // 24 = RTM_NEWROUTE
-				return time.Now(), nil
+		case s := <-w.ch:
+			if u := s.u; u.Dst != nil && u.Dst.String() == prefix && (u.Type == 24) == add { // 24 = RTM_NEWROUTE
+				return s.at, nil
 			}
 		case <-deadline:
 			return time.Time{}, fmt.Errorf("%s: %s never %s", w.host, prefix, map[bool]string{true: "appeared", false: "left"}[add])
@@ -94,8 +111,12 @@ func BenchmarkBGPRoutePropagation(b *testing.B) {
 		return last, nil
 	}
 
+	// Five samples of each per b.N. The new nodes stay until every one has joined (the
+	// lab's add-node waits for routes among all its hosts), and each later one is also
+	// timed into the tables of those before it; then they are deleted one by one.
 	var base, join, leave []time.Duration
-	for i := 0; i < b.N; i++ {
+	rounds := 5 * b.N
+	for i := 0; i < rounds; i++ {
 		// Baseline: the ToR originates a prefix (FRR's network statement, no import check).
 		watches := make([]*routeWatch, 0, len(others))
 		for _, ns := range others {
@@ -114,10 +135,13 @@ func BenchmarkBGPRoutePropagation(b *testing.B) {
 		base = append(base, t.Sub(start))
 		_ = exec.Command("nsenter", "--net=/run/netns/"+name+"-tor", "--", "vtysh", "-N", name+"-tor", "-c", "configure terminal",
 			"-c", "router bgp 64512", "-c", "address-family ipv4 unicast", "-c", "no network "+prefix).Run()
-
-		// A new node: from its pod CIDR assignment to the route everywhere.
+	}
+	var joined []string // node, pod CIDR, …
+	for i := 0; i < rounds; i++ {
+		// A new node: from its pod CIDR assignment (seen by a GET every 2 ms) to the route in
+		// every other table.
 		node := fmt.Sprintf("node%d", 3+i)
-		watches = watches[:0]
+		watches := make([]*routeWatch, 0, len(others)+1)
 		for _, ns := range append(others, name+"-tor") {
 			watches = append(watches, watchRoutes(b, ns))
 		}
@@ -136,27 +160,34 @@ func BenchmarkBGPRoutePropagation(b *testing.B) {
 		}()
 		skiff("add-node", "--nodes", fmt.Sprint(2+i+1))
 		at, block := <-assigned, <-cidr
-		t, err = everywhere(watches, block, true)
+		t, err := everywhere(watches, block, true)
 		if err != nil {
 			b.Fatal(err)
 		}
 		join = append(join, t.Sub(at))
-
+		joined = append(joined, node, block)
+		others = append(others, name+"-"+node)
+	}
+	for i := 0; i+1 < len(joined); i += 2 {
 		// Its loss: the Node deleted, its route withdrawn everywhere.
-		watches = watches[:0]
+		node, block := joined[i], joined[i+1]
+		watches := make([]*routeWatch, 0, len(others)+1)
 		for _, ns := range append(others, name+"-tor") {
-			watches = append(watches, watchRoutes(b, ns))
+			if ns != name+"-"+node {
+				watches = append(watches, watchRoutes(b, ns))
+			}
 		}
-		start = time.Now()
+		start := time.Now()
 		if err := client.CoreV1().Nodes().Delete(ctx, name+"-"+node, metav1.DeleteOptions{}); err != nil {
 			b.Fatal(err)
 		}
-		t, err = everywhere(watches, block, false)
+		t, err := everywhere(watches, block, false)
 		if err != nil {
 			b.Fatal(err)
 		}
 		leave = append(leave, t.Sub(start))
 		_ = exec.Command("pkill", "-KILL", "-f", "/var/lib/skiff/lab/"+name+"/"+node+"/").Run()
+		others = slices.DeleteFunc(others, func(ns string) bool { return ns == name+"-"+node })
 	}
 	med := func(d []time.Duration) time.Duration {
 		s := append([]time.Duration(nil), d...)
@@ -168,6 +199,6 @@ func BenchmarkBGPRoutePropagation(b *testing.B) {
 	b.ReportMetric(float64(med(leave).Microseconds())/1000, "withdraw-ms")
 	b.ReportMetric(float64(med(join))/float64(med(base)), "join/baseline")
 	b.ReportMetric(float64(med(leave))/float64(med(base)), "withdraw/baseline")
-	b.Logf("BGP: baseline (ToR-originated prefix to every node) %v; new node's pod CIDR to every table %v (%.1fx); node deleted to withdrawn everywhere %v (%.1fx); goal well under 1s",
-		med(base), med(join), float64(med(join))/float64(med(base)), med(leave), float64(med(leave))/float64(med(base)))
+	b.Logf("BGP (median of %d): baseline (ToR-originated prefix to every node) %v; new node's pod CIDR to every table %v (%.1fx, max %v, goal 500 ms); node deleted to withdrawn everywhere %v (%.1fx)",
+		rounds, med(base), med(join), float64(med(join))/float64(med(base)), slices.Max(join), med(leave), float64(med(leave))/float64(med(base)))
 }

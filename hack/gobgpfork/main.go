@@ -1,0 +1,149 @@
+// Command gobgpfork writes third_party/gobgp: the packages of GoBGP that skiff builds, copied
+// unchanged from the module cache, with one edit (below). go.mod replaces
+// github.com/osrg/gobgp/v3 with that directory, and `make verify` (go generate) rewrites it
+// and fails on a difference, so the tree is always upstream's release plus exactly this edit.
+//
+// The edit: GoBGP v3 waits a random 1-2 s before its first connection attempt to a newly
+// added peer (pkg/server/fsm.go, connectLoop), and has no setting for it (v4 waits
+// 0.75-1 s). RFC 4271 section 8.2.2 has a speaker in Idle initiate the TCP connection at its
+// start event and only then start the ConnectRetryTimer. That wait was most of the time a
+// new node's pod block took to reach the other nodes (1.7-1.9 s of it). The fork dials at
+// once the first time and keeps upstream's jittered interval for every retry.
+//
+// Usage: go run ./hack/gobgpfork -out third_party/gobgp
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io/fs"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+const module, version = "github.com/osrg/gobgp/v3", "v3.37.0"
+
+// packages are the module's packages skiff's build imports (go list -deps ./... | grep
+// gobgp). A new import of another GoBGP package fails to build until it is listed here.
+var packages = []string{
+	"api",
+	"internal/pkg/table",
+	"internal/pkg/version",
+	"pkg/apiutil",
+	"pkg/config/oc",
+	"pkg/log",
+	"pkg/metrics",
+	"pkg/packet/bgp",
+	"pkg/packet/bmp",
+	"pkg/packet/mrt",
+	"pkg/packet/rtr",
+	"pkg/server",
+	"pkg/zebra",
+}
+
+// edit is one exact replacement in one file; it must match exactly once.
+type edit struct{ file, old, new string }
+
+var edits = []edit{{
+	file: "pkg/server/fsm.go",
+	old: `	tick := minConnectRetryInterval
+	for {
+		r := rand.New(rand.NewSource(time.Now().UnixNano()))
+		timer := time.NewTimer(time.Duration(r.Intn(tick*1000)+tick*1000) * time.Millisecond)
+`,
+	new: `	tick := minConnectRetryInterval
+	// skiff: the first attempt is made at once (RFC 4271 8.2.2); retries keep the jitter.
+	first := true
+	for {
+		r := rand.New(rand.NewSource(time.Now().UnixNano()))
+		wait := time.Duration(r.Intn(tick*1000)+tick*1000) * time.Millisecond
+		if first {
+			wait, first = 0, false
+		}
+		timer := time.NewTimer(wait)
+`,
+}}
+
+func main() {
+	out := flag.String("out", "third_party/gobgp", "directory to (re)write")
+	flag.Parse()
+	src, err := moduleDir()
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := os.RemoveAll(*out); err != nil {
+		log.Fatal(err)
+	}
+	for _, f := range []string{"go.mod", "go.sum", "LICENSE"} {
+		if err := copyFile(filepath.Join(src, f), filepath.Join(*out, f)); err != nil {
+			log.Fatal(err)
+		}
+	}
+	for _, p := range packages {
+		entries, err := os.ReadDir(filepath.Join(src, p))
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, e := range entries {
+			name := e.Name()
+			if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			if err := copyFile(filepath.Join(src, p, name), filepath.Join(*out, p, name)); err != nil {
+				log.Fatal(err)
+			}
+		}
+	}
+	for _, e := range edits {
+		path := filepath.Join(*out, e.file)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if n := bytes.Count(b, []byte(e.old)); n != 1 {
+			log.Fatalf("%s: the text to edit occurs %d times (want 1): has %s %s changed?", e.file, n, module, version)
+		}
+		if err := os.WriteFile(path, bytes.Replace(b, []byte(e.old), []byte(e.new), 1), 0o644); err != nil {
+			log.Fatal(err)
+		}
+	}
+	readme := fmt.Sprintf("This is %s %s with one edit, written by hack/gobgpfork (read it for why).\n"+
+		"Do not change it by hand: `go generate ./bgp` rewrites it and `make verify` fails on a difference.\n", module, version)
+	if err := os.WriteFile(filepath.Join(*out, "README.skiff"), []byte(readme), 0o644); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// moduleDir downloads (or finds) the pristine release in the module cache.
+func moduleDir() (string, error) {
+	cmd := exec.Command("go", "mod", "download", "-json", module+"@"+version)
+	cmd.Stderr = os.Stderr
+	b, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go mod download %s@%s: %w", module, version, err)
+	}
+	var m struct{ Dir, Error string }
+	if err := json.Unmarshal(b, &m); err != nil {
+		return "", err
+	}
+	if m.Error != "" || m.Dir == "" {
+		return "", fmt.Errorf("go mod download %s@%s: %s", module, version, m.Error)
+	}
+	return m.Dir, nil
+}
+
+func copyFile(from, to string) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, fs.FileMode(0o644))
+}
