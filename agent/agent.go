@@ -194,6 +194,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		bo := *o.BGP
 		bo.NodeName = o.NodeName
 		bo.Informers = shared
+		bo.BFDStateFile = dirs.BFDSessions()
 		bo.Started = func(s *bgp.Speaker) { speaker.Store(s) }
 		sup.Go(supervisor.Part{Name: "bgp", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
 			return bgp.Run(ctx, client, bo, log.With("component", "bgp"))

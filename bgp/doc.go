@@ -8,7 +8,9 @@
 //     annotations, agent flags) without I/O;
 //   - routes.go decides, without I/O, which kernel routes the learned paths call for;
 //   - kernel.go applies that decision to the kernel's main table;
-//   - speaker.go runs GoBGP and keeps its peers and advertisement in line with the config.
+//   - speaker.go runs GoBGP and keeps its peers and advertisement in line with the config;
+//   - bfd/ is BFD (RFC 5880), which GoBGP lacks: run.go resets a session whose peer BFD
+//     declares lost, unless the peer is only restarting (graceful restart).
 package bgp
 
 // GoBGP is built from third_party/gobgp, upstream's release with one edit (hack/gobgpfork).

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/skiff-sh/skiff/bgp/bfd"
 	"github.com/skiff-sh/skiff/bgp/config"
 )
 
@@ -39,6 +40,9 @@ type Options struct {
 	Informers *sharedinformers.Shared
 	// Started, if set, receives the speaker once it runs (metrics read it).
 	Started func(*Speaker)
+	// BFDStateFile keeps the BFD sessions across the agent's restarts (see bfd.Manager);
+	// empty keeps none.
+	BFDStateFile string
 }
 
 // Run keeps the node's BGP speaker and its kernel routes in line with the cluster until ctx
@@ -123,9 +127,27 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 	log.Info("BGP speaker started", "asn", cfg.ASN, "routerID", cfg.RouterID, "nodeMesh", cfg.NodeMesh, "peers", len(cfg.Peers))
 
 	r := &reconciler{sp: sp, kernel: o.Kernel, self: cfg.RouterID, started: time.Now(), log: log, kicks: make(chan struct{}, 1),
-		staleFor: min(cfg.GracefulRestart.RestartTime, 30*time.Second)}
-	if cfg.GracefulRestart.Enabled {
-		r.restartTime = cfg.GracefulRestart.RestartTime
+		staleFor: min(cfg.GracefulRestart.RestartTime, 30*time.Second), lost: map[netip.Addr]bool{}}
+	// BFD beside every session: a lost peer's session is reset at once, and its routes
+	// leave the kernel without the graceful-restart wait.
+	var sessions *bfd.Manager
+	lost := make(chan bfd.Event, 64)
+	var bfdErr <-chan error
+	if cfg.BFD.Enabled {
+		bcfg := bfd.Config{DesiredMinTx: cfg.BFD.TransmitInterval, RequiredMinRx: cfg.BFD.TransmitInterval, DetectMult: cfg.BFD.Multiplier}
+		sessions, bfdErr = processBFD(cfg.RouterID, bcfg, o.BFDStateFile, log.With("protocol", "bfd"))
+		if sessions.Config() != bcfg {
+			log.Warn("BFD settings changed; restart the agent to apply them", "running", sessions.Config(), "configured", bcfg)
+		}
+		sessions.SetHandler(func(ev bfd.Event) {
+			if ev.Lost() {
+				select {
+				case lost <- ev:
+				default:
+				}
+			}
+		})
+		defer sessions.SetHandler(nil)
 	}
 	watchErr := make(chan error, 1)
 	go func() {
@@ -167,6 +189,13 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 			if err := sp.SetPeers(ctx, peers); err != nil {
 				log.Warn("BGP peers", "err", err)
 			}
+			if sessions != nil {
+				addrs := make([]netip.Addr, 0, len(peers))
+				for _, p := range peers {
+					addrs = append(addrs, p.Address)
+				}
+				sessions.SetPeers(addrs)
+			}
 			r.setOwn(append([]netip.Prefix{cidr}, lbs...), len(peers))
 		}
 		select {
@@ -177,6 +206,28 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 			// supervisor restart the speaker (releasing its listeners first).
 			sp.srv.Stop()
 			return fmt.Errorf("BGP watch: %w", err)
+		case err := <-bfdErr:
+			sp.srv.Stop()
+			return fmt.Errorf("BFD: %w", err)
+		case ev := <-lost:
+			peer := ev.Peer
+			states, err := sp.PeerStates(ctx)
+			if st, ok := states[peer]; err == nil && ok && st.State != api.PeerState_ESTABLISHED && st.GracefulRestart && !ev.RemoteControlPlaneIndependent {
+				// The session had already ended and the peer's BFD shares its control plane
+				// (C bit clear): this is the peer restarting, which graceful restart covers
+				// (RFC 5882 4.3.2; FRR's check-control-plane-failure).
+				log.Info("BFD loss ignored: the peer is restarting (graceful restart)", "peer", peer)
+				continue
+			}
+			// The peer is gone: do not wait for the hold timer, and do not keep its routes
+			// as for a restart.
+			r.markLost(peer)
+			if err := sp.ResetPeer(ctx, peer, "BFD: peer lost"); err != nil {
+				log.Warn("BGP reset after BFD loss", "peer", peer, "err", err)
+			} else {
+				log.Info("BGP session reset: BFD lost the peer", "peer", peer)
+			}
+			r.kick()
 		case <-kick:
 		case <-time.After(30 * time.Second):
 		}
@@ -208,6 +259,15 @@ type reconciler struct {
 	// dropped keeps its routes in the kernel (see KeepRestarting).
 	lastUp      map[netip.Addr]time.Time
 	restartTime time.Duration
+	// lost are peers BFD declared gone since their session was last established: their
+	// routes go at once rather than being kept as a restarting peer's.
+	lost map[netip.Addr]bool
+}
+
+func (r *reconciler) markLost(peer netip.Addr) {
+	r.mu.Lock()
+	r.lost[peer] = true
+	r.mu.Unlock()
 }
 
 func (r *reconciler) setOwn(p []netip.Prefix, npeers int) {
@@ -286,7 +346,8 @@ func (r *reconciler) sync(ctx context.Context) error {
 		switch {
 		case st.State == api.PeerState_ESTABLISHED:
 			r.lastUp[addr] = time.Now()
-		case !r.lastUp[addr].IsZero() && time.Since(r.lastUp[addr]) < r.restartTime:
+			delete(r.lost, addr)
+		case !r.lastUp[addr].IsZero() && time.Since(r.lastUp[addr]) < r.restartTime && !r.lost[addr]:
 			restarting[addr] = true
 		}
 	}
@@ -316,4 +377,46 @@ func (r *reconciler) sync(ctx context.Context) error {
 		go func() { time.Sleep(time.Second); r.kick() }()
 	}
 	return err
+}
+
+// processBFD returns the process's BFD manager for local, starting it on first use. It is
+// never stopped: it runs until the process exits, so that when an agent stops, its peers
+// see the BGP connections close (and start graceful restart) before its BFD falls silent,
+// and do not take the silence for a lost node. The channel reports the manager's failure;
+// the next call after one starts a new manager.
+func processBFD(local netip.Addr, cfg bfd.Config, stateFile string, log *slog.Logger) (*bfd.Manager, <-chan error) {
+	bfdManagers.Lock()
+	defer bfdManagers.Unlock()
+	if bfdManagers.m == nil {
+		bfdManagers.m = map[netip.Addr]*runningBFD{}
+	}
+	if r, ok := bfdManagers.m[local]; ok {
+		select {
+		case <-r.done:
+		default:
+			return r.m, r.err
+		}
+	}
+	m := bfd.NewManager(local, cfg, log, nil)
+	m.StateFile = stateFile
+	r := &runningBFD{m: m, done: make(chan struct{}), err: make(chan error, 1)}
+	bfdManagers.m[local] = r
+	go func() {
+		defer close(r.done)
+		if err := r.m.Run(context.Background()); err != nil {
+			r.err <- err
+		}
+	}()
+	return r.m, r.err
+}
+
+type runningBFD struct {
+	m    *bfd.Manager
+	done chan struct{}
+	err  chan error
+}
+
+var bfdManagers struct {
+	sync.Mutex
+	m map[netip.Addr]*runningBFD
 }

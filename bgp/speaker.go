@@ -108,6 +108,12 @@ func (s *Speaker) SetPeers(ctx context.Context, peers []config.Peer) error {
 	return errors.Join(errs...)
 }
 
+// ResetPeer ends the session with peer (a Cease NOTIFICATION, which also ends graceful
+// restart for it, so its routes are withdrawn now) and lets it reconnect.
+func (s *Speaker) ResetPeer(ctx context.Context, peer netip.Addr, why string) error {
+	return s.srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: peer.String(), Communication: why})
+}
+
 func (s *Speaker) apiPeer(p config.Peer) *api.Peer {
 	// config.Resolve fills in the defaults (90 s, hold/3).
 	hold, keepalive := p.HoldTime, p.KeepaliveTime

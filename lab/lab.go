@@ -72,6 +72,16 @@ func errNoLab(name string) error {
 	return fmt.Errorf("no lab named %q (skiff lab up --name %s)", name, name)
 }
 
+// PID is the process a lab host's role runs ("node1", "master", "tor-bgp", ...), as the
+// lab recorded it; 0 if there is none.
+func PID(name, role string) (int, error) {
+	st, err := load(dirOf(name))
+	if err != nil {
+		return 0, err
+	}
+	return st.PIDs[role], nil
+}
+
 // CgroupRoot is where every pod of the lab's nodes gets its cgroup.
 func CgroupRoot(name string) string { return "/skiff/lab-" + name }
 
@@ -165,12 +175,14 @@ func Up(ctx context.Context, o Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	bgpConf := meshConfigMap()
 	if o.ToR != ToRNone {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "skiff-bgp", Namespace: metav1.NamespaceSystem},
-			Data: map[string]string{"config.yaml": bgpConfigMap()}}
-		if _, err := client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("BGP configuration: %w", err)
-		}
+		bgpConf = bgpConfigMap()
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "skiff-bgp", Namespace: metav1.NamespaceSystem},
+		Data: map[string]string{"config.yaml": bgpConf}}
+	if _, err := client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("BGP configuration: %w", err)
 	}
 	for i := 1; i <= o.Nodes; i++ {
 		if err := AddNode(o, i, st); err != nil {

@@ -5,17 +5,35 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // frrConfig makes the ToR an iBGP route reflector for every address on the fabric: nodes
 // need no per-node router configuration (dynamic neighbors), a node added later just
 // connects, and reflected routes keep the originating node as next hop, so traffic between
 // nodes crosses the fabric directly. zebra installs what bgpd learns, so the ToR reaches pods.
+// bfdd runs a BFD session with every node (labBFDMultiplier x labBFDInterval, as the nodes'
+// bfd setting), so a node that hangs or dies leaves the ToR's table in about a second
+// rather than after the hold time.
+// A restarting agent closes its BGP connection before its BFD falls silent (see bgp.Run),
+// so bgpd is already helping it through graceful restart and keeps its routes.
+// (check-control-plane-failure is not set: FRR 8.4 then ignores every BFD loss of a peer
+// with graceful restart whose C bit is clear, which is every skiff node.)
+// (The BIRD lab runs no BFD: the nodes' sessions to it stay Down, which changes nothing.)
 func frrConfig(s Spec) string {
 	return fmt.Sprintf(`frr defaults traditional
 hostname %[1]s
+!
+bfd
+ profile nodes
+  transmit-interval %[5]d
+  receive-interval %[5]d
+  detect-multiplier %[6]d
+ !
 !
 router bgp %[2]d
  bgp router-id %[3]s
@@ -24,6 +42,7 @@ router bgp %[2]d
  bgp graceful-restart
  neighbor nodes peer-group
  neighbor nodes remote-as %[2]d
+ neighbor nodes bfd profile nodes
  bgp listen range %[4]s peer-group nodes
  !
  address-family ipv4 unicast
@@ -32,7 +51,7 @@ router bgp %[2]d
   neighbor nodes route-reflector-client
  exit-address-family
 !
-`, s.ToRHost().Netns, ASN, torAddr, fabric)
+`, s.ToRHost().Netns, ASN, torAddr, fabric, labBFDInterval.Milliseconds(), labBFDMultiplier)
 }
 
 // birdConfig is the same role in BIRD 2: a dynamic iBGP range as route-reflector clients,
@@ -67,7 +86,27 @@ peers:
     asn: %d
     holdTime: 9s
     keepaliveTime: 3s
-`, ASN, torAddr, ASN)) + "\n"
+bfd:
+  transmitInterval: %dms
+  multiplier: %d
+`, ASN, torAddr, ASN, labBFDInterval.Milliseconds(), labBFDMultiplier)) + "\n"
+}
+
+// labBFDInterval x labBFDMultiplier (1.2 s) is the lab's BFD detection time, four times
+// skiff's default (3 x 100 ms). On the shared 2-core VMs the lab runs on, a capture on the
+// fabric showed every node's BFD packets, from real-time threads in separate processes,
+// held up together for up to 830 ms while a new node's agent started (the kernel at 85%
+// system time; packets between namespaces wait for softirq processing), and 300 ms and
+// 600 ms sessions flapped. Dedicated hardware keeps the default.
+const (
+	labBFDInterval   = 300 * time.Millisecond
+	labBFDMultiplier = 4
+)
+
+// meshConfigMap is the cluster's BGP configuration without a ToR: the default node mesh,
+// with BFD between the nodes.
+func meshConfigMap() string {
+	return fmt.Sprintf("bfd:\n  transmitInterval: %dms\n  multiplier: %d\n", labBFDInterval.Milliseconds(), labBFDMultiplier)
 }
 
 // startRouter starts the ToR's routing daemons in its namespace, every path under dir, and
@@ -105,13 +144,13 @@ func startRouter(s Spec, dir string) (map[string]int, error) {
 		if err := os.WriteFile(conf, []byte(frrConfig(s)), 0o644); err != nil {
 			return nil, err
 		}
-		for _, d := range []string{"zebra", "bgpd"} {
+		for _, d := range []string{"zebra", "bgpd", "bfdd"} {
 			pid, err := spawn(tor.Netns, filepath.Join(dir, d+".log"), "/usr/lib/frr/"+d,
 				"-N", tor.Netns, "-u", "frr", "-g", "frr", "-P", "0", "-f", "/dev/null", "-i", filepath.Join(run, d+".pid"))
 			if err != nil {
 				return pids, err
 			}
-			pids["tor-"+map[string]string{"zebra": "zebra", "bgpd": "bgp"}[d]] = pid
+			pids["tor-"+map[string]string{"zebra": "zebra", "bgpd": "bgp", "bfdd": "bfd"}[d]] = pid
 			// bgpd needs zebra's socket.
 			sock := filepath.Join(run, "zserv.api")
 			if d == "zebra" {
@@ -120,8 +159,15 @@ func startRouter(s Spec, dir string) (map[string]int, error) {
 				}
 			}
 		}
-		if err := waitFile(filepath.Join(run, "bgpd.vty"), 20*time.Second); err != nil {
-			return pids, fmt.Errorf("bgpd: %w (see %s)", err, filepath.Join(dir, "bgpd.log"))
+		for _, d := range []string{"bgpd", "bfdd"} {
+			if err := waitFile(filepath.Join(run, d+".vty"), 20*time.Second); err != nil {
+				return pids, fmt.Errorf("%s: %w (see %s)", d, err, filepath.Join(dir, d+".log"))
+			}
+		}
+		// bfdd at real-time priority, as the nodes run theirs and routers run BFD: on this
+		// shared machine an ordinary process waits for a CPU longer than 300 ms at times.
+		if err := realtime(pids["tor-bfd"]); err != nil {
+			return pids, fmt.Errorf("bfdd at real-time priority: %w", err)
 		}
 		out, err := exec.Command("nsenter", "--net=/run/netns/"+tor.Netns, "--", "vtysh", "-N", tor.Netns, "-f", conf).CombinedOutput()
 		if err != nil {
@@ -170,3 +216,21 @@ func waitFile(path string, timeout time.Duration) error {
 
 // frrEtc is the FRR pathspace's configuration directory (removed by Down).
 func frrEtc(s Spec) string { return filepath.Join("/etc/frr", s.ToRHost().Netns) }
+
+// realtime puts every thread of pid in SCHED_FIFO at the priority the nodes' BFD uses.
+func realtime(pid int) error {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if err := unix.SchedSetAttr(tid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 10}, 0); err != nil {
+			return fmt.Errorf("thread %d: %w", tid, err)
+		}
+	}
+	return nil
+}

@@ -49,6 +49,7 @@
 //	    ebgpMultihop: 2        # TTL for eBGP sessions to non-adjacent peers, 1..255
 //	    nodeSelector: {rack: r1}
 //	gracefulRestart: {enabled: true, restartTime: 120s}  # restartTime 1s..4095s
+//	bfd: {enabled: true, transmitInterval: 100ms, multiplier: 3}  # BFD beside every session; off when absent
 //
 // Decoding is strict: unknown fields (including case mismatches such as "ASN"), duplicate
 // keys and values of the wrong type are errors naming the field path, e.g.
@@ -138,7 +139,22 @@ type Config struct {
 	// Peers are the explicit peers that apply to the node, in configuration order.
 	Peers           []Peer
 	GracefulRestart GracefulRestart
+	// BFD runs a BFD session beside every BGP session, taking the BGP session down when
+	// the peer is lost (off unless the ConfigMap's bfd section turns it on).
+	BFD BFD
 }
+
+// BFD are the node's BFD (RFC 5880) settings: a peer is lost after Multiplier intervals
+// without a packet.
+type BFD struct {
+	Enabled          bool
+	TransmitInterval time.Duration
+	Multiplier       uint8
+}
+
+// DefaultBFD detects a lost peer in 300 ms (3 x 100 ms), as FRR's bfdd defaults to 3 x 300 ms
+// and is commonly tuned.
+var DefaultBFD = BFD{TransmitInterval: 100 * time.Millisecond, Multiplier: 3}
 
 // GracefulRestart is the speaker's graceful-restart capability (RFC 4724).
 type GracefulRestart struct {
@@ -214,6 +230,7 @@ func Resolve(cm *corev1.ConfigMap, node *corev1.Node, secret func(name, key stri
 		ListenPort:      DefaultListenPort,
 		NodeMesh:        true,
 		GracefulRestart: GracefulRestart{Enabled: true, RestartTime: DefaultRestartTime},
+		BFD:             DefaultBFD,
 	}
 	if cluster.asn != nil {
 		cfg.ASN = *cluster.asn
@@ -229,6 +246,9 @@ func Resolve(cm *corev1.ConfigMap, node *corev1.Node, secret func(name, key stri
 	}
 	if cluster.grRestartTime != nil {
 		cfg.GracefulRestart.RestartTime = *cluster.grRestartTime
+	}
+	if cluster.bfd != nil {
+		cfg.BFD = *cluster.bfd
 	}
 	cfg.ClusterASN = cfg.ASN
 	specs, specSrc := cluster.peers, cluster.src

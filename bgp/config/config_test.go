@@ -108,6 +108,7 @@ func defaults() Config {
 		ListenPort:      179,
 		NodeMesh:        true,
 		GracefulRestart: GracefulRestart{Enabled: true, RestartTime: 120 * time.Second},
+		BFD:             BFD{TransmitInterval: 100 * time.Millisecond, Multiplier: 3},
 	}
 }
 
@@ -195,6 +196,7 @@ gracefulRestart: {enabled: false, restartTime: 300s}
 			{Address: ip("198.18.0.253"), ASN: 65001, HoldTime: 240 * time.Second, KeepaliveTime: time.Minute, EBGPMultihop: 1, Name: "tor-198.18.0.253"},
 		},
 		GracefulRestart: GracefulRestart{Enabled: false, RestartTime: 300 * time.Second},
+		BFD:             DefaultBFD,
 	}
 	assertConfig(t, got, want)
 	if !reflect.DeepEqual(store.calls, []string{"bgp-secrets/tor"}) {
@@ -544,7 +546,7 @@ func TestResolveErrors(t *testing.T) {
 		{name: "duplicate key", cm: cm("asn: 1\nasn: 2"), want: src + `yaml: unmarshal errors: line 2: key "asn" already set in map`},
 
 		// Unknown fields.
-		{name: "unknown top-level field", cm: cm("asn: 1\nasnn: 2"), want: src + `unknown field "asnn" (known fields: asn, gracefulRestart, listenPort, loadBalancerPools, nodeMesh, peers)`},
+		{name: "unknown top-level field", cm: cm("asn: 1\nasnn: 2"), want: src + `unknown field "asnn" (known fields: asn, bfd, gracefulRestart, listenPort, loadBalancerPools, nodeMesh, peers)`},
 		{name: "wrong case", cm: cm("ASN: 1"), want: src + `unknown field "ASN" (did you mean "asn"? field names are case-sensitive)`},
 		{name: "unknown peer field", cm: cm(peer("password: x")), want: src + `peers[0]: unknown field "password" (known fields: address, asn, ebgpMultihop, holdTime, keepaliveTime, nodeSelector, passwordSecret)`},
 		{name: "unknown peer field in second peer", cm: cm("peers:\n- {address: 198.18.0.1, asn: 1}\n- {address: 198.18.0.2, asn: 1, holdtime: 9s}"),
@@ -1027,5 +1029,37 @@ func TestLoadBalancerPools(t *testing.T) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "198.18.0.2"}}}}
 	if _, err := Resolve(cm("loadBalancerPools: [{cidr: 198.18.200.0/24}]"), node, nil, Overrides{}); err != nil {
 		t.Errorf("Resolve with pools: %v", err)
+	}
+}
+
+func TestResolveBFD(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		want       BFD
+		err        string
+	}{
+		{"absent", "asn: 64512\n", BFD{TransmitInterval: 100 * time.Millisecond, Multiplier: 3}, ""},
+		{"empty section turns it on", "bfd: {}\n", BFD{Enabled: true, TransmitInterval: 100 * time.Millisecond, Multiplier: 3}, ""},
+		{"tuned", "bfd: {transmitInterval: 50ms, multiplier: 5}\n", BFD{Enabled: true, TransmitInterval: 50 * time.Millisecond, Multiplier: 5}, ""},
+		{"off", "bfd: {enabled: false}\n", BFD{TransmitInterval: 100 * time.Millisecond, Multiplier: 3}, ""},
+		{"too fast", "bfd: {transmitInterval: 5ms}\n", BFD{}, "bfd.transmitInterval: 5ms must be whole milliseconds from 10ms to 1m"},
+		{"sub-millisecond", "bfd: {transmitInterval: 10.5ms}\n", BFD{}, "must be whole milliseconds"},
+		{"multiplier 0", "bfd: {multiplier: 0}\n", BFD{}, "bfd.multiplier"},
+		{"unknown field", "bfd: {interval: 1s}\n", BFD{}, `bfd: unknown field "interval"`},
+	} {
+		got, err := Resolve(cm(tc.yaml), self(), nil, Overrides{})
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if got.BFD != tc.want {
+			t.Errorf("%s: BFD %+v, want %+v", tc.name, got.BFD, tc.want)
+		}
 	}
 }

@@ -24,6 +24,7 @@ type fileConfig struct {
 	ListenPort      json.RawMessage      `json:"listenPort"`
 	Peers           []filePeer           `json:"peers"`
 	GracefulRestart *fileGracefulRestart `json:"gracefulRestart"`
+	BFD             *fileBFD             `json:"bfd"`
 	// LoadBalancerPools are read by the control plane's LoadBalancer address allocator
 	// (LoadBalancerPools); the speakers only accept them.
 	LoadBalancerPools []filePool `json:"loadBalancerPools"`
@@ -47,6 +48,12 @@ type filePeer struct {
 type fileSecretRef struct {
 	Name string `json:"name"`
 	Key  string `json:"key"`
+}
+
+type fileBFD struct {
+	Enabled          json.RawMessage `json:"enabled"`
+	TransmitInterval json.RawMessage `json:"transmitInterval"`
+	Multiplier       json.RawMessage `json:"multiplier"`
 }
 
 type fileGracefulRestart struct {
@@ -96,6 +103,9 @@ var (
 		"peers":      peerListShape,
 		"gracefulRestart": {what: "a mapping", kind: shapeObject, fields: map[string]*shape{
 			"enabled": scalar("a boolean"), "restartTime": scalar("a duration"),
+		}},
+		"bfd": {what: "a mapping", kind: shapeObject, fields: map[string]*shape{
+			"enabled": scalar("a boolean"), "transmitInterval": scalar("a duration"), "multiplier": scalar("an integer"),
 		}},
 		"loadBalancerPools": {what: "a list of pools", kind: shapeList, elem: &shape{what: "a mapping", kind: shapeObject, fields: map[string]*shape{
 			"cidr": scalar("a CIDR"),
@@ -418,6 +428,7 @@ type clusterSettings struct {
 	peers         []peerSpec
 	grEnabled     *bool
 	grRestartTime *time.Duration
+	bfd           *BFD
 }
 
 func parseConfigMap(cm *corev1.ConfigMap) (clusterSettings, error) {
@@ -464,10 +475,44 @@ func parseConfigMap(cm *corev1.ConfigMap) (clusterSettings, error) {
 			}
 		}
 	}
+	if b := f.BFD; b != nil {
+		if cs.bfd, err = parseBFD(src, b); err != nil {
+			return clusterSettings{}, err
+		}
+	}
 	if cs.peers, err = parsePeers(src, "peers", f.Peers); err != nil {
 		return clusterSettings{}, err
 	}
 	return cs, nil
+}
+
+// parseBFD reads the bfd section: given at all, it is on unless enabled says false.
+func parseBFD(src string, f *fileBFD) (*BFD, error) {
+	b := DefaultBFD
+	b.Enabled = true
+	on, err := rawBool(src, "bfd.enabled", f.Enabled)
+	if err != nil {
+		return nil, err
+	}
+	if on != nil {
+		b.Enabled = *on
+	}
+	iv, err := rawDuration(src, "bfd.transmitInterval", f.TransmitInterval)
+	if err != nil {
+		return nil, err
+	}
+	if iv != nil {
+		if *iv < 10*time.Millisecond || *iv > time.Minute || *iv%time.Millisecond != 0 {
+			return nil, fieldError(src, "bfd.transmitInterval", "%s must be whole milliseconds from 10ms to 1m", *iv)
+		}
+		b.TransmitInterval = *iv
+	}
+	if v, ok, err := rawInt(src, "bfd.multiplier", f.Multiplier, 1, 255); err != nil {
+		return nil, err
+	} else if ok {
+		b.Multiplier = uint8(v)
+	}
+	return &b, nil
 }
 
 // annotationSettings is what the node's annotations set.

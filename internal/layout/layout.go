@@ -64,6 +64,9 @@ func (a Agent) CNISocket() string { return filepath.Join(a.Dir, "cni.sock") }
 // IPAM is the pod address allocations file.
 func (a Agent) IPAM() string { return filepath.Join(a.Dir, "ipam.json") }
 
+// BFDSessions is where the BFD sessions are kept across the agent's restarts.
+func (a Agent) BFDSessions() string { return filepath.Join(a.Dir, "bfd-sessions.json") }
+
 // Pods holds each pod's volumes.
 func (a Agent) Pods() string { return filepath.Join(a.Dir, "pods") }
 

@@ -6,12 +6,14 @@ package lab
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -574,6 +576,10 @@ func runLab(t *testing.T, name, tor string) {
 		return err == nil && len(lines) > 1 && strings.Count(peers, "ESTABLISHED") == len(lines)-1, peers
 	})
 	step("node1's sessions re-established")
+	if tor == "frr" {
+		l.bfd()
+		step("BFD: every node up at the ToR; a hung node withdrawn by BFD, back when it resumes")
+	}
 	// Session states and route counts as Prometheus metrics on the agent's loopback address.
 	netutil := filepath.Join(filepath.Dir(l.bin), "netutil")
 	framework.Eventually(t, 20*time.Second, "node1's BGP metrics", func() (bool, string) {
@@ -1160,4 +1166,70 @@ func containerPID(t *testing.T, l *lab, p *corev1.Pod) int {
 	node := strings.TrimPrefix(p.Spec.NodeName, l.name+"-")
 	sock := filepath.Join("/var/lib/skiff/lab", l.name, node, "containerd", "containerd.sock")
 	return framework.ContainerPID(t, l.ctx, sock, p.Status.ContainerStatuses[0].ContainerID, "")
+}
+
+// bfd checks the nodes' BFD sessions with the ToR's bfdd: every node's is up; a node whose
+// agent hangs (SIGSTOP: no BFD, no keepalive, no FIN) has its pod block withdrawn by the
+// ToR long before the 9 s hold time would; and once it resumes,
+// its sessions and its block come back. (The agent restart just before, with its
+// continuous ping, is the other half: a restart is not taken for a loss.)
+func (l *lab) bfd() {
+	t := l.t
+	framework.Eventually(t, 30*time.Second, "every node's BFD session up at the ToR", func() (bool, string) {
+		out, err := l.in("tor", "vtysh", "-N", l.name+"-tor", "-c", "show bfd peers json")
+		if err != nil {
+			return false, out
+		}
+		var peers []struct{ Peer, Status string }
+		if err := json.Unmarshal([]byte(out), &peers); err != nil {
+			return false, out
+		}
+		up := map[string]bool{}
+		for _, p := range peers {
+			up[p.Peer] = p.Status == "up"
+		}
+		for _, a := range []string{"198.18.0.1", "198.18.0.2", "198.18.0.3", "198.18.0.4"} {
+			if !up[a] {
+				return false, out
+			}
+		}
+		return true, ""
+	})
+	cidr := l.podCIDRs()["node3"]
+	pid, err := skifflab.PID(l.name, "node3")
+	if err != nil || pid == 0 {
+		t.Fatalf("node3's agent: pid %d, %v", pid, err)
+	}
+	routes := func() string { out, _ := l.in("tor", "ip", "route", "show", cidr); return out }
+	if !strings.Contains(routes(), "proto bgp") {
+		t.Fatalf("the ToR has no route to node3's %s: %q", cidr, routes())
+	}
+	stopped := time.Now()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
+	defer resume()
+	framework.Eventually(t, 20*time.Second, "the ToR withdraws hung node3's block", func() (bool, string) {
+		out := routes()
+		return out == "", out
+	})
+	// Not a speed target but which timer fired: with keepalives every 3 s and a 9 s hold
+	// time, the hold timer cannot end the session sooner than 6 s after SIGSTOP.
+	took := time.Since(stopped)
+	t.Logf("hung node3's block left the ToR %v after SIGSTOP (BFD 4 x 300 ms in the lab; the hold time is 9 s)", took.Round(time.Millisecond))
+	if took >= 6*time.Second {
+		t.Errorf("node3's block left the ToR %v after SIGSTOP: the hold timer's doing, not BFD's", took)
+	}
+	resume()
+	framework.Eventually(t, 60*time.Second, "node3's block back at the ToR after it resumes", func() (bool, string) {
+		out := routes()
+		return strings.Contains(out, "proto bgp"), out
+	})
 }
