@@ -54,7 +54,7 @@ bench: deps build kube-proxy coredns ## benchmarks: API and watch latency, idle 
 	$(GO) test -run '^$$' -bench Schedule -benchtime 1x -timeout 20m ./controlplane/scheduler/core | tee -a bench.out
 	$(GO) test -run '^$$' -bench SchedulerThroughAPI -benchtime 1x -timeout 40m ./tests/bench/... | tee -a bench.out
 	$(GO) test -run '^$$' -bench PodStartup -benchtime 1x -timeout 20m ./tests/bench/... | tee -a bench.out
-	$(GO) test -run '^$$' -bench BGPRoutePropagation -benchtime 5x -timeout 20m ./tests/bench/... | tee -a bench.out
+	$(GO) test -run '^$$' -bench BGPRoutePropagation -benchtime 1x -timeout 20m ./tests/bench/... | tee -a bench.out
 	$(GO) test -run '^$$' -bench 'ProgramServices|ProgramChange' -benchtime 3x -timeout 20m ./dataplane/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench Connect -benchtime 2000x -timeout 20m ./dataplane/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench PolicyVerdict -benchtime 3x -timeout 20m ./dataplane/ | tee -a bench.out
