@@ -23,6 +23,7 @@ import (
 
 	"github.com/skiff-sh/skiff/controlplane/controllers/clusterdns"
 	"github.com/skiff-sh/skiff/controlplane/controllers/clusterroleaggregation"
+	"github.com/skiff-sh/skiff/controlplane/controllers/cronjob"
 	"github.com/skiff-sh/skiff/controlplane/controllers/csrapproving"
 	"github.com/skiff-sh/skiff/controlplane/controllers/csrsigning"
 	"github.com/skiff-sh/skiff/controlplane/controllers/daemonset"
@@ -30,6 +31,7 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/controllers/endpointslice"
 	"github.com/skiff-sh/skiff/controlplane/controllers/endpointslicemirroring"
 	"github.com/skiff-sh/skiff/controlplane/controllers/garbagecollector"
+	"github.com/skiff-sh/skiff/controlplane/controllers/job"
 	"github.com/skiff-sh/skiff/controlplane/controllers/lbipam"
 	"github.com/skiff-sh/skiff/controlplane/controllers/namespace"
 	"github.com/skiff-sh/skiff/controlplane/controllers/nodeipam"
@@ -37,6 +39,7 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/controllers/replicaset"
 	"github.com/skiff-sh/skiff/controlplane/controllers/rootcacert"
 	"github.com/skiff-sh/skiff/controlplane/controllers/serviceaccount"
+	"github.com/skiff-sh/skiff/controlplane/controllers/ttlafterfinished"
 	"github.com/skiff-sh/skiff/controlplane/healthserver"
 	"github.com/skiff-sh/skiff/controlplane/leader"
 )
@@ -180,6 +183,15 @@ func runControllers(ctx context.Context, cfg *rest.Config, root kubernetes.Inter
 		}},
 		{daemonset.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
 			return daemonset.New(c, apps.DaemonSets(), core.Nodes(), core.Pods(), recorder(daemonset.Name), log), nil
+		}},
+		{job.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
+			return job.New(c, factory.Batch().V1().Jobs(), core.Pods(), recorder(job.Name), log), nil
+		}},
+		{cronjob.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
+			return cronjob.New(c, factory.Batch().V1().CronJobs(), factory.Batch().V1().Jobs(), recorder(cronjob.Name), log), nil
+		}},
+		{ttlafterfinished.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
+			return ttlafterfinished.New(c, factory.Batch().V1().Jobs(), log), nil
 		}},
 		{garbagecollector.Name, func(c kubernetes.Interface, ccfg *rest.Config) (runner, error) {
 			md, err := metadata.NewForConfig(ccfg)

@@ -6,6 +6,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -80,6 +81,7 @@ func Storage(o Options) (map[schema.GroupVersion]map[string]rest.Storage, error)
 			return add(core, m, err)
 		},
 		func() error { m, err := apps(opts); return add(appsv1.SchemeGroupVersion, m, err) },
+		func() error { m, err := batch(opts); return add(batchv1.SchemeGroupVersion, m, err) },
 		func() error { m, err := endpointSlices(opts); return add(discoveryv1.SchemeGroupVersion, m, err) },
 		func() error { m, err := leases(opts); return add(coordinationv1.SchemeGroupVersion, m, err) },
 		func() error { m, err := networkPolicies(opts); return add(networkingv1.SchemeGroupVersion, m, err) },

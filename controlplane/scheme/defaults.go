@@ -1,9 +1,11 @@
 package scheme
 
 import (
+	"math"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -64,6 +66,8 @@ func addDefaultingFuncs(s *runtime.Scheme) error {
 		DefaultPodSpec(&rs.Spec.Template.Spec)
 	})
 	s.AddTypeDefaultingFunc(&appsv1.DaemonSet{}, func(o any) { DefaultDaemonSet(o.(*appsv1.DaemonSet)) })
+	s.AddTypeDefaultingFunc(&batchv1.Job{}, func(o any) { DefaultJob(o.(*batchv1.Job)) })
+	s.AddTypeDefaultingFunc(&batchv1.CronJob{}, func(o any) { DefaultCronJob(o.(*batchv1.CronJob)) })
 	s.AddTypeDefaultingFunc(&discoveryv1.EndpointSlice{}, func(o any) {
 		es := o.(*discoveryv1.EndpointSlice)
 		for i := range es.Ports {
@@ -284,6 +288,73 @@ func DefaultDeployment(d *appsv1.Deployment) {
 		d.Spec.ProgressDeadlineSeconds = ptr.To[int32](600)
 	}
 	DefaultPodSpec(&d.Spec.Template.Spec)
+}
+
+// DefaultJob applies upstream's batch/v1 Job defaults: one pod at a time, six retries,
+// completions 1 when parallelism is unset too, NonIndexed, pods replaced once terminating
+// or failed (Failed with a podFailurePolicy, as upstream requires).
+func DefaultJob(j *batchv1.Job) {
+	defaultJobSpec(&j.Spec)
+}
+
+func defaultJobSpec(s *batchv1.JobSpec) {
+	if s.Completions == nil && s.Parallelism == nil {
+		s.Completions = ptr.To[int32](1)
+		s.Parallelism = ptr.To[int32](1)
+	}
+	if s.Parallelism == nil {
+		s.Parallelism = ptr.To[int32](1)
+	}
+	if s.BackoffLimit == nil {
+		if s.BackoffLimitPerIndex != nil {
+			s.BackoffLimit = ptr.To[int32](math.MaxInt32)
+		} else {
+			s.BackoffLimit = ptr.To[int32](6)
+		}
+	}
+	if s.CompletionMode == nil {
+		s.CompletionMode = ptr.To(batchv1.NonIndexedCompletion)
+	}
+	if s.Suspend == nil {
+		s.Suspend = ptr.To(false)
+	}
+	if s.ManualSelector == nil {
+		s.ManualSelector = ptr.To(false)
+	}
+	if s.PodReplacementPolicy == nil {
+		if s.PodFailurePolicy != nil {
+			s.PodReplacementPolicy = ptr.To(batchv1.Failed)
+		} else {
+			s.PodReplacementPolicy = ptr.To(batchv1.TerminatingOrFailed)
+		}
+	}
+	if s.PodFailurePolicy != nil {
+		for i := range s.PodFailurePolicy.Rules {
+			for j := range s.PodFailurePolicy.Rules[i].OnPodConditions {
+				if s.PodFailurePolicy.Rules[i].OnPodConditions[j].Status == "" {
+					s.PodFailurePolicy.Rules[i].OnPodConditions[j].Status = corev1.ConditionTrue
+				}
+			}
+		}
+	}
+	DefaultPodSpec(&s.Template.Spec)
+}
+
+// DefaultCronJob applies upstream's batch/v1 CronJob defaults.
+func DefaultCronJob(c *batchv1.CronJob) {
+	if c.Spec.ConcurrencyPolicy == "" {
+		c.Spec.ConcurrencyPolicy = batchv1.AllowConcurrent
+	}
+	if c.Spec.Suspend == nil {
+		c.Spec.Suspend = ptr.To(false)
+	}
+	if c.Spec.SuccessfulJobsHistoryLimit == nil {
+		c.Spec.SuccessfulJobsHistoryLimit = ptr.To[int32](3)
+	}
+	if c.Spec.FailedJobsHistoryLimit == nil {
+		c.Spec.FailedJobsHistoryLimit = ptr.To[int32](1)
+	}
+	defaultJobSpec(&c.Spec.JobTemplate.Spec)
 }
 
 // DefaultDaemonSet applies upstream's apps/v1 DaemonSet defaults.

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -31,6 +32,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte("apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec:\n  ports: [{port: 80, targetPort: web}]\n"))
 	f.Add([]byte(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d"},"spec":{"selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[{"name":"c","image":"i","resources":{"limits":{"cpu":"1"}}}]}}}}`))
 	f.Add([]byte(`{"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy","metadata":{"name":"n"},"spec":{"podSelector":{},"ingress":[{"ports":[{"port":"http"}]}]}}`))
+	f.Add([]byte(`{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j"},"spec":{"completionMode":"Indexed","completions":3,"template":{"spec":{"restartPolicy":"Never","containers":[{"name":"c","image":"i"}]}}}}`))
+	f.Add([]byte(`{"apiVersion":"batch/v1","kind":"CronJob","metadata":{"name":"c"},"spec":{"schedule":"*/5 * * * *","timeZone":"Europe/Paris","jobTemplate":{"spec":{"template":{"spec":{"restartPolicy":"OnFailure","containers":[{"name":"c","image":"i"}]}}}}}}`))
+	f.Add([]byte(`{"apiVersion":"batch/v1","kind":"CronJob","metadata":{"name":"c"},"spec":{"schedule":"TZ=0 * * * * *"}}`))
 	f.Add([]byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x"`))
 	f.Add([]byte("k8s\x00\x0a\xff\xff\xff"))
 	decoder := scheme.Codecs.UniversalDeserializer()
@@ -69,6 +73,13 @@ func FuzzDecode(f *testing.F) {
 		case *appsv1.DaemonSet:
 			validation.DaemonSet(o)
 			printers.DaemonSets.ConvertToTable(ctx, o, nil)
+		case *batchv1.Job:
+			validation.Job(o)
+			validation.JobUpdate(o, o.DeepCopy())
+			printers.Jobs.ConvertToTable(ctx, o, nil)
+		case *batchv1.CronJob:
+			validation.CronJob(o)
+			printers.CronJobs.ConvertToTable(ctx, o, nil)
 		case *discoveryv1.EndpointSlice:
 			validation.EndpointSlice(o)
 			printers.EndpointSlices.ConvertToTable(ctx, o, nil)

@@ -15,6 +15,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -43,6 +44,7 @@ var ParameterCodec = runtime.NewParameterCodec(Scheme)
 var Served = []schema.GroupVersion{
 	corev1.SchemeGroupVersion,
 	appsv1.SchemeGroupVersion,
+	batchv1.SchemeGroupVersion,
 	discoveryv1.SchemeGroupVersion,
 	coordinationv1.SchemeGroupVersion,
 	eventsv1.SchemeGroupVersion,
@@ -62,6 +64,7 @@ var groups = []struct {
 }{
 	{corev1.SchemeGroupVersion, corev1.AddToScheme, corev1.Pod{}},
 	{appsv1.SchemeGroupVersion, appsv1.AddToScheme, appsv1.Deployment{}},
+	{batchv1.SchemeGroupVersion, batchv1.AddToScheme, batchv1.Job{}},
 	{discoveryv1.SchemeGroupVersion, discoveryv1.AddToScheme, discoveryv1.EndpointSlice{}},
 	{coordinationv1.SchemeGroupVersion, coordinationv1.AddToScheme, coordinationv1.Lease{}},
 	{eventsv1.SchemeGroupVersion, eventsv1.AddToScheme, eventsv1.Event{}},

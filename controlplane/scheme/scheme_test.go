@@ -38,7 +38,9 @@ func TestSchemeRecognizes(t *testing.T) {
 		// Only a group's own kinds get an internal twin, not meta/v1's option types.
 		{internal("", "ListOptions"), false},
 		{internal("apps", "DeleteOptions"), false},
-		{schema.GroupVersionKind{Group: "batch", Version: "v1", Kind: "Job"}, false},
+		{schema.GroupVersionKind{Group: "batch", Version: "v1", Kind: "Job"}, true},
+		{internal("batch", "CronJob"), true},
+		{schema.GroupVersionKind{Group: "batch", Version: "v1", Kind: "Bogus"}, false},
 		{schema.GroupVersionKind{Version: "v1", Kind: "Bogus"}, false},
 	} {
 		if got := Scheme.Recognizes(tc.gvk); got != tc.want {

@@ -90,14 +90,19 @@ func PodUpdate(p, old *corev1.Pod) field.ErrorList {
 // PodTemplate validates the pod template of a workload; restartPolicy must be Always unless
 // allowedRestart says otherwise.
 func PodTemplate(t *corev1.PodTemplateSpec, fld *field.Path) field.ErrorList {
-	errs := apivalidation.ValidateAnnotations(t.Annotations, fld.Child("metadata", "annotations"))
-	errs = append(errs, metav1validation.ValidateLabels(t.Labels, fld.Child("metadata", "labels"))...)
-	errs = append(errs, PodSpec(&t.Spec, fld.Child("spec"))...)
+	errs := podTemplateAnyRestart(t, fld)
 	if t.Spec.RestartPolicy != corev1.RestartPolicyAlways {
 		errs = append(errs, field.NotSupported(fld.Child("spec", "restartPolicy"), t.Spec.RestartPolicy,
 			[]string{string(corev1.RestartPolicyAlways)}))
 	}
 	return errs
+}
+
+// podTemplateAnyRestart is PodTemplate without its restartPolicy rule (Jobs have their own).
+func podTemplateAnyRestart(t *corev1.PodTemplateSpec, fld *field.Path) field.ErrorList {
+	errs := apivalidation.ValidateAnnotations(t.Annotations, fld.Child("metadata", "annotations"))
+	errs = append(errs, metav1validation.ValidateLabels(t.Labels, fld.Child("metadata", "labels"))...)
+	return append(errs, PodSpec(&t.Spec, fld.Child("spec"))...)
 }
 
 // PodTemplateObject validates a core/v1 PodTemplate: its metadata and its template, whose
