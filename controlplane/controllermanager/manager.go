@@ -28,6 +28,7 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/controllers/csrsigning"
 	"github.com/skiff-sh/skiff/controlplane/controllers/daemonset"
 	"github.com/skiff-sh/skiff/controlplane/controllers/deployment"
+	"github.com/skiff-sh/skiff/controlplane/controllers/disruption"
 	"github.com/skiff-sh/skiff/controlplane/controllers/endpointslice"
 	"github.com/skiff-sh/skiff/controlplane/controllers/endpointslicemirroring"
 	"github.com/skiff-sh/skiff/controlplane/controllers/garbagecollector"
@@ -37,6 +38,7 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/controllers/nodeipam"
 	"github.com/skiff-sh/skiff/controlplane/controllers/nodelifecycle"
 	"github.com/skiff-sh/skiff/controlplane/controllers/replicaset"
+	"github.com/skiff-sh/skiff/controlplane/controllers/replicationcontroller"
 	"github.com/skiff-sh/skiff/controlplane/controllers/rootcacert"
 	"github.com/skiff-sh/skiff/controlplane/controllers/serviceaccount"
 	"github.com/skiff-sh/skiff/controlplane/controllers/ttlafterfinished"
@@ -184,8 +186,15 @@ func runControllers(ctx context.Context, cfg *rest.Config, root kubernetes.Inter
 		{daemonset.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
 			return daemonset.New(c, apps.DaemonSets(), core.Nodes(), core.Pods(), recorder(daemonset.Name), log), nil
 		}},
+		{replicationcontroller.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
+			return replicationcontroller.New(c, core.ReplicationControllers(), core.Pods(), recorder(replicationcontroller.Name), log), nil
+		}},
 		{job.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
 			return job.New(c, factory.Batch().V1().Jobs(), core.Pods(), recorder(job.Name), log), nil
+		}},
+		{disruption.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
+			return disruption.New(c, factory.Policy().V1().PodDisruptionBudgets(), core.Pods(), apps.ReplicaSets(), apps.Deployments(),
+				recorder(disruption.Name), log), nil
 		}},
 		{cronjob.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
 			return cronjob.New(c, factory.Batch().V1().CronJobs(), factory.Batch().V1().Jobs(), recorder(cronjob.Name), log), nil

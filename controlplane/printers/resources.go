@@ -452,3 +452,27 @@ var NetworkPolicies = New(func(o runtime.Object) []any {
 	np := o.(*networkingv1.NetworkPolicy)
 	return []any{selector(&np.Spec.PodSelector), Age(np.CreationTimestamp)}
 }, Column{Name: "Pod-Selector"}, AgeColumn)
+
+// ReplicationControllers prints NAME DESIRED CURRENT READY AGE, wide: CONTAINERS IMAGES
+// SELECTOR.
+var ReplicationControllers = New(func(o runtime.Object) []any {
+	rc := o.(*corev1.ReplicationController)
+	want := int32(0)
+	if rc.Spec.Replicas != nil {
+		want = *rc.Spec.Replicas
+	}
+	var c, i string
+	if rc.Spec.Template != nil {
+		c, i = containersAndImages(rc.Spec.Template.Spec)
+	}
+	return []any{int64(want), int64(rc.Status.Replicas), int64(rc.Status.ReadyReplicas), Age(rc.CreationTimestamp), c, i,
+		none(labels.SelectorFromSet(rc.Spec.Selector).String())}
+},
+	Column{Name: "Desired", Type: "integer", Description: "Number of desired pods."},
+	Column{Name: "Current", Type: "integer", Description: "Number of actual replicas."},
+	Column{Name: "Ready", Type: "integer", Description: "Number of ready replicas."},
+	AgeColumn,
+	Column{Name: "Containers", Wide: true, Description: "Names of each container in the template."},
+	Column{Name: "Images", Wide: true, Description: "Images referenced by each container in the template."},
+	Column{Name: "Selector", Wide: true, Description: "Label selector for pods."},
+)

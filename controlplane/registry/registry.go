@@ -13,6 +13,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/registry/generic"
@@ -80,11 +81,23 @@ func Storage(o Options) (map[schema.GroupVersion]map[string]rest.Storage, error)
 			}
 			return add(core, m, err)
 		},
+		func() error { m, err := replicationControllers(opts); return add(core, m, err) },
 		func() error { m, err := apps(opts); return add(appsv1.SchemeGroupVersion, m, err) },
 		func() error { m, err := batch(opts); return add(batchv1.SchemeGroupVersion, m, err) },
 		func() error { m, err := endpointSlices(opts); return add(discoveryv1.SchemeGroupVersion, m, err) },
 		func() error { m, err := leases(opts); return add(coordinationv1.SchemeGroupVersion, m, err) },
 		func() error { m, err := networkPolicies(opts); return add(networkingv1.SchemeGroupVersion, m, err) },
+		func() error {
+			m, err := podDisruptionBudgets(opts)
+			if err != nil {
+				return err
+			}
+			if err := add(policyv1.SchemeGroupVersion, m, nil); err != nil {
+				return err
+			}
+			return add(core, map[string]rest.Storage{"pods/eviction": &EvictionREST{pods: out[core]["pods"].(*REST).Store,
+				pdbs: m["poddisruptionbudgets"].(*REST).Store, pdbStatus: m["poddisruptionbudgets/status"].(*StatusREST)}}, nil)
+		},
 		func() error { m, err := serviceCIDRs(opts); return add(networkingv1.SchemeGroupVersion, m, err) },
 		func() error {
 			m, err := certificateSigningRequests(opts)

@@ -1,6 +1,7 @@
 package scheme
 
 import (
+	"maps"
 	"math"
 	"strings"
 
@@ -66,6 +67,22 @@ func addDefaultingFuncs(s *runtime.Scheme) error {
 		DefaultPodSpec(&rs.Spec.Template.Spec)
 	})
 	s.AddTypeDefaultingFunc(&appsv1.DaemonSet{}, func(o any) { DefaultDaemonSet(o.(*appsv1.DaemonSet)) })
+	s.AddTypeDefaultingFunc(&corev1.ReplicationController{}, func(o any) {
+		// As upstream's v1 defaults: the selector and the labels default to the template's.
+		rc := o.(*corev1.ReplicationController)
+		if rc.Spec.Template != nil {
+			if len(rc.Spec.Selector) == 0 {
+				rc.Spec.Selector = maps.Clone(rc.Spec.Template.Labels)
+			}
+			if len(rc.Labels) == 0 {
+				rc.Labels = maps.Clone(rc.Spec.Template.Labels)
+			}
+			DefaultPodSpec(&rc.Spec.Template.Spec)
+		}
+		if rc.Spec.Replicas == nil {
+			rc.Spec.Replicas = ptr.To[int32](1)
+		}
+	})
 	s.AddTypeDefaultingFunc(&batchv1.Job{}, func(o any) { DefaultJob(o.(*batchv1.Job)) })
 	s.AddTypeDefaultingFunc(&batchv1.CronJob{}, func(o any) { DefaultCronJob(o.(*batchv1.CronJob)) })
 	s.AddTypeDefaultingFunc(&discoveryv1.EndpointSlice{}, func(o any) {

@@ -32,6 +32,7 @@ var fieldLabels = map[schema.GroupVersionKind][]string{
 	},
 	{Group: "apps", Version: "v1", Kind: "ReplicaSet"}:                               {"status.replicas"},
 	{Group: "certificates.k8s.io", Version: "v1", Kind: "CertificateSigningRequest"}: {"spec.signerName"},
+	corev1.SchemeGroupVersion.WithKind("ReplicationController"):                      {"status.replicas"},
 	{Group: "batch", Version: "v1", Kind: "Job"}:                                     {"status.successful"},
 }
 

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -35,6 +36,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j"},"spec":{"completionMode":"Indexed","completions":3,"template":{"spec":{"restartPolicy":"Never","containers":[{"name":"c","image":"i"}]}}}}`))
 	f.Add([]byte(`{"apiVersion":"batch/v1","kind":"CronJob","metadata":{"name":"c"},"spec":{"schedule":"*/5 * * * *","timeZone":"Europe/Paris","jobTemplate":{"spec":{"template":{"spec":{"restartPolicy":"OnFailure","containers":[{"name":"c","image":"i"}]}}}}}}`))
 	f.Add([]byte(`{"apiVersion":"batch/v1","kind":"CronJob","metadata":{"name":"c"},"spec":{"schedule":"TZ=0 * * * * *"}}`))
+	f.Add([]byte(`{"apiVersion":"v1","kind":"ReplicationController","metadata":{"name":"r"},"spec":{"replicas":2,"template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[{"name":"c","image":"i"}]}}}}`))
+	f.Add([]byte(`{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","metadata":{"name":"p"},"spec":{"minAvailable":"50%","selector":{"matchLabels":{"a":"b"}}}}`))
 	f.Add([]byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x"`))
 	f.Add([]byte("k8s\x00\x0a\xff\xff\xff"))
 	decoder := scheme.Codecs.UniversalDeserializer()
@@ -80,6 +83,12 @@ func FuzzDecode(f *testing.F) {
 		case *batchv1.CronJob:
 			validation.CronJob(o)
 			printers.CronJobs.ConvertToTable(ctx, o, nil)
+		case *corev1.ReplicationController:
+			validation.ReplicationController(o)
+			printers.ReplicationControllers.ConvertToTable(ctx, o, nil)
+		case *policyv1.PodDisruptionBudget:
+			validation.PodDisruptionBudget(o)
+			printers.PodDisruptionBudgets.ConvertToTable(ctx, o, nil)
 		case *discoveryv1.EndpointSlice:
 			validation.EndpointSlice(o)
 			printers.EndpointSlices.ConvertToTable(ctx, o, nil)

@@ -22,6 +22,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -49,6 +50,7 @@ var Served = []schema.GroupVersion{
 	coordinationv1.SchemeGroupVersion,
 	eventsv1.SchemeGroupVersion,
 	networkingv1.SchemeGroupVersion,
+	policyv1.SchemeGroupVersion,
 	authenticationv1.SchemeGroupVersion,
 	authorizationv1.SchemeGroupVersion,
 	rbacv1.SchemeGroupVersion,
@@ -69,6 +71,7 @@ var groups = []struct {
 	{coordinationv1.SchemeGroupVersion, coordinationv1.AddToScheme, coordinationv1.Lease{}},
 	{eventsv1.SchemeGroupVersion, eventsv1.AddToScheme, eventsv1.Event{}},
 	{networkingv1.SchemeGroupVersion, networkingv1.AddToScheme, networkingv1.NetworkPolicy{}},
+	{policyv1.SchemeGroupVersion, policyv1.AddToScheme, policyv1.PodDisruptionBudget{}},
 	{autoscalingv1.SchemeGroupVersion, autoscalingv1.AddToScheme, autoscalingv1.Scale{}},
 	{authenticationv1.SchemeGroupVersion, authenticationv1.AddToScheme, authenticationv1.TokenRequest{}},
 	{certificatesv1.SchemeGroupVersion, certificatesv1.AddToScheme, certificatesv1.CertificateSigningRequest{}},

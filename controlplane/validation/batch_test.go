@@ -109,3 +109,22 @@ func TestCronJobValidation(t *testing.T) {
 		t.Errorf("Europe/Paris: %v", errs)
 	}
 }
+
+func TestReplicationControllerAndBudgetValidation(t *testing.T) {
+	j := validJob()
+	tmpl := j.Spec.Template.DeepCopy()
+	tmpl.Spec.RestartPolicy = corev1.RestartPolicyAlways
+	rc := &corev1.ReplicationController{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "ns"},
+		Spec: corev1.ReplicationControllerSpec{Selector: map[string]string{"a": "b"}, Template: tmpl}}
+	if errs := ReplicationController(rc); len(errs) > 0 {
+		t.Fatalf("valid rc: %v", errs)
+	}
+	rc.Spec.Selector = map[string]string{"a": "c"}
+	if errs := ReplicationController(rc); !strings.Contains(errs.ToAggregate().Error(), "`selector` does not match template `labels`") {
+		t.Errorf("mismatched selector: %v", errs)
+	}
+	rc.Spec.Template = nil
+	if errs := ReplicationController(rc); !strings.Contains(errs.ToAggregate().Error(), "spec.template: Required value") {
+		t.Errorf("no template: %v", errs)
+	}
+}

@@ -73,10 +73,27 @@ func (c *Controller) podEvent(obj any) {
 	if !ok {
 		return
 	}
-	if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "Job" {
-		c.loop.Add(p.Namespace + "/" + ref.Name)
+	if ref := metav1.GetControllerOf(p); ref != nil {
+		if ref.Kind == "Job" {
+			c.loop.Add(p.Namespace + "/" + ref.Name)
+		}
+		return
+	}
+	// An orphan: every Job whose selector matches it may adopt it.
+	if p.DeletionTimestamp != nil {
+		return
+	}
+	jobs, _ := c.jobs.Jobs(p.Namespace).List(labels.Everything())
+	for _, j := range jobs {
+		if sel, err := metav1.LabelSelectorAsSelector(j.Spec.Selector); err == nil && j.Spec.Selector != nil && !sel.Empty() && sel.Matches(labels.Set(p.Labels)) {
+			c.loop.Add(j.Namespace + "/" + j.Name)
+		}
 	}
 }
+
+// ManagedBy is the spec.managedBy of the Jobs this controller reconciles (and of those
+// that leave it unset); Jobs managed by anyone else are left to them.
+const ManagedBy = "kubernetes.io/job-controller"
 
 // Run runs the controller until ctx ends.
 func (c *Controller) Run(ctx context.Context) {
@@ -98,6 +115,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if j.Spec.ManagedBy != nil && *j.Spec.ManagedBy != ManagedBy {
+		return nil
 	}
 	all, err := c.pods.Pods(ns).List(labels.Everything())
 	if err != nil {

@@ -136,3 +136,32 @@ func TestSyncReleasesPodsOfADeletedJob(t *testing.T) {
 		t.Errorf("a deleted job's pod keeps %v", p.Finalizers)
 	}
 }
+
+func TestSyncLeavesJobsManagedByOthers(t *testing.T) {
+	j := newJob()
+	j.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"job": "j"}}
+	j.Spec.Template.Labels = map[string]string{"job": "j"}
+	other := "example.com/custom-job-controller"
+	j.Spec.ManagedBy = &other
+	f := newFixture(t, j)
+	if err := f.c.sync(context.Background(), "ns/j"); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range f.client.Actions() {
+		if a.GetVerb() != "list" && a.GetVerb() != "watch" && a.GetVerb() != "get" {
+			t.Errorf("a Job managed by %s got %s %s", other, a.GetVerb(), a.GetResource().Resource)
+		}
+	}
+}
+
+func TestOrphanPodQueuesItsJob(t *testing.T) {
+	j := newJob()
+	j.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"job": "j"}}
+	f := newFixture(t, j)
+	orphan := mkPod("o")
+	orphan.Labels = map[string]string{"job": "j"}
+	f.c.podEvent(orphan)
+	if n := f.c.loop.Len(); n != 1 {
+		t.Errorf("queue length %d after an orphan matching the job, want 1", n)
+	}
+}

@@ -355,6 +355,14 @@ func (l *lab) fetch(from, url string) string {
 	return out
 }
 
+// kubectlErr runs kubectl and returns its output and error, failures included.
+func (l *lab) kubectlErr(args ...string) (string, error) {
+	cmd := exec.CommandContext(l.ctx, framework.Kubectl(l.t, 33), args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+skifflab.Kubeconfig(l.name))
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
 // fetchErr runs one fetch from a pod and returns its output, failures included.
 func (l *lab) fetchErr(from, url string) string {
 	cmd := exec.CommandContext(l.ctx, framework.Kubectl(l.t, 33), "exec", from, "--", "netutil", "fetch", url)
@@ -478,6 +486,9 @@ func runLab(t *testing.T, name, tor string) {
 	}
 	l.routesInstalled()
 	step("routes installed")
+	if tor == "none" {
+		l.startCronJob() // checked at the end, when a minute boundary has passed
+	}
 
 	// Pods on different nodes reach each other by pod IP, and the fabric carries the pod
 	// addresses themselves: no overlay, no NAT.
@@ -576,6 +587,14 @@ func runLab(t *testing.T, name, tor string) {
 		return err == nil && len(lines) > 1 && strings.Count(peers, "ESTABLISHED") == len(lines)-1, peers
 	})
 	step("node1's sessions re-established")
+	if tor == "none" {
+		l.jobs()
+		step("Jobs: kubectl create job, Indexed, a failure past its backoff limit")
+		l.checkCronJob()
+		step("a CronJob fired")
+		l.drain()
+		step("kubectl drain: refused by a budget, then evicts within it")
+	}
 	if tor == "frr" {
 		l.bfd()
 		step("BFD: every node up at the ToR; a hung node withdrawn by BFD, back when it resumes")
