@@ -185,30 +185,7 @@ func (c *Controller) claim(ctx context.Context, j *batchv1.Job, all []*corev1.Po
 	if err != nil || j.Spec.Selector == nil {
 		return nil, nil
 	}
-	objs := make([]metav1.Object, len(all))
-	for i, p := range all {
-		objs[i] = p
-	}
-	owned, err := ownership.Apply(ownership.Claim(j, sel, objs),
-		func(i int) error {
-			patch, err := ownership.AdoptPatch(j, jobKind, all[i].UID)
-			if err == nil {
-				_, err = c.client.CoreV1().Pods(j.Namespace).Patch(ctx, all[i].Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
-			}
-			return err
-		},
-		func(i int) error {
-			_, err := c.client.CoreV1().Pods(j.Namespace).Patch(ctx, all[i].Name, types.StrategicMergePatchType, ownership.ReleasePatch(j, all[i].UID), metav1.PatchOptions{})
-			return err
-		})
-	if err != nil {
-		return nil, fmt.Errorf("pods of job %s: %w", j.Name, err)
-	}
-	out := make([]*corev1.Pod, len(owned))
-	for k, i := range owned {
-		out[k] = all[i]
-	}
-	return out, nil
+	return ownership.ClaimPods(ctx, c.client, j, jobKind, sel, all, nil)
 }
 
 // removeFinalizer takes the tracking finalizer off a pod with a JSON patch that tests the

@@ -6,7 +6,6 @@ package replicaset
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -17,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -118,31 +116,7 @@ func (c *Controller) claim(ctx context.Context, rs *appsv1.ReplicaSet, all []*co
 	if err != nil {
 		return nil, nil // invalid selectors are refused by validation; nothing to claim
 	}
-	objs := make([]metav1.Object, len(all))
-	for i, p := range all {
-		objs[i] = p
-	}
-	gvk := appsv1.SchemeGroupVersion.WithKind("ReplicaSet")
-	owned, err := ownership.Apply(ownership.Claim(rs, sel, objs),
-		func(i int) error {
-			patch, err := ownership.AdoptPatch(rs, gvk, all[i].UID)
-			if err == nil {
-				_, err = c.client.CoreV1().Pods(rs.Namespace).Patch(ctx, all[i].Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
-			}
-			return err
-		},
-		func(i int) error {
-			_, err := c.client.CoreV1().Pods(rs.Namespace).Patch(ctx, all[i].Name, types.StrategicMergePatchType, ownership.ReleasePatch(rs, all[i].UID), metav1.PatchOptions{})
-			return err
-		})
-	if err != nil {
-		return nil, fmt.Errorf("pods of %s: %w", rs.Name, err)
-	}
-	out := make([]*corev1.Pod, len(owned))
-	for j, i := range owned {
-		out[j] = all[i]
-	}
-	return out, nil
+	return ownership.ClaimPods(ctx, c.client, rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"), sel, all, nil)
 }
 
 // Run runs the controller until ctx ends.

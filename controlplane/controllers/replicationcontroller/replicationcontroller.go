@@ -239,55 +239,23 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 // claim adopts the orphans the RC's selector matches and releases the pods it controls that
 // no longer match, and returns the pods it then controls.
 func (c *Controller) claim(ctx context.Context, rc *corev1.ReplicationController, pods []*corev1.Pod) ([]*corev1.Pod, error) {
-	objs := make([]metav1.Object, len(pods))
-	for i, p := range pods {
-		objs[i] = p
-	}
 	// Before the first adoption, a fresh read that the RC still exists, is the same one and
 	// is not being deleted, as upstream: the cached copy may lag a deletion, and pods adopted
 	// by a deleted RC would only be collected along with it. The error is deliberately not an
 	// API status: ownership.Apply would take a NotFound for "this pod is gone" and carry on.
-	var checked bool
-	var checkErr error
 	canAdopt := func() error {
-		if checked {
-			return checkErr
-		}
-		checked = true
 		fresh, err := c.client.CoreV1().ReplicationControllers(rc.Namespace).Get(ctx, rc.Name, metav1.GetOptions{})
 		switch {
 		case err != nil:
-			checkErr = fmt.Errorf("cannot adopt pods for %s/%s: %v", rc.Namespace, rc.Name, err)
+			return fmt.Errorf("cannot adopt pods for %s/%s: %v", rc.Namespace, rc.Name, err)
 		case fresh.UID != rc.UID:
-			checkErr = fmt.Errorf("original ReplicationController %s/%s is gone: got uid %v, wanted %v", rc.Namespace, rc.Name, fresh.UID, rc.UID)
+			return fmt.Errorf("original ReplicationController %s/%s is gone: got uid %v, wanted %v", rc.Namespace, rc.Name, fresh.UID, rc.UID)
 		case fresh.DeletionTimestamp != nil:
-			checkErr = fmt.Errorf("ReplicationController %s/%s has just been deleted at %v", rc.Namespace, rc.Name, fresh.DeletionTimestamp)
+			return fmt.Errorf("ReplicationController %s/%s has just been deleted at %v", rc.Namespace, rc.Name, fresh.DeletionTimestamp)
 		}
-		return checkErr
+		return nil
 	}
-	owned, err := ownership.Apply(ownership.Claim(rc, Selector(rc), objs),
-		func(i int) error {
-			if err := canAdopt(); err != nil {
-				return err
-			}
-			patch, err := ownership.AdoptPatch(rc, controllerKind, pods[i].UID)
-			if err == nil {
-				_, err = c.client.CoreV1().Pods(rc.Namespace).Patch(ctx, pods[i].Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
-			}
-			return err
-		},
-		func(i int) error {
-			_, err := c.client.CoreV1().Pods(rc.Namespace).Patch(ctx, pods[i].Name, types.StrategicMergePatchType, ownership.ReleasePatch(rc, pods[i].UID), metav1.PatchOptions{})
-			return err
-		})
-	if err != nil {
-		return nil, fmt.Errorf("pods of %s: %w", rc.Name, err)
-	}
-	out := make([]*corev1.Pod, len(owned))
-	for j, i := range owned {
-		out[j] = pods[i]
-	}
-	return out, nil
+	return ownership.ClaimPods(ctx, c.client, rc, controllerKind, Selector(rc), pods, canAdopt)
 }
 
 // manage creates or deletes pods to bring the active ones to spec.replicas.
