@@ -305,8 +305,27 @@ func sandboxConfig(p *corev1.Pod, logRoot, cgroupRoot, hostname string, dns *run
 			"io.kubernetes.pod.uid": string(p.UID)},
 		Linux: &runtimeapi.LinuxPodSandboxConfig{CgroupParent: cgroups.Parent(cgroupRoot, string(p.UID)), Sysctls: sysctls(p),
 			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+				// containerd refuses a privileged container in a sandbox that is not.
+				Privileged:       hasPrivilegedContainer(p),
 				NamespaceOptions: &runtimeapi.NamespaceOption{Network: nsMode, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD}}},
 	}
+}
+
+// hasPrivilegedContainer reports whether any of the pod's containers, init containers or
+// ephemeral containers asks for privileged, which makes the sandbox privileged (as the
+// kubelet does).
+func hasPrivilegedContainer(p *corev1.Pod) bool {
+	for _, c := range append(append([]corev1.Container(nil), p.Spec.InitContainers...), p.Spec.Containers...) {
+		if c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
+			return true
+		}
+	}
+	for _, c := range p.Spec.EphemeralContainers {
+		if sc := c.SecurityContext; sc != nil && sc.Privileged != nil && *sc.Privileged {
+			return true
+		}
+	}
+	return false
 }
 
 // podContext is what every container start of one sync shares: the sandbox, its config and
