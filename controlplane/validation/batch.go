@@ -2,6 +2,7 @@ package validation
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -77,6 +78,9 @@ func jobSpec(s *batchv1.JobSpec, fld *field.Path, needSelector bool) field.Error
 	if s.MaxFailedIndexes != nil && s.BackoffLimitPerIndex == nil {
 		errs = append(errs, field.Required(fld.Child("backoffLimitPerIndex"), "when maxFailedIndexes is specified"))
 	}
+	if sp := s.SuccessPolicy; sp != nil {
+		errs = append(errs, successPolicy(sp, s, fld.Child("successPolicy"))...)
+	}
 	if p := s.PodFailurePolicy; p != nil {
 		errs = append(errs, podFailurePolicy(p, s.Template.Spec.RestartPolicy, fld.Child("podFailurePolicy"))...)
 	}
@@ -99,6 +103,69 @@ func jobSpec(s *batchv1.JobSpec, fld *field.Path, needSelector bool) field.Error
 			[]string{string(corev1.RestartPolicyOnFailure), string(corev1.RestartPolicyNever)}))
 	}
 	return errs
+}
+
+func successPolicy(sp *batchv1.SuccessPolicy, s *batchv1.JobSpec, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if s.CompletionMode == nil || *s.CompletionMode != batchv1.IndexedCompletion {
+		errs = append(errs, field.Invalid(fld, sp, "requires indexed completion mode"))
+	}
+	rp := fld.Child("rules")
+	switch {
+	case len(sp.Rules) == 0:
+		errs = append(errs, field.Required(rp, "at least one rules must be specified when the successPolicy is specified"))
+	case len(sp.Rules) > 20:
+		errs = append(errs, field.TooMany(rp, len(sp.Rules), 20))
+	}
+	completions := int32(0)
+	if s.Completions != nil {
+		completions = *s.Completions
+	}
+	for i, r := range sp.Rules {
+		p := rp.Index(i)
+		if r.SucceededIndexes == nil && r.SucceededCount == nil {
+			errs = append(errs, field.Required(p, "at least one of succeededCount or succeededIndexes must be specified"))
+		}
+		if r.SucceededCount != nil {
+			if *r.SucceededCount <= 0 {
+				errs = append(errs, field.Invalid(p.Child("succeededCount"), *r.SucceededCount, "must be greater than 0"))
+			} else if *r.SucceededCount > completions {
+				errs = append(errs, field.Invalid(p.Child("succeededCount"), *r.SucceededCount, fmt.Sprintf("must be less than or equal to %d (the number of specified completions)", completions)))
+			}
+		}
+		if r.SucceededIndexes != nil {
+			if msg := checkIndexes(*r.SucceededIndexes, completions); msg != "" {
+				errs = append(errs, field.Invalid(p.Child("succeededIndexes"), *r.SucceededIndexes, msg))
+			}
+		}
+	}
+	return errs
+}
+
+// checkIndexes validates "1,3-5,7": ordered, non-overlapping intervals within [0, completions).
+func checkIndexes(s string, completions int32) string {
+	prev := -1
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 {
+			return fmt.Sprintf("error parsing %q: not a non-negative integer", part)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return fmt.Sprintf("error parsing %q: not an interval", part)
+			}
+		}
+		if a <= prev {
+			return "the intervals must be sorted and must not overlap"
+		}
+		if int32(b) >= completions {
+			return fmt.Sprintf("too large: %d; must be less than %d (the number of specified completions)", b, completions)
+		}
+		prev = b
+	}
+	return ""
 }
 
 func podFailurePolicy(p *batchv1.PodFailurePolicy, restart corev1.RestartPolicy, fld *field.Path) field.ErrorList {

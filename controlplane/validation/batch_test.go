@@ -128,3 +128,32 @@ func TestReplicationControllerAndBudgetValidation(t *testing.T) {
 		t.Errorf("no template: %v", errs)
 	}
 }
+
+func TestSuccessPolicyValidation(t *testing.T) {
+	j := validJob()
+	three, ten := int32(3), int32(10)
+	indexed := batchv1.IndexedCompletion
+	j.Spec.CompletionMode, j.Spec.Completions = &indexed, &three
+	good, overlapping, large := "0,2", "0-1,1", "0-3"
+	for _, tc := range []struct {
+		rules []batchv1.SuccessPolicyRule
+		want  string
+	}{
+		{[]batchv1.SuccessPolicyRule{{SucceededIndexes: &good}}, ""},
+		{nil, "at least one rules must be specified"},
+		{[]batchv1.SuccessPolicyRule{{}}, "at least one of succeededCount or succeededIndexes must be specified"},
+		{[]batchv1.SuccessPolicyRule{{SucceededCount: &ten}}, "must be less than or equal to 3 (the number of specified completions)"},
+		{[]batchv1.SuccessPolicyRule{{SucceededIndexes: &overlapping}}, "must be sorted and must not overlap"},
+		{[]batchv1.SuccessPolicyRule{{SucceededIndexes: &large}}, "too large: 3"},
+	} {
+		c := j.DeepCopy()
+		c.Spec.SuccessPolicy = &batchv1.SuccessPolicy{Rules: tc.rules}
+		got := Job(c).ToAggregate()
+		switch {
+		case tc.want == "" && got != nil:
+			t.Errorf("rules %+v: %v", tc.rules, got)
+		case tc.want != "" && (got == nil || !strings.Contains(got.Error(), tc.want)):
+			t.Errorf("rules %+v: %v, want %q", tc.rules, got, tc.want)
+		}
+	}
+}

@@ -198,6 +198,8 @@ func Decide(j *batchv1.Job, pods []*corev1.Pod, now time.Time) Plan {
 	// 4. Failure: the pod failure policy, the backoff limit, the deadline.
 	reason, message := "", ""
 	switch {
+	case hasTrueCondition(&st, batchv1.JobSuccessCriteriaMet):
+		// Decided: the pods terminated since (the lingering ones) cannot fail it.
 	case hasTrueCondition(&st, batchv1.JobFailureTarget):
 		c := condition(&st, batchv1.JobFailureTarget)
 		reason, message = c.Reason, c.Message
@@ -233,14 +235,20 @@ func Decide(j *batchv1.Job, pods []*corev1.Pod, now time.Time) Plan {
 		// A work queue: done once a pod succeeded and none is left running.
 		done = succeeded > 0 && len(active) == 0
 	}
+	successReason, successMessage := "CompletionsReached", "Reached expected number of succeeded pods"
+	if rule, ok := successPolicyMet(j, completed); ok && !done {
+		done, successReason, successMessage = true, "SuccessPolicy", fmt.Sprintf("Matched rules at index %d", rule)
+	}
 	if done || hasTrueCondition(&st, batchv1.JobSuccessCriteriaMet) {
-		if !hasTrueCondition(&st, batchv1.JobSuccessCriteriaMet) {
-			setCondition(&st, batchv1.JobSuccessCriteriaMet, corev1.ConditionTrue, "CompletionsReached", "Reached expected number of succeeded pods", now)
+		if c := condition(&st, batchv1.JobSuccessCriteriaMet); c == nil || c.Status != corev1.ConditionTrue {
+			setCondition(&st, batchv1.JobSuccessCriteriaMet, corev1.ConditionTrue, successReason, successMessage, now)
+		} else {
+			successReason, successMessage = c.Reason, c.Message
 		}
 		p.Delete = append(p.Delete, active...)
 		terminating += int32(len(active))
 		if terminating == 0 && len(st.UncountedTerminatedPods.Failed)+len(st.UncountedTerminatedPods.Succeeded) == 0 {
-			setCondition(&st, batchv1.JobComplete, corev1.ConditionTrue, "CompletionsReached", "Reached expected number of succeeded pods", now)
+			setCondition(&st, batchv1.JobComplete, corev1.ConditionTrue, successReason, successMessage, now)
 			st.CompletionTime = &nowT
 			p.Events = append(p.Events, [3]string{corev1.EventTypeNormal, "Completed", "Job completed"})
 		}
@@ -340,6 +348,34 @@ func finish(p *Plan, st *batchv1.JobStatus, j *batchv1.Job, completed sets.Set[i
 		st.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{}
 	}
 	p.Status = *st
+}
+
+// successPolicyMet reports the first successPolicy rule an Indexed Job's succeeded indexes
+// satisfy: all of its succeededIndexes, or succeededCount of them (of all indexes when it
+// has none).
+func successPolicyMet(j *batchv1.Job, completed sets.Set[int]) (int, bool) {
+	if j.Spec.SuccessPolicy == nil || !isIndexed(j) {
+		return 0, false
+	}
+	for i, r := range j.Spec.SuccessPolicy.Rules {
+		var n int
+		if r.SucceededIndexes != nil {
+			want := parseIndexes(*r.SucceededIndexes)
+			n = want.Intersection(completed).Len()
+			if r.SucceededCount == nil {
+				if want.Len() > 0 && n == want.Len() {
+					return i, true
+				}
+				continue
+			}
+		} else {
+			n = completed.Len()
+		}
+		if r.SucceededCount != nil && n >= int(*r.SucceededCount) {
+			return i, true
+		}
+	}
+	return 0, false
 }
 
 func isIndexed(j *batchv1.Job) bool {

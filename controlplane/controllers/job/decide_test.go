@@ -303,3 +303,65 @@ func TestIndexesRoundTrip(t *testing.T) {
 		t.Errorf("parse of garbage: %v", sets.List(got))
 	}
 }
+
+func TestSuccessPolicy(t *testing.T) {
+	three := int32(3)
+	indexes := "0,2"
+	for _, tc := range []struct {
+		name      string
+		rule      batchv1.SuccessPolicyRule
+		completed string
+		met       bool
+	}{
+		{"count of all indexes, met", batchv1.SuccessPolicyRule{SucceededCount: &three}, "0,2,4", true},
+		{"count of all indexes, not yet", batchv1.SuccessPolicyRule{SucceededCount: &three}, "0,2", false},
+		{"listed indexes, all done", batchv1.SuccessPolicyRule{SucceededIndexes: &indexes}, "0-2", true},
+		{"listed indexes, one missing", batchv1.SuccessPolicyRule{SucceededIndexes: &indexes}, "0-1", false},
+		{"count within listed indexes", batchv1.SuccessPolicyRule{SucceededIndexes: &indexes, SucceededCount: ptr(int32(1))}, "2,3", true},
+		{"count within listed indexes, others do not count", batchv1.SuccessPolicyRule{SucceededIndexes: &indexes, SucceededCount: ptr(int32(1))}, "1,3", false},
+	} {
+		j := newJob(completionsParallelism(5, 5), indexed)
+		j.Spec.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{tc.rule}}
+		j.Status.StartTime = &metav1.Time{Time: now.Add(-time.Minute)}
+		j.Status.CompletedIndexes = tc.completed
+		j.Status.Succeeded = int32(parseIndexes(tc.completed).Len())
+		running := mkPod("r", withIndex(4))
+		if tc.completed == "0,2,4" {
+			running = mkPod("r", withIndex(1))
+		}
+		p := Decide(j, []*corev1.Pod{running}, now)
+		c := condTrue(p.Status, batchv1.JobSuccessCriteriaMet)
+		if got := c != nil; got != tc.met {
+			t.Errorf("%s: met %v, want %v (%+v)", tc.name, got, tc.met, p.Status.Conditions)
+			continue
+		}
+		if !tc.met {
+			continue
+		}
+		if c.Reason != "SuccessPolicy" || c.Message != "Matched rules at index 0" {
+			t.Errorf("%s: condition %+v", tc.name, c)
+		}
+		// The lingering pod is terminated; once it is gone the Job is Complete, same reason.
+		if len(p.Delete) != 1 || condTrue(p.Status, batchv1.JobComplete) != nil {
+			t.Errorf("%s: delete %v, complete before the pod went", tc.name, p.Delete)
+		}
+		j.Status = p.Status
+		p = Decide(j, nil, now)
+		if c := condTrue(p.Status, batchv1.JobComplete); c == nil || c.Reason != "SuccessPolicy" {
+			t.Errorf("%s: after the pod went: %+v", tc.name, p.Status.Conditions)
+		}
+	}
+}
+
+// TestSucceededJobCannotFail: pods terminated after SuccessCriteriaMet count as failures,
+// and must not turn the Job to Failed past its backoff limit.
+func TestSucceededJobCannotFail(t *testing.T) {
+	j := newJob(completionsParallelism(1, 3), func(j *batchv1.Job) { j.Spec.BackoffLimit = ptr(int32(0)) })
+	j.Status.StartTime = &metav1.Time{Time: now.Add(-time.Minute)}
+	j.Status.Succeeded, j.Status.Failed = 1, 2
+	j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, Reason: "CompletionsReached"}}
+	p := Decide(j, nil, now)
+	if condTrue(p.Status, batchv1.JobFailed) != nil || condTrue(p.Status, batchv1.JobComplete) == nil {
+		t.Errorf("conditions %+v, want Complete", p.Status.Conditions)
+	}
+}
