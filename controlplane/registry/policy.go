@@ -49,6 +49,8 @@ func podDisruptionBudgets(opts generic.RESTOptionsGetter) (map[string]rest.Stora
 // covers it allows one more disruption, which the eviction takes (kubectl drain's path).
 type EvictionREST struct {
 	pods *genericregistry.Store
+	// podStatus marks an evicted pod DisruptionTarget before it is deleted.
+	podStatus *StatusREST
 	// pdbs reads the budgets; pdbStatus writes their status.
 	pdbs      *genericregistry.Store
 	pdbStatus *StatusREST
@@ -208,6 +210,18 @@ func (r *EvictionREST) Create(ctx context.Context, name string, obj runtime.Obje
 		}
 		if del.Preconditions == nil {
 			del.Preconditions = &metav1.Preconditions{UID: &pod.UID}
+		}
+		// As upstream: a running pod is marked as disrupted by the eviction before it goes,
+		// so a Job's podFailurePolicy can tell an eviction from a failure.
+		if r.podStatus != nil && len(del.DryRun) == 0 && pod.DeletionTimestamp == nil &&
+			pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+			marked := pod.DeepCopy()
+			setCondition(&marked.Status, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+				Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting", LastTransitionTime: metav1.NewTime(now())})
+			// No retry here: the budget's disruption is already taken.
+			if _, _, err := r.podStatus.Update(ctx, name, rest.DefaultUpdatedObjectInfo(marked), rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, false, &metav1.UpdateOptions{}); err != nil {
+				return nil, err
+			}
 		}
 		if _, _, err := r.pods.Delete(ctx, name, rest.ValidateAllObjectFunc, del); err != nil {
 			return nil, err

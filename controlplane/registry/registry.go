@@ -95,7 +95,7 @@ func Storage(o Options) (map[schema.GroupVersion]map[string]rest.Storage, error)
 			if err := add(policyv1.SchemeGroupVersion, m, nil); err != nil {
 				return err
 			}
-			return add(core, map[string]rest.Storage{"pods/eviction": &EvictionREST{pods: out[core]["pods"].(*REST).Store,
+			return add(core, map[string]rest.Storage{"pods/eviction": &EvictionREST{pods: out[core]["pods"].(*REST).Store, podStatus: out[core]["pods/status"].(*StatusREST),
 				pdbs: m["poddisruptionbudgets"].(*REST).Store, pdbStatus: m["poddisruptionbudgets/status"].(*StatusREST)}}, nil)
 		},
 		func() error { m, err := serviceCIDRs(opts); return add(networkingv1.SchemeGroupVersion, m, err) },
