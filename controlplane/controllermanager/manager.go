@@ -193,7 +193,7 @@ func runControllers(ctx context.Context, cfg *rest.Config, root kubernetes.Inter
 			return job.New(c, factory.Batch().V1().Jobs(), core.Pods(), recorder(job.Name), log), nil
 		}},
 		{disruption.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
-			return disruption.New(c, factory.Policy().V1().PodDisruptionBudgets(), core.Pods(), apps.ReplicaSets(), apps.Deployments(),
+			return disruption.New(c, factory.Policy().V1().PodDisruptionBudgets(), core.Pods(), apps.ReplicaSets(), core.ReplicationControllers(), apps.Deployments(),
 				recorder(disruption.Name), log), nil
 		}},
 		{cronjob.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {

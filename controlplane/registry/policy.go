@@ -18,6 +18,7 @@ import (
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
 
+	"github.com/skiff-sh/skiff/controlplane/controllers/podutil"
 	"github.com/skiff-sh/skiff/controlplane/printers"
 	"github.com/skiff-sh/skiff/controlplane/validation"
 )
@@ -112,7 +113,7 @@ func DecideEviction(pod *corev1.Pod, pdbs []policyv1.PodDisruptionBudget, now ti
 	if pdb.Status.ObservedGeneration < pdb.Generation {
 		return EvictionVerdict{Refusal: tooMany(fmt.Sprintf("The disruption budget %s is still being processed by the server.", pdb.Name))}
 	}
-	if !podReady(pod) {
+	if !podutil.IsReady(pod) {
 		if p := pdb.Spec.UnhealthyPodEvictionPolicy; p != nil && *p == policyv1.AlwaysAllow {
 			return EvictionVerdict{Allow: true}
 		}
@@ -148,15 +149,6 @@ func tooMany(msg string) error {
 	err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
 	err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{Type: policyv1.DisruptionBudgetCause, Message: msg})
 	return err
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // Create evicts the pod named in the URL.

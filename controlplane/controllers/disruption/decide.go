@@ -12,6 +12,8 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/skiff-sh/skiff/controlplane/controllers/podutil"
 )
 
 // DeletionTimeout is how long an eviction's entry in disruptedPods counts the pod as
@@ -48,7 +50,7 @@ func Compute(pdb *policyv1.PodDisruptionBudget, pods []*corev1.Pod, expected int
 		if _, ok := disrupted[p.Name]; ok {
 			continue
 		}
-		if ready(p) {
+		if podutil.IsReady(p) {
 			healthy++
 		}
 	}
@@ -118,13 +120,4 @@ func setCondition(conds []metav1.Condition, c metav1.Condition, now time.Time) [
 	}
 	c.LastTransitionTime = metav1.NewTime(now)
 	return append(out, c)
-}
-
-func ready(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

@@ -34,6 +34,7 @@ type Controller struct {
 	pdbs     policylisters.PodDisruptionBudgetLister
 	pods     corelisters.PodLister
 	rss      appslisters.ReplicaSetLister
+	rcs      corelisters.ReplicationControllerLister
 	deploys  appslisters.DeploymentLister
 	synced   []cache.InformerSynced
 	recorder record.EventRecorder
@@ -45,10 +46,12 @@ type Controller struct {
 // New wires the controller to its informers: the budgets, their pods, and the workloads
 // whose replicas are a budget's expected pods.
 func New(client kubernetes.Interface, pdbs policyinformers.PodDisruptionBudgetInformer, pods coreinformers.PodInformer,
-	rss appsinformers.ReplicaSetInformer, deploys appsinformers.DeploymentInformer, recorder record.EventRecorder, log *slog.Logger) *Controller {
-	c := &Controller{client: client, pdbs: pdbs.Lister(), pods: pods.Lister(), rss: rss.Lister(), deploys: deploys.Lister(), recorder: recorder,
-		synced: []cache.InformerSynced{pdbs.Informer().HasSynced, pods.Informer().HasSynced, rss.Informer().HasSynced, deploys.Informer().HasSynced},
-		log:    log.With("controller", Name), now: time.Now}
+	rss appsinformers.ReplicaSetInformer, rcs coreinformers.ReplicationControllerInformer, deploys appsinformers.DeploymentInformer,
+	recorder record.EventRecorder, log *slog.Logger) *Controller {
+	c := &Controller{client: client, pdbs: pdbs.Lister(), pods: pods.Lister(), rss: rss.Lister(), rcs: rcs.Lister(), deploys: deploys.Lister(), recorder: recorder,
+		synced: []cache.InformerSynced{pdbs.Informer().HasSynced, pods.Informer().HasSynced, rss.Informer().HasSynced,
+			rcs.Informer().HasSynced, deploys.Informer().HasSynced},
+		log: log.With("controller", Name), now: time.Now}
 	c.loop = loop.New(Name, c.sync, log)
 	_, _ = pdbs.Informer().AddEventHandler(c.loop.Handler())
 	podEvent := func(obj any) {
@@ -70,9 +73,13 @@ func New(client kubernetes.Interface, pdbs policyinformers.PodDisruptionBudgetIn
 			c.enqueueFor(o.Namespace, o.Spec.Template.Labels)
 		case *appsv1.Deployment:
 			c.enqueueFor(o.Namespace, o.Spec.Template.Labels)
+		case *corev1.ReplicationController:
+			if o.Spec.Template != nil {
+				c.enqueueFor(o.Namespace, o.Spec.Template.Labels)
+			}
 		}
 	}
-	for _, inf := range []cache.SharedIndexInformer{rss.Informer(), deploys.Informer()} {
+	for _, inf := range []cache.SharedIndexInformer{rss.Informer(), rcs.Informer(), deploys.Informer()} {
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: scaled, UpdateFunc: func(_, o any) { scaled(o) }, DeleteFunc: scaled})
 	}
 	return c
@@ -134,7 +141,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 }
 
 // expected sums the replicas of the controllers of pods (each counted once): a ReplicaSet's,
-// or its Deployment's when one controls it; -1 when a pod has none that skiff knows.
+// or its Deployment's when one controls it, or a ReplicationController's; -1 when a pod has
+// none that skiff knows.
 func (c *Controller) expected(pods []*corev1.Pod) int32 {
 	seen := map[types.UID]bool{}
 	var total int32
@@ -167,7 +175,7 @@ func (c *Controller) expected(pods []*corev1.Pod) int32 {
 			}
 			total += replicas(rs.Spec.Replicas)
 		case "ReplicationController":
-			rc, err := c.client.CoreV1().ReplicationControllers(p.Namespace).Get(context.Background(), ref.Name, metav1.GetOptions{})
+			rc, err := c.rcs.ReplicationControllers(p.Namespace).Get(ref.Name)
 			if err != nil || rc.UID != ref.UID {
 				return -1
 			}

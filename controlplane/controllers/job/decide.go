@@ -198,9 +198,9 @@ func Decide(j *batchv1.Job, pods []*corev1.Pod, now time.Time) Plan {
 	// 4. Failure: the pod failure policy, the backoff limit, the deadline.
 	reason, message := "", ""
 	switch {
-	case hasTrueCondition(&st, batchv1.JobSuccessCriteriaMet):
+	case hasCondition(&st, batchv1.JobSuccessCriteriaMet):
 		// Decided: the pods terminated since (the lingering ones) cannot fail it.
-	case hasTrueCondition(&st, batchv1.JobFailureTarget):
+	case hasCondition(&st, batchv1.JobFailureTarget):
 		c := condition(&st, batchv1.JobFailureTarget)
 		reason, message = c.Reason, c.Message
 	case failJob != "":
@@ -211,7 +211,7 @@ func Decide(j *batchv1.Job, pods []*corev1.Pod, now time.Time) Plan {
 		reason, message = "DeadlineExceeded", "Job was active longer than specified deadline"
 	}
 	if reason != "" {
-		if !hasTrueCondition(&st, batchv1.JobFailureTarget) {
+		if !hasCondition(&st, batchv1.JobFailureTarget) {
 			setCondition(&st, batchv1.JobFailureTarget, corev1.ConditionTrue, reason, message, now)
 		}
 		p.Delete = append(p.Delete, active...)
@@ -239,7 +239,7 @@ func Decide(j *batchv1.Job, pods []*corev1.Pod, now time.Time) Plan {
 	if rule, ok := successPolicyMet(j, completed); ok && !done {
 		done, successReason, successMessage = true, "SuccessPolicy", fmt.Sprintf("Matched rules at index %d", rule)
 	}
-	if done || hasTrueCondition(&st, batchv1.JobSuccessCriteriaMet) {
+	if done || hasCondition(&st, batchv1.JobSuccessCriteriaMet) {
 		if c := condition(&st, batchv1.JobSuccessCriteriaMet); c == nil || c.Status != corev1.ConditionTrue {
 			setCondition(&st, batchv1.JobSuccessCriteriaMet, corev1.ConditionTrue, successReason, successMessage, now)
 		} else {
@@ -341,8 +341,7 @@ func Decide(j *batchv1.Job, pods []*corev1.Pod, now time.Time) Plan {
 // finish writes what every path shares into the status.
 func finish(p *Plan, st *batchv1.JobStatus, j *batchv1.Job, completed sets.Set[int]) {
 	if isIndexed(j) {
-		s := formatIndexes(completed)
-		st.CompletedIndexes = s
+		st.CompletedIndexes = formatIndexes(completed)
 	}
 	if st.UncountedTerminatedPods != nil && len(st.UncountedTerminatedPods.Succeeded)+len(st.UncountedTerminatedPods.Failed) == 0 {
 		st.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{}
@@ -469,7 +468,7 @@ func failurePolicyAction(j *batchv1.Job, p *corev1.Pod) (batchv1.PodFailurePolic
 }
 
 func finished(st *batchv1.JobStatus) bool {
-	return hasTrueCondition(st, batchv1.JobComplete) || hasTrueCondition(st, batchv1.JobFailed)
+	return hasCondition(st, batchv1.JobComplete) || hasCondition(st, batchv1.JobFailed)
 }
 
 func condition(st *batchv1.JobStatus, t batchv1.JobConditionType) *batchv1.JobCondition {
@@ -481,13 +480,10 @@ func condition(st *batchv1.JobStatus, t batchv1.JobConditionType) *batchv1.JobCo
 	return nil
 }
 
+// hasCondition reports a condition of type t with status True.
 func hasCondition(st *batchv1.JobStatus, t batchv1.JobConditionType) bool {
 	c := condition(st, t)
 	return c != nil && c.Status == corev1.ConditionTrue
-}
-
-func hasTrueCondition(st *batchv1.JobStatus, t batchv1.JobConditionType) bool {
-	return hasCondition(st, t)
 }
 
 func setCondition(st *batchv1.JobStatus, t batchv1.JobConditionType, status corev1.ConditionStatus, reason, message string, now time.Time) {
