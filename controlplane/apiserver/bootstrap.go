@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/skiff-sh/skiff/controlplane/bootstraptoken"
+	"github.com/skiff-sh/skiff/controlplane/printers"
 	"github.com/skiff-sh/skiff/controlplane/validation"
 )
 
@@ -59,6 +62,9 @@ func (b bootstrap) reconcile(ctx context.Context) error {
 		}
 	}
 	if err := b.ensureTokenSecret(ctx); err != nil {
+		return err
+	}
+	if err := b.ensureClasses(ctx); err != nil {
 		return err
 	}
 	svc := &corev1.Service{
@@ -100,6 +106,35 @@ func (b bootstrap) reconcile(ctx context.Context) error {
 		return err
 	}
 	return b.ensureServiceCIDR(ctx)
+}
+
+// LocalPathProvisioner provisions the default StorageClass's volumes: directories under the
+// data dir of the node the claim's first pod is scheduled to (controlplane/controllers/localpath).
+const LocalPathProvisioner = "skiff.sh/local-path"
+
+// ensureClasses creates the system PriorityClasses (as upstream's scheduling bootstrap)
+// and the default StorageClass local-path (as k3s ships one) when they are missing.
+func (b bootstrap) ensureClasses(ctx context.Context) error {
+	for name, value := range validation.SystemPriorityClasses {
+		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value,
+			Description: "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary."}
+		if name == validation.SystemNodeCritical {
+			pc.Description = "Used for system critical pods that must not be moved from their current node."
+		}
+		if _, err := b.client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	sc := &storagev1.StorageClass{
+		ObjectMeta:        metav1.ObjectMeta{Name: "local-path", Annotations: map[string]string{printers.IsDefaultClassAnnotation: "true"}},
+		Provisioner:       LocalPathProvisioner,
+		ReclaimPolicy:     ptr.To(corev1.PersistentVolumeReclaimDelete),
+		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
+	}
+	if _, err := b.client.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
 }
 
 // ensureServiceCIDR keeps the default ServiceCIDR, Ready, as upstream's API server does for

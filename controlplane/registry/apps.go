@@ -86,6 +86,26 @@ func apps(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
 	out["daemonsets"] = daemons
 	out["daemonsets/status"] = newStatusREST(daemons, statusStrategy{strategy: dss})
 
+	sss := newStrategy(true, true)
+	sss.validate = func(_ context.Context, obj runtime.Object) field.ErrorList {
+		return validation.StatefulSet(obj.(*appsv1.StatefulSet))
+	}
+	sss.validateUpdate = func(obj, old runtime.Object) field.ErrorList {
+		n, o := obj.(*appsv1.StatefulSet), old.(*appsv1.StatefulSet)
+		return append(validation.ObjectMetaUpdate(&n.ObjectMeta, &o.ObjectMeta), validation.StatefulSetUpdate(n, o)...)
+	}
+	sets, err := newREST(opts, resource{
+		gr: appsv1.Resource("statefulsets"), singular: "statefulset",
+		newObj: func() runtime.Object { return &appsv1.StatefulSet{} }, newList: func() runtime.Object { return &appsv1.StatefulSetList{} },
+		strategy: sss, printer: printers.StatefulSets, shortNames: []string{"sts"}, categories: []string{"all"},
+	})
+	if err != nil {
+		return nil, err
+	}
+	out["statefulsets"] = sets
+	out["statefulsets/status"] = newStatusREST(sets, statusStrategy{strategy: sss})
+	out["statefulsets/scale"] = &ScaleREST{store: sets.Store, replicas: replicasOf}
+
 	crs, err := simple(opts, resource{
 		gr: appsv1.Resource("controllerrevisions"), singular: "controllerrevision",
 		newObj: func() runtime.Object { return &appsv1.ControllerRevision{} }, newList: func() runtime.Object { return &appsv1.ControllerRevisionList{} },
@@ -121,6 +141,8 @@ func replicasOf(obj runtime.Object) scaleOf {
 	case *appsv1.Deployment:
 		return scaleOf{&o.Spec.Replicas, o.Status.Replicas, o.Spec.Selector}
 	case *appsv1.ReplicaSet:
+		return scaleOf{&o.Spec.Replicas, o.Status.Replicas, o.Spec.Selector}
+	case *appsv1.StatefulSet:
 		return scaleOf{&o.Spec.Replicas, o.Status.Replicas, o.Spec.Selector}
 	}
 	panic(fmt.Sprintf("no scale for %T", obj))

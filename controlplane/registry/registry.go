@@ -13,8 +13,12 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -82,7 +86,13 @@ func Storage(o Options) (map[schema.GroupVersion]map[string]rest.Storage, error)
 			return add(core, m, err)
 		},
 		func() error { m, err := replicationControllers(opts); return add(core, m, err) },
+		func() error { m, err := volumes(opts); return add(core, m, err) },
 		func() error { m, err := apps(opts); return add(appsv1.SchemeGroupVersion, m, err) },
+		func() error { m, err := storageAPIs(opts); return add(storagev1.SchemeGroupVersion, m, err) },
+		func() error { m, err := runtimeClasses(opts); return add(nodev1.SchemeGroupVersion, m, err) },
+		func() error { m, err := priorityClasses(opts); return add(schedulingv1.SchemeGroupVersion, m, err) },
+		func() error { m, err := ingresses(opts); return add(networkingv1.SchemeGroupVersion, m, err) },
+		func() error { m, err := dynamicResources(opts); return add(resourcev1.SchemeGroupVersion, m, err) },
 		func() error { m, err := batch(opts); return add(batchv1.SchemeGroupVersion, m, err) },
 		func() error { m, err := endpointSlices(opts); return add(discoveryv1.SchemeGroupVersion, m, err) },
 		func() error { m, err := leases(opts); return add(coordinationv1.SchemeGroupVersion, m, err) },

@@ -104,6 +104,7 @@ func addDefaultingFuncs(s *runtime.Scheme) error {
 		}
 	})
 	s.AddTypeDefaultingFunc(&networkingv1.NetworkPolicy{}, func(o any) { DefaultNetworkPolicy(o.(*networkingv1.NetworkPolicy)) })
+	addMoreDefaultingFuncs(s)
 	return nil
 }
 

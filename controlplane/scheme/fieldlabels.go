@@ -34,6 +34,7 @@ var fieldLabels = map[schema.GroupVersionKind][]string{
 	{Group: "certificates.k8s.io", Version: "v1", Kind: "CertificateSigningRequest"}: {"spec.signerName"},
 	corev1.SchemeGroupVersion.WithKind("ReplicationController"):                      {"status.replicas"},
 	{Group: "batch", Version: "v1", Kind: "Job"}:                                     {"status.successful"},
+	{Group: "resource.k8s.io", Version: "v1", Kind: "ResourceSlice"}:                 {"spec.nodeName", "spec.driver"},
 }
 
 func addFieldLabelConversions(s *runtime.Scheme) error {

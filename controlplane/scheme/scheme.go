@@ -22,8 +22,12 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -55,6 +59,10 @@ var Served = []schema.GroupVersion{
 	authorizationv1.SchemeGroupVersion,
 	rbacv1.SchemeGroupVersion,
 	certificatesv1.SchemeGroupVersion,
+	storagev1.SchemeGroupVersion,
+	nodev1.SchemeGroupVersion,
+	schedulingv1.SchemeGroupVersion,
+	resourcev1.SchemeGroupVersion,
 }
 
 // groups pairs each group's registration with the Go package that defines its types, so the
@@ -77,6 +85,10 @@ var groups = []struct {
 	{certificatesv1.SchemeGroupVersion, certificatesv1.AddToScheme, certificatesv1.CertificateSigningRequest{}},
 	{authorizationv1.SchemeGroupVersion, authorizationv1.AddToScheme, authorizationv1.SubjectAccessReview{}},
 	{rbacv1.SchemeGroupVersion, rbacv1.AddToScheme, rbacv1.Role{}},
+	{storagev1.SchemeGroupVersion, storagev1.AddToScheme, storagev1.StorageClass{}},
+	{nodev1.SchemeGroupVersion, nodev1.AddToScheme, nodev1.RuntimeClass{}},
+	{schedulingv1.SchemeGroupVersion, schedulingv1.AddToScheme, schedulingv1.PriorityClass{}},
+	{resourcev1.SchemeGroupVersion, resourcev1.AddToScheme, resourcev1.ResourceClaim{}},
 }
 
 func init() {

@@ -258,3 +258,98 @@ func ReplicationController(rc *corev1.ReplicationController) field.ErrorList {
 	}
 	return append(errs, PodTemplate(rc.Spec.Template, specPath.Child("template"))...)
 }
+
+// StatefulSet validates a StatefulSet with upstream's rules and messages: a template with
+// restartPolicy Always, a known pod management policy and update strategy, claim templates
+// and a retention policy of Retain or Delete.
+func StatefulSet(ss *appsv1.StatefulSet) field.ErrorList {
+	errs := ObjectMeta(&ss.ObjectMeta, true, DNSSubdomain)
+	errs = append(errs, workload(ss.Spec.Selector, &ss.Spec.Template, ss.Spec.Replicas)...)
+	s := &ss.Spec
+	switch s.PodManagementPolicy {
+	case appsv1.OrderedReadyPodManagement, appsv1.ParallelPodManagement:
+	case "":
+		errs = append(errs, field.Required(specPath.Child("podManagementPolicy"), ""))
+	default:
+		errs = append(errs, field.Invalid(specPath.Child("podManagementPolicy"), s.PodManagementPolicy,
+			"must be 'OrderedReady' or 'Parallel'"))
+	}
+	us := specPath.Child("updateStrategy")
+	switch s.UpdateStrategy.Type {
+	case "":
+		errs = append(errs, field.Required(us, ""))
+	case appsv1.OnDeleteStatefulSetStrategyType:
+		if s.UpdateStrategy.RollingUpdate != nil {
+			errs = append(errs, field.Invalid(us.Child("rollingUpdate"), s.UpdateStrategy.RollingUpdate,
+				"only allowed for updateStrategy 'RollingUpdate'"))
+		}
+	case appsv1.RollingUpdateStatefulSetStrategyType:
+		if ru := s.UpdateStrategy.RollingUpdate; ru != nil {
+			if ru.Partition != nil && *ru.Partition < 0 {
+				errs = append(errs, field.Invalid(us.Child("rollingUpdate", "partition"), *ru.Partition, "must be greater than or equal to 0"))
+			}
+			if ru.MaxUnavailable != nil {
+				mu := us.Child("rollingUpdate", "maxUnavailable")
+				errs = append(errs, intOrPercent(ru.MaxUnavailable, mu)...)
+				if isZero(ru.MaxUnavailable) {
+					errs = append(errs, field.Invalid(mu, ru.MaxUnavailable.String(), "must be greater than 0"))
+				}
+			}
+		}
+	default:
+		errs = append(errs, field.Invalid(us, s.UpdateStrategy, "must be 'RollingUpdate' or 'OnDelete'"))
+	}
+	if p := s.PersistentVolumeClaimRetentionPolicy; p != nil {
+		rp := specPath.Child("persistentVolumeClaimRetentionPolicy")
+		for name, v := range map[string]appsv1.PersistentVolumeClaimRetentionPolicyType{"whenDeleted": p.WhenDeleted, "whenScaled": p.WhenScaled} {
+			if v != appsv1.RetainPersistentVolumeClaimRetentionPolicyType && v != appsv1.DeletePersistentVolumeClaimRetentionPolicyType {
+				errs = append(errs, field.NotSupported(rp.Child(name), v, []string{string(appsv1.RetainPersistentVolumeClaimRetentionPolicyType), string(appsv1.DeletePersistentVolumeClaimRetentionPolicyType)}))
+			}
+		}
+	}
+	if s.Ordinals != nil && s.Ordinals.Start < 0 {
+		errs = append(errs, field.Invalid(specPath.Child("ordinals", "start"), s.Ordinals.Start, "must be greater than or equal to 0"))
+	}
+	if s.MinReadySeconds < 0 {
+		errs = append(errs, field.Invalid(specPath.Child("minReadySeconds"), s.MinReadySeconds, "must be greater than or equal to 0"))
+	}
+	if s.ServiceName != "" {
+		for _, msg := range validation.IsDNS1123Label(s.ServiceName) {
+			errs = append(errs, field.Invalid(specPath.Child("serviceName"), s.ServiceName, msg))
+		}
+	}
+	tp := specPath.Child("template", "spec")
+	if rp := s.Template.Spec.RestartPolicy; rp != corev1.RestartPolicyAlways {
+		errs = append(errs, field.NotSupported(tp.Child("restartPolicy"), rp, []string{string(corev1.RestartPolicyAlways)}))
+	}
+	if s.Template.Spec.ActiveDeadlineSeconds != nil {
+		errs = append(errs, field.Forbidden(tp.Child("activeDeadlineSeconds"), "activeDeadlineSeconds in StatefulSet is not Supported"))
+	}
+	seen := sets.New[string]()
+	for i := range s.VolumeClaimTemplates {
+		t := &s.VolumeClaimTemplates[i]
+		fld := specPath.Child("volumeClaimTemplates").Index(i)
+		if seen.Has(t.Name) {
+			errs = append(errs, field.Duplicate(fld.Child("metadata", "name"), t.Name))
+		}
+		seen.Insert(t.Name)
+		for _, msg := range validation.IsDNS1123Subdomain(t.Name) {
+			errs = append(errs, field.Invalid(fld.Child("metadata", "name"), t.Name, msg))
+		}
+		errs = append(errs, pvcSpec(&t.Spec, fld.Child("spec"))...)
+	}
+	return errs
+}
+
+// StatefulSetUpdate allows upstream's mutable spec fields only.
+func StatefulSetUpdate(ss, old *appsv1.StatefulSet) field.ErrorList {
+	a, b := ss.Spec.DeepCopy(), old.Spec.DeepCopy()
+	for _, s := range []*appsv1.StatefulSetSpec{a, b} {
+		s.Replicas, s.Ordinals, s.Template, s.UpdateStrategy = nil, nil, corev1.PodTemplateSpec{}, appsv1.StatefulSetUpdateStrategy{}
+		s.RevisionHistoryLimit, s.PersistentVolumeClaimRetentionPolicy, s.MinReadySeconds = nil, nil, 0
+	}
+	if !apiequality.Semantic.DeepEqual(a, b) {
+		return field.ErrorList{field.Forbidden(specPath, "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden")}
+	}
+	return nil
+}

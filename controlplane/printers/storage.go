@@ -1,0 +1,299 @@
+package printers
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	nodev1 "k8s.io/api/node/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// StatefulSets prints NAME READY AGE, wide: CONTAINERS IMAGES.
+var StatefulSets = New(func(o runtime.Object) []any {
+	ss := o.(*appsv1.StatefulSet)
+	want := int32(0)
+	if ss.Spec.Replicas != nil {
+		want = *ss.Spec.Replicas
+	}
+	c, i := containersAndImages(ss.Spec.Template.Spec)
+	return []any{fmt.Sprintf("%d/%d", ss.Status.ReadyReplicas, want), Age(ss.CreationTimestamp), c, i}
+},
+	Column{Name: "Ready", Description: "Number of the pod with ready state"},
+	AgeColumn,
+	Column{Name: "Containers", Wide: true, Description: "Names of each container in the template."},
+	Column{Name: "Images", Wide: true, Description: "Images referenced by each container in the template."},
+)
+
+// accessModes renders access modes the way kubectl does (RWO,ROX,RWX,RWOP).
+func accessModes(modes []corev1.PersistentVolumeAccessMode) string {
+	short := map[corev1.PersistentVolumeAccessMode]string{corev1.ReadWriteOnce: "RWO", corev1.ReadOnlyMany: "ROX",
+		corev1.ReadWriteMany: "RWX", corev1.ReadWriteOncePod: "RWOP"}
+	var out []string
+	seen := map[string]bool{}
+	for _, m := range modes {
+		if s := short[m]; s != "" && !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+func volumeMode(m *corev1.PersistentVolumeMode) string {
+	if m == nil {
+		return "<unset>"
+	}
+	return string(*m)
+}
+
+func unset(s *string) string {
+	if s == nil || *s == "" {
+		return "<unset>"
+	}
+	return *s
+}
+
+// PersistentVolumes prints NAME CAPACITY ACCESS MODES RECLAIM POLICY STATUS CLAIM
+// STORAGECLASS VOLUMEATTRIBUTESCLASS REASON AGE, wide: VOLUMEMODE.
+var PersistentVolumes = New(func(o runtime.Object) []any {
+	pv := o.(*corev1.PersistentVolume)
+	claim := ""
+	if r := pv.Spec.ClaimRef; r != nil {
+		claim = r.Namespace + "/" + r.Name
+	}
+	phase := string(pv.Status.Phase)
+	if pv.DeletionTimestamp != nil {
+		phase = "Terminating"
+	}
+	size := pv.Spec.Capacity[corev1.ResourceStorage]
+	return []any{size.String(), accessModes(pv.Spec.AccessModes), string(pv.Spec.PersistentVolumeReclaimPolicy), phase,
+		claim, pv.Spec.StorageClassName, unset(pv.Spec.VolumeAttributesClassName), pv.Status.Reason, Age(pv.CreationTimestamp), volumeMode(pv.Spec.VolumeMode)}
+},
+	Column{Name: "Capacity"}, Column{Name: "Access Modes"}, Column{Name: "Reclaim Policy"}, Column{Name: "Status"},
+	Column{Name: "Claim"}, Column{Name: "StorageClass"}, Column{Name: "VolumeAttributesClass"}, Column{Name: "Reason"}, AgeColumn,
+	Column{Name: "VolumeMode", Wide: true},
+)
+
+// PersistentVolumeClaims prints NAME STATUS VOLUME CAPACITY ACCESS MODES STORAGECLASS
+// VOLUMEATTRIBUTESCLASS AGE, wide: VOLUMEMODE.
+var PersistentVolumeClaims = New(func(o runtime.Object) []any {
+	c := o.(*corev1.PersistentVolumeClaim)
+	phase := string(c.Status.Phase)
+	if c.DeletionTimestamp != nil {
+		phase = "Terminating"
+	}
+	size, modes := "", ""
+	if c.Spec.VolumeName != "" {
+		q := c.Status.Capacity[corev1.ResourceStorage]
+		size, modes = q.String(), accessModes(c.Status.AccessModes)
+	}
+	class := ""
+	if c.Spec.StorageClassName != nil {
+		class = *c.Spec.StorageClassName
+	}
+	return []any{phase, c.Spec.VolumeName, size, modes, class, unset(c.Spec.VolumeAttributesClassName), Age(c.CreationTimestamp), volumeMode(c.Spec.VolumeMode)}
+},
+	Column{Name: "Status"}, Column{Name: "Volume"}, Column{Name: "Capacity"}, Column{Name: "Access Modes"},
+	Column{Name: "StorageClass"}, Column{Name: "VolumeAttributesClass"}, AgeColumn, Column{Name: "VolumeMode", Wide: true},
+)
+
+// IsDefaultClassAnnotation marks the default StorageClass (and IngressClass).
+const IsDefaultClassAnnotation = "storageclass.kubernetes.io/is-default-class"
+
+// StorageClasses prints NAME PROVISIONER RECLAIMPOLICY VOLUMEBINDINGMODE
+// ALLOWVOLUMEEXPANSION AGE; the default class's name says "(default)".
+var StorageClasses = Custom(func(o runtime.Object) []any {
+	sc := o.(*storagev1.StorageClass)
+	name := sc.Name
+	if sc.Annotations[IsDefaultClassAnnotation] == "true" || sc.Annotations["storageclass.beta.kubernetes.io/is-default-class"] == "true" {
+		name += " (default)"
+	}
+	reclaim, mode := string(corev1.PersistentVolumeReclaimDelete), string(storagev1.VolumeBindingImmediate)
+	if sc.ReclaimPolicy != nil {
+		reclaim = string(*sc.ReclaimPolicy)
+	}
+	if sc.VolumeBindingMode != nil {
+		mode = string(*sc.VolumeBindingMode)
+	}
+	expand := sc.AllowVolumeExpansion != nil && *sc.AllowVolumeExpansion
+	return []any{name, sc.Provisioner, reclaim, mode, expand, Age(sc.CreationTimestamp)}
+},
+	Column{Name: "Name", Format: "name"}, Column{Name: "Provisioner"}, Column{Name: "ReclaimPolicy"},
+	Column{Name: "VolumeBindingMode"}, Column{Name: "AllowVolumeExpansion", Type: "boolean"}, AgeColumn,
+)
+
+func boolOr(b *bool, def bool) bool {
+	if b == nil {
+		return def
+	}
+	return *b
+}
+
+// CSIDrivers prints NAME ATTACHREQUIRED PODINFOONMOUNT STORAGECAPACITY TOKENREQUESTS
+// REQUIRESREPUBLISH MODES AGE.
+var CSIDrivers = New(func(o runtime.Object) []any {
+	d := o.(*storagev1.CSIDriver)
+	var modes []string
+	for _, m := range d.Spec.VolumeLifecycleModes {
+		modes = append(modes, string(m))
+	}
+	var aud []string
+	for _, t := range d.Spec.TokenRequests {
+		aud = append(aud, t.Audience)
+	}
+	tokens := "<unset>"
+	if len(aud) > 0 {
+		tokens = strings.Join(aud, ",")
+	}
+	return []any{boolOr(d.Spec.AttachRequired, true), boolOr(d.Spec.PodInfoOnMount, false), boolOr(d.Spec.StorageCapacity, false),
+		tokens, boolOr(d.Spec.RequiresRepublish, false), strings.Join(modes, ","), Age(d.CreationTimestamp)}
+},
+	Column{Name: "AttachRequired", Type: "boolean"}, Column{Name: "PodInfoOnMount", Type: "boolean"},
+	Column{Name: "StorageCapacity", Type: "boolean"}, Column{Name: "TokenRequests"},
+	Column{Name: "RequiresRepublish", Type: "boolean"}, Column{Name: "Modes"}, AgeColumn,
+)
+
+// CSINodes prints NAME DRIVERS AGE.
+var CSINodes = New(func(o runtime.Object) []any {
+	n := o.(*storagev1.CSINode)
+	return []any{int64(len(n.Spec.Drivers)), Age(n.CreationTimestamp)}
+}, Column{Name: "Drivers", Type: "integer"}, AgeColumn)
+
+// CSIStorageCapacities prints NAME STORAGECLASSNAME CAPACITY.
+var CSIStorageCapacities = New(func(o runtime.Object) []any {
+	c := o.(*storagev1.CSIStorageCapacity)
+	capacity := "<unset>"
+	if c.Capacity != nil {
+		capacity = c.Capacity.String()
+	}
+	return []any{c.StorageClassName, capacity}
+}, Column{Name: "StorageClassName"}, Column{Name: "Capacity"})
+
+// VolumeAttachments prints NAME ATTACHER PV NODE ATTACHED AGE.
+var VolumeAttachments = New(func(o runtime.Object) []any {
+	va := o.(*storagev1.VolumeAttachment)
+	pv := ""
+	if va.Spec.Source.PersistentVolumeName != nil {
+		pv = *va.Spec.Source.PersistentVolumeName
+	}
+	return []any{va.Spec.Attacher, pv, va.Spec.NodeName, va.Status.Attached, Age(va.CreationTimestamp)}
+}, Column{Name: "Attacher"}, Column{Name: "PV"}, Column{Name: "Node"}, Column{Name: "Attached", Type: "boolean"}, AgeColumn)
+
+// VolumeAttributesClasses prints NAME DRIVERNAME AGE.
+var VolumeAttributesClasses = New(func(o runtime.Object) []any {
+	c := o.(*storagev1.VolumeAttributesClass)
+	return []any{c.DriverName, Age(c.CreationTimestamp)}
+}, Column{Name: "DriverName"}, AgeColumn)
+
+// RuntimeClasses prints NAME HANDLER AGE.
+var RuntimeClasses = New(func(o runtime.Object) []any {
+	rc := o.(*nodev1.RuntimeClass)
+	return []any{rc.Handler, Age(rc.CreationTimestamp)}
+}, Column{Name: "Handler"}, AgeColumn)
+
+// PriorityClasses prints NAME VALUE GLOBAL-DEFAULT AGE PREEMPTIONPOLICY.
+var PriorityClasses = New(func(o runtime.Object) []any {
+	pc := o.(*schedulingv1.PriorityClass)
+	policy := "<unset>"
+	if pc.PreemptionPolicy != nil {
+		policy = string(*pc.PreemptionPolicy)
+	}
+	return []any{int64(pc.Value), pc.GlobalDefault, Age(pc.CreationTimestamp), policy}
+}, Column{Name: "Value", Type: "integer"}, Column{Name: "Global-Default", Type: "boolean"}, AgeColumn, Column{Name: "PreemptionPolicy"})
+
+// Ingresses prints NAME CLASS HOSTS ADDRESS PORTS AGE.
+var Ingresses = New(func(o runtime.Object) []any {
+	ing := o.(*networkingv1.Ingress)
+	class := "<none>"
+	if ing.Spec.IngressClassName != nil {
+		class = *ing.Spec.IngressClassName
+	}
+	var hosts []string
+	for _, r := range ing.Spec.Rules {
+		if r.Host != "" {
+			hosts = append(hosts, r.Host)
+		}
+	}
+	h := "*"
+	if len(hosts) > 0 {
+		h = strings.Join(hosts, ",")
+	}
+	var addrs []string
+	for _, lb := range ing.Status.LoadBalancer.Ingress {
+		if lb.IP != "" {
+			addrs = append(addrs, lb.IP)
+		} else if lb.Hostname != "" {
+			addrs = append(addrs, lb.Hostname)
+		}
+	}
+	ports := "80"
+	if len(ing.Spec.TLS) > 0 {
+		ports = "80, 443"
+	}
+	return []any{class, h, strings.Join(addrs, ","), ports, Age(ing.CreationTimestamp)}
+}, Column{Name: "Class"}, Column{Name: "Hosts"}, Column{Name: "Address"}, Column{Name: "Ports"}, AgeColumn)
+
+// IngressClasses prints NAME CONTROLLER PARAMETERS AGE.
+var IngressClasses = New(func(o runtime.Object) []any {
+	ic := o.(*networkingv1.IngressClass)
+	params := "<none>"
+	if p := ic.Spec.Parameters; p != nil {
+		params = p.Kind + "/" + p.Name
+		if p.APIGroup != nil && *p.APIGroup != "" {
+			params = p.Kind + "." + *p.APIGroup + "/" + p.Name
+		}
+	}
+	return []any{ic.Spec.Controller, params, Age(ic.CreationTimestamp)}
+}, Column{Name: "Controller"}, Column{Name: "Parameters"}, AgeColumn)
+
+// DeviceClasses prints NAME AGE.
+var DeviceClasses = New(func(o runtime.Object) []any {
+	return []any{Age(o.(*resourcev1.DeviceClass).CreationTimestamp)}
+}, AgeColumn)
+
+// ResourceClaims prints NAME STATE AGE.
+var ResourceClaims = New(func(o runtime.Object) []any {
+	c := o.(*resourcev1.ResourceClaim)
+	var state []string
+	if c.Status.Allocation != nil {
+		state = append(state, "allocated")
+		if len(c.Status.ReservedFor) > 0 {
+			state = append(state, "reserved")
+		}
+	} else {
+		state = append(state, "pending")
+	}
+	if c.DeletionTimestamp != nil {
+		state = append(state, "deleted")
+	}
+	sort.Strings(state[1:])
+	return []any{strings.Join(state, ","), Age(c.CreationTimestamp)}
+}, Column{Name: "State"}, AgeColumn)
+
+// ResourceClaimTemplates prints NAME AGE.
+var ResourceClaimTemplates = New(func(o runtime.Object) []any {
+	return []any{Age(o.(*resourcev1.ResourceClaimTemplate).CreationTimestamp)}
+}, AgeColumn)
+
+// ResourceSlices prints NAME NODE DRIVER POOL AGE.
+var ResourceSlices = New(func(o runtime.Object) []any {
+	s := o.(*resourcev1.ResourceSlice)
+	node := "<none>"
+	if s.Spec.NodeName != nil {
+		node = *s.Spec.NodeName
+	}
+	return []any{node, s.Spec.Driver, s.Spec.Pool.Name, Age(s.CreationTimestamp)}
+}, Column{Name: "Node"}, Column{Name: "Driver"}, Column{Name: "Pool"}, AgeColumn)
+
+// DeviceTaintRules prints NAME EFFECT AGE.
+var DeviceTaintRules = New(func(o runtime.Object) []any {
+	r := o.(*resourcev1.DeviceTaintRule)
+	return []any{string(r.Spec.Taint.Effect), Age(r.CreationTimestamp)}
+}, Column{Name: "Effect"}, AgeColumn)

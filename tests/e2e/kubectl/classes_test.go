@@ -1,0 +1,148 @@
+package kubectl
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/skiff-sh/skiff/tests/e2e/framework"
+)
+
+const volumesManifest = `apiVersion: v1
+kind: PersistentVolume
+metadata: {name: static-1}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  storageClassName: manual
+  hostPath: {path: /tmp/skiff-static-1}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+---
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {name: example}
+spec: {controller: example.com/ingress}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: web}
+spec:
+  ingressClassName: example
+  rules:
+  - host: web.example.com
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}
+---
+apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata: {name: runc}
+handler: runc
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: high}
+value: 1000
+`
+
+// TestClassAPIs drives the storage, scheduling, node, networking and DRA APIs with the real
+// kubectl: the built-in classes, upstream's columns, and upstream's refusals.
+func TestClassAPIs(t *testing.T) {
+	s := framework.StartServer(t)
+	kc := framework.Kubectl(t, 33)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	run := func(wantErr bool, args ...string) string {
+		t.Helper()
+		out, err := s.Run(ctx, kc, args...)
+		if (err != nil) != wantErr {
+			t.Fatalf("kubectl %s: err=%v, want error %v\n%s", strings.Join(args, " "), err, wantErr, out)
+		}
+		return out
+	}
+	contains := func(out string, want ...string) {
+		t.Helper()
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Fatalf("output lacks %q:\n%s", w, out)
+			}
+		}
+	}
+
+	contains(run(false, "api-resources"), "persistentvolumeclaims", "pvc", "storageclasses", "sc ", "storage.k8s.io/v1",
+		"csidrivers", "csinodes", "csistoragecapacities", "volumeattachments", "volumeattributesclasses",
+		"runtimeclasses", "node.k8s.io/v1", "priorityclasses", "pc ", "scheduling.k8s.io/v1",
+		"ingresses", "ing ", "ingressclasses", "statefulsets", "sts ", "resourceclaims", "resource.k8s.io/v1", "deviceclasses")
+
+	// What every cluster has: the system priority classes and the default StorageClass.
+	framework.Eventually(t, 30*time.Second, "built-in classes", func() (bool, string) {
+		out, _ := s.Run(ctx, kc, "get", "priorityclasses,storageclasses")
+		return strings.Contains(out, "system-node-critical") && strings.Contains(out, "local-path (default)"), out
+	})
+	contains(run(false, "get", "priorityclasses"), "NAME", "VALUE", "GLOBAL-DEFAULT", "system-cluster-critical", "2000000000", "system-node-critical", "2000001000")
+	contains(run(false, "get", "storageclass"), "PROVISIONER", "RECLAIMPOLICY", "VOLUMEBINDINGMODE", "skiff.sh/local-path", "Delete", "WaitForFirstConsumer")
+	contains(run(true, "delete", "priorityclass", "system-node-critical"), "this is a system priority class and cannot be deleted")
+
+	file := filepath.Join(t.TempDir(), "classes.yaml")
+	if err := os.WriteFile(file, []byte(volumesManifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	contains(run(false, "apply", "-f", file), "persistentvolume/static-1 created", "persistentvolumeclaim/data created",
+		"ingressclass.networking.k8s.io/example created", "ingress.networking.k8s.io/web created",
+		"runtimeclass.node.k8s.io/runc created", "priorityclass.scheduling.k8s.io/high created")
+	contains(run(false, "get", "pv"), "CAPACITY", "ACCESS MODES", "RECLAIM POLICY", "static-1", "1Gi", "RWO", "Retain", "manual")
+	contains(run(false, "get", "pvc"), "STATUS", "VOLUME", "data", "Pending")
+	contains(run(false, "get", "ingress"), "CLASS", "HOSTS", "web", "example", "web.example.com", "80")
+	contains(run(false, "get", "runtimeclass"), "HANDLER", "runc")
+	contains(run(false, "get", "pvc", "data", "-o", "jsonpath={.spec.volumeMode}"), "Filesystem")
+
+	// Upstream's refusals, with upstream's words.
+	bad := func(name, manifest string, want ...string) {
+		t.Helper()
+		f := filepath.Join(t.TempDir(), name+".yaml")
+		_ = os.WriteFile(f, []byte(manifest), 0o644)
+		contains(run(true, "create", "-f", f), want...)
+	}
+	bad("pvc", "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: nosize}\nspec: {accessModes: [ReadWriteOnce]}\n",
+		"spec.resources[storage]: Required value")
+	bad("pv", "apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: nosrc}\nspec: {capacity: {storage: 1Gi}, accessModes: [ReadWriteOnce]}\n",
+		"must specify a volume type")
+	bad("pc", "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: huge}\nvalue: 2000000000\n",
+		"maximum allowed value of a user defined priority is 1000000000")
+	bad("ing", "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: empty}\nspec: {}\n",
+		"either `defaultBackend` or `rules` must be specified")
+	bad("sc", "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: nop}\nprovisioner: \"\"\n", "provisioner: Required value")
+	contains(run(true, "patch", "pvc", "data", "--type=merge", "-p", `{"spec":{"accessModes":["ReadWriteMany"]}}`),
+		"spec is immutable after creation")
+
+	// DRA: a claim's spec is immutable; its status is written through the subresource.
+	client := s.Client(t)
+	claim := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "gpu"}, Spec: resourcev1.ResourceClaimSpec{
+		Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: "req-0", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu.example.com"}}}}}}
+	got, err := client.ResourceV1().ResourceClaims("default").Create(ctx, claim, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := got.Spec.Devices.Requests[0].Exactly; e.AllocationMode != resourcev1.DeviceAllocationModeExactCount || e.Count != 1 {
+		t.Errorf("request defaults: %+v", e)
+	}
+	got.Status.Allocation = &resourcev1.AllocationResult{}
+	if _, err := client.ResourceV1().ResourceClaims("default").UpdateStatus(ctx, got, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	contains(run(false, "get", "resourceclaims"), "STATE", "gpu", "allocated")
+	contains(run(true, "patch", "resourceclaim", "gpu", "--type=merge", "-p", `{"spec":{"devices":{"requests":[{"name":"req-1","exactly":{"deviceClassName":"x"}}]}}}`),
+		"field is immutable")
+}
