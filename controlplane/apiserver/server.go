@@ -21,7 +21,11 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -409,7 +413,7 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 			return nil, err
 		}
 		return obj.(*corev1.ServiceAccount), nil
-	}})
+	}}, admissionClasses(stores))
 
 	srv, err := cfg.Complete(nil).New("skiff-apiserver", genericapiserver.NewEmptyDelegate())
 	if err != nil {
@@ -583,4 +587,65 @@ func writeAgentServingCert(l pki.Layout, ca *pki.Authority, node string, ips []n
 		return err
 	}
 	return os.WriteFile(crt, certPEM, 0o644)
+}
+
+// admissionClasses reads priority, runtime and storage classes from their stores for the
+// admission plugins that resolve them.
+func admissionClasses(stores map[schema.GroupVersion]map[string]rest.Storage) admission.Classes {
+	getter := func(gv schema.GroupVersion, resource string) func(ctx context.Context, name string) (runtime.Object, error) {
+		g := stores[gv][resource].(rest.Getter)
+		return func(ctx context.Context, name string) (runtime.Object, error) {
+			obj, err := g.Get(ctx, name, &metav1.GetOptions{ResourceVersion: "0"})
+			if apierrors.IsNotFound(err) {
+				obj, err = g.Get(ctx, name, &metav1.GetOptions{})
+			}
+			return obj, err
+		}
+	}
+	lister := func(gv schema.GroupVersion, resource string) func(ctx context.Context) (runtime.Object, error) {
+		l := stores[gv][resource].(rest.Lister)
+		return func(ctx context.Context) (runtime.Object, error) {
+			return l.List(ctx, &metainternalversion.ListOptions{ResourceVersion: "0"})
+		}
+	}
+	getPC, listPC := getter(schedulingv1.SchemeGroupVersion, "priorityclasses"), lister(schedulingv1.SchemeGroupVersion, "priorityclasses")
+	getRC, listSC := getter(nodev1.SchemeGroupVersion, "runtimeclasses"), lister(storagev1.SchemeGroupVersion, "storageclasses")
+	return admission.Classes{
+		PriorityClass: func(ctx context.Context, name string) (*schedulingv1.PriorityClass, error) {
+			obj, err := getPC(ctx, name)
+			if err != nil {
+				return nil, err
+			}
+			return obj.(*schedulingv1.PriorityClass), nil
+		},
+		PriorityClasses: func(ctx context.Context) ([]*schedulingv1.PriorityClass, error) {
+			obj, err := listPC(ctx)
+			if err != nil {
+				return nil, err
+			}
+			var out []*schedulingv1.PriorityClass
+			for i := range obj.(*schedulingv1.PriorityClassList).Items {
+				out = append(out, &obj.(*schedulingv1.PriorityClassList).Items[i])
+			}
+			return out, nil
+		},
+		RuntimeClass: func(ctx context.Context, name string) (*nodev1.RuntimeClass, error) {
+			obj, err := getRC(ctx, name)
+			if err != nil {
+				return nil, err
+			}
+			return obj.(*nodev1.RuntimeClass), nil
+		},
+		StorageClasses: func(ctx context.Context) ([]*storagev1.StorageClass, error) {
+			obj, err := listSC(ctx)
+			if err != nil {
+				return nil, err
+			}
+			var out []*storagev1.StorageClass
+			for i := range obj.(*storagev1.StorageClassList).Items {
+				out = append(out, &obj.(*storagev1.StorageClassList).Items[i])
+			}
+			return out, nil
+		},
+	}
 }

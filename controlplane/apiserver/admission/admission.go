@@ -19,14 +19,17 @@ import (
 )
 
 // Chain returns skiff's admission chain in upstream's order; namespaces reads namespaces
-// for NamespaceLifecycle, nodes is NodeRestriction.
-func Chain(namespaces NamespaceGetter, nodes *NodeRestriction, accounts ServiceAccount) admission.Interface {
+// for NamespaceLifecycle, nodes is NodeRestriction, classes reads the priority, runtime and
+// storage classes.
+func Chain(namespaces NamespaceGetter, nodes *NodeRestriction, accounts ServiceAccount, classes Classes) admission.Interface {
 	return admission.NewChainHandler(
 		&NamespaceLifecycle{Namespaces: namespaces},
 		nodes,
 		accounts,
 		DefaultTolerationSeconds{Seconds: 300},
-		Priority{},
+		Priority{Classes: classes},
+		RuntimeClass{Classes: classes},
+		DefaultStorageClass{Classes: classes},
 	)
 }
 
@@ -154,38 +157,6 @@ func (d DefaultTolerationSeconds) Admit(ctx context.Context, a admission.Attribu
 			})
 		}
 	}
-	return nil
-}
-
-// Priority resolves the built-in priority classes into spec.priority (0 otherwise).
-type Priority struct{}
-
-// Handles implements admission.Interface.
-func (Priority) Handles(op admission.Operation) bool { return op == admission.Create }
-
-var builtinPriorities = map[string]int32{
-	"system-node-critical":    2000001000,
-	"system-cluster-critical": 2000000000,
-}
-
-// Admit implements admission.MutationInterface.
-func (Priority) Admit(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
-	pod, ok := isPodCreate(a)
-	if !ok {
-		return nil
-	}
-	want := int32(0)
-	if name := pod.Spec.PriorityClassName; name != "" {
-		p, known := builtinPriorities[name]
-		if !known {
-			return admission.NewForbidden(a, fmt.Errorf("no PriorityClass with name %s was found", name))
-		}
-		want = p
-	}
-	if pod.Spec.Priority != nil && *pod.Spec.Priority != want {
-		return admission.NewForbidden(a, fmt.Errorf("the integer value of priority (%d) must not be provided in pod spec; priority admission controller computed %d from the given PriorityClass name", *pod.Spec.Priority, want))
-	}
-	pod.Spec.Priority = &want
 	return nil
 }
 

@@ -324,7 +324,7 @@ func TestPriority(t *testing.T) {
 			p := newPod()
 			p.Spec.PriorityClassName = tc.className
 			p.Spec.Priority = tc.priority
-			err := mutate(t, Priority{}, podCreate(p))
+			err := mutate(t, Priority{Classes: testClasses()}, podCreate(p))
 			if tc.forbidden {
 				if !apierrors.IsForbidden(err) {
 					t.Fatalf("err = %v, want Forbidden", err)
@@ -342,7 +342,7 @@ func TestPriority(t *testing.T) {
 	t.Run("unknown class message", func(t *testing.T) {
 		p := newPod()
 		p.Spec.PriorityClassName = "high"
-		err := mutate(t, Priority{}, podCreate(p))
+		err := mutate(t, Priority{Classes: testClasses()}, podCreate(p))
 		if err == nil || !strings.Contains(err.Error(), "no PriorityClass with name high was found") {
 			t.Errorf("err = %v", err)
 		}
@@ -438,7 +438,7 @@ func TestNamespaceLifecycle(t *testing.T) {
 func isNil(err error) bool { return err == nil }
 
 func TestChain(t *testing.T) {
-	chain := Chain(namespaces(ns("default", corev1.NamespaceActive)), &NodeRestriction{}, ServiceAccount{})
+	chain := Chain(namespaces(ns("default", corev1.NamespaceActive)), &NodeRestriction{}, ServiceAccount{}, testClasses())
 	p := newPod()
 	a := podCreate(p)
 	if err := chain.(admission.MutationInterface).Admit(context.Background(), a, nil); err != nil {

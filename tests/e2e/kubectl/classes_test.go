@@ -106,7 +106,16 @@ func TestClassAPIs(t *testing.T) {
 	contains(run(false, "get", "pvc"), "STATUS", "VOLUME", "data", "Pending")
 	contains(run(false, "get", "ingress"), "CLASS", "HOSTS", "web", "example", "web.example.com", "80")
 	contains(run(false, "get", "runtimeclass"), "HANDLER", "runc")
-	contains(run(false, "get", "pvc", "data", "-o", "jsonpath={.spec.volumeMode}"), "Filesystem")
+	contains(run(false, "get", "pvc", "data", "-o", "jsonpath={.spec.volumeMode}/{.spec.storageClassName}"), "Filesystem/local-path")
+
+	// Admission resolves the classes a pod names.
+	contains(run(false, "run", "important", "--image=skiff/netutil:1", "--overrides", `{"spec":{"priorityClassName":"high"}}`), "pod/important created")
+	contains(run(false, "get", "pod", "important", "-o", "jsonpath={.spec.priority}/{.spec.preemptionPolicy}"), "1000/PreemptLowerPriority")
+	contains(run(true, "run", "nobody", "--image=skiff/netutil:1", "--overrides", `{"spec":{"priorityClassName":"nobody"}}`), "no PriorityClass with name nobody was found")
+	contains(run(true, "run", "sandboxed", "--image=skiff/netutil:1", "--overrides", `{"spec":{"runtimeClassName":"kata"}}`), `pod rejected: RuntimeClass "kata" not found`)
+	bad0 := filepath.Join(t.TempDir(), "default2.yaml")
+	_ = os.WriteFile(bad0, []byte("apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: d1}\nvalue: 1\nglobalDefault: true\n---\napiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: d2}\nvalue: 2\nglobalDefault: true\n"), 0o644)
+	contains(run(true, "create", "-f", bad0), "PriorityClass d1 is already marked as default. Only one default can exist")
 
 	// Upstream's refusals, with upstream's words.
 	bad := func(name, manifest string, want ...string) {
