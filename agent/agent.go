@@ -178,7 +178,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	defer stopShared()
 	shared := sharedinformers.NewShared(sharedCtx, client)
 	nopts := node.Options{Name: o.NodeName, InternalIP: o.InternalIP, RuntimeVersion: "containerd://" + v.RuntimeVersion, Taints: o.Taints,
-		Labels: o.Labels, APIPort: o.APIPort, Health: sup.Health}
+		Labels: o.Labels, APIPort: o.APIPort, Health: sup.Health,
+		// The PV binder provisions local-path volumes under this directory of the node.
+		Annotations: map[string]string{volumes.LocalPathRootAnnotation: dirs.Storage()}}
 	if _, err := node.Register(ctx, client, nopts, log); err != nil {
 		return err
 	}
@@ -277,6 +279,10 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	allocatable := node.Status(nopts).Allocatable
 	vols := volumes.New(client, dirs.Pods())
 	vols.SetNode(o.InternalIP, allocatable)
+	vols.SetLocalPathRoot(dirs.Storage())
+	sup.Go(supervisor.Part{Name: "local-path-cleanup", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
+		return volumes.CleanLocalPath(ctx, client, dirs.Storage(), time.Minute, log)
+	}})
 	pm := pods.New(client, runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn),
 		pods.Options{NodeName: o.NodeName, HostIP: o.InternalIP, PodLogDir: o.PodLogDir, Netns: o.Netns, CgroupRoot: o.CgroupRoot,
 			ClusterDNS: o.ClusterDNS, ClusterDNSService: o.DNS, ClusterDomain: o.ClusterDomain, ResolvConf: o.ResolvConf, Informers: shared,

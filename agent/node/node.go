@@ -38,6 +38,8 @@ type Options struct {
 	Taints []corev1.Taint
 	// Labels are added to the standard ones.
 	Labels map[string]string
+	// Annotations are set at registration (skiff.sh/local-path-root).
+	Annotations map[string]string
 	// MaxPods is the pods capacity (110).
 	MaxPods int
 	// APIPort is the agent API's port (10250), published as daemonEndpoints.kubeletEndpoint.
@@ -165,6 +167,12 @@ func Register(ctx context.Context, c kubernetes.Interface, o Options, log *slog.
 		}
 		for k, v := range labels {
 			n.Labels[k] = v
+		}
+		if len(o.Annotations) > 0 && n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		for k, v := range o.Annotations {
+			n.Annotations[k] = v
 		}
 		// Other writers (nodeipam, node-lifecycle) change the node meanwhile: conflicts retry.
 		if n, err = c.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {

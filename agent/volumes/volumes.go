@@ -41,8 +41,11 @@ type Manager struct {
 
 	mu     sync.Mutex
 	tokens map[string]token          // pod uid/volume/path -> token
+	claims map[string]string         // pod uid/volume -> host directory of its bound volume
 	pods   map[types.UID]*sync.Mutex // serializes Prepare and Cleanup of one pod
 	node   nodeInfo
+	// localPathRoot holds this node's local-path volumes (SetLocalPathRoot).
+	localPathRoot string
 }
 
 type token struct {
@@ -58,7 +61,7 @@ type nodeInfo struct {
 
 // New returns a manager writing under root (<agent-data-dir>/pods).
 func New(client kubernetes.Interface, root string) *Manager {
-	return &Manager{client: client, root: root, tokens: map[string]token{}, pods: map[types.UID]*sync.Mutex{}}
+	return &Manager{client: client, root: root, tokens: map[string]token{}, claims: map[string]string{}, pods: map[types.UID]*sync.Mutex{}}
 }
 
 // SetNode records the node's address and allocatable resources: downwardAPI files read
@@ -135,6 +138,8 @@ func (m *Manager) prepareVolume(ctx context.Context, pod *corev1.Pod, v corev1.V
 		return m.setupEmptyDir(pod, v, own)
 	case v.HostPath != nil:
 		return checkHostPath(v.HostPath)
+	case v.PersistentVolumeClaim != nil:
+		return m.prepareClaim(ctx, pod, v)
 	case v.ConfigMap != nil:
 		ps, err := m.configMapProjections(ctx, pod.Namespace, v.ConfigMap.Name, v.ConfigMap.Items,
 			modeOr(v.ConfigMap.DefaultMode, defaultMode), v.ConfigMap.Optional)
@@ -254,6 +259,9 @@ func (m *Manager) volumeRoot(pod *corev1.Pod, v corev1.Volume) (string, bool, er
 		return m.dir(pod, "empty-dir", v.Name), false, nil
 	case v.HostPath != nil:
 		return v.HostPath.Path, false, nil
+	case v.PersistentVolumeClaim != nil:
+		path, err := m.claimRoot(pod, v)
+		return path, v.PersistentVolumeClaim.ReadOnly, err
 	case v.ConfigMap != nil:
 		return m.dir(pod, "configmap", v.Name), true, nil
 	case v.Secret != nil:
@@ -358,6 +366,11 @@ func (m *Manager) Teardown(uid string) error {
 	for k := range m.tokens {
 		if strings.HasPrefix(k, uid+"/") {
 			delete(m.tokens, k)
+		}
+	}
+	for k := range m.claims {
+		if strings.HasPrefix(k, uid+"/") {
+			delete(m.claims, k)
 		}
 	}
 	delete(m.pods, types.UID(uid))

@@ -223,8 +223,10 @@ func TestPrepareErrors(t *testing.T) {
 		"unknown container": {testPod(corev1.Volume{Name: "d", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{
 			Items: []corev1.DownwardAPIVolumeFile{{Path: "n", ResourceFieldRef: &corev1.ResourceFieldSelector{ContainerName: "x", Resource: "limits.cpu"}}}}}}),
 			`no container "x"`},
-		"unsupported type": {testPod(corev1.Volume{Name: "pvc", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "x"}}}),
-			`volume "pvc": this volume type is not supported`},
+		"unsupported type": {testPod(corev1.Volume{Name: "nfs", VolumeSource: corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{Server: "x", Path: "/"}}}),
+			`volume "nfs": this volume type is not supported`},
+		"missing claim": {testPod(corev1.Volume{Name: "pvc", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "x"}}}),
+			`volume "pvc": persistentvolumeclaim "x"`},
 		"bad volume name": {testPod(corev1.Volume{Name: "..", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}),
 			"cannot name a directory"},
 		"bad medium": {testPod(corev1.Volume{Name: "e", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: "HugePages"}}}),

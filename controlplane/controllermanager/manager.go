@@ -37,10 +37,12 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/controllers/namespace"
 	"github.com/skiff-sh/skiff/controlplane/controllers/nodeipam"
 	"github.com/skiff-sh/skiff/controlplane/controllers/nodelifecycle"
+	"github.com/skiff-sh/skiff/controlplane/controllers/persistentvolume"
 	"github.com/skiff-sh/skiff/controlplane/controllers/replicaset"
 	"github.com/skiff-sh/skiff/controlplane/controllers/replicationcontroller"
 	"github.com/skiff-sh/skiff/controlplane/controllers/rootcacert"
 	"github.com/skiff-sh/skiff/controlplane/controllers/serviceaccount"
+	"github.com/skiff-sh/skiff/controlplane/controllers/statefulset"
 	"github.com/skiff-sh/skiff/controlplane/controllers/ttlafterfinished"
 	"github.com/skiff-sh/skiff/controlplane/healthserver"
 	"github.com/skiff-sh/skiff/controlplane/leader"
@@ -185,6 +187,13 @@ func runControllers(ctx context.Context, cfg *rest.Config, root kubernetes.Inter
 		}},
 		{daemonset.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
 			return daemonset.New(c, apps.DaemonSets(), core.Nodes(), core.Pods(), recorder(daemonset.Name), log), nil
+		}},
+		{statefulset.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
+			return statefulset.New(c, apps.StatefulSets(), core.Pods(), apps.ControllerRevisions(), core.PersistentVolumeClaims(), recorder(statefulset.Name), log), nil
+		}},
+		{persistentvolume.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
+			return persistentvolume.New(c, core.PersistentVolumeClaims(), core.PersistentVolumes(), factory.Storage().V1().StorageClasses(), core.Nodes(),
+				recorder(persistentvolume.Name), log), nil
 		}},
 		{replicationcontroller.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
 			return replicationcontroller.New(c, core.ReplicationControllers(), core.Pods(), recorder(replicationcontroller.Name), log), nil

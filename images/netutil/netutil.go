@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -39,6 +40,7 @@ const usage = `usage: netutil [serve [--port 8080]]
        netutil dns NAME
        netutil echo [--port 7] [--udp]
        netutil cat FILE...
+       netutil write FILE TEXT
        netutil env NAME...
        netutil probe CIDR [--port 8080] [--for 10s]
        netutil sleep [DURATION]`
@@ -122,6 +124,15 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			}
 		}
 		return nil
+	case "write":
+		// Writes TEXT to FILE, making its directory: how tests leave data in a volume.
+		if len(pos) != 2 {
+			return errors.New(usage)
+		}
+		if err := os.MkdirAll(filepath.Dir(pos[0]), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(pos[0], []byte(pos[1]), 0o644)
 	case "probe":
 		if len(pos) != 1 {
 			return errors.New(usage)

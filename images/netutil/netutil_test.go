@@ -109,6 +109,14 @@ func TestMain_CommandLine(t *testing.T) {
 	if code := Main([]string{"dns", "localhost"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "127.0.0.1") {
 		t.Errorf("dns localhost: %d %q %q", code, out.String(), errb.String())
 	}
+	file := t.TempDir() + "/sub/id"
+	out.Reset()
+	if code := Main([]string{"write", file, "web-0"}, &out, &errb); code != 0 {
+		t.Errorf("write: %d %q", code, errb.String())
+	}
+	if code := Main([]string{"cat", file}, &out, &errb); code != 0 || out.String() != "web-0" {
+		t.Errorf("cat after write: %d %q", code, out.String())
+	}
 }
 
 func TestProbe(t *testing.T) {

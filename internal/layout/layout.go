@@ -70,6 +70,9 @@ func (a Agent) BFDSessions() string { return filepath.Join(a.Dir, "bfd-sessions.
 // Pods holds each pod's volumes.
 func (a Agent) Pods() string { return filepath.Join(a.Dir, "pods") }
 
+// Storage holds the local-path volumes provisioned on this node, one directory each.
+func (a Agent) Storage() string { return filepath.Join(a.Dir, "storage") }
+
 // Images is the directory of image archives imported at start; EmbeddedImages where the
 // images built into the binary are written for import.
 func (a Agent) Images() string         { return filepath.Join(a.Dir, "images") }

@@ -23,6 +23,8 @@ const (
 	skiffClusterDNSRole = "system:controller:cluster-dns-controller"
 	// skiffLBIPAMRole is the LoadBalancer address allocator's.
 	skiffLBIPAMRole = "system:controller:loadbalancer-ipam-controller"
+	// skiffLocalPathNodeRole is what each agent's local-path cleanup reads.
+	skiffLocalPathNodeRole = "skiff:local-path-node"
 )
 
 // SkiffClusterRoles is skiff's own ClusterRoles.
@@ -48,6 +50,12 @@ func SkiffClusterRoles() []rbacv1.ClusterRole {
 			rule(append([]string{"create", "update"}, read...)...).groups(core).resources("services"),
 			rule(append([]string{"create", "update", "delete"}, read...)...).groups("discovery.k8s.io").resources("endpointslices"),
 			recordEvents(),
+		),
+		// Each agent removes the data of its local-path volumes once they are deleted: it
+		// asks for each volume by name, which the Node authorizer cannot allow for a volume
+		// that no longer exists (NotFound is the answer it needs). Volumes hold no secrets.
+		clusterRole(skiffLocalPathNodeRole,
+			rule("get").groups(core).resources("persistentvolumes"),
 		),
 		// The LoadBalancer address allocator writes Services' status.loadBalancer.
 		clusterRole(skiffLBIPAMRole,
@@ -78,6 +86,7 @@ func SkiffClusterRoleBindings() []rbacv1.ClusterRoleBinding {
 		namedClusterRoleBinding(skiffEndpointsRole, skiffEndpointsRole,
 			serviceAccount(metav1.NamespaceSystem, "endpointslice-controller")),
 		namedClusterRoleBinding(skiffNodePolicyRole, skiffNodePolicyRole, group(nodesGroup)),
+		namedClusterRoleBinding(skiffLocalPathNodeRole, skiffLocalPathNodeRole, group(nodesGroup)),
 		namedClusterRoleBinding(skiffClusterDNSRole, skiffClusterDNSRole, serviceAccount(metav1.NamespaceSystem, "cluster-dns-controller")),
 		namedClusterRoleBinding(skiffLBIPAMRole, skiffLBIPAMRole, serviceAccount(metav1.NamespaceSystem, "loadbalancer-ipam-controller")),
 	}
