@@ -186,7 +186,7 @@ func runControllers(ctx context.Context, cfg *rest.Config, root kubernetes.Inter
 			return deployment.New(c, apps.Deployments(), apps.ReplicaSets(), core.Pods(), recorder(deployment.Name), log), nil
 		}},
 		{daemonset.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
-			return daemonset.New(c, apps.DaemonSets(), core.Nodes(), core.Pods(), recorder(daemonset.Name), log), nil
+			return daemonset.New(c, apps.DaemonSets(), core.Nodes(), core.Pods(), apps.ControllerRevisions(), recorder(daemonset.Name), log), nil
 		}},
 		{statefulset.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
 			return statefulset.New(c, apps.StatefulSets(), core.Pods(), apps.ControllerRevisions(), core.PersistentVolumeClaims(), recorder(statefulset.Name), log), nil

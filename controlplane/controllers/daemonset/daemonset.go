@@ -49,19 +49,21 @@ type Controller struct {
 	dsLister appslisters.DaemonSetLister
 	nodes    corelisters.NodeLister
 	pods     corelisters.PodLister
-	synced   []cache.InformerSynced
-	recorder record.EventRecorder
-	loop     *loop.Loop
+	// revisions lists the ControllerRevisions snapshot keeps.
+	revisions appslisters.ControllerRevisionLister
+	synced    []cache.InformerSynced
+	recorder  record.EventRecorder
+	loop      *loop.Loop
 	// backoff spaces out replacing failed daemon pods, per DaemonSet and node.
 	backoff *flowcontrol.Backoff
 }
 
 // New wires the controller.
 func New(client kubernetes.Interface, ds appsinformers.DaemonSetInformer, nodes coreinformers.NodeInformer, pods coreinformers.PodInformer,
-	recorder record.EventRecorder, log *slog.Logger) *Controller {
-	c := &Controller{client: client, dsLister: ds.Lister(), nodes: nodes.Lister(), pods: pods.Lister(), recorder: recorder,
+	revisions appsinformers.ControllerRevisionInformer, recorder record.EventRecorder, log *slog.Logger) *Controller {
+	c := &Controller{client: client, dsLister: ds.Lister(), nodes: nodes.Lister(), pods: pods.Lister(), revisions: revisions.Lister(), recorder: recorder,
 		backoff: flowcontrol.NewBackOff(time.Second, 15*time.Minute),
-		synced:  []cache.InformerSynced{ds.Informer().HasSynced, nodes.Informer().HasSynced, pods.Informer().HasSynced}}
+		synced:  []cache.InformerSynced{ds.Informer().HasSynced, nodes.Informer().HasSynced, pods.Informer().HasSynced, revisions.Informer().HasSynced}}
 	c.loop = loop.New(Name, c.sync, log)
 	_, _ = ds.Informer().AddEventHandler(c.loop.Handler())
 	all := func(any) {
@@ -298,6 +300,15 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		}
 	}
 	hash := TemplateHash(ds)
+	if ds.DeletionTimestamp == nil {
+		var live []*corev1.Pod
+		for _, ps := range byNode {
+			live = append(live, ps...)
+		}
+		if err := c.snapshot(ctx, ds, hash, live); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	now := time.Now()
 	status := appsv1.DaemonSetStatus{ObservedGeneration: ds.Generation, CollisionCount: ds.Status.CollisionCount}
 	maxUnavailable := 1

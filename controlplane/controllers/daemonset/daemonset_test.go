@@ -42,7 +42,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 		return false, nil, nil
 	})
 	factory := informers.NewSharedInformerFactory(client, 0)
-	c := New(client, factory.Apps().V1().DaemonSets(), factory.Core().V1().Nodes(), factory.Core().V1().Pods(),
+	c := New(client, factory.Apps().V1().DaemonSets(), factory.Core().V1().Nodes(), factory.Core().V1().Pods(), factory.Apps().V1().ControllerRevisions(),
 		record.NewFakeRecorder(100), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	for _, o := range objs {
 		switch o := o.(type) {
@@ -52,6 +52,8 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 			_ = factory.Core().V1().Nodes().Informer().GetIndexer().Add(o)
 		case *corev1.Pod:
 			_ = factory.Core().V1().Pods().Informer().GetIndexer().Add(o)
+		case *appsv1.ControllerRevision:
+			_ = factory.Apps().V1().ControllerRevisions().Informer().GetIndexer().Add(o)
 		}
 	}
 	return &fixture{c: c, client: client, factory: factory}
@@ -413,7 +415,7 @@ func TestSyncStatusUnchangedIsNotWritten(t *testing.T) {
 	hash := TemplateHash(ds)
 	ds.Status = appsv1.DaemonSetStatus{ObservedGeneration: 4, DesiredNumberScheduled: 1, CurrentNumberScheduled: 1, NumberReady: 1,
 		NumberAvailable: 1, UpdatedNumberScheduled: 1}
-	f := newFixture(t, ds, node("n1", nil), dsPod(ds, "p", "n1", hash))
+	f := newFixture(t, ds, node("n1", nil), dsPod(ds, "p", "n1", hash), revision(t, ds, 1))
 	f.sync(t)
 	if acts := f.client.Actions(); len(acts) != 0 {
 		t.Fatalf("steady state produced %v", acts)
@@ -468,5 +470,65 @@ func TestSyncReplacesFailedPodWithBackoff(t *testing.T) {
 	f.sync(t)
 	if n := len(f.actions("create", "pods")); n != 1 {
 		t.Fatalf("created %d pods after the failed one left, want 1", n)
+	}
+}
+
+// revision is the ControllerRevision of ds's current template, numbered n.
+func revision(t *testing.T, ds *appsv1.DaemonSet, n int64) *appsv1.ControllerRevision {
+	t.Helper()
+	patch, err := Patch(ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash := TemplateHash(ds)
+	return &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: ds.Name + "-" + hash, Namespace: ds.Namespace,
+		Labels: map[string]string{HashLabel: hash}, OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ds, dsKind)}},
+		Data: runtime.RawExtension{Raw: patch}, Revision: n}
+}
+
+// Every template a DaemonSet runs is recorded as a ControllerRevision in upstream's shape;
+// going back to an old template renumbers its revision; old ones beyond the limit go.
+func TestSyncRevisions(t *testing.T) {
+	ds := newDS()
+	f := newFixture(t, ds, node("n1", nil))
+	f.sync(t)
+	creates := f.actions("create", "controllerrevisions")
+	if len(creates) != 1 {
+		t.Fatalf("revisions created: %d", len(creates))
+	}
+	rev := creates[0].(ktesting.CreateAction).GetObject().(*appsv1.ControllerRevision)
+	want := revision(t, ds, 1)
+	if rev.Name != want.Name || rev.Revision != 1 || rev.Labels[HashLabel] != TemplateHash(ds) || string(rev.Data.Raw) != string(want.Data.Raw) ||
+		!strings.HasPrefix(string(rev.Data.Raw), `{"spec":{"template":{"$patch":"replace",`) || !metav1.IsControlledBy(rev, ds) {
+		t.Errorf("revision %s #%d labels %v data %s", rev.Name, rev.Revision, rev.Labels, rev.Data.Raw)
+	}
+
+	// A new template gets the next number; the old template's revision stays while a pod runs it.
+	old := revision(t, ds, 1)
+	oldHash := TemplateHash(ds)
+	updated := ds.DeepCopy()
+	updated.Spec.Template.Spec.Containers[0].Image = "agent:2"
+	f = newFixture(t, updated, node("n1", nil), old, dsPod(updated, "p", "n1", oldHash))
+	f.sync(t)
+	if creates := f.actions("create", "controllerrevisions"); len(creates) != 1 || creates[0].(ktesting.CreateAction).GetObject().(*appsv1.ControllerRevision).Revision != 2 {
+		t.Errorf("update: creates %v", creates)
+	}
+
+	// Rolling back renumbers the old revision rather than creating one.
+	second := revision(t, updated, 2)
+	f = newFixture(t, ds, node("n1", nil), old, second)
+	f.sync(t)
+	ups := f.actions("update", "controllerrevisions")
+	if len(ups) != 1 || ups[0].(ktesting.UpdateAction).GetObject().(*appsv1.ControllerRevision).Revision != 3 || len(f.actions("create", "controllerrevisions")) != 0 {
+		t.Errorf("rollback: updates %v", ups)
+	}
+
+	// With a limit of 0, the old revision no pod runs is deleted.
+	limited := updated.DeepCopy()
+	limited.Spec.RevisionHistoryLimit = ptr.To[int32](0)
+	f = newFixture(t, limited, node("n1", nil), old, revision(t, limited, 2))
+	f.sync(t)
+	if dels := f.actions("delete", "controllerrevisions"); len(dels) != 1 || dels[0].(ktesting.DeleteAction).GetName() != old.Name {
+		t.Errorf("truncation: deletes %v", dels)
 	}
 }
