@@ -23,6 +23,10 @@ const Finalizer = "batch.kubernetes.io/job-tracking"
 // CompletionIndex is the annotation (and label) with an Indexed Job pod's index.
 const CompletionIndex = "batch.kubernetes.io/job-completion-index"
 
+// IndexFailureCount is the annotation with how many pods of the index failed before this
+// one, with backoffLimitPerIndex (upstream's name).
+const IndexFailureCount = "batch.kubernetes.io/job-index-failure-count"
+
 // Backoff before a failed pod is replaced: 10 s, doubled per failure, at most 6 min.
 const (
 	backoffBase = 10 * time.Second
@@ -34,6 +38,9 @@ type Plan struct {
 	// Create are the pods to create now: completion indexes for an Indexed Job, -1 each
 	// for a NonIndexed one.
 	Create []int
+	// IndexFailures is, with backoffLimitPerIndex, how many pods of each index to create
+	// failed before (the new pod's IndexFailureCount).
+	IndexFailures map[int]int32
 	// Delete are active pods to delete (suspended, failed or complete job; surplus).
 	Delete []*corev1.Pod
 	// Uncount are finished pods with the finalizer that this sync records in
@@ -83,6 +90,25 @@ func Decide(j *batchv1.Job, pods []*corev1.Pod, now time.Time) Plan {
 		}
 	}
 	completed := parseIndexes(st.CompletedIndexes)
+	perIndex := isIndexed(j) && j.Spec.BackoffLimitPerIndex != nil
+	failedIdx := sets.New[int]()
+	if perIndex && st.FailedIndexes != nil {
+		failedIdx = parseIndexes(*st.FailedIndexes)
+	}
+	// With backoffLimitPerIndex, each index's failures so far and the last one's time.
+	indexFailures, indexLastFailure := map[int]int32{}, map[int]time.Time{}
+	if perIndex {
+		for _, pod := range pods {
+			if i, ok := index(pod); ok && pod.Status.Phase == corev1.PodFailed {
+				if n := failureCount(pod) + 1; n > indexFailures[i] {
+					indexFailures[i] = n
+				}
+				if t := finishTime(pod); t.After(indexLastFailure[i]) {
+					indexLastFailure[i] = t
+				}
+			}
+		}
+	}
 	byUID := map[types.UID]*corev1.Pod{}
 	for _, pod := range pods {
 		byUID[pod.UID] = pod
@@ -151,6 +177,12 @@ func Decide(j *batchv1.Job, pods []*corev1.Pod, now time.Time) Plan {
 			case batchv1.PodFailurePolicyActionFailJob:
 				failJob = fmt.Sprintf("Pod %s/%s has condition or exit code matching FailJob rule at index %d", pod.Namespace, pod.Name, rule)
 			}
+			if i, ok := index(pod); ok && perIndex &&
+				(action == batchv1.PodFailurePolicyActionFailIndex || failureCount(pod)+1 > *j.Spec.BackoffLimitPerIndex) {
+				// The index is out of retries (or the policy says so): it fails, counted with
+				// the pod, in the same status write.
+				failedIdx.Insert(i)
+			}
 			st.UncountedTerminatedPods.Failed = append(st.UncountedTerminatedPods.Failed, pod.UID)
 			p.Uncount = append(p.Uncount, pod)
 		case pod.DeletionTimestamp != nil:
@@ -184,7 +216,7 @@ func Decide(j *batchv1.Job, pods []*corev1.Pod, now time.Time) Plan {
 		p.Delete = append(p.Delete, active...)
 		st.StartTime = nil
 		st.Active, st.Ready, st.Terminating = 0, ptr(int32(0)), ptr(terminating+int32(len(active)))
-		finish(&p, &st, j, completed)
+		finish(&p, &st, j, completed, failedIdx)
 		return p
 	}
 	if hasCondition(&st, batchv1.JobSuspended) {
@@ -205,8 +237,12 @@ func Decide(j *batchv1.Job, pods []*corev1.Pod, now time.Time) Plan {
 		reason, message = c.Reason, c.Message
 	case failJob != "":
 		reason, message = "PodFailurePolicy", failJob
+	case perIndex && j.Spec.MaxFailedIndexes != nil && int32(failedIdx.Len()) > *j.Spec.MaxFailedIndexes:
+		reason, message = "MaxFailedIndexesExceeded", "Job has exceeded the specified maximal number of failed indexes"
 	case j.Spec.BackoffLimit != nil && failed > *j.Spec.BackoffLimit:
 		reason, message = "BackoffLimitExceeded", "Job has reached the specified backoff limit"
+	case perIndex && failedIdx.Len() > 0 && completed.Union(failedIdx).Len() >= int(completions(j)):
+		reason, message = "FailedIndexes", "Job has failed indexes"
 	case j.Spec.ActiveDeadlineSeconds != nil && !now.Before(st.StartTime.Add(time.Duration(*j.Spec.ActiveDeadlineSeconds)*time.Second)):
 		reason, message = "DeadlineExceeded", "Job was active longer than specified deadline"
 	}
@@ -221,7 +257,7 @@ func Decide(j *batchv1.Job, pods []*corev1.Pod, now time.Time) Plan {
 			p.Events = append(p.Events, [3]string{corev1.EventTypeWarning, reason, message})
 		}
 		st.Active, st.Ready, st.Terminating = 0, ptr(int32(0)), ptr(terminating)
-		finish(&p, &st, j, completed)
+		finish(&p, &st, j, completed, failedIdx)
 		return p
 	}
 
@@ -253,7 +289,7 @@ func Decide(j *batchv1.Job, pods []*corev1.Pod, now time.Time) Plan {
 			p.Events = append(p.Events, [3]string{corev1.EventTypeNormal, "Completed", "Job completed"})
 		}
 		st.Active, st.Ready, st.Terminating = 0, ptr(int32(0)), ptr(terminating)
-		finish(&p, &st, j, completed)
+		finish(&p, &st, j, completed, failedIdx)
 		return p
 	}
 
@@ -263,7 +299,7 @@ func Decide(j *batchv1.Job, pods []*corev1.Pod, now time.Time) Plan {
 		parallelism = *j.Spec.Parallelism
 	}
 	wait := time.Duration(0)
-	if failed > 0 && !lastFailure.IsZero() {
+	if failed > 0 && !lastFailure.IsZero() && !perIndex {
 		b := backoffBase << min(failed-1, 10)
 		wait = min(b, backoffMax) - now.Sub(lastFailure)
 	}
@@ -284,10 +320,24 @@ func Decide(j *batchv1.Job, pods []*corev1.Pod, now time.Time) Plan {
 			n++
 		}
 		for i := 0; i < int(completions(j)) && n < int(parallelism); i++ {
-			if completed.Has(i) || running[i] != nil {
+			if completed.Has(i) || failedIdx.Has(i) || running[i] != nil {
 				continue
 			}
-			if wait > 0 {
+			if perIndex {
+				// Each index backs off on its own failures.
+				if c := indexFailures[i]; c > 0 {
+					if w := min(backoffBase<<min(c-1, 10), backoffMax) - now.Sub(indexLastFailure[i]); w > 0 {
+						if p.RequeueAfter == 0 || w < p.RequeueAfter {
+							p.RequeueAfter = w
+						}
+						continue
+					}
+					if p.IndexFailures == nil {
+						p.IndexFailures = map[int]int32{}
+					}
+					p.IndexFailures[i] = c
+				}
+			} else if wait > 0 {
 				break
 			}
 			p.Create = append(p.Create, i)
@@ -334,14 +384,17 @@ func Decide(j *batchv1.Job, pods []*corev1.Pod, now time.Time) Plan {
 	st.Active = int32(len(active) - len(p.Delete) + len(p.Create))
 	st.Ready = ptr(ready)
 	st.Terminating = ptr(terminating + int32(len(p.Delete)))
-	finish(&p, &st, j, completed)
+	finish(&p, &st, j, completed, failedIdx)
 	return p
 }
 
 // finish writes what every path shares into the status.
-func finish(p *Plan, st *batchv1.JobStatus, j *batchv1.Job, completed sets.Set[int]) {
+func finish(p *Plan, st *batchv1.JobStatus, j *batchv1.Job, completed, failedIdx sets.Set[int]) {
 	if isIndexed(j) {
 		st.CompletedIndexes = formatIndexes(completed)
+	}
+	if isIndexed(j) && j.Spec.BackoffLimitPerIndex != nil {
+		st.FailedIndexes = ptr(formatIndexes(failedIdx))
 	}
 	if st.UncountedTerminatedPods != nil && len(st.UncountedTerminatedPods.Succeeded)+len(st.UncountedTerminatedPods.Failed) == 0 {
 		st.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{}
@@ -422,6 +475,16 @@ func hasFinalizer(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// failureCount is how many pods of the index failed before this one (its
+// IndexFailureCount annotation).
+func failureCount(p *corev1.Pod) int32 {
+	n, err := strconv.Atoi(p.Annotations[IndexFailureCount])
+	if err != nil || n < 0 {
+		return 0
+	}
+	return int32(n)
 }
 
 // index is an Indexed Job pod's completion index, from its annotation.

@@ -365,3 +365,106 @@ func TestSucceededJobCannotFail(t *testing.T) {
 		t.Errorf("conditions %+v, want Complete", p.Status.Conditions)
 	}
 }
+
+// simulate runs Decide to the end as the controller and a node would: created pods start,
+// fail or succeed as outcome says for their index, finalizers go when the plan says so;
+// time moves a minute per round so backoffs pass.
+func simulate(t *testing.T, j *batchv1.Job, outcome func(index int) (succeed bool, exit int32)) (*batchv1.Job, map[string]*corev1.Pod) {
+	t.Helper()
+	pods := map[string]*corev1.Pod{}
+	clock := now
+	j.Status.StartTime = &metav1.Time{Time: clock}
+	for round := 0; round < 100; round++ {
+		var list []*corev1.Pod
+		for _, p := range pods {
+			list = append(list, p)
+		}
+		p := Decide(j, list, clock)
+		j.Status = p.Status
+		// The controller writes the status, then takes the finalizers off (see job.go).
+		for _, pod := range append(p.Uncount, p.Release...) {
+			pods[pod.Name].Finalizers = nil
+		}
+		for k, i := range p.Create {
+			name := fmt.Sprintf("p%d-%d-%d", i, round, k)
+			pod := NewPod(j, i)
+			pod.Name, pod.UID = name, types.UID(name)
+			if n, ok := p.IndexFailures[i]; ok {
+				pod.Annotations[IndexFailureCount] = fmt.Sprint(n)
+			}
+			ok, code := outcome(i)
+			if ok {
+				pod.Status.Phase = corev1.PodSucceeded
+			} else {
+				failedAt(clock)(pod)
+				exitCode(code)(pod)
+			}
+			pods[name] = pod
+		}
+		if finished(&j.Status) {
+			return j, pods
+		}
+		clock = clock.Add(time.Minute)
+	}
+	t.Fatalf("the Job never finished: %+v", j.Status)
+	return nil, nil
+}
+
+func TestBackoffLimitPerIndex(t *testing.T) {
+	perIndex := func(limit int32) func(*batchv1.Job) {
+		return func(j *batchv1.Job) { j.Spec.BackoffLimitPerIndex = &limit }
+	}
+	failOdd := func(i int) (bool, int32) { return i%2 == 0, 1 }
+
+	// Upstream's conformance case: odd indexes fail twice each (one retry), even succeed.
+	j, pods := simulate(t, newJob(completionsParallelism(4, 2), indexed, perIndex(1)), failOdd)
+	st := j.Status
+	if c := condTrue(st, batchv1.JobFailed); c == nil || c.Reason != "FailedIndexes" || c.Message != "Job has failed indexes" {
+		t.Errorf("conditions %+v", st.Conditions)
+	}
+	if st.FailedIndexes == nil || *st.FailedIndexes != "1,3" || st.CompletedIndexes != "0,2" || st.Failed != 4 || st.Succeeded != 2 {
+		t.Errorf("failedIndexes %v completed %q failed %d succeeded %d", st.FailedIndexes, st.CompletedIndexes, st.Failed, st.Succeeded)
+	}
+	retried := 0
+	for _, p := range pods {
+		if p.Annotations[IndexFailureCount] == "1" {
+			retried++
+		}
+	}
+	if retried != 2 {
+		t.Errorf("%d pods carry failure count 1, want the retries of indexes 1 and 3", retried)
+	}
+
+	// maxFailedIndexes 0: the first failed index fails the Job, nothing else runs.
+	j, pods = simulate(t, newJob(completionsParallelism(4, 1), indexed, perIndex(0), func(j *batchv1.Job) { j.Spec.MaxFailedIndexes = ptr(int32(0)) }),
+		func(int) (bool, int32) { return false, 1 })
+	st = j.Status
+	if c := condTrue(st, batchv1.JobFailed); c == nil || c.Reason != "MaxFailedIndexesExceeded" {
+		t.Errorf("conditions %+v", st.Conditions)
+	}
+	if *st.FailedIndexes != "0" || st.Failed != 1 || len(pods) != 1 {
+		t.Errorf("failedIndexes %q failed %d, %d pods", *st.FailedIndexes, st.Failed, len(pods))
+	}
+
+	// FailIndex: a matching failure fails its index at once, despite retries left.
+	failIndex := func(j *batchv1.Job) {
+		j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{Action: batchv1.PodFailurePolicyActionFailIndex,
+			OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{1}}}}}
+	}
+	j, _ = simulate(t, newJob(completionsParallelism(2, 2), indexed, perIndex(1), failIndex), failOdd)
+	st = j.Status
+	if *st.FailedIndexes != "1" || st.CompletedIndexes != "0" || st.Failed != 1 || st.Succeeded != 1 || condTrue(st, batchv1.JobFailed) == nil {
+		t.Errorf("failedIndexes %q completed %q failed %d succeeded %d %+v", *st.FailedIndexes, st.CompletedIndexes, st.Failed, st.Succeeded, st.Conditions)
+	}
+
+	// An index retried within its limit backs off on its own failure, not the Job's.
+	j = newJob(completionsParallelism(2, 2), indexed, perIndex(3))
+	j.Status.StartTime = &metav1.Time{Time: now.Add(-time.Hour)}
+	j.Status.Failed = 5
+	j.Status.FailedIndexes = ptr("")
+	recent := mkPod("p1", withIndex(1), failedAt(now.Add(-time.Second)), noFinalizer)
+	p := Decide(j, []*corev1.Pod{recent}, now)
+	if len(p.Create) != 1 || p.Create[0] != 0 || p.RequeueAfter <= 0 || p.RequeueAfter > 10*time.Second {
+		t.Errorf("create %v requeue %v: index 0 now, index 1 after its 10 s backoff", p.Create, p.RequeueAfter)
+	}
+}

@@ -141,7 +141,11 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 			c.recorder.Eventf(j, corev1.EventTypeNormal, "SuccessfulDelete", "Deleted pod: %s", p.Name)
 		}
 		for _, i := range plan.Create {
-			p, err := c.client.CoreV1().Pods(ns).Create(ctx, NewPod(j, i), metav1.CreateOptions{})
+			pod := NewPod(j, i)
+			if n, ok := plan.IndexFailures[i]; ok {
+				pod.Annotations[IndexFailureCount] = strconv.Itoa(int(n))
+			}
+			p, err := c.client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 			if err != nil {
 				if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 					return nil
