@@ -93,3 +93,29 @@ func checkBenchPlacement(b *testing.B, s *Snapshot, numNodes int) {
 		b.Fatalf("busiest node has %d pods, fair share is %d", busiest, fair)
 	}
 }
+
+// BenchmarkPreempt is one preemption decision in a full cluster: every node is packed with
+// low-priority pods of mixed priorities and a high-priority pod needs a node's worth of room.
+func BenchmarkPreempt(b *testing.B) {
+	for _, numNodes := range []int{1000, 5000} {
+		b.Run(fmt.Sprintf("nodes=%d", numNodes), func(b *testing.B) {
+			s := NewSnapshot(benchCluster(numNodes), nil)
+			for i, n := range s.Nodes() {
+				for j := range 8 {
+					s.AddPod(pod(fmt.Sprintf("low-%d-%d", i, j), "4", "16Gi", on(n.name), prio(int32((i+j)%5))))
+				}
+			}
+			high := pod("high", "8", "32Gi", prio(100))
+			if _, err := Schedule(s, high, Options{}); err == nil {
+				b.Fatal("the high-priority pod fits without preemption")
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if res, ok := Preempt(s, high, nil, Options{}); !ok || len(res.Victims) != 2 {
+					b.Fatalf("Preempt: %+v", res)
+				}
+			}
+		})
+	}
+}

@@ -11,6 +11,13 @@
 // TaintToleration's PreferNoSchedule), and upstream's adaptive search that stops after enough
 // feasible nodes were found in large clusters.
 //
+// Two inputs come from outside the node model: pods nominated to a node by an earlier
+// preemption (Snapshot.AddNominatedPod), which decisions for pods of no higher priority count
+// as if they were there, and Options.Volumes, the node constraints of the pod's
+// PersistentVolumeClaims as VolumeBinding would apply them, which the caller resolves. When
+// no node fits, Preempt is upstream's DefaultPreemption: it picks the node and the victims
+// whose eviction lets the pod fit, honouring PodDisruptionBudgets where it can.
+//
 // The package is deliberately pure: no I/O, no goroutines, no clients. The scheduler loop that
 // watches the API, keeps the Snapshot current, rotates Options.Start and binds pods lives
 // elsewhere; keeping the decision here makes it cheap to test exhaustively and to benchmark.

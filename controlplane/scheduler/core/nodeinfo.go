@@ -3,6 +3,7 @@ package core
 import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 )
 
 // NodeInfo is one node with what is already assigned to it. Every aggregate the filters and
@@ -38,6 +39,11 @@ type NodeInfo struct {
 
 	pods  []*podEntry
 	index map[string]int // pod key -> position in pods
+	// nominated are pods that preempted others to get onto this node and wait, unbound, for
+	// their victims to go. They hold nothing in the aggregates above; the filters add the ones
+	// at least as important as the pod being decided (see podQuery.addNominated), so that the
+	// room freed for them is not taken by a less important pod.
+	nominated []*podEntry
 
 	// owners counts non-terminating pods per controller owner UID, the spreading scorer's
 	// per-node input.
@@ -66,11 +72,12 @@ const bindAllHostIP = "0.0.0.0"
 // podEntry is an assigned pod with everything it contributes, computed once on add so that
 // removal subtracts exactly what was added even if the caller's object changed since.
 type podEntry struct {
-	pod    *corev1.Pod
-	key    string
-	demand podDemand
-	owner  types.UID // counted owner for spreading; empty when none or the pod is terminating
-	ports  []hostPortKey
+	pod      *corev1.Pod
+	key      string
+	priority int32
+	demand   podDemand
+	owner    types.UID // counted owner for spreading; empty when none or the pod is terminating
+	ports    []hostPortKey
 }
 
 // NewNodeInfo returns node with nothing assigned to it yet.
@@ -190,7 +197,7 @@ func hostPorts(p *corev1.Pod) []hostPortKey {
 }
 
 func newPodEntry(p *corev1.Pod, key string) *podEntry {
-	e := &podEntry{pod: p, key: key, demand: demandOf(p), ports: hostPorts(p)}
+	e := &podEntry{pod: p, key: key, priority: corev1helpers.PodPriority(p), demand: demandOf(p), ports: hostPorts(p)}
 	// Terminating pods are on their way out; upstream leaves them out of spreading counts
 	// (kubernetes#87621) while they still hold resources.
 	if p.DeletionTimestamp == nil {
@@ -227,6 +234,38 @@ func (n *NodeInfo) RemovePod(p *corev1.Pod) {
 		n.removeAt(i)
 	}
 }
+
+// addNominated records p as nominated to the node, replacing an older version of it.
+func (n *NodeInfo) addNominated(p *corev1.Pod, key string) {
+	n.removeNominated(key)
+	e := newPodEntry(p, key)
+	e.owner = "" // a nominated pod is not on the node yet: it must not count for spreading
+	n.nominated = append(n.nominated, e)
+}
+
+func (n *NodeInfo) removeNominated(key string) {
+	for i, e := range n.nominated {
+		if e.key == key {
+			last := len(n.nominated) - 1
+			n.nominated[i] = n.nominated[last]
+			n.nominated[last] = nil
+			n.nominated = n.nominated[:last]
+			return
+		}
+	}
+}
+
+// NominatedPods returns the pods nominated to the node (a fresh slice; order is not meaningful).
+func (n *NodeInfo) NominatedPods() []*corev1.Pod {
+	out := make([]*corev1.Pod, len(n.nominated))
+	for i, e := range n.nominated {
+		out[i] = e.pod
+	}
+	return out
+}
+
+// empty says whether a placeholder can be forgotten.
+func (n *NodeInfo) empty() bool { return n.Node == nil && len(n.pods) == 0 && len(n.nominated) == 0 }
 
 func (n *NodeInfo) removeAt(i int) {
 	e := n.pods[i]

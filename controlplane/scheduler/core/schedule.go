@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 )
 
 // Reason strings are upstream's, verbatim: users grep events for them and tooling (cluster
@@ -28,6 +29,11 @@ const (
 	ReasonAffinityConflict = "pod affinity terms conflict"
 	// ReasonNotInNodeNames is what nodes outside a metadata.name restriction count as.
 	ReasonNotInNodeNames = "node(s) didn't satisfy plugin(s) [NodeAffinity]"
+
+	// VolumeBinding's reasons.
+	ReasonVolumeNodeConflict = "node(s) didn't match PersistentVolume's node affinity"
+	ReasonVolumeBindConflict = "node(s) didn't find available persistent volumes to bind"
+	ReasonPVNotExist         = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
 )
 
 // UntoleratedTaintReason renders the TaintToleration filter's reason for taint.
@@ -48,6 +54,30 @@ type Options struct {
 	// rotates it, as upstream's nextStartNodeIndex, so load spreads and every node gets looked
 	// at even when only a fraction is searched per pod).
 	Start int
+	// Volumes is what the pod's PersistentVolumeClaims demand of a node; nil when the pod has
+	// none. The caller derives it from its claim, volume and class listers, which keeps this
+	// package free of I/O.
+	Volumes *Volumes
+}
+
+// Volumes is the part of upstream's VolumeBinding filter that depends on the pod's claims
+// only, resolved by the caller.
+type Volumes struct {
+	// Unschedulable, when set, rejects the pod before any node is looked at, as VolumeBinding's
+	// PreFilter does: a missing claim (`persistentvolumeclaim "data" not found`), one being
+	// deleted, or an unbound claim of an Immediate class
+	// ("pod has unbound immediate PersistentVolumeClaims").
+	Unschedulable string
+	// NodeAffinity holds spec.nodeAffinity.required of every PersistentVolume a claim is bound
+	// to; a node must match all of them (ReasonVolumeNodeConflict).
+	NodeAffinity []*corev1.NodeSelector
+	// MissingPV is set when a claim is bound to a PersistentVolume that does not exist; no node
+	// fits then (ReasonPVNotExist).
+	MissingPV bool
+	// SelectedNodes are the volume.kubernetes.io/selected-node annotations of unbound
+	// WaitForFirstConsumer claims: provisioning already started there, so only that node can
+	// take the pod (ReasonVolumeBindConflict).
+	SelectedNodes []string
 }
 
 // Result is a decision and what it cost.
@@ -69,6 +99,8 @@ type FitError struct {
 	// PreFilterMsg is set when the pod was rejected before any node was filtered; upstream
 	// then prints only that message.
 	PreFilterMsg string
+	// PostFilterMsg is what preemption reported (PreemptionResult.Message), appended last.
+	PostFilterMsg string
 }
 
 func (e *FitError) Error() string {
@@ -76,10 +108,18 @@ func (e *FitError) Error() string {
 	fmt.Fprintf(&b, "0/%d nodes are available:", e.NumAllNodes)
 	if e.PreFilterMsg != "" {
 		b.WriteString(" " + e.PreFilterMsg + ".")
-		return b.String()
+	} else {
+		writeHistogram(&b, e.Reasons)
 	}
-	histogram := make([]string, 0, len(e.Reasons))
-	for reason, count := range e.Reasons {
+	if e.PostFilterMsg != "" {
+		b.WriteString(" " + e.PostFilterMsg)
+	}
+	return b.String()
+}
+
+func writeHistogram(b *strings.Builder, reasons map[string]int) {
+	histogram := make([]string, 0, len(reasons))
+	for reason, count := range reasons {
 		histogram = append(histogram, fmt.Sprintf("%d %s", count, reason))
 	}
 	// Upstream sorts the rendered "N reason" strings, count included, so "10 ..." sorts before
@@ -88,7 +128,6 @@ func (e *FitError) Error() string {
 	if len(histogram) > 0 {
 		b.WriteString(" " + strings.Join(histogram, ", ") + ".")
 	}
-	return b.String()
 }
 
 const (
@@ -153,6 +192,9 @@ const (
 	rCPU
 	rMemory
 	rEphemeral
+	rVolumeNode
+	rVolumeBind
+	rPVNotExist
 	numReasonCodes
 )
 
@@ -165,6 +207,9 @@ var reasonText = [numReasonCodes]string{
 	rCPU:           ReasonInsufficientCPU,
 	rMemory:        ReasonInsufficientMemory,
 	rEphemeral:     ReasonInsufficientStorage,
+	rVolumeNode:    ReasonVolumeNodeConflict,
+	rVolumeBind:    ReasonVolumeBindConflict,
+	rPVNotExist:    ReasonPVNotExist,
 }
 
 type taintKV struct{ key, value string }
@@ -230,6 +275,73 @@ type podQuery struct {
 	owner            types.UID
 	images           []imageRef
 	numContainers    int
+
+	// pod and priority decide which nominated pods the pod must leave room for.
+	pod      *corev1.Pod
+	priority int32
+	// volumes is the parsed Options.Volumes; nil when the pod's claims constrain no node.
+	volumes *volumeQuery
+}
+
+type volumeQuery struct {
+	missingPV     bool
+	affinity      [][]nodeTerm // per bound PV: its terms, ORed
+	selectedNodes []string
+}
+
+func newVolumeQuery(v *Volumes) *volumeQuery {
+	if v == nil || (!v.MissingPV && len(v.NodeAffinity) == 0 && len(v.SelectedNodes) == 0) {
+		return nil
+	}
+	vq := &volumeQuery{missingPV: v.MissingPV, selectedNodes: v.SelectedNodes}
+	for _, ns := range v.NodeAffinity {
+		if ns == nil {
+			continue
+		}
+		var terms []nodeTerm
+		for i := range ns.NodeSelectorTerms {
+			if t, ok := parseNodeTerm(&ns.NodeSelectorTerms[i]); ok {
+				terms = append(terms, t)
+			}
+		}
+		// A selector whose terms all select nothing keeps an empty entry: it matches no node.
+		vq.affinity = append(vq.affinity, terms)
+	}
+	return vq
+}
+
+// fits records every volume reason n fails with; upstream's VolumeBinding reports them all.
+func (vq *volumeQuery) fits(n *NodeInfo, sc *scratch) bool {
+	ok := true
+	if vq.missingPV {
+		sc.counts[rPVNotExist]++
+		ok = false
+	} else {
+		for _, terms := range vq.affinity {
+			if !anyTermMatches(terms, n.Node) {
+				sc.counts[rVolumeNode]++
+				ok = false
+				break
+			}
+		}
+	}
+	for _, name := range vq.selectedNodes {
+		if name != n.name {
+			sc.counts[rVolumeBind]++
+			ok = false
+			break
+		}
+	}
+	return ok
+}
+
+func anyTermMatches(terms []nodeTerm, node *corev1.Node) bool {
+	for i := range terms {
+		if terms[i].matches(node) {
+			return true
+		}
+	}
+	return false
 }
 
 var unschedulableTaint = corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}
@@ -245,6 +357,8 @@ func (s *Snapshot) newPodQuery(pod *corev1.Pod) podQuery {
 		preferred:   parsePreferred(pod),
 		ports:       hostPorts(pod),
 		owner:       controllerOwner(pod),
+		pod:         pod,
+		priority:    corev1helpers.PodPriority(pod),
 	}
 	q.zeroReq = actual.cpu == 0 && actual.mem == 0 && actual.eph == 0 && len(actual.scalar) == 0
 	q.bestEffort = actual.cpu == 0 && actual.mem == 0
@@ -352,6 +466,12 @@ func Schedule(s *Snapshot, pod *corev1.Pod, o Options) (Result, error) {
 			candStart = start % len(candidates)
 		}
 	}
+	if o.Volumes != nil {
+		if msg := o.Volumes.Unschedulable; msg != "" {
+			return Result{NextStart: start}, &FitError{NumAllNodes: numAll, Reasons: map[string]int{msg: numAll}, PreFilterMsg: msg}
+		}
+		q.volumes = newVolumeQuery(o.Volumes)
+	}
 
 	toFind := NumFeasibleNodesToFind(o.PercentageOfNodesToScore, len(candidates))
 	evaluated := 0
@@ -400,6 +520,28 @@ func (sc *scratch) fitError(numAll, absent int) *FitError {
 
 // fits runs the filters in upstream's order, recording why n failed into sc.
 func (q *podQuery) fits(n *NodeInfo, sc *scratch) bool {
+	if !q.fitsNode(n, sc) {
+		return false
+	}
+	if len(n.nominated) > 0 {
+		return q.fitsWithNominated(n, sc)
+	}
+	return q.fitsPods(n, sc)
+}
+
+// fitsWithNominated runs the pod-dependent filters with the nominated pods counted.
+func (q *podQuery) fitsWithNominated(n *NodeInfo, sc *scratch) bool {
+	if len(n.nominated) > 0 && q.addNominated(n) {
+		ok := q.fitsPods(n, sc)
+		q.dropNominated(n)
+		return ok
+	}
+	return q.fitsPods(n, sc)
+}
+
+// fitsNode runs the filters that look at the node only. A node failing them cannot be made to
+// fit by removing pods (upstream's UnschedulableAndUnresolvable), so preemption skips it.
+func (q *podQuery) fitsNode(n *NodeInfo, sc *scratch) bool {
 	if n.unschedulable && !q.tolUnschedulable {
 		sc.counts[rUnschedulable]++
 		return false
@@ -419,11 +561,48 @@ func (q *podQuery) fits(n *NodeInfo, sc *scratch) bool {
 		sc.counts[rAffinity]++
 		return false
 	}
+	return true
+}
+
+// fitsPods runs the filters that depend on what is assigned to n (host ports, resources),
+// then VolumeBinding's, which come after them in upstream's order.
+func (q *podQuery) fitsPods(n *NodeInfo, sc *scratch) bool {
 	if len(q.ports) > 0 && n.portConflict(q.ports) {
 		sc.counts[rPorts]++
 		return false
 	}
-	return q.fitsResources(n, sc)
+	if !q.fitsResources(n, sc) {
+		return false
+	}
+	return q.volumes == nil || q.volumes.fits(n, sc)
+}
+
+// addNominated adds to n's aggregates the pods nominated to n that are at least as important
+// as the pod, other than the pod itself, as upstream's RunFilterPluginsWithNominatedPods does:
+// a preemptor waiting for its victims to leave keeps the room it freed. It reports whether it
+// added any; dropNominated undoes it. Nominated entries carry no owner, so only resources and
+// ports change.
+func (q *podQuery) addNominated(n *NodeInfo) bool {
+	added := false
+	for _, e := range n.nominated {
+		if q.countsNominated(e) {
+			n.account(e, 1)
+			added = true
+		}
+	}
+	return added
+}
+
+func (q *podQuery) dropNominated(n *NodeInfo) {
+	for _, e := range n.nominated {
+		if q.countsNominated(e) {
+			n.account(e, -1)
+		}
+	}
+}
+
+func (q *podQuery) countsNominated(e *podEntry) bool {
+	return e.priority >= q.priority && e.pod != q.pod && e.key != podKey(q.pod)
 }
 
 // fitsResources reports every resource n lacks, not just the first, as upstream does, so the

@@ -32,6 +32,8 @@ type Snapshot struct {
 	// zoneOwners counts non-terminating pods per (zone, controller owner) over all nodes, which
 	// the zone half of default spreading needs without walking every node per decision.
 	zoneOwners map[zoneOwner]int32
+	// nominatedOn maps the key of every nominated pod to the node it is nominated to.
+	nominatedOn map[string]string
 
 	scratch scratch
 }
@@ -70,6 +72,7 @@ func (s *Snapshot) init(sizeHint int) {
 	s.zoneMembers = make(map[string][]*NodeInfo)
 	s.images = make(map[string]*imageState)
 	s.zoneOwners = make(map[zoneOwner]int32)
+	s.nominatedOn = make(map[string]string)
 }
 
 func isTerminal(p *corev1.Pod) bool {
@@ -141,7 +144,7 @@ func (s *Snapshot) RemoveNode(name string) {
 	s.leaveZone(n, n.zoneKey)
 	s.numNodes--
 	n.setNode(nil)
-	if len(n.pods) == 0 {
+	if n.empty() {
 		delete(s.infos, name)
 	}
 }
@@ -176,8 +179,53 @@ func (s *Snapshot) RemovePod(p *corev1.Pod) {
 		return
 	}
 	n.RemovePod(p)
-	if n.Node == nil && len(n.pods) == 0 {
+	if n.empty() {
 		delete(s.infos, p.Spec.NodeName)
+	}
+}
+
+// AddNominatedPod records that p, not bound yet, waits for room on p.Status.NominatedNodeName
+// (upstream's nominator): decisions for pods of lower priority then count p as if it were
+// on that node. Calling it again updates p; a bound, terminal or terminating pod, or one with
+// no nominated node, is removed instead.
+func (s *Snapshot) AddNominatedPod(p *corev1.Pod) {
+	if p == nil {
+		return
+	}
+	if p.Status.NominatedNodeName == "" || p.Spec.NodeName != "" || p.DeletionTimestamp != nil || isTerminal(p) {
+		s.RemoveNominatedPod(p)
+		return
+	}
+	s.init(0)
+	key := podKey(p)
+	if old, ok := s.nominatedOn[key]; ok && old != p.Status.NominatedNodeName {
+		s.RemoveNominatedPod(p)
+	}
+	n := s.infos[p.Status.NominatedNodeName]
+	if n == nil {
+		n = &NodeInfo{snap: s, name: p.Status.NominatedNodeName}
+		s.infos[p.Status.NominatedNodeName] = n
+	}
+	n.addNominated(p, key)
+	s.nominatedOn[key] = p.Status.NominatedNodeName
+}
+
+// RemoveNominatedPod forgets p's nomination, wherever it was.
+func (s *Snapshot) RemoveNominatedPod(p *corev1.Pod) {
+	if p == nil {
+		return
+	}
+	key := podKey(p)
+	name, ok := s.nominatedOn[key]
+	if !ok {
+		return
+	}
+	delete(s.nominatedOn, key)
+	if n := s.infos[name]; n != nil {
+		n.removeNominated(key)
+		if n.empty() {
+			delete(s.infos, name)
+		}
 	}
 }
 
