@@ -297,3 +297,31 @@ var DeviceTaintRules = New(func(o runtime.Object) []any {
 	r := o.(*resourcev1.DeviceTaintRule)
 	return []any{string(r.Spec.Taint.Effect), Age(r.CreationTimestamp)}
 }, Column{Name: "Effect"}, AgeColumn)
+
+// LimitRanges prints NAME CREATED AT.
+var LimitRanges = New(func(o runtime.Object) []any {
+	lr := o.(*corev1.LimitRange)
+	return []any{lr.CreationTimestamp.UTC().Format("2006-01-02T15:04:05Z")}
+}, Column{Name: "Created At", Type: "date"})
+
+// ResourceQuotas prints NAME AGE REQUEST LIMIT, the used/hard of each resource.
+var ResourceQuotas = New(func(o runtime.Object) []any {
+	q := o.(*corev1.ResourceQuota)
+	var req, lim []string
+	names := make([]string, 0, len(q.Status.Hard))
+	for k := range q.Status.Hard {
+		names = append(names, string(k))
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		hard := q.Status.Hard[corev1.ResourceName(k)]
+		used := q.Status.Used[corev1.ResourceName(k)]
+		pair := fmt.Sprintf("%s: %s/%s", k, used.String(), hard.String())
+		if strings.HasPrefix(k, "limits.") {
+			lim = append(lim, pair)
+		} else {
+			req = append(req, pair)
+		}
+	}
+	return []any{Age(q.CreationTimestamp), strings.Join(req, ", "), strings.Join(lim, ", ")}
+}, AgeColumn, Column{Name: "Request"}, Column{Name: "Limit"})

@@ -87,6 +87,7 @@ func Storage(o Options) (map[schema.GroupVersion]map[string]rest.Storage, error)
 		},
 		func() error { m, err := replicationControllers(opts); return add(core, m, err) },
 		func() error { m, err := volumes(opts); return add(core, m, err) },
+		func() error { m, err := quotas(opts); return add(core, m, err) },
 		func() error { m, err := apps(opts); return add(appsv1.SchemeGroupVersion, m, err) },
 		func() error { m, err := storageAPIs(opts); return add(storagev1.SchemeGroupVersion, m, err) },
 		func() error { m, err := runtimeClasses(opts); return add(nodev1.SchemeGroupVersion, m, err) },

@@ -73,6 +73,30 @@ func volumes(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
 	)
 }
 
+// quotas serves core/v1 LimitRanges and ResourceQuotas (+status). Their admission (and
+// the quota controller keeping status.used) is issue 18's; until then they are stored and
+// shown, not enforced.
+func quotas(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
+	return collect(
+		func() (map[string]rest.Storage, error) {
+			return only(serveKind(opts, kind[*corev1.LimitRange]{
+				resource: resource{gr: corev1.Resource("limitranges"), singular: "limitrange",
+					newObj: func() runtime.Object { return &corev1.LimitRange{} }, newList: func() runtime.Object { return &corev1.LimitRangeList{} },
+					printer: printers.LimitRanges, shortNames: []string{"limits"}},
+				namespaced: true, validate: validation.LimitRange,
+			}))
+		},
+		func() (map[string]rest.Storage, error) {
+			return only(serveKind(opts, kind[*corev1.ResourceQuota]{
+				resource: resource{gr: corev1.Resource("resourcequotas"), singular: "resourcequota",
+					newObj: func() runtime.Object { return &corev1.ResourceQuota{} }, newList: func() runtime.Object { return &corev1.ResourceQuotaList{} },
+					printer: printers.ResourceQuotas, shortNames: []string{"quota"}},
+				namespaced: true, status: true, validate: validation.ResourceQuota,
+			}))
+		},
+	)
+}
+
 // storageAPIs serves storage.k8s.io/v1: StorageClasses, CSIDrivers, CSINodes,
 // CSIStorageCapacities, VolumeAttachments (+status) and VolumeAttributesClasses.
 func storageAPIs(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {

@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"fmt"
 	"path"
 	"strings"
 
@@ -365,6 +366,50 @@ func VolumeAttributesClassUpdate(c, old *storagev1.VolumeAttributesClass) field.
 	}
 	if !apiequality.Semantic.DeepEqual(c.Parameters, old.Parameters) {
 		errs = append(errs, field.Invalid(field.NewPath("parameters"), c.Parameters, "field is immutable"))
+	}
+	return errs
+}
+
+var limitTypes = []string{string(corev1.LimitTypePod), string(corev1.LimitTypeContainer), string(corev1.LimitTypePersistentVolumeClaim)}
+
+// LimitRange validates a LimitRange: known types, and per resource min <= default request
+// <= default <= max.
+func LimitRange(lr *corev1.LimitRange) field.ErrorList {
+	errs := ObjectMeta(&lr.ObjectMeta, true, DNSSubdomain)
+	for i, item := range lr.Spec.Limits {
+		fld := specPath.Child("limits").Index(i)
+		if !contains(limitTypes, string(item.Type)) {
+			errs = append(errs, field.NotSupported(fld.Child("type"), item.Type, limitTypes))
+		}
+		for k, minQ := range item.Min {
+			if maxQ, ok := item.Max[k]; ok && minQ.Cmp(maxQ) > 0 {
+				errs = append(errs, field.Invalid(fld.Child("min").Key(string(k)), minQ.String(), fmt.Sprintf("min value %s is greater than max value %s", minQ.String(), maxQ.String())))
+			}
+		}
+		for k, def := range item.Default {
+			if maxQ, ok := item.Max[k]; ok && def.Cmp(maxQ) > 0 {
+				errs = append(errs, field.Invalid(fld.Child("default").Key(string(k)), def.String(), fmt.Sprintf("default value %s is greater than max value %s", def.String(), maxQ.String())))
+			}
+			if minQ, ok := item.Min[k]; ok && minQ.Cmp(def) > 0 {
+				errs = append(errs, field.Invalid(fld.Child("default").Key(string(k)), def.String(), fmt.Sprintf("min value %s is greater than default value %s", minQ.String(), def.String())))
+			}
+		}
+		for k, q := range item.DefaultRequest {
+			if def, ok := item.Default[k]; ok && q.Cmp(def) > 0 {
+				errs = append(errs, field.Invalid(fld.Child("defaultRequest").Key(string(k)), q.String(), fmt.Sprintf("default request value %s is greater than default limit value %s", q.String(), def.String())))
+			}
+		}
+	}
+	return errs
+}
+
+// ResourceQuota validates a ResourceQuota: non-negative hard limits.
+func ResourceQuota(q *corev1.ResourceQuota) field.ErrorList {
+	errs := ObjectMeta(&q.ObjectMeta, true, DNSSubdomain)
+	for k, v := range q.Spec.Hard {
+		if v.Sign() < 0 {
+			errs = append(errs, field.Invalid(specPath.Child("hard").Key(string(k)), v.String(), "must be greater than or equal to 0"))
+		}
 	}
 	return errs
 }

@@ -136,6 +136,12 @@ func TestClassAPIs(t *testing.T) {
 	contains(run(true, "patch", "pvc", "data", "--type=merge", "-p", `{"spec":{"accessModes":["ReadWriteMany"]}}`),
 		"spec is immutable after creation")
 
+	// Quotas and limit ranges are served (their enforcement is admission's, issue 18).
+	contains(run(false, "create", "quota", "small", "--hard=pods=2,requests.cpu=1"), "resourcequota/small created")
+	contains(run(false, "get", "quota"), "NAME", "REQUEST", "LIMIT", "small")
+	bad("limits", "apiVersion: v1\nkind: LimitRange\nmetadata: {name: inverted}\nspec: {limits: [{type: Container, min: {cpu: \"2\"}, max: {cpu: \"1\"}}]}\n",
+		"min value 2 is greater than max value 1")
+
 	// DRA: a claim's spec is immutable; its status is written through the subresource.
 	client := s.Client(t)
 	claim := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "gpu"}, Spec: resourcev1.ResourceClaimSpec{
