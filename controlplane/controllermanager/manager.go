@@ -38,6 +38,7 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/controllers/nodeipam"
 	"github.com/skiff-sh/skiff/controlplane/controllers/nodelifecycle"
 	"github.com/skiff-sh/skiff/controlplane/controllers/persistentvolume"
+	"github.com/skiff-sh/skiff/controlplane/controllers/podautoscaler"
 	"github.com/skiff-sh/skiff/controlplane/controllers/replicaset"
 	"github.com/skiff-sh/skiff/controlplane/controllers/replicationcontroller"
 	"github.com/skiff-sh/skiff/controlplane/controllers/rootcacert"
@@ -194,6 +195,14 @@ func runControllers(ctx context.Context, cfg *rest.Config, root kubernetes.Inter
 		{persistentvolume.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
 			return persistentvolume.New(c, core.PersistentVolumeClaims(), core.PersistentVolumes(), factory.Storage().V1().StorageClasses(), core.Nodes(),
 				recorder(persistentvolume.Name), log), nil
+		}},
+		{podautoscaler.Name, func(c kubernetes.Interface, ccfg *rest.Config) (runner, error) {
+			scales, mapping, err := podautoscaler.NewForConfig(ccfg, c)
+			if err != nil {
+				return nil, err
+			}
+			return podautoscaler.New(c, factory.Autoscaling().V2().HorizontalPodAutoscalers(), core.Pods(), scales, podautoscaler.ResourceMetrics(c), mapping,
+				recorder(podautoscaler.Name), log), nil
 		}},
 		{replicationcontroller.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
 			return replicationcontroller.New(c, core.ReplicationControllers(), core.Pods(), recorder(replicationcontroller.Name), log), nil

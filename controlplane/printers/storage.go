@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
@@ -325,3 +326,35 @@ var ResourceQuotas = New(func(o runtime.Object) []any {
 	}
 	return []any{Age(q.CreationTimestamp), strings.Join(req, ", "), strings.Join(lim, ", ")}
 }, AgeColumn, Column{Name: "Request"}, Column{Name: "Limit"})
+
+// HorizontalPodAutoscalers prints NAME REFERENCE TARGETS MINPODS MAXPODS REPLICAS AGE.
+var HorizontalPodAutoscalers = New(func(o runtime.Object) []any {
+	h := o.(*autoscalingv2.HorizontalPodAutoscaler)
+	ref := h.Spec.ScaleTargetRef.Kind + "/" + h.Spec.ScaleTargetRef.Name
+	var targets []string
+	for i, m := range h.Spec.Metrics {
+		if m.Type != autoscalingv2.ResourceMetricSourceType || m.Resource == nil {
+			targets = append(targets, "<unknown>")
+			continue
+		}
+		cur := "<unknown>"
+		if i < len(h.Status.CurrentMetrics) {
+			if c := h.Status.CurrentMetrics[i].Resource; c != nil && c.Current.AverageUtilization != nil {
+				cur = fmt.Sprintf("%d%%", *c.Current.AverageUtilization)
+			}
+		}
+		want := "<auto>"
+		if t := m.Resource.Target; t.AverageUtilization != nil {
+			want = fmt.Sprintf("%d%%", *t.AverageUtilization)
+		} else if t.AverageValue != nil {
+			want = t.AverageValue.String()
+		}
+		targets = append(targets, fmt.Sprintf("%s: %s/%s", m.Resource.Name, cur, want))
+	}
+	minPods := "<unset>"
+	if h.Spec.MinReplicas != nil {
+		minPods = fmt.Sprint(*h.Spec.MinReplicas)
+	}
+	return []any{ref, strings.Join(targets, ", "), minPods, int64(h.Spec.MaxReplicas), int64(h.Status.CurrentReplicas), Age(h.CreationTimestamp)}
+}, Column{Name: "Reference"}, Column{Name: "Targets"}, Column{Name: "MinPods"}, Column{Name: "MaxPods", Type: "integer"},
+	Column{Name: "Replicas", Type: "integer"}, AgeColumn)

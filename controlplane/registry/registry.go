@@ -6,6 +6,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -94,6 +95,7 @@ func Storage(o Options) (map[schema.GroupVersion]map[string]rest.Storage, error)
 		func() error { m, err := priorityClasses(opts); return add(schedulingv1.SchemeGroupVersion, m, err) },
 		func() error { m, err := ingresses(opts); return add(networkingv1.SchemeGroupVersion, m, err) },
 		func() error { m, err := dynamicResources(opts); return add(resourcev1.SchemeGroupVersion, m, err) },
+		func() error { m, err := autoscalers(opts); return add(autoscalingv2.SchemeGroupVersion, m, err) },
 		func() error { m, err := batch(opts); return add(batchv1.SchemeGroupVersion, m, err) },
 		func() error { m, err := endpointSlices(opts); return add(discoveryv1.SchemeGroupVersion, m, err) },
 		func() error { m, err := leases(opts); return add(coordinationv1.SchemeGroupVersion, m, err) },

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
@@ -95,6 +96,17 @@ func quotas(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
 			}))
 		},
 	)
+}
+
+// autoscalers serves autoscaling/v2 HorizontalPodAutoscalers (+status).
+func autoscalers(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
+	return only(serveKind(opts, kind[*autoscalingv2.HorizontalPodAutoscaler]{
+		resource: resource{gr: autoscalingv2.Resource("horizontalpodautoscalers"), singular: "horizontalpodautoscaler",
+			newObj:  func() runtime.Object { return &autoscalingv2.HorizontalPodAutoscaler{} },
+			newList: func() runtime.Object { return &autoscalingv2.HorizontalPodAutoscalerList{} },
+			printer: printers.HorizontalPodAutoscalers, shortNames: []string{"hpa"}, categories: []string{"all"}},
+		namespaced: true, status: true, validate: validation.HorizontalPodAutoscaler,
+	}))
 }
 
 // storageAPIs serves storage.k8s.io/v1: StorageClasses, CSIDrivers, CSINodes,

@@ -2,6 +2,7 @@ package scheme
 
 import (
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
@@ -54,6 +55,7 @@ func addMoreDefaultingFuncs(s *runtime.Scheme) {
 			pc.PreemptionPolicy = ptr.To(corev1.PreemptLowerPriority)
 		}
 	})
+	s.AddTypeDefaultingFunc(&autoscalingv2.HorizontalPodAutoscaler{}, func(o any) { DefaultHPA(o.(*autoscalingv2.HorizontalPodAutoscaler)) })
 	s.AddTypeDefaultingFunc(&resourcev1.ResourceClaim{}, func(o any) { defaultDeviceRequests(o.(*resourcev1.ResourceClaim).Spec.Devices.Requests) })
 	s.AddTypeDefaultingFunc(&resourcev1.ResourceClaimTemplate{}, func(o any) {
 		defaultDeviceRequests(o.(*resourcev1.ResourceClaimTemplate).Spec.Spec.Devices.Requests)

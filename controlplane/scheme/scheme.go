@@ -10,11 +10,13 @@ package scheme
 
 import (
 	"reflect"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -63,6 +65,7 @@ var Served = []schema.GroupVersion{
 	nodev1.SchemeGroupVersion,
 	schedulingv1.SchemeGroupVersion,
 	resourcev1.SchemeGroupVersion,
+	autoscalingv2.SchemeGroupVersion,
 }
 
 // groups pairs each group's registration with the Go package that defines its types, so the
@@ -71,24 +74,28 @@ var groups = []struct {
 	gv      schema.GroupVersion
 	install func(*runtime.Scheme) error
 	sample  any
+	// only, if set, limits the internal twins to these kinds (autoscaling/v1's Scale: its
+	// HorizontalPodAutoscaler is served as autoscaling/v2's).
+	only []string
 }{
-	{corev1.SchemeGroupVersion, corev1.AddToScheme, corev1.Pod{}},
-	{appsv1.SchemeGroupVersion, appsv1.AddToScheme, appsv1.Deployment{}},
-	{batchv1.SchemeGroupVersion, batchv1.AddToScheme, batchv1.Job{}},
-	{discoveryv1.SchemeGroupVersion, discoveryv1.AddToScheme, discoveryv1.EndpointSlice{}},
-	{coordinationv1.SchemeGroupVersion, coordinationv1.AddToScheme, coordinationv1.Lease{}},
-	{eventsv1.SchemeGroupVersion, eventsv1.AddToScheme, eventsv1.Event{}},
-	{networkingv1.SchemeGroupVersion, networkingv1.AddToScheme, networkingv1.NetworkPolicy{}},
-	{policyv1.SchemeGroupVersion, policyv1.AddToScheme, policyv1.PodDisruptionBudget{}},
-	{autoscalingv1.SchemeGroupVersion, autoscalingv1.AddToScheme, autoscalingv1.Scale{}},
-	{authenticationv1.SchemeGroupVersion, authenticationv1.AddToScheme, authenticationv1.TokenRequest{}},
-	{certificatesv1.SchemeGroupVersion, certificatesv1.AddToScheme, certificatesv1.CertificateSigningRequest{}},
-	{authorizationv1.SchemeGroupVersion, authorizationv1.AddToScheme, authorizationv1.SubjectAccessReview{}},
-	{rbacv1.SchemeGroupVersion, rbacv1.AddToScheme, rbacv1.Role{}},
-	{storagev1.SchemeGroupVersion, storagev1.AddToScheme, storagev1.StorageClass{}},
-	{nodev1.SchemeGroupVersion, nodev1.AddToScheme, nodev1.RuntimeClass{}},
-	{schedulingv1.SchemeGroupVersion, schedulingv1.AddToScheme, schedulingv1.PriorityClass{}},
-	{resourcev1.SchemeGroupVersion, resourcev1.AddToScheme, resourcev1.ResourceClaim{}},
+	{gv: corev1.SchemeGroupVersion, install: corev1.AddToScheme, sample: corev1.Pod{}},
+	{gv: appsv1.SchemeGroupVersion, install: appsv1.AddToScheme, sample: appsv1.Deployment{}},
+	{gv: batchv1.SchemeGroupVersion, install: batchv1.AddToScheme, sample: batchv1.Job{}},
+	{gv: discoveryv1.SchemeGroupVersion, install: discoveryv1.AddToScheme, sample: discoveryv1.EndpointSlice{}},
+	{gv: coordinationv1.SchemeGroupVersion, install: coordinationv1.AddToScheme, sample: coordinationv1.Lease{}},
+	{gv: eventsv1.SchemeGroupVersion, install: eventsv1.AddToScheme, sample: eventsv1.Event{}},
+	{gv: networkingv1.SchemeGroupVersion, install: networkingv1.AddToScheme, sample: networkingv1.NetworkPolicy{}},
+	{gv: policyv1.SchemeGroupVersion, install: policyv1.AddToScheme, sample: policyv1.PodDisruptionBudget{}},
+	{gv: autoscalingv1.SchemeGroupVersion, install: autoscalingv1.AddToScheme, sample: autoscalingv1.Scale{}, only: []string{"Scale"}},
+	{gv: authenticationv1.SchemeGroupVersion, install: authenticationv1.AddToScheme, sample: authenticationv1.TokenRequest{}},
+	{gv: certificatesv1.SchemeGroupVersion, install: certificatesv1.AddToScheme, sample: certificatesv1.CertificateSigningRequest{}},
+	{gv: authorizationv1.SchemeGroupVersion, install: authorizationv1.AddToScheme, sample: authorizationv1.SubjectAccessReview{}},
+	{gv: rbacv1.SchemeGroupVersion, install: rbacv1.AddToScheme, sample: rbacv1.Role{}},
+	{gv: storagev1.SchemeGroupVersion, install: storagev1.AddToScheme, sample: storagev1.StorageClass{}},
+	{gv: nodev1.SchemeGroupVersion, install: nodev1.AddToScheme, sample: nodev1.RuntimeClass{}},
+	{gv: schedulingv1.SchemeGroupVersion, install: schedulingv1.AddToScheme, sample: schedulingv1.PriorityClass{}},
+	{gv: resourcev1.SchemeGroupVersion, install: resourcev1.AddToScheme, sample: resourcev1.ResourceClaim{}},
+	{gv: autoscalingv2.SchemeGroupVersion, install: autoscalingv2.AddToScheme, sample: autoscalingv2.HorizontalPodAutoscaler{}},
 }
 
 func init() {
@@ -104,7 +111,7 @@ func AddToScheme(s *runtime.Scheme) error {
 		pkg := reflect.TypeOf(g.sample).PkgPath()
 		internal := schema.GroupVersion{Group: g.gv.Group, Version: runtime.APIVersionInternal}
 		for kind, t := range s.KnownTypes(g.gv) {
-			if t.PkgPath() != pkg {
+			if t.PkgPath() != pkg || (g.only != nil && !slices.Contains(g.only, kind)) {
 				continue
 			}
 			s.AddKnownTypeWithName(internal.WithKind(kind), reflect.New(t).Interface().(runtime.Object))

@@ -142,6 +142,20 @@ func TestClassAPIs(t *testing.T) {
 	bad("limits", "apiVersion: v1\nkind: LimitRange\nmetadata: {name: inverted}\nspec: {limits: [{type: Container, min: {cpu: \"2\"}, max: {cpu: \"1\"}}]}\n",
 		"min value 2 is greater than max value 1")
 
+	// kubectl autoscale makes an autoscaling/v2 HPA; with no metrics API yet, its
+	// conditions say why it cannot size the target, and the bounds still apply.
+	contains(run(false, "create", "deployment", "scaled", "--image=skiff/netutil:1", "--replicas=4"), "deployment.apps/scaled created")
+	contains(run(false, "autoscale", "deployment", "scaled", "--min=1", "--max=2", "--cpu-percent=50"), "horizontalpodautoscaler.autoscaling/scaled autoscaled")
+	contains(run(false, "get", "hpa", "scaled"), "REFERENCE", "TARGETS", "MINPODS", "MAXPODS", "Deployment/scaled", "cpu: <unknown>/50%")
+	framework.Eventually(t, 60*time.Second, "the HPA brings the Deployment within maxReplicas", func() (bool, string) {
+		out, _ := s.Run(ctx, kc, "get", "deployment", "scaled", "-o", "jsonpath={.spec.replicas}")
+		return out == "2", out
+	})
+	framework.Eventually(t, 60*time.Second, "the HPA says it has no metrics", func() (bool, string) {
+		out, _ := s.Run(ctx, kc, "get", "hpa", "scaled", "-o", `jsonpath={range .status.conditions[*]}{.type}={.status}/{.reason};{end}`)
+		return strings.Contains(out, "ScalingActive=False/FailedGetResourceMetric"), out
+	})
+
 	// DRA: a claim's spec is immutable; its status is written through the subresource.
 	client := s.Client(t)
 	claim := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "gpu"}, Spec: resourcev1.ResourceClaimSpec{
