@@ -110,6 +110,10 @@ type Manager struct {
 
 	staticMu sync.Mutex
 	static   map[string]*corev1.Pod // namespace/name -> static pod from a manifest file
+
+	// admitMu serializes admission, so two pods cannot both take the last of a resource.
+	admitMu  sync.Mutex
+	admitted map[types.UID]bool
 }
 
 // New builds a manager over CRI clients.
@@ -133,6 +137,7 @@ func New(client kubernetes.Interface, rt runtimeapi.RuntimeServiceClient, img ru
 	m.applied = map[string]corev1.ResourceRequirements{}
 	m.hosts = map[types.UID]string{}
 	m.static = map[string]*corev1.Pod{}
+	m.admitted = map[types.UID]bool{}
 	m.loop = loop.New("pods", m.sync, log)
 	return m
 }
@@ -262,7 +267,11 @@ func (m *Manager) sync(ctx context.Context, key string) error {
 	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		// A finished pod keeps its containers (and logs) until it is deleted, but gives its
 		// network back at once, as the kubelet does.
+		m.forgetAdmitted(pod.UID)
 		return m.stopSandboxes(ctx, pod.UID)
+	}
+	if ok, err := m.admit(ctx, pod); !ok || err != nil {
+		return err
 	}
 	return m.run(ctx, pod)
 }
