@@ -39,6 +39,7 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/controllers/nodelifecycle"
 	"github.com/skiff-sh/skiff/controlplane/controllers/persistentvolume"
 	"github.com/skiff-sh/skiff/controlplane/controllers/podautoscaler"
+	"github.com/skiff-sh/skiff/controlplane/controllers/podgc"
 	"github.com/skiff-sh/skiff/controlplane/controllers/replicaset"
 	"github.com/skiff-sh/skiff/controlplane/controllers/replicationcontroller"
 	"github.com/skiff-sh/skiff/controlplane/controllers/rootcacert"
@@ -203,6 +204,9 @@ func runControllers(ctx context.Context, cfg *rest.Config, root kubernetes.Inter
 			}
 			return podautoscaler.New(c, factory.Autoscaling().V2().HorizontalPodAutoscalers(), core.Pods(), scales, podautoscaler.ResourceMetrics(c), mapping,
 				recorder(podautoscaler.Name), log), nil
+		}},
+		{podgc.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
+			return podgc.New(c, core.Pods(), core.Nodes(), log), nil
 		}},
 		{replicationcontroller.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
 			return replicationcontroller.New(c, core.ReplicationControllers(), core.Pods(), recorder(replicationcontroller.Name), log), nil
