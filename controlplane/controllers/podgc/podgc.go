@@ -30,6 +30,9 @@ const Name = "pod-garbage-collector"
 const (
 	period                  = 20 * time.Second
 	TerminatedPodsThreshold = 12500
+	// quarantine is how long a node must be missing before its pods go, as upstream: a
+	// node being re-registered is not a node gone.
+	quarantine = 40 * time.Second
 )
 
 // Plan is what one pass deletes, decided without I/O.
@@ -71,12 +74,16 @@ type Controller struct {
 	nodes  corelisters.NodeLister
 	synced []cache.InformerSynced
 	log    *slog.Logger
+	// missingSince is when each missing node was first found missing.
+	missingSince map[string]time.Time
+	now          func() time.Time
 }
 
 // New wires the controller.
 func New(client kubernetes.Interface, pods coreinformers.PodInformer, nodes coreinformers.NodeInformer, log *slog.Logger) *Controller {
 	return &Controller{client: client, pods: pods.Lister(), nodes: nodes.Lister(),
-		synced: []cache.InformerSynced{pods.Informer().HasSynced, nodes.Informer().HasSynced}, log: log.With("controller", Name)}
+		synced: []cache.InformerSynced{pods.Informer().HasSynced, nodes.Informer().HasSynced}, log: log.With("controller", Name),
+		missingSince: map[string]time.Time{}, now: time.Now}
 }
 
 // Run collects every period until ctx ends.
@@ -114,16 +121,32 @@ func (c *Controller) collect(ctx context.Context) error {
 	plan := Decide(pods, nodes, TerminatedPodsThreshold)
 	var errs []error
 	gone := map[string]bool{}
+	missing := map[string]bool{}
 	for _, p := range plan.Orphans {
-		// The cache may not know a node that just registered: ask.
-		if _, seen := gone[p.Spec.NodeName]; !seen {
-			_, err := c.client.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})
-			gone[p.Spec.NodeName] = apierrors.IsNotFound(err)
+		node := p.Spec.NodeName
+		missing[node] = true
+		if _, seen := gone[node]; !seen {
+			since, ok := c.missingSince[node]
+			if !ok {
+				since = c.now()
+				c.missingSince[node] = since
+			}
+			// The cache may not know a node that just registered: ask, after the quarantine.
+			gone[node] = false
+			if c.now().Sub(since) >= quarantine {
+				_, err := c.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+				gone[node] = apierrors.IsNotFound(err)
+			}
 		}
-		if !gone[p.Spec.NodeName] {
+		if !gone[node] {
 			continue
 		}
 		errs = append(errs, c.delete(ctx, p, "PodGC: node no longer exists"))
+	}
+	for node := range c.missingSince {
+		if !missing[node] {
+			delete(c.missingSince, node)
+		}
 	}
 	for _, p := range plan.Unscheduled {
 		errs = append(errs, c.delete(ctx, p, ""))

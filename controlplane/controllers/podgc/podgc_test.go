@@ -63,6 +63,15 @@ func TestCollect(t *testing.T) {
 		_ = factory.Core().V1().Pods().Informer().GetIndexer().Add(o)
 	}
 	c := New(client, factory.Core().V1().Pods(), factory.Core().V1().Nodes(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	clock := time.Unix(1e9, 0)
+	c.now = func() time.Time { return clock }
+	if err := c.collect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if acts := client.Actions(); len(acts) != 0 {
+		t.Fatalf("collected within the quarantine: %v", acts)
+	}
+	clock = clock.Add(quarantine)
 	if err := c.collect(context.Background()); err != nil {
 		t.Fatal(err)
 	}
