@@ -5,11 +5,14 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -38,6 +41,13 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"apiVersion":"batch/v1","kind":"CronJob","metadata":{"name":"c"},"spec":{"schedule":"TZ=0 * * * * *"}}`))
 	f.Add([]byte(`{"apiVersion":"v1","kind":"ReplicationController","metadata":{"name":"r"},"spec":{"replicas":2,"template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[{"name":"c","image":"i"}]}}}}`))
 	f.Add([]byte(`{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","metadata":{"name":"p"},"spec":{"minAvailable":"50%","selector":{"matchLabels":{"a":"b"}}}}`))
+	f.Add([]byte(`{"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"name":"s"},"spec":{"selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[{"name":"c","image":"i"}]}},"volumeClaimTemplates":[{"metadata":{"name":"d"},"spec":{"accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":"1Gi"}}}}]}}`))
+	f.Add([]byte(`{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"p"},"spec":{"capacity":{"storage":"1Gi"},"accessModes":["ReadWriteOnce"],"local":{"path":"/mnt"},"nodeAffinity":{"required":{"nodeSelectorTerms":[]}}}}`))
+	f.Add([]byte(`{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"c"},"spec":{"accessModes":["ReadWriteOncePod","ReadOnlyMany"],"resources":{"requests":{"storage":"-1"}}}}`))
+	f.Add([]byte(`{"apiVersion":"networking.k8s.io/v1","kind":"Ingress","metadata":{"name":"i"},"spec":{"rules":[{"host":"*.example.com","http":{"paths":[{"path":"/","pathType":"Prefix","backend":{"service":{"name":"s","port":{"name":"http"}}}}]}}]}}`))
+	f.Add([]byte(`{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","metadata":{"name":"h"},"spec":{"scaleTargetRef":{"kind":"Deployment","name":"d"},"maxReplicas":3,"metrics":[{"type":"Resource","resource":{"name":"cpu","target":{"type":"Utilization"}}}]}}`))
+	f.Add([]byte(`{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"r"},"spec":{"driver":"d.example.com","pool":{"name":"p","resourceSliceCount":1},"allNodes":true,"devices":[{"name":"a"},{"name":"a"}]}}`))
+	f.Add([]byte(`{"apiVersion":"scheduling.k8s.io/v1","kind":"PriorityClass","metadata":{"name":"system-x"},"value":2000000001}`))
 	f.Add([]byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x"`))
 	f.Add([]byte("k8s\x00\x0a\xff\xff\xff"))
 	decoder := scheme.Codecs.UniversalDeserializer()
@@ -95,6 +105,30 @@ func FuzzDecode(f *testing.F) {
 		case *networkingv1.NetworkPolicy:
 			validation.NetworkPolicy(o)
 			printers.NetworkPolicies.ConvertToTable(ctx, o, nil)
+		case *appsv1.StatefulSet:
+			validation.StatefulSet(o)
+			validation.StatefulSetUpdate(o, o.DeepCopy())
+			printers.StatefulSets.ConvertToTable(ctx, o, nil)
+		case *corev1.PersistentVolume:
+			validation.PersistentVolume(o)
+			validation.PersistentVolumeUpdate(o, o.DeepCopy())
+			printers.PersistentVolumes.ConvertToTable(ctx, o, nil)
+		case *corev1.PersistentVolumeClaim:
+			validation.PersistentVolumeClaim(o)
+			validation.PersistentVolumeClaimUpdate(o, o.DeepCopy())
+			printers.PersistentVolumeClaims.ConvertToTable(ctx, o, nil)
+		case *networkingv1.Ingress:
+			validation.Ingress(o)
+			printers.Ingresses.ConvertToTable(ctx, o, nil)
+		case *autoscalingv2.HorizontalPodAutoscaler:
+			validation.HorizontalPodAutoscaler(o)
+			printers.HorizontalPodAutoscalers.ConvertToTable(ctx, o, nil)
+		case *resourcev1.ResourceSlice:
+			validation.ResourceSlice(o)
+			printers.ResourceSlices.ConvertToTable(ctx, o, nil)
+		case *schedulingv1.PriorityClass:
+			validation.PriorityClass(o)
+			printers.PriorityClasses.ConvertToTable(ctx, o, nil)
 		}
 	})
 }

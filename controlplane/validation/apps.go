@@ -264,7 +264,20 @@ func ReplicationController(rc *corev1.ReplicationController) field.ErrorList {
 // and a retention policy of Retain or Delete.
 func StatefulSet(ss *appsv1.StatefulSet) field.ErrorList {
 	errs := ObjectMeta(&ss.ObjectMeta, true, DNSSubdomain)
-	errs = append(errs, workload(ss.Spec.Selector, &ss.Spec.Template, ss.Spec.Replicas)...)
+	// The claim templates are volumes of every pod, as the controller makes them: the
+	// template is validated with them, so containers may mount them (as upstream).
+	tmpl := ss.Spec.Template.DeepCopy()
+	for _, t := range ss.Spec.VolumeClaimTemplates {
+		have := false
+		for _, v := range tmpl.Spec.Volumes {
+			have = have || v.Name == t.Name
+		}
+		if !have {
+			tmpl.Spec.Volumes = append(tmpl.Spec.Volumes, corev1.Volume{Name: t.Name, VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: t.Name}}})
+		}
+	}
+	errs = append(errs, workload(ss.Spec.Selector, tmpl, ss.Spec.Replicas)...)
 	s := &ss.Spec
 	switch s.PodManagementPolicy {
 	case appsv1.OrderedReadyPodManagement, appsv1.ParallelPodManagement:
