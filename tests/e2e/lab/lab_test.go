@@ -594,6 +594,10 @@ func runLab(t *testing.T, name, tor string) {
 		step("a CronJob fired")
 		l.drain()
 		step("kubectl drain: refused by a budget, then evicts within it")
+		l.statefulSet()
+		step("a StatefulSet of 3 with local-path volumes: ordered, data kept across a pod delete, rolled out and back")
+		l.preemption()
+		step("a higher-priority pod preempts a lower one")
 	}
 	if tor == "frr" {
 		l.bfd()
