@@ -29,6 +29,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", s.containerLogs)
 	mux.HandleFunc("/exec/{namespace}/{pod}/{container}", s.exec)
+	mux.HandleFunc("/attach/{namespace}/{pod}/{container}", s.attach)
 	mux.HandleFunc("/portForward/{namespace}/{pod}", s.portForward)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
 	return mux

@@ -25,20 +25,34 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "command: at least one argument is required", http.StatusBadRequest)
 		return
 	}
-	list, err := s.Runtime.ListContainers(r.Context(), &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
-		State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
-		LabelSelector: map[string]string{"io.kubernetes.pod.namespace": ns, "io.kubernetes.pod.name": pod, "io.kubernetes.container.name": container}}})
-	if err != nil || len(list.Containers) == 0 {
-		http.Error(w, fmt.Sprintf("container %q in pod %q is not running", container, pod), http.StatusNotFound)
+	id, ok := s.runningContainer(w, r, ns, pod, container)
+	if !ok {
 		return
 	}
-	resp, err := s.Runtime.Exec(r.Context(), &runtimeapi.ExecRequest{ContainerId: list.Containers[0].Id, Cmd: cmd,
+	resp, err := s.Runtime.Exec(r.Context(), &runtimeapi.ExecRequest{ContainerId: id, Cmd: cmd,
 		Tty: flag("tty"), Stdin: flag("stdin"), Stdout: flag("stdout"), Stderr: flag("stderr")})
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	loc, err := url.Parse(resp.Url)
+	s.proxyStream(w, r, resp.Url)
+}
+
+// runningContainer finds the running container of a pod by name, answering 404 if none.
+func (s *Server) runningContainer(w http.ResponseWriter, r *http.Request, ns, pod, container string) (string, bool) {
+	list, err := s.Runtime.ListContainers(r.Context(), &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
+		State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+		LabelSelector: map[string]string{"io.kubernetes.pod.namespace": ns, "io.kubernetes.pod.name": pod, "io.kubernetes.container.name": container}}})
+	if err != nil || len(list.Containers) == 0 {
+		http.Error(w, fmt.Sprintf("container %q in pod %q is not running", container, pod), http.StatusNotFound)
+		return "", false
+	}
+	return list.Containers[0].Id, true
+}
+
+// proxyStream proxies the client's upgraded connection to a CRI streaming URL.
+func (s *Server) proxyStream(w http.ResponseWriter, r *http.Request, streamURL string) {
+	loc, err := url.Parse(streamURL)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
@@ -84,10 +98,24 @@ func (s *Server) portForward(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	loc, err := url.Parse(resp.Url)
+	s.proxyStream(w, r, resp.Url)
+}
+
+// attach serves /attach/{namespace}/{pod}/{container}: a CRI attach session to the running
+// container's own stdio, proxied like exec.
+func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
+	ns, pod, container := r.PathValue("namespace"), r.PathValue("pod"), r.PathValue("container")
+	q := r.URL.Query()
+	flag := func(name string) bool { b, _ := strconv.ParseBool(q.Get(name)); return b }
+	id, ok := s.runningContainer(w, r, ns, pod, container)
+	if !ok {
+		return
+	}
+	resp, err := s.Runtime.Attach(r.Context(), &runtimeapi.AttachRequest{ContainerId: id,
+		Tty: flag("tty"), Stdin: flag("stdin"), Stdout: flag("stdout"), Stderr: flag("stderr")})
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	proxy.NewUpgradeAwareHandler(loc, &http.Transport{DialContext: s.dialer()}, false, true, httpResponder{}).ServeHTTP(w, r)
+	s.proxyStream(w, r, resp.Url)
 }

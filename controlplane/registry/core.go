@@ -318,6 +318,7 @@ func pods(opts generic.RESTOptionsGetter, nodes *NodeConnection) (map[string]res
 		"pods/binding":             &BindingREST{store: main.Store},
 		"pods/log":                 &LogREST{pods: main.Store, nodes: nodes},
 		"pods/exec":                &ExecREST{nodeStream{pods: main.Store, nodes: nodes}},
+		"pods/attach":              &AttachREST{nodeStream{pods: main.Store, nodes: nodes}},
 		"pods/portforward":         &PortForwardREST{nodeStream{pods: main.Store, nodes: nodes}},
 		"pods/proxy":               &ProxyREST{pods: main.Store},
 	}, nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -80,4 +81,90 @@ type errorResponder struct{ rest.Responder }
 
 func (e errorResponder) Error(w http.ResponseWriter, req *http.Request, err error) {
 	e.Responder.Error(err)
+}
+
+// AttachREST serves pods/attach (`kubectl attach`, `kubectl run -i`): the client's upgraded
+// connection joins a running container's own stdio through the agent, translated from
+// WebSocket as exec is.
+type AttachREST struct{ nodeStream }
+
+var _ rest.Connecter = &AttachREST{}
+
+// New implements rest.Storage.
+func (r *AttachREST) New() runtime.Object { return &corev1.PodAttachOptions{} }
+
+// NewConnectOptions implements rest.Connecter.
+func (r *AttachREST) NewConnectOptions() (runtime.Object, bool, string) {
+	return &corev1.PodAttachOptions{}, false, ""
+}
+
+// Connect implements rest.Connecter.
+func (r *AttachREST) Connect(ctx context.Context, name string, opts runtime.Object, responder rest.Responder) (http.Handler, error) {
+	o, ok := opts.(*corev1.PodAttachOptions)
+	if !ok {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid options object: %#v", opts))
+	}
+	pod, loc, tr, err := podOnNode(ctx, r.pods, r.nodes, name)
+	if err != nil {
+		return nil, err
+	}
+	container, err := defaultContainer(pod, o.Container)
+	if err != nil {
+		return nil, err
+	}
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("cannot attach a container in a completed pod; current phase is %s", pod.Status.Phase))
+	}
+	ns, _ := genericapirequest.NamespaceFrom(ctx)
+	loc.Path = fmt.Sprintf("/attach/%s/%s/%s", ns, name, container)
+	q := url.Values{}
+	for k, v := range map[string]bool{"stdin": o.Stdin, "stdout": o.Stdout, "stderr": o.Stderr, "tty": o.TTY} {
+		if v {
+			q.Set(k, "1")
+		}
+	}
+	loc.RawQuery = q.Encode()
+	upgrade := proxy.NewUpgradeAwareHandler(loc, tr, false, true, errorResponder{responder})
+	stream := translator.NewStreamTranslatorHandler(loc, tr, 0, translator.Options{Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr, Tty: o.TTY})
+	return translator.NewTranslatingHandler(upgrade, stream, wsstream.IsWebSocketRequestWithStreamCloseProtocol), nil
+}
+
+// NodeProxyREST serves nodes/proxy: HTTPS to the node agent's API (its healthz, logs and
+// streams), with the API server's kubelet-client certificate, as upstream's.
+type NodeProxyREST struct{ nodes *NodeConnection }
+
+var _ rest.Connecter = &NodeProxyREST{}
+
+// New implements rest.Storage.
+func (r *NodeProxyREST) New() runtime.Object { return &corev1.NodeProxyOptions{} }
+
+// Destroy implements rest.Storage.
+func (r *NodeProxyREST) Destroy() {}
+
+// ConnectMethods implements rest.Connecter.
+func (r *NodeProxyREST) ConnectMethods() []string { return proxyMethods }
+
+// NewConnectOptions implements rest.Connecter: the rest of the URL is the path.
+func (r *NodeProxyREST) NewConnectOptions() (runtime.Object, bool, string) {
+	return &corev1.NodeProxyOptions{}, true, "path"
+}
+
+// Connect implements rest.Connecter.
+func (r *NodeProxyREST) Connect(ctx context.Context, name string, opts runtime.Object, responder rest.Responder) (http.Handler, error) {
+	o, ok := opts.(*corev1.NodeProxyOptions)
+	if !ok {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid options object: %#v", opts))
+	}
+	if r.nodes == nil {
+		return nil, apierrors.NewServiceUnavailable("the API server has no client credentials for node agents")
+	}
+	node, _, _ := strings.Cut(name, ":") // "node:port" names the agent's port, which skiff takes from the Node
+	loc, tr, err := r.nodes.location(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	loc.Path = proxyPath(o.Path)
+	h := proxy.NewUpgradeAwareHandler(loc, tr, true, false, errorResponder{responder})
+	h.UseLocationHost = true
+	return h, nil
 }

@@ -70,6 +70,7 @@ func Storage(o Options) (map[schema.GroupVersion]map[string]rest.Storage, error)
 			m, err := pods(opts, nc)
 			if err == nil && nc != nil {
 				nc.Nodes = out[core]["nodes"].(*REST).Store
+				m["nodes/proxy"] = &NodeProxyREST{nodes: nc}
 			}
 			return add(core, m, err)
 		},

@@ -39,6 +39,17 @@ func addParameterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.AddConversionFunc((*url.Values)(nil), (*corev1.PodAttachOptions)(nil), func(a, b any, _ conversion.Scope) error {
+		return PodAttachOptionsFromQuery(*a.(*url.Values), b.(*corev1.PodAttachOptions))
+	}); err != nil {
+		return err
+	}
+	if err := s.AddConversionFunc((*url.Values)(nil), (*corev1.NodeProxyOptions)(nil), func(a, b any, _ conversion.Scope) error {
+		b.(*corev1.NodeProxyOptions).Path = (*a.(*url.Values)).Get("path")
+		return nil
+	}); err != nil {
+		return err
+	}
 	return s.AddConversionFunc((*url.Values)(nil), (*corev1.PodPortForwardOptions)(nil), func(a, b any, _ conversion.Scope) error {
 		o := b.(*corev1.PodPortForwardOptions)
 		for _, v := range (*a.(*url.Values))["ports"] {
@@ -69,6 +80,21 @@ func PodExecOptionsFromQuery(q url.Values, o *corev1.PodExecOptions) error {
 	}
 	if len(o.Command) == 0 {
 		return fmt.Errorf("command: at least one argument is required")
+	}
+	return nil
+}
+
+// PodAttachOptionsFromQuery parses ?container=&stdin=&stdout=&stderr=&tty=.
+func PodAttachOptionsFromQuery(q url.Values, o *corev1.PodAttachOptions) error {
+	o.Container = q.Get("container")
+	for name, dst := range map[string]*bool{"stdin": &o.Stdin, "stdout": &o.Stdout, "stderr": &o.Stderr, "tty": &o.TTY} {
+		if v := q.Get(name); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("%s: %q is not a boolean", name, v)
+			}
+			*dst = b
+		}
 	}
 	return nil
 }

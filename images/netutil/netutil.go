@@ -41,6 +41,7 @@ const usage = `usage: netutil [serve [--port 8080]]
        netutil echo [--port 7] [--udp]
        netutil cat FILE...
        netutil write FILE TEXT
+       netutil tick [INTERVAL]
        netutil env NAME...
        netutil probe CIDR [--port 8080] [--for 10s]
        netutil sleep [DURATION]`
@@ -124,6 +125,25 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			}
 		}
 		return nil
+	case "tick":
+		// Prints "tick N" every INTERVAL (1s) until stopped: output to attach to.
+		d := time.Second
+		if len(pos) == 1 {
+			var err error
+			if d, err = time.ParseDuration(pos[0]); err != nil || d <= 0 {
+				return fmt.Errorf("tick: %q is not a positive duration", pos[0])
+			}
+		}
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for n := 1; ; n++ {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+				fmt.Fprintf(out, "tick %d\n", n)
+			}
+		}
 	case "write":
 		// Writes TEXT to FILE, making its directory: how tests leave data in a volume.
 		if len(pos) != 2 {

@@ -143,6 +143,25 @@ func TestKubectlRunThroughTheAgent(t *testing.T) {
 		out, err := logsOverWebSocket(t, s.RESTConfig(t), "/api/v1/namespaces/default/pods/test/log?container=test")
 		return err == nil && strings.Contains(out, "netutil serving HTTP on :8080"), fmt.Sprint(err, " ", out)
 	})
+	// nodes/proxy reaches the agent's API with the API server's kubelet-client credentials.
+	if out := kubectl("get", "--raw", "/api/v1/nodes/"+node.Name+"/proxy/healthz"); out != "ok" {
+		t.Errorf("nodes/proxy healthz: %q", out)
+	}
+	// kubectl attach joins a running container's own output (pods/attach, through the agent).
+	kubectl("run", "ticker", "--image=localhost/skiff/netutil:1", "--", "tick", "200ms")
+	eventually(t, 60*time.Second, "ticker Running", func() (bool, string) {
+		p, err := c.CoreV1().Pods("default").Get(ctx, "ticker", metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodRunning, fmt.Sprint(err)
+	})
+	for _, minor := range []int{33, 27} {
+		eventually(t, 30*time.Second, fmt.Sprintf("kubectl 1.%d attach", minor), func() (bool, string) {
+			actx, stop := context.WithTimeout(ctx, 3*time.Second)
+			defer stop()
+			out, _ := s.Run(actx, framework.Kubectl(t, minor), "attach", "ticker")
+			return strings.Contains(out, "tick "), out
+		})
+	}
+	kubectl("delete", "pod", "ticker", "--wait=false")
 	// kubectl exec: 1.33 speaks WebSocket (translated to SPDY by the API server), 1.27 SPDY.
 	// A command that exits at once can, rarely and only under load, lose its output and exit
 	// status between containerd's streaming server and the client (seen once in ~40 runs, not
