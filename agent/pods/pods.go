@@ -412,6 +412,20 @@ func (m *Manager) prepareVolumes(ctx context.Context, pod *corev1.Pod) error {
 	return nil
 }
 
+// runtimeHandler is the CRI runtime handler of the pod's RuntimeClass ("" for containerd's
+// default): containerd runs the sandbox with the runtime of that name in its config.
+func (m *Manager) runtimeHandler(ctx context.Context, pod *corev1.Pod) (string, error) {
+	name := ptr.Deref(pod.Spec.RuntimeClassName, "")
+	if name == "" {
+		return "", nil
+	}
+	rc, err := m.client.NodeV1().RuntimeClasses().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("failed to get RuntimeClass %q: %w", name, err)
+	}
+	return rc.Handler, nil
+}
+
 // Backoff of a pod's failed sandbox and container starts, as the kubelet's: 10 s doubling to
 // 5 min, so a start that cannot succeed (a bad hostname, a missing ConfigMap key) neither
 // spins nor takes a new address each time.
@@ -457,7 +471,11 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 		for _, w := range dnsWarns {
 			m.recorder.Event(pod, corev1.EventTypeWarning, w.Reason, w.Message)
 		}
-		resp, err := m.runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg})
+		handler, err := m.runtimeHandler(ctx, pod)
+		var resp *runtimeapi.RunPodSandboxResponse
+		if err == nil {
+			resp, err = m.runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: handler})
+		}
 		if err != nil {
 			m.backoffFailed(key, time.Now(), startBackoffInitial, startBackoffMax)
 			m.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", pullError(err))

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -162,6 +163,25 @@ func TestKubectlRunThroughTheAgent(t *testing.T) {
 		})
 	}
 	kubectl("delete", "pod", "ticker", "--wait=false")
+
+	// A RuntimeClass's handler is the containerd runtime the sandbox runs with: runc's
+	// runs; one containerd has no runtime for fails, saying so.
+	for name, handler := range map[string]string{"runc": "runc", "sandboxed": "runsc"} {
+		if _, err := c.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Handler: handler}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kubectl("run", "with-runc", "--image=localhost/skiff/netutil:1", "--overrides", `{"spec":{"runtimeClassName":"runc"}}`)
+	kubectl("run", "with-runsc", "--image=localhost/skiff/netutil:1", "--overrides", `{"spec":{"runtimeClassName":"sandboxed"}}`)
+	eventually(t, 60*time.Second, "the runc RuntimeClass's pod Running", func() (bool, string) {
+		p, err := c.CoreV1().Pods("default").Get(ctx, "with-runc", metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodRunning, fmt.Sprint(err)
+	})
+	eventually(t, 60*time.Second, "the runsc RuntimeClass's pod fails its sandbox", func() (bool, string) {
+		out, _ := s.Run(ctx, kc, "get", "events", "--field-selector", "involvedObject.name=with-runsc,reason=FailedCreatePodSandBox")
+		return strings.Contains(out, "runsc"), out
+	})
+	kubectl("delete", "pod", "with-runc", "with-runsc", "--wait=false")
 	// kubectl exec: 1.33 speaks WebSocket (translated to SPDY by the API server), 1.27 SPDY.
 	// A command that exits at once can, rarely and only under load, lose its output and exit
 	// status between containerd's streaming server and the client (seen once in ~40 runs, not
