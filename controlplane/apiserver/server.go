@@ -45,11 +45,17 @@ import (
 	"k8s.io/apiserver/pkg/server/options"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/apiserver/pkg/util/compatibility"
+	"k8s.io/apiserver/pkg/admission/plugin/resourcequota"
+	resourcequotaapi "k8s.io/apiserver/pkg/admission/plugin/resourcequota/apis/resourcequota"
+	quotageneric "k8s.io/apiserver/pkg/quota/v1/generic"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 	restclient "k8s.io/client-go/rest"
 
 	"github.com/skiff-sh/skiff/controlplane/allocator"
 	"github.com/skiff-sh/skiff/controlplane/apiserver/admission"
+	skiffquota "github.com/skiff-sh/skiff/controlplane/quota"
 	"github.com/skiff-sh/skiff/controlplane/bootstraptoken"
 	"github.com/skiff-sh/skiff/controlplane/etcd"
 	"github.com/skiff-sh/skiff/controlplane/openapi"
@@ -378,6 +384,13 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 		}
 	}
 	getNamespace, getPod, getNode, getAccount := get("namespaces"), get("pods"), get("nodes"), get("serviceaccounts")
+	// ResourceQuota admission is k8s.io/apiserver's plugin, with skiff's evaluators; it reads
+	// quotas through the API server's own loopback client.
+	stopQuota := make(chan struct{})
+	quotaAdmission, quotaInformers, err := newQuotaAdmission(cfg.LoopbackClientConfig, stopQuota)
+	if err != nil {
+		return nil, nil, err
+	}
 	cfg.AdmissionControl = admission.Chain(func(ctx context.Context, name string) (*corev1.Namespace, error) {
 		obj, err := getNamespace(ctx, "", name)
 		if err != nil {
@@ -413,12 +426,20 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 			return nil, err
 		}
 		return obj.(*corev1.ServiceAccount), nil
-	}}, admissionClasses(stores))
+	}}, admissionClasses(stores), quotaAdmission)
 
 	srv, err := cfg.Complete(nil).New("skiff-apiserver", genericapiserver.NewEmptyDelegate())
 	if err != nil {
 		return nil, nil, err
 	}
+	srv.AddPostStartHookOrDie("skiff-quota-informers", func(hc genericapiserver.PostStartHookContext) error {
+		quotaInformers.Start(hc.Done())
+		return nil
+	})
+	srv.AddPreShutdownHookOrDie("skiff-quota-evaluator", func() error {
+		close(stopQuota)
+		return nil
+	})
 	// Watches are long-running: without a short shutdown timeout, SIGTERM would wait the
 	// full request timeout (60 s) for every open watch to end on its own.
 	srv.ShutdownTimeout = 2 * time.Second
@@ -648,4 +669,26 @@ func admissionClasses(stores map[schema.GroupVersion]map[string]rest.Storage) ad
 			return out, nil
 		},
 	}
+}
+
+// newQuotaAdmission builds the ResourceQuota admission plugin over a loopback client; the
+// informer factory it returns must be started once the server serves.
+func newQuotaAdmission(loopback *restclient.Config, stop <-chan struct{}) (*resourcequota.QuotaAdmission, informers.SharedInformerFactory, error) {
+	client, err := kubernetes.NewForConfig(loopback)
+	if err != nil {
+		return nil, nil, err
+	}
+	factory := informers.NewSharedInformerFactory(client, 0)
+	plugin, err := resourcequota.NewResourceQuota(&resourcequotaapi.Configuration{}, 5)
+	if err != nil {
+		return nil, nil, err
+	}
+	plugin.SetDrainedNotification(stop)
+	plugin.SetExternalKubeClientSet(client)
+	plugin.SetExternalKubeInformerFactory(factory)
+	plugin.SetQuotaConfiguration(quotageneric.NewConfiguration(skiffquota.Evaluators(nil, clock.RealClock{}), nil))
+	if err := plugin.ValidateInitialization(); err != nil {
+		return nil, nil, fmt.Errorf("resource quota admission: %w", err)
+	}
+	return plugin, factory, nil
 }

@@ -42,6 +42,7 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/controllers/podgc"
 	"github.com/skiff-sh/skiff/controlplane/controllers/replicaset"
 	"github.com/skiff-sh/skiff/controlplane/controllers/replicationcontroller"
+	"github.com/skiff-sh/skiff/controlplane/controllers/resourcequota"
 	"github.com/skiff-sh/skiff/controlplane/controllers/rootcacert"
 	"github.com/skiff-sh/skiff/controlplane/controllers/serviceaccount"
 	"github.com/skiff-sh/skiff/controlplane/controllers/statefulset"
@@ -204,6 +205,9 @@ func runControllers(ctx context.Context, cfg *rest.Config, root kubernetes.Inter
 			}
 			return podautoscaler.New(c, factory.Autoscaling().V2().HorizontalPodAutoscalers(), core.Pods(), scales, podautoscaler.ResourceMetrics(c), mapping,
 				recorder(podautoscaler.Name), log), nil
+		}},
+		{resourcequota.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
+			return resourcequota.New(c, core.ResourceQuotas(), factory, log)
 		}},
 		{podgc.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
 			return podgc.New(c, core.Pods(), core.Nodes(), log), nil

@@ -20,9 +20,9 @@ import (
 
 // Chain returns skiff's admission chain in upstream's order; namespaces reads namespaces
 // for NamespaceLifecycle, nodes is NodeRestriction, classes reads the priority, runtime and
-// storage classes.
-func Chain(namespaces NamespaceGetter, nodes *NodeRestriction, accounts ServiceAccount, classes Classes) admission.Interface {
-	return admission.NewChainHandler(
+// storage classes; last come after them all (ResourceQuota, which must see the final object).
+func Chain(namespaces NamespaceGetter, nodes *NodeRestriction, accounts ServiceAccount, classes Classes, last ...admission.Interface) admission.Interface {
+	return admission.NewChainHandler(append([]admission.Interface{
 		&NamespaceLifecycle{Namespaces: namespaces},
 		nodes,
 		accounts,
@@ -30,7 +30,7 @@ func Chain(namespaces NamespaceGetter, nodes *NodeRestriction, accounts ServiceA
 		Priority{Classes: classes},
 		RuntimeClass{Classes: classes},
 		DefaultStorageClass{Classes: classes},
-	)
+	}, last...)...)
 }
 
 func isPodCreate(a admission.Attributes) (*corev1.Pod, bool) {

@@ -136,9 +136,24 @@ func TestClassAPIs(t *testing.T) {
 	contains(run(true, "patch", "pvc", "data", "--type=merge", "-p", `{"spec":{"accessModes":["ReadWriteMany"]}}`),
 		"spec is immutable after creation")
 
-	// Quotas and limit ranges are served (their enforcement is admission's, issue 18).
-	contains(run(false, "create", "quota", "small", "--hard=pods=2,requests.cpu=1"), "resourcequota/small created")
-	contains(run(false, "get", "quota"), "NAME", "REQUEST", "LIMIT", "small")
+	// A quota's status follows what its namespace holds, and admission refuses what would
+	// exceed it, with upstream's words.
+	run(false, "create", "namespace", "quota-test")
+	contains(run(false, "-n", "quota-test", "create", "quota", "small", "--hard=pods=1,count/configmaps=5"), "resourcequota/small created")
+	framework.Eventually(t, 30*time.Second, "the quota's status computed", func() (bool, string) {
+		out, _ := s.Run(ctx, kc, "-n", "quota-test", "get", "quota", "small", "-o", "jsonpath={.status.used.pods}/{.status.hard.pods}")
+		return out == "0/1", out
+	})
+	run(false, "-n", "quota-test", "run", "first", "--image=skiff/netutil:1")
+	contains(run(true, "-n", "quota-test", "run", "second", "--image=skiff/netutil:1"),
+		"exceeded quota: small, requested: pods=1, used: pods=1, limited: pods=1")
+	contains(run(false, "-n", "quota-test", "get", "quota"), "NAME", "REQUEST", "LIMIT", "small", "pods: 1/1")
+	run(false, "-n", "quota-test", "delete", "pod", "first", "--grace-period=0", "--force")
+	framework.Eventually(t, 30*time.Second, "the deleted pod's share given back", func() (bool, string) {
+		out, _ := s.Run(ctx, kc, "-n", "quota-test", "get", "quota", "small", "-o", "jsonpath={.status.used.pods}")
+		return out == "0", out
+	})
+	run(false, "-n", "quota-test", "run", "second", "--image=skiff/netutil:1")
 	bad("limits", "apiVersion: v1\nkind: LimitRange\nmetadata: {name: inverted}\nspec: {limits: [{type: Container, min: {cpu: \"2\"}, max: {cpu: \"1\"}}]}\n",
 		"min value 2 is greater than max value 1")
 
