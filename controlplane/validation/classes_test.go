@@ -73,7 +73,9 @@ func TestStatefulSet(t *testing.T) {
 		{"retention policy", statefulSet(func(s *appsv1.StatefulSet) {
 			s.Spec.PersistentVolumeClaimRetentionPolicy = &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{WhenDeleted: "Keep", WhenScaled: "Retain"}
 		}), `whenDeleted: Unsupported value: "Keep"`},
-		{"claim without size", statefulSet(func(s *appsv1.StatefulSet) { s.Spec.VolumeClaimTemplates[0].Spec.Resources = corev1.VolumeResourceRequirements{} }),
+		{"claim without size", statefulSet(func(s *appsv1.StatefulSet) {
+			s.Spec.VolumeClaimTemplates[0].Spec.Resources = corev1.VolumeResourceRequirements{}
+		}),
 			"spec.volumeClaimTemplates[0].spec.resources[storage]: Required value"},
 		{"unknown mount", statefulSet(func(s *appsv1.StatefulSet) { s.Spec.VolumeClaimTemplates = nil }), `volumeMounts[0].name: Not found: "data"`},
 	} {
@@ -119,7 +121,11 @@ func TestVolumes(t *testing.T) {
 	check(t, "an unbound claim does not grow", PersistentVolumeClaimUpdate(grown, bound), "spec is immutable after creation except resources.requests")
 	bound.Status.Phase = corev1.ClaimBound
 	check(t, "a bound claim grows", PersistentVolumeClaimUpdate(grown, bound), "")
-	check(t, "nor shrinks", PersistentVolumeClaimUpdate(bound, func() *corev1.PersistentVolumeClaim { g := grown.DeepCopy(); g.Status.Phase = corev1.ClaimBound; return g }()),
+	check(t, "nor shrinks", PersistentVolumeClaimUpdate(bound, func() *corev1.PersistentVolumeClaim {
+		g := grown.DeepCopy()
+		g.Status.Phase = corev1.ClaimBound
+		return g
+	}()),
 		"field can not be less than previous value")
 
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "fast"}, Provisioner: "example.com/fast", VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate)}

@@ -55,14 +55,19 @@ func TestQuotaStatus(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	is := func(u corev1.ResourceList, name corev1.ResourceName, want string) bool { q := u[name]; return q.String() == want }
+	is := func(u corev1.ResourceList, name corev1.ResourceName, want string) bool {
+		q := u[name]
+		return q.String() == want
+	}
 	wait("initial usage", func(u corev1.ResourceList) bool {
 		return is(u, corev1.ResourcePods, "2") && is(u, corev1.ResourceRequestsCPU, "750m") && is(u, corev1.ResourceConfigMaps, "1") && is(u, "count/secrets", "0")
 	})
 	if err := client.CoreV1().Pods("ns").Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	wait("after a delete", func(u corev1.ResourceList) bool { return is(u, corev1.ResourcePods, "1") && is(u, corev1.ResourceRequestsCPU, "250m") })
+	wait("after a delete", func(u corev1.ResourceList) bool {
+		return is(u, corev1.ResourcePods, "1") && is(u, corev1.ResourceRequestsCPU, "250m")
+	})
 	got, _ := client.CoreV1().ResourceQuotas("ns").Get(ctx, "q", metav1.GetOptions{})
 	if h := got.Status.Hard[corev1.ResourcePods]; h.String() != "10" {
 		t.Errorf("status.hard %v", got.Status.Hard)
