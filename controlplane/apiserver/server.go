@@ -426,7 +426,7 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 			return nil, err
 		}
 		return obj.(*corev1.ServiceAccount), nil
-	}}, admissionClasses(stores), quotaAdmission)
+	}}, admissionClasses(stores), admission.LimitRanger{List: limitRanges(coreStores["limitranges"].(rest.Lister))}, quotaAdmission)
 
 	srv, err := cfg.Complete(nil).New("skiff-apiserver", genericapiserver.NewEmptyDelegate())
 	if err != nil {
@@ -691,4 +691,20 @@ func newQuotaAdmission(loopback *restclient.Config, stop <-chan struct{}) (*reso
 		return nil, nil, fmt.Errorf("resource quota admission: %w", err)
 	}
 	return plugin, factory, nil
+}
+
+// limitRanges lists a namespace's LimitRanges from their store, for LimitRanger.
+func limitRanges(l rest.Lister) func(ctx context.Context, namespace string) ([]*corev1.LimitRange, error) {
+	return func(ctx context.Context, namespace string) ([]*corev1.LimitRange, error) {
+		obj, err := l.List(genericapirequest.WithNamespace(ctx, namespace), &metainternalversion.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return nil, err
+		}
+		items := obj.(*corev1.LimitRangeList).Items
+		out := make([]*corev1.LimitRange, len(items))
+		for i := range items {
+			out[i] = &items[i]
+		}
+		return out, nil
+	}
 }

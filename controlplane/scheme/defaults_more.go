@@ -50,6 +50,7 @@ func addMoreDefaultingFuncs(s *runtime.Scheme) {
 			d.SELinuxMount = ptr.To(false)
 		}
 	})
+	s.AddTypeDefaultingFunc(&corev1.LimitRange{}, func(o any) { DefaultLimitRange(o.(*corev1.LimitRange)) })
 	s.AddTypeDefaultingFunc(&schedulingv1.PriorityClass{}, func(o any) {
 		if pc := o.(*schedulingv1.PriorityClass); pc.PreemptionPolicy == nil {
 			pc.PreemptionPolicy = ptr.To(corev1.PreemptLowerPriority)
@@ -98,6 +99,38 @@ func DefaultStatefulSet(ss *appsv1.StatefulSet) {
 		DefaultPersistentVolumeClaim(&s.VolumeClaimTemplates[i])
 	}
 	DefaultPodSpec(&s.Template.Spec)
+}
+
+// DefaultLimitRange applies upstream's defaults to a range's Container items: the default
+// limit is the max, the default request is the default limit, else the min.
+func DefaultLimitRange(lr *corev1.LimitRange) {
+	for i := range lr.Spec.Limits {
+		item := &lr.Spec.Limits[i]
+		if item.Type != corev1.LimitTypeContainer {
+			continue
+		}
+		if item.Default == nil {
+			item.Default = corev1.ResourceList{}
+		}
+		if item.DefaultRequest == nil {
+			item.DefaultRequest = corev1.ResourceList{}
+		}
+		for k, v := range item.Max {
+			if _, ok := item.Default[k]; !ok {
+				item.Default[k] = v.DeepCopy()
+			}
+		}
+		for k, v := range item.Default {
+			if _, ok := item.DefaultRequest[k]; !ok {
+				item.DefaultRequest[k] = v.DeepCopy()
+			}
+		}
+		for k, v := range item.Min {
+			if _, ok := item.DefaultRequest[k]; !ok {
+				item.DefaultRequest[k] = v.DeepCopy()
+			}
+		}
+	}
 }
 
 // DefaultPersistentVolume applies upstream's PV defaults.

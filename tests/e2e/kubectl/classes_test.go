@@ -157,6 +157,18 @@ func TestClassAPIs(t *testing.T) {
 	bad("limits", "apiVersion: v1\nkind: LimitRange\nmetadata: {name: inverted}\nspec: {limits: [{type: Container, min: {cpu: \"2\"}, max: {cpu: \"1\"}}]}\n",
 		"min value 2 is greater than max value 1")
 
+	// A LimitRange's defaults fill a new pod's containers; what breaks its max is refused.
+	run(false, "create", "namespace", "limits-test")
+	lrFile := filepath.Join(t.TempDir(), "lr.yaml")
+	_ = os.WriteFile(lrFile, []byte("apiVersion: v1\nkind: LimitRange\nmetadata: {name: cpu, namespace: limits-test}\nspec: {limits: [{type: Container, max: {cpu: \"1\"}, defaultRequest: {cpu: 100m}}]}\n"), 0o644)
+	run(false, "apply", "-f", lrFile)
+	contains(run(false, "-n", "limits-test", "get", "limitrange", "cpu", "-o", "jsonpath={.spec.limits[0].default.cpu}"), "1")
+	run(false, "-n", "limits-test", "run", "defaulted", "--image=skiff/netutil:1")
+	contains(run(false, "-n", "limits-test", "get", "pod", "defaulted", "-o", "jsonpath={.spec.containers[0].resources.requests.cpu}/{.spec.containers[0].resources.limits.cpu}"), "100m/1")
+	contains(run(true, "-n", "limits-test", "run", "greedy", "--image=skiff/netutil:1", "--overrides",
+		`{"spec":{"containers":[{"name":"greedy","image":"skiff/netutil:1","resources":{"limits":{"cpu":"2"}}}]}}`),
+		"maximum cpu usage per Container is 1, but limit is 2")
+
 	// kubectl autoscale makes an autoscaling/v2 HPA; with no metrics API yet, its
 	// conditions say why it cannot size the target, and the bounds still apply.
 	contains(run(false, "create", "deployment", "scaled", "--image=skiff/netutil:1", "--replicas=4"), "deployment.apps/scaled created")
