@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"log/slog"
 	"net"
 	"os"
@@ -89,6 +90,8 @@ func serverCommand(use, short string) *cobra.Command {
 		},
 	}
 	fs := cmd.Flags()
+	f.Audit = genericoptions.NewAuditOptions()
+	f.Audit.AddFlags(fs)
 	fs.StringVar(&f.DataDir, "data-dir", layout.ServerDir, "directory for etcd data, the PKI and admin.kubeconfig")
 	fs.StringVar(&f.BindAddress, "bind-address", "0.0.0.0", "address the API server listens on")
 	fs.StringVar(&f.AdvertiseAddress, "advertise-address", "", "address other components reach the API server at (default: first non-loopback address)")

@@ -104,6 +104,8 @@ type Options struct {
 	NodeName string
 	// NodeIPs are extra IP SANs of that agent's serving certificate (pki/agent.crt).
 	NodeIPs []net.IP
+	// Audit, if set, is upstream's audit logging (--audit-policy-file, --audit-log-path, ...).
+	Audit *options.AuditOptions
 }
 
 // Kubeconfigs the API server writes for the control plane's clients, as kubeadm writes
@@ -258,6 +260,12 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 	ipRange *allocator.IPRange, portRange allocator.PortRange) (*genericapiserver.GenericAPIServer, *authz, error) {
 	cfg := genericapiserver.NewConfig(scheme.Codecs)
 	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
+	if errs := o.Audit.Validate(); len(errs) > 0 {
+		return nil, nil, fmt.Errorf("audit: %v", errs)
+	}
+	if err := o.Audit.ApplyTo(cfg); err != nil {
+		return nil, nil, fmt.Errorf("audit: %w", err)
+	}
 	caPEM, err := os.ReadFile(layout.CA().Cert)
 	if err != nil {
 		return nil, nil, err

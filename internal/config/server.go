@@ -3,6 +3,7 @@ package config
 import (
 	"context"
 	"fmt"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"log/slog"
 	"net"
 	"time"
@@ -36,6 +37,8 @@ type Server struct {
 	ControllerManager                          controllermanager.Options
 	Scheduler                                  scheduler.Options
 	Agent                                      Agent
+	// Audit is upstream's --audit-* options (policy file, log backend, webhook backend).
+	Audit *genericoptions.AuditOptions
 }
 
 // ControlPlaneTaint keeps ordinary pods off the server's own node, as kubeadm's.
@@ -49,7 +52,7 @@ func (s Server) APIServerOptions(withNode bool) (apiserver.Options, error) {
 		ServiceCIDR: s.ServiceCIDR, NodePortRange: s.NodePortRange,
 		EtcdServers: s.EtcdServers, EtcdCAFile: s.EtcdCA, EtcdCertFile: s.EtcdCert, EtcdKeyFile: s.EtcdKey,
 		EtcdClientPort: s.EtcdClientPort, EtcdPeerPort: s.EtcdPeerPort, EtcdMetricsPort: s.EtcdMetrics,
-		CompactionInterval: s.Compaction,
+		CompactionInterval: s.Compaction, Audit: s.Audit,
 	}
 	var err error
 	if o.BindAddress, err = ParseIP("--bind-address", s.BindAddress); err != nil {
