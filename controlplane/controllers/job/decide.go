@@ -272,7 +272,8 @@ func Decide(j *batchv1.Job, pods []*corev1.Pod, now time.Time) Plan {
 		done = succeeded > 0 && len(active) == 0
 	}
 	successReason, successMessage := "CompletionsReached", "Reached expected number of succeeded pods"
-	if rule, ok := successPolicyMet(j, completed); ok && !done {
+	// A success policy that is met decides first, as upstream, even when every index is done.
+	if rule, ok := successPolicyMet(j, completed); ok {
 		done, successReason, successMessage = true, "SuccessPolicy", fmt.Sprintf("Matched rules at index %d", rule)
 	}
 	if done || hasCondition(&st, batchv1.JobSuccessCriteriaMet) {

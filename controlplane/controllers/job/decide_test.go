@@ -468,3 +468,19 @@ func TestBackoffLimitPerIndex(t *testing.T) {
 		t.Errorf("create %v requeue %v: index 0 now, index 1 after its 10 s backoff", p.Create, p.RequeueAfter)
 	}
 }
+
+// A success policy that is met names the reason even when every index also completed.
+func TestSuccessPolicyReasonWhenAllIndexesDone(t *testing.T) {
+	two := int32(2)
+	j := newJob(completionsParallelism(2, 2), indexed, func(j *batchv1.Job) {
+		j.Spec.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{{SucceededCount: &two}}}
+	})
+	j.Status = batchv1.JobStatus{StartTime: &metav1.Time{Time: now.Add(-time.Minute)}, Succeeded: 2, CompletedIndexes: "0,1"}
+	p := Decide(j, nil, now)
+	if c := condTrue(p.Status, batchv1.JobSuccessCriteriaMet); c == nil || c.Reason != "SuccessPolicy" {
+		t.Errorf("SuccessCriteriaMet %+v, want reason SuccessPolicy", c)
+	}
+	if c := condTrue(p.Status, batchv1.JobComplete); c == nil || c.Reason != "SuccessPolicy" {
+		t.Errorf("Complete %+v, want reason SuccessPolicy", c)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -79,6 +80,11 @@ func (c *Controller) podEvent(obj any) {
 		}
 		return
 	}
+	// An orphan with the tracking finalizer (released by its Job, or orphaned when the Job
+	// was deleted with orphan propagation) must lose it, as upstream: no Job counts it now.
+	if hasFinalizer(p) {
+		c.loop.Add(orphanPodPrefix + p.Namespace + "/" + p.Name)
+	}
 	// An orphan: every Job whose selector matches it may adopt it.
 	if p.DeletionTimestamp != nil {
 		return
@@ -103,7 +109,13 @@ func (c *Controller) Run(ctx context.Context) {
 	c.loop.Run(ctx, 5)
 }
 
+// orphanPodPrefix marks a queue key naming an orphan pod rather than a Job.
+const orphanPodPrefix = "orphan-pod:"
+
 func (c *Controller) sync(ctx context.Context, key string) error {
+	if pod, ok := strings.CutPrefix(key, orphanPodPrefix); ok {
+		return c.syncOrphanPod(ctx, pod)
+	}
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return nil
@@ -211,6 +223,26 @@ func (c *Controller) removeFinalizer(ctx context.Context, p *corev1.Pod) error {
 }
 
 // releaseOrphans removes the finalizer from the pods of a deleted Job.
+// syncOrphanPod takes the tracking finalizer off a pod that no Job controls (any longer);
+// one adopted meanwhile is left to its Job.
+func (c *Controller) syncOrphanPod(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	p, err := c.pods.Pods(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if metav1.GetControllerOf(p) != nil || !hasFinalizer(p) {
+		return nil
+	}
+	return c.removeFinalizer(ctx, p)
+}
+
 func (c *Controller) releaseOrphans(ctx context.Context, ns, name string) error {
 	pods, err := c.pods.Pods(ns).List(labels.Everything())
 	if err != nil {

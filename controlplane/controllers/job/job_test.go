@@ -158,10 +158,30 @@ func TestOrphanPodQueuesItsJob(t *testing.T) {
 	j := newJob()
 	j.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"job": "j"}}
 	f := newFixture(t, j)
-	orphan := mkPod("o")
+	orphan := mkPod("o", noFinalizer)
 	orphan.Labels = map[string]string{"job": "j"}
 	f.c.podEvent(orphan)
 	if n := f.c.loop.Len(); n != 1 {
 		t.Errorf("queue length %d after an orphan matching the job, want 1", n)
+	}
+}
+
+// A pod no Job controls loses the tracking finalizer (it was released, or its Job deleted
+// with orphan propagation); nothing else would ever remove it.
+func TestOrphanPodLosesTheFinalizer(t *testing.T) {
+	orphan := mkPod("o")
+	f := newFixture(t, orphan)
+	f.c.podEvent(orphan)
+	if err := f.c.sync(context.Background(), orphanPodPrefix+"ns/o"); err != nil {
+		t.Fatal(err)
+	}
+	var patched bool
+	for _, a := range f.client.Actions() {
+		if a.GetVerb() == "patch" && a.GetResource().Resource == "pods" {
+			patched = true
+		}
+	}
+	if !patched {
+		t.Errorf("the orphan's finalizer was not removed: %v", f.client.Actions())
 	}
 }
