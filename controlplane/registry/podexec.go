@@ -39,29 +39,8 @@ func (r *ExecREST) Connect(ctx context.Context, name string, opts runtime.Object
 	if !ok {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid options object: %#v", opts))
 	}
-	pod, loc, tr, err := podOnNode(ctx, r.pods, r.nodes, name)
-	if err != nil {
-		return nil, err
-	}
-	container, err := defaultContainer(pod, o.Container)
-	if err != nil {
-		return nil, err
-	}
-	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("cannot exec into a container in a completed pod; current phase is %s", pod.Status.Phase))
-	}
-	ns, _ := genericapirequest.NamespaceFrom(ctx)
-	loc.Path = fmt.Sprintf("/exec/%s/%s/%s", ns, name, container)
-	q := url.Values{"command": o.Command}
-	for k, v := range map[string]bool{"stdin": o.Stdin, "stdout": o.Stdout, "stderr": o.Stderr, "tty": o.TTY} {
-		if v {
-			q.Set(k, "1")
-		}
-	}
-	loc.RawQuery = q.Encode()
-	upgrade := proxy.NewUpgradeAwareHandler(loc, tr, false, true, errorResponder{responder})
-	stream := translator.NewStreamTranslatorHandler(loc, tr, 0, translator.Options{Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr, Tty: o.TTY})
-	return translator.NewTranslatingHandler(upgrade, stream, wsstream.IsWebSocketRequestWithStreamCloseProtocol), nil
+	return r.stdio(ctx, name, o.Container, "exec into", "exec", url.Values{"command": o.Command},
+		translator.Options{Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr, Tty: o.TTY}, responder)
 }
 
 // nodeStream is what exec and portforward share: they upgrade the client's connection and
@@ -76,6 +55,34 @@ func (nodeStream) Destroy() {}
 
 // ConnectMethods implements rest.Connecter.
 func (nodeStream) ConnectMethods() []string { return []string{"GET", "POST"} }
+
+// stdio proxies a stream to a container's standard streams on the agent (/exec or
+// /attach): the pod's node, its container (the only one if unnamed), not a finished pod;
+// a WebSocket client is translated to the agent's SPDY, as upstream does.
+func (s nodeStream) stdio(ctx context.Context, name, container, verb, endpoint string, q url.Values, streams translator.Options,
+	responder rest.Responder) (http.Handler, error) {
+	pod, loc, tr, err := podOnNode(ctx, s.pods, s.nodes, name)
+	if err != nil {
+		return nil, err
+	}
+	if container, err = defaultContainer(pod, container); err != nil {
+		return nil, err
+	}
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("cannot %s a container in a completed pod; current phase is %s", verb, pod.Status.Phase))
+	}
+	ns, _ := genericapirequest.NamespaceFrom(ctx)
+	loc.Path = fmt.Sprintf("/%s/%s/%s/%s", endpoint, ns, name, container)
+	for k, v := range map[string]bool{"stdin": streams.Stdin, "stdout": streams.Stdout, "stderr": streams.Stderr, "tty": streams.Tty} {
+		if v {
+			q.Set(k, "1")
+		}
+	}
+	loc.RawQuery = q.Encode()
+	upgrade := proxy.NewUpgradeAwareHandler(loc, tr, false, true, errorResponder{responder})
+	stream := translator.NewStreamTranslatorHandler(loc, tr, 0, streams)
+	return translator.NewTranslatingHandler(upgrade, stream, wsstream.IsWebSocketRequestWithStreamCloseProtocol), nil
+}
 
 type errorResponder struct{ rest.Responder }
 
@@ -104,29 +111,8 @@ func (r *AttachREST) Connect(ctx context.Context, name string, opts runtime.Obje
 	if !ok {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid options object: %#v", opts))
 	}
-	pod, loc, tr, err := podOnNode(ctx, r.pods, r.nodes, name)
-	if err != nil {
-		return nil, err
-	}
-	container, err := defaultContainer(pod, o.Container)
-	if err != nil {
-		return nil, err
-	}
-	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("cannot attach a container in a completed pod; current phase is %s", pod.Status.Phase))
-	}
-	ns, _ := genericapirequest.NamespaceFrom(ctx)
-	loc.Path = fmt.Sprintf("/attach/%s/%s/%s", ns, name, container)
-	q := url.Values{}
-	for k, v := range map[string]bool{"stdin": o.Stdin, "stdout": o.Stdout, "stderr": o.Stderr, "tty": o.TTY} {
-		if v {
-			q.Set(k, "1")
-		}
-	}
-	loc.RawQuery = q.Encode()
-	upgrade := proxy.NewUpgradeAwareHandler(loc, tr, false, true, errorResponder{responder})
-	stream := translator.NewStreamTranslatorHandler(loc, tr, 0, translator.Options{Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr, Tty: o.TTY})
-	return translator.NewTranslatingHandler(upgrade, stream, wsstream.IsWebSocketRequestWithStreamCloseProtocol), nil
+	return r.stdio(ctx, name, o.Container, "attach to", "attach", url.Values{},
+		translator.Options{Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr, Tty: o.TTY}, responder)
 }
 
 // NodeProxyREST serves nodes/proxy: HTTPS to the node agent's API (its healthz, logs and
