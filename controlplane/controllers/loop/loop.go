@@ -58,6 +58,23 @@ func (l *Loop) Handler() cache.ResourceEventHandler {
 	}
 }
 
+// Resync calls enqueue every period until ctx ends, in the background: a controller's
+// periodic look at everything, for changes no event announces.
+func Resync(ctx context.Context, period time.Duration, enqueue func()) {
+	go func() {
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				enqueue()
+			}
+		}
+	}()
+}
+
 // Len is the number of queued keys.
 func (l *Loop) Len() int { return l.queue.Len() }
 

@@ -121,18 +121,7 @@ func (c *Controller) Run(ctx context.Context) {
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 		return
 	}
-	go func() {
-		t := time.NewTicker(resync)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				c.enqueueAll()
-			}
-		}
-	}()
+	loop.Resync(ctx, resync, c.enqueueAll)
 	c.loop.Run(ctx, 2)
 }
 

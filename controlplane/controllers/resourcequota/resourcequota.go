@@ -97,21 +97,12 @@ func (c *Controller) Run(ctx context.Context) {
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 		return
 	}
-	go func() {
-		t := time.NewTicker(resync)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				qs, _ := c.quotas.List(labels.Everything())
-				for _, q := range qs {
-					c.loop.Add(q.Namespace + "/" + q.Name)
-				}
-			}
+	loop.Resync(ctx, resync, func() {
+		qs, _ := c.quotas.List(labels.Everything())
+		for _, q := range qs {
+			c.loop.Add(q.Namespace + "/" + q.Name)
 		}
-	}()
+	})
 	c.loop.Run(ctx, 2)
 }
 
