@@ -62,6 +62,7 @@ func newRoot() *cobra.Command {
 		serverCommand("server", "Run the control plane: embedded etcd (or --etcd-servers) and the API server"),
 		serverCommand("apiserver", "Run the API server alone (with embedded etcd unless --etcd-servers is set)"),
 		certsCommand(),
+		secretsEncryptCommand(),
 		controllerManagerCommand(),
 		schedulerCommand(),
 		imagesCommand(),
@@ -92,6 +93,8 @@ func serverCommand(use, short string) *cobra.Command {
 	fs := cmd.Flags()
 	f.Audit = genericoptions.NewAuditOptions()
 	f.Audit.AddFlags(fs)
+	fs.BoolVar(&f.SecretsEncryption, "secrets-encryption", false, "encrypt Secrets at rest with a generated aescbc key (<data-dir>/cred/encryption-config.json; rotate with `skiff secrets-encrypt rotate-keys`)")
+	fs.StringVar(&f.EncryptionProviderConfig, "encryption-provider-config", "", "an EncryptionConfiguration file of your own (upstream's flag); reloaded when it changes")
 	fs.StringVar(&f.DataDir, "data-dir", layout.ServerDir, "directory for etcd data, the PKI and admin.kubeconfig")
 	fs.StringVar(&f.BindAddress, "bind-address", "0.0.0.0", "address the API server listens on")
 	fs.StringVar(&f.AdvertiseAddress, "advertise-address", "", "address other components reach the API server at (default: first non-loopback address)")

@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/admission/plugin/resourcequota"
+	encryptionconfigcontroller "k8s.io/apiserver/pkg/server/options/encryptionconfig/controller"
 	resourcequotaapi "k8s.io/apiserver/pkg/admission/plugin/resourcequota/apis/resourcequota"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/group"
@@ -106,6 +107,10 @@ type Options struct {
 	NodeIPs []net.IP
 	// Audit, if set, is upstream's audit logging (--audit-policy-file, --audit-log-path, ...).
 	Audit *options.AuditOptions
+	// EncryptionProviderConfig, if set, is upstream's --encryption-provider-config: how
+	// resources are encrypted at rest. It is reloaded when it changes (secrets-encrypt
+	// rotate-keys rewrites it).
+	EncryptionProviderConfig string
 }
 
 // Kubeconfigs the API server writes for the control plane's clients, as kubeadm writes
@@ -299,6 +304,12 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 	}
 	etcdOpts := options.NewEtcdOptions(backend)
 	etcdOpts.DefaultStorageMediaType = "application/vnd.kubernetes.protobuf"
+	if o.EncryptionProviderConfig != "" {
+		etcdOpts.EncryptionProviderConfigFilepath = o.EncryptionProviderConfig
+		etcdOpts.EncryptionProviderConfigAutomaticReload = true
+		// Upstream looks for changes every minute; a rotation should not wait that long.
+		encryptionconfigcontroller.EncryptionConfigFileChangePollDuration = 2 * time.Second
+	}
 	factory := storage.NewFactory(*backend, scheme.Scheme, scheme.Codecs)
 	if err := etcdOpts.ApplyWithStorageFactoryTo(factory, cfg); err != nil {
 		return nil, nil, fmt.Errorf("storage: %w", err)

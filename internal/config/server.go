@@ -3,18 +3,20 @@ package config
 import (
 	"context"
 	"fmt"
-	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/skiff-sh/skiff/agent"
 	"github.com/skiff-sh/skiff/controlplane/apiserver"
 	"github.com/skiff-sh/skiff/controlplane/controllermanager"
+	"github.com/skiff-sh/skiff/controlplane/encryption"
 	"github.com/skiff-sh/skiff/controlplane/scheduler"
 	"github.com/skiff-sh/skiff/internal/layout"
 	"github.com/skiff-sh/skiff/internal/supervisor"
@@ -39,6 +41,16 @@ type Server struct {
 	Agent                                      Agent
 	// Audit is upstream's --audit-* options (policy file, log backend, webhook backend).
 	Audit *genericoptions.AuditOptions
+	// SecretsEncryption (k3s's flag) encrypts Secrets at rest with a generated key, in
+	// <data-dir>/cred/encryption-config.json; EncryptionProviderConfig is upstream's flag
+	// for a configuration of the operator's own.
+	SecretsEncryption        bool
+	EncryptionProviderConfig string
+}
+
+// EncryptionConfigPath is where --secrets-encryption keeps its configuration, as k3s.
+func EncryptionConfigPath(dataDir string) string {
+	return filepath.Join(dataDir, "cred", "encryption-config.json")
 }
 
 // ControlPlaneTaint keeps ordinary pods off the server's own node, as kubeadm's.
@@ -52,7 +64,13 @@ func (s Server) APIServerOptions(withNode bool) (apiserver.Options, error) {
 		ServiceCIDR: s.ServiceCIDR, NodePortRange: s.NodePortRange,
 		EtcdServers: s.EtcdServers, EtcdCAFile: s.EtcdCA, EtcdCertFile: s.EtcdCert, EtcdKeyFile: s.EtcdKey,
 		EtcdClientPort: s.EtcdClientPort, EtcdPeerPort: s.EtcdPeerPort, EtcdMetricsPort: s.EtcdMetrics,
-		CompactionInterval: s.Compaction, Audit: s.Audit,
+		CompactionInterval: s.Compaction, Audit: s.Audit, EncryptionProviderConfig: s.EncryptionProviderConfig,
+	}
+	if s.SecretsEncryption && s.EncryptionProviderConfig == "" {
+		o.EncryptionProviderConfig = EncryptionConfigPath(s.DataDir)
+		if err := encryption.Generate(o.EncryptionProviderConfig, time.Now()); err != nil {
+			return o, fmt.Errorf("--secrets-encryption: %w", err)
+		}
 	}
 	var err error
 	if o.BindAddress, err = ParseIP("--bind-address", s.BindAddress); err != nil {
