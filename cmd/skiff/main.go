@@ -63,6 +63,7 @@ func newRoot() *cobra.Command {
 		serverCommand("apiserver", "Run the API server alone (with embedded etcd unless --etcd-servers is set)"),
 		certsCommand(),
 		secretsEncryptCommand(),
+		etcdSnapshotCommand(),
 		controllerManagerCommand(),
 		schedulerCommand(),
 		imagesCommand(),
