@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	genericfilters "k8s.io/apiserver/pkg/server/filters"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -24,6 +25,8 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
+	apiextensionsopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,7 +34,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/admission/plugin/resourcequota"
-	encryptionconfigcontroller "k8s.io/apiserver/pkg/server/options/encryptionconfig/controller"
 	resourcequotaapi "k8s.io/apiserver/pkg/admission/plugin/resourcequota/apis/resourcequota"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/group"
@@ -40,6 +42,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/request/union"
 	x509auth "k8s.io/apiserver/pkg/authentication/request/x509"
 	tokenunion "k8s.io/apiserver/pkg/authentication/token/union"
+	discoveryendpoint "k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	quotageneric "k8s.io/apiserver/pkg/quota/v1/generic"
@@ -47,11 +50,13 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/apiserver/pkg/server/options"
+	encryptionconfigcontroller "k8s.io/apiserver/pkg/server/options/encryptionconfig/controller"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/apiserver/pkg/util/compatibility"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
+	openapicommon "k8s.io/kube-openapi/pkg/common"
 	"k8s.io/utils/clock"
 
 	"github.com/skiff-sh/skiff/controlplane/allocator"
@@ -361,10 +366,16 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 	}
 	cfg.Authorization.Authorizer = az.authorizer
 
-	namer := openapinamer.NewDefinitionNamer(scheme.Scheme)
-	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(openapi.GetOpenAPIDefinitions, namer)
+	// The documents cover skiff's types and apiextensions' (CustomResourceDefinitions).
+	namer := openapinamer.NewDefinitionNamer(scheme.Scheme, apiextensionsapiserver.Scheme)
+	definitions := func(ref openapicommon.ReferenceCallback) map[string]openapicommon.OpenAPIDefinition {
+		out := openapi.GetOpenAPIDefinitions(ref)
+		maps.Copy(out, apiextensionsopenapi.GetOpenAPIDefinitions(ref))
+		return out
+	}
+	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(definitions, namer)
 	cfg.OpenAPIConfig.Info.Title = "Kubernetes"
-	cfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(openapi.GetOpenAPIDefinitions, namer)
+	cfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(definitions, namer)
 	cfg.OpenAPIV3Config.Info.Title = "Kubernetes"
 
 	issuer, err := serviceaccount.NewIssuer(layout.SAKey(), issuerName)
@@ -447,10 +458,19 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 		return obj.(*corev1.ServiceAccount), nil
 	}}, admissionClasses(stores), admission.LimitRanger{List: limitRanges(coreStores["limitranges"].(rest.Lister))}, quotaAdmission)
 
-	srv, err := cfg.Complete(nil).New("skiff-apiserver", genericapiserver.NewEmptyDelegate())
+	// CustomResourceDefinitions: apiextensions-apiserver behind the main server, sharing its
+	// aggregated discovery.
+	discovery := discoveryendpoint.NewResourceManager("apis")
+	cfg.AggregatedDiscoveryGroupManager = discovery
+	crds, err := newCRDServer(cfg, etcdOpts, quotaInformers, discovery)
+	if err != nil {
+		return nil, nil, fmt.Errorf("custom resources: %w", err)
+	}
+	srv, err := cfg.Complete(nil).New("skiff-apiserver", crds.GenericAPIServer)
 	if err != nil {
 		return nil, nil, err
 	}
+	runCRDOpenAPI(srv, crds)
 	srv.AddPostStartHookOrDie("skiff-quota-informers", func(hc genericapiserver.PostStartHookContext) error {
 		quotaInformers.Start(hc.Done())
 		return nil

@@ -1,0 +1,65 @@
+package apiserver
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsv1beta1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1beta1"
+	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
+	apiextensionsoptions "k8s.io/apiextensions-apiserver/pkg/cmd/server/options"
+	openapicontroller "k8s.io/apiextensions-apiserver/pkg/controller/openapi"
+	openapiv3controller "k8s.io/apiextensions-apiserver/pkg/controller/openapiv3"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	discoveryendpoint "k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/options"
+	"k8s.io/client-go/informers"
+)
+
+// newCRDServer builds the CustomResourceDefinition server of k8s.io/apiextensions-apiserver,
+// as kube-apiserver does: a copy of the main server's configuration (its authentication,
+// authorization, admission and etcd) with apiextensions' own codecs and storage, to which
+// the main server delegates every path it does not serve. Both share one aggregated
+// discovery document, so the groups CRDs define appear in /apis beside the built-in ones.
+func newCRDServer(cfg *genericapiserver.Config, etcdOpts *options.EtcdOptions, loopbackInformers informers.SharedInformerFactory,
+	discovery discoveryendpoint.ResourceManager) (*apiextensionsapiserver.CustomResourceDefinitions, error) {
+	crdCfg := *cfg
+	crdCfg.PostStartHooks = map[string]genericapiserver.PostStartHookConfigEntry{}
+	crdCfg.RESTOptionsGetter = nil
+	crdCfg.AggregatedDiscoveryGroupManager = discovery
+	// The OpenAPI configuration stays: apiextensions builds server-side apply's models from it.
+	// The documents users read are the main server's (see runCRDOpenAPI).
+	crdEtcd := *etcdOpts
+	crdEtcd.StorageConfig.Codec = apiextensionsapiserver.Codecs.LegacyCodec(apiextensionsv1beta1.SchemeGroupVersion, apiextensionsv1.SchemeGroupVersion)
+	// Upstream stores CRDs in their more compact v1beta1 form.
+	crdEtcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(apiextensionsv1beta1.SchemeGroupVersion,
+		schema.GroupKind{Group: apiextensionsv1beta1.GroupName})
+	crdEtcd.SkipHealthEndpoints = true
+	if err := crdEtcd.ApplyTo(&crdCfg); err != nil {
+		return nil, err
+	}
+	crdCfg.MergedResourceConfig = apiextensionsapiserver.DefaultAPIResourceConfigSource()
+	c := &apiextensionsapiserver.Config{
+		GenericConfig: &genericapiserver.RecommendedConfig{Config: crdCfg, SharedInformerFactory: loopbackInformers},
+		ExtraConfig: apiextensionsapiserver.ExtraConfig{
+			CRDRESTOptionsGetter: apiextensionsoptions.NewCRDRESTOptionsGetter(crdEtcd, crdCfg.ResourceTransformers, crdCfg.StorageObjectCountTracker),
+			MasterCount:          1,
+		},
+	}
+	return c.Complete().New(genericapiserver.NewEmptyDelegate())
+}
+
+// runCRDOpenAPI keeps the main server's OpenAPI v2 and v3 documents up to date with every
+// CRD's schema (`kubectl explain` on a custom resource), as kube-apiserver's aggregator
+// does for its own.
+func runCRDOpenAPI(srv *genericapiserver.GenericAPIServer, crds *apiextensionsapiserver.CustomResourceDefinitions) {
+	srv.AddPostStartHookOrDie("skiff-crd-openapi", func(hc genericapiserver.PostStartHookContext) error {
+		informer := crds.Informers.Apiextensions().V1().CustomResourceDefinitions()
+		if srv.StaticOpenAPISpec != nil && srv.OpenAPIVersionedService != nil {
+			go openapicontroller.NewController(informer).Run(srv.StaticOpenAPISpec, srv.OpenAPIVersionedService, hc.Done())
+		}
+		if srv.OpenAPIV3VersionedService != nil {
+			go openapiv3controller.NewController(informer).Run(srv.OpenAPIV3VersionedService, hc.Done())
+		}
+		return nil
+	})
+}

@@ -1,0 +1,119 @@
+package kubectl
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skiff-sh/skiff/tests/e2e/framework"
+)
+
+const widgetCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, shortNames: [wd], categories: [all]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+      scale: {specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas}
+    additionalPrinterColumns:
+    - {name: Size, type: integer, jsonPath: .spec.size}
+    - {name: Color, type: string, jsonPath: .spec.color}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            description: What a widget is made of.
+            x-kubernetes-validations:
+            - {rule: "self.size <= 10", message: "size must be at most 10"}
+            properties:
+              size: {type: integer, minimum: 1, description: How big the widget is.}
+              color: {type: string, default: blue}
+              replicas: {type: integer}
+          status:
+            type: object
+            properties:
+              replicas: {type: integer}
+`
+
+// TestCustomResources installs a CRD with the real kubectl and uses its resource as users
+// do: discovery and short names, upstream's validation (schema and CEL, with the rule's
+// message), defaulting, pruning, printer columns, the scale subresource, kubectl explain.
+func TestCustomResources(t *testing.T) {
+	s := framework.StartServer(t)
+	kc := framework.Kubectl(t, 33)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	run := func(wantErr bool, args ...string) string {
+		t.Helper()
+		out, err := s.Run(ctx, kc, args...)
+		if (err != nil) != wantErr {
+			t.Fatalf("kubectl %s: err=%v, want error %v\n%s", strings.Join(args, " "), err, wantErr, out)
+		}
+		return out
+	}
+	contains := func(out string, want ...string) {
+		t.Helper()
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Fatalf("output lacks %q:\n%s", w, out)
+			}
+		}
+	}
+	write := func(name, body string) string {
+		f := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(f, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	contains(run(false, "apply", "-f", write("crd.yaml", widgetCRD)), "customresourcedefinition.apiextensions.k8s.io/widgets.example.com created")
+	run(false, "wait", "--for", "condition=Established", "crd/widgets.example.com", "--timeout=60s")
+	framework.Eventually(t, 30*time.Second, "widgets in discovery", func() (bool, string) {
+		out, _ := s.Run(ctx, kc, "api-resources", "--api-group", "example.com")
+		return strings.Contains(out, "widgets") && strings.Contains(out, "wd") && strings.Contains(out, "example.com/v1"), out
+	})
+
+	// Defaulted, and an unknown field pruned (with client-side validation off).
+	contains(run(false, "create", "--validate=false", "-f", write("w.yaml",
+		"apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: small}\nspec: {size: 3, shape: round}\n")), "widget.example.com/small created")
+	got := run(false, "get", "widget", "small", "-o", "jsonpath={.spec.color}/{.spec.shape}/{.spec.size}")
+	if got != "blue//3" {
+		t.Errorf("defaulted and pruned widget: %q, want blue//3", got)
+	}
+	// Strict field validation (kubectl's default) names the unknown field.
+	contains(run(true, "create", "-f", write("w2.yaml",
+		"apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: odd}\nspec: {size: 3, shape: round}\n")), `unknown field "spec.shape"`)
+	// The schema and the CEL rule, with their messages.
+	contains(run(true, "create", "-f", write("w3.yaml", "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: huge}\nspec: {size: 20}\n")),
+		"size must be at most 10")
+	contains(run(true, "create", "-f", write("w4.yaml", "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: none}\nspec: {size: 0}\n")),
+		"spec.size: Invalid value: 0: spec.size in body should be greater than or equal to 1")
+
+	contains(run(false, "get", "wd"), "NAME", "SIZE", "COLOR", "small", "3", "blue")
+	contains(run(false, "get", "all"), "widget.example.com/small")
+	contains(run(false, "scale", "widget", "small", "--replicas=4"), "widget.example.com/small scaled")
+	if got := run(false, "get", "widget", "small", "-o", "jsonpath={.spec.replicas}"); got != "4" {
+		t.Errorf("replicas after kubectl scale: %q", got)
+	}
+	framework.Eventually(t, 30*time.Second, "kubectl explain on the custom resource", func() (bool, string) {
+		out, err := s.Run(ctx, kc, "explain", "widget.spec")
+		return err == nil && strings.Contains(out, "What a widget is made of.") && strings.Contains(out, "How big the widget is."), out
+	})
+	contains(run(false, "delete", "crd", "widgets.example.com"), `customresourcedefinition.apiextensions.k8s.io "widgets.example.com" deleted`)
+	framework.Eventually(t, 30*time.Second, "widgets gone from discovery", func() (bool, string) {
+		out, _ := s.Run(ctx, kc, "api-resources", "--api-group", "example.com")
+		return !strings.Contains(out, "widgets"), out
+	})
+}
