@@ -78,12 +78,47 @@ func (c *Controller) watch(gvr schema.GroupVersionResource) {
 	c.synced = append(c.synced, inf.HasSynced)
 }
 
-// Run discovers resources, waits for their caches and collects until ctx ends.
+// rediscoverPeriod is how often discovery is asked again for resources added since (the
+// kinds of new CustomResourceDefinitions), as upstream's collector resyncs its monitors.
+const rediscoverPeriod = 30 * time.Second
+
+// Run discovers resources, waits for their caches and collects until ctx ends; resources
+// served later are watched from when discovery lists them.
 func (c *Controller) Run(ctx context.Context) {
-	lists, err := c.discovery.ServerPreferredResources()
-	if err != nil && len(lists) == 0 {
+	if err := c.discover(); err != nil {
 		c.log.Error("discovery", "err", err)
 		return
+	}
+	c.factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return
+	}
+	c.log.Info("garbage collector synced", "resources", c.watched.Len())
+	loop.Resync(ctx, rediscoverPeriod, func() {
+		before := c.watchedCount()
+		if err := c.discover(); err != nil {
+			c.log.Warn("rediscovery", "err", err)
+		}
+		if c.watchedCount() != before {
+			c.mapper.Reset()
+			c.factory.Start(ctx.Done())
+			c.log.Info("garbage collector watches new resources", "resources", c.watchedCount())
+		}
+	})
+	c.loop.Run(ctx, 5)
+}
+
+func (c *Controller) watchedCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.watched.Len()
+}
+
+// discover watches every listed resource that can be listed, watched, patched and deleted.
+func (c *Controller) discover() error {
+	lists, err := c.discovery.ServerPreferredResources()
+	if err != nil && len(lists) == 0 {
+		return err
 	}
 	for _, l := range lists {
 		gv, err := schema.ParseGroupVersion(l.GroupVersion)
@@ -98,12 +133,7 @@ func (c *Controller) Run(ctx context.Context) {
 			c.watch(gv.WithResource(r.Name))
 		}
 	}
-	c.factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return
-	}
-	c.log.Info("garbage collector synced", "resources", c.watched.Len())
-	c.loop.Run(ctx, 5)
+	return nil
 }
 
 func (c *Controller) observe(gvr schema.GroupVersionResource, obj any, deleted bool) {

@@ -111,6 +111,15 @@ func TestCustomResources(t *testing.T) {
 		out, err := s.Run(ctx, kc, "explain", "widget.spec")
 		return err == nil && strings.Contains(out, "What a widget is made of.") && strings.Contains(out, "How big the widget is."), out
 	})
+	// The garbage collector watches the new kind: a widget owned by a ConfigMap goes with it.
+	run(false, "create", "configmap", "owner")
+	uid := run(false, "get", "configmap", "owner", "-o", "jsonpath={.metadata.uid}")
+	run(false, "create", "-f", write("owned.yaml", "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: owned\n  ownerReferences: [{apiVersion: v1, kind: ConfigMap, name: owner, uid: "+uid+"}]\nspec: {size: 1}\n"))
+	run(false, "delete", "configmap", "owner")
+	framework.Eventually(t, 90*time.Second, "the owned widget collected", func() (bool, string) {
+		out, err := s.Run(ctx, kc, "get", "widget", "owned")
+		return err != nil && strings.Contains(out, "NotFound"), out
+	})
 	contains(run(false, "delete", "crd", "widgets.example.com"), `customresourcedefinition.apiextensions.k8s.io "widgets.example.com" deleted`)
 	framework.Eventually(t, 30*time.Second, "widgets gone from discovery", func() (bool, string) {
 		out, _ := s.Run(ctx, kc, "api-resources", "--api-group", "example.com")
