@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	fcbootstrap "k8s.io/apiserver/pkg/apis/flowcontrol/bootstrap"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -65,6 +67,9 @@ func (b bootstrap) reconcile(ctx context.Context) error {
 		return err
 	}
 	if err := b.ensureClasses(ctx); err != nil {
+		return err
+	}
+	if err := b.ensureFlowControl(ctx); err != nil {
 		return err
 	}
 	svc := &corev1.Service{
@@ -133,6 +138,26 @@ func (b bootstrap) ensureClasses(ctx context.Context) error {
 	}
 	if _, err := b.client.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
+	}
+	return nil
+}
+
+// ensureFlowControl creates upstream's bootstrap FlowSchemas and priority levels that are
+// missing (the mandatory exempt and catch-all ones, and the suggested system, node-high,
+// leader-election, workload and global-default ones), as kube-apiserver's configuration
+// producer does. Ones an operator changed are left as they are.
+func (b bootstrap) ensureFlowControl(ctx context.Context) error {
+	levels := append(append([]*flowcontrolv1.PriorityLevelConfiguration{}, fcbootstrap.MandatoryPriorityLevelConfigurations...), fcbootstrap.SuggestedPriorityLevelConfigurations...)
+	for _, plc := range levels {
+		if _, err := b.client.FlowcontrolV1().PriorityLevelConfigurations().Create(ctx, plc.DeepCopy(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	schemas := append(append([]*flowcontrolv1.FlowSchema{}, fcbootstrap.MandatoryFlowSchemas...), fcbootstrap.SuggestedFlowSchemas...)
+	for _, fs := range schemas {
+		if _, err := b.client.FlowcontrolV1().FlowSchemas().Create(ctx, fs.DeepCopy(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
 	}
 	return nil
 }

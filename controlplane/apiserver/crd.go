@@ -26,6 +26,9 @@ func newCRDServer(cfg *genericapiserver.Config, etcdOpts *options.EtcdOptions, l
 	crdCfg.PostStartHooks = map[string]genericapiserver.PostStartHookConfigEntry{}
 	crdCfg.RESTOptionsGetter = nil
 	crdCfg.AggregatedDiscoveryGroupManager = discovery
+	// Requests reach this server through the main one, whose filters (API Priority and
+	// Fairness among them) have run: it runs none of its own.
+	crdCfg.FlowControl = nil
 	// The OpenAPI configuration stays: apiextensions builds server-side apply's models from it.
 	// The documents users read are the main server's (see runCRDOpenAPI).
 	crdEtcd := *etcdOpts

@@ -34,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/admission/plugin/resourcequota"
+	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
 	resourcequotaapi "k8s.io/apiserver/pkg/admission/plugin/resourcequota/apis/resourcequota"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/group"
@@ -417,10 +418,19 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 	// ResourceQuota admission is k8s.io/apiserver's plugin, with skiff's evaluators; it reads
 	// quotas through the API server's own loopback client.
 	stopQuota := make(chan struct{})
-	quotaAdmission, quotaInformers, err := newQuotaAdmission(cfg.LoopbackClientConfig, stopQuota)
+	loopback, err := kubernetes.NewForConfig(cfg.LoopbackClientConfig)
 	if err != nil {
 		return nil, nil, err
 	}
+	quotaInformers := informers.NewSharedInformerFactory(loopback, 0)
+	quotaAdmission, err := newQuotaAdmission(loopback, quotaInformers, stopQuota)
+	if err != nil {
+		return nil, nil, err
+	}
+	// API Priority and Fairness, with upstream's bootstrap FlowSchemas and priority levels
+	// (see bootstrap.ensureFlowControl), over the same concurrency kube-apiserver has by
+	// default (--max-requests-inflight 400 + --max-mutating-requests-inflight 200).
+	cfg.FlowControl = utilflowcontrol.New(quotaInformers, loopback.FlowcontrolV1(), 600)
 	cfg.AdmissionControl = admission.Chain(func(ctx context.Context, name string) (*corev1.Namespace, error) {
 		obj, err := getNamespace(ctx, "", name)
 		if err != nil {
@@ -710,26 +720,21 @@ func admissionClasses(stores map[schema.GroupVersion]map[string]rest.Storage) ad
 	}
 }
 
-// newQuotaAdmission builds the ResourceQuota admission plugin over a loopback client; the
-// informer factory it returns must be started once the server serves.
-func newQuotaAdmission(loopback *restclient.Config, stop <-chan struct{}) (*resourcequota.QuotaAdmission, informers.SharedInformerFactory, error) {
-	client, err := kubernetes.NewForConfig(loopback)
-	if err != nil {
-		return nil, nil, err
-	}
-	factory := informers.NewSharedInformerFactory(client, 0)
+// newQuotaAdmission builds the ResourceQuota admission plugin over the loopback client and
+// its informer factory, which is started once the server serves.
+func newQuotaAdmission(client kubernetes.Interface, factory informers.SharedInformerFactory, stop <-chan struct{}) (*resourcequota.QuotaAdmission, error) {
 	plugin, err := resourcequota.NewResourceQuota(&resourcequotaapi.Configuration{}, 5)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	plugin.SetDrainedNotification(stop)
 	plugin.SetExternalKubeClientSet(client)
 	plugin.SetExternalKubeInformerFactory(factory)
 	plugin.SetQuotaConfiguration(quotageneric.NewConfiguration(skiffquota.Evaluators(nil, clock.RealClock{}), nil))
 	if err := plugin.ValidateInitialization(); err != nil {
-		return nil, nil, fmt.Errorf("resource quota admission: %w", err)
+		return nil, fmt.Errorf("resource quota admission: %w", err)
 	}
-	return plugin, factory, nil
+	return plugin, nil
 }
 
 // limitRanges lists a namespace's LimitRanges from their store, for LimitRanger.

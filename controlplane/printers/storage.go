@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -358,3 +359,35 @@ var HorizontalPodAutoscalers = New(func(o runtime.Object) []any {
 	return []any{ref, strings.Join(targets, ", "), minPods, int64(h.Spec.MaxReplicas), int64(h.Status.CurrentReplicas), Age(h.CreationTimestamp)}
 }, Column{Name: "Reference"}, Column{Name: "Targets"}, Column{Name: "MinPods"}, Column{Name: "MaxPods", Type: "integer"},
 	Column{Name: "Replicas", Type: "integer"}, AgeColumn)
+
+// FlowSchemas prints NAME PRIORITYLEVEL MATCHINGPRECEDENCE DISTINGUISHERMETHOD AGE MISSINGPL.
+var FlowSchemas = New(func(o runtime.Object) []any {
+	fs := o.(*flowcontrolv1.FlowSchema)
+	d := "<none>"
+	if fs.Spec.DistinguisherMethod != nil {
+		d = string(fs.Spec.DistinguisherMethod.Type)
+	}
+	missing := "?"
+	for _, c := range fs.Status.Conditions {
+		if c.Type == flowcontrolv1.FlowSchemaConditionDangling {
+			missing = string(c.Status)
+		}
+	}
+	return []any{fs.Spec.PriorityLevelConfiguration.Name, int64(fs.Spec.MatchingPrecedence), d, Age(fs.CreationTimestamp), missing}
+}, Column{Name: "PriorityLevel"}, Column{Name: "MatchingPrecedence", Type: "integer"}, Column{Name: "DistinguisherMethod"}, AgeColumn, Column{Name: "MissingPL"})
+
+// PriorityLevelConfigurations prints NAME TYPE NOMINALCONCURRENCYSHARES QUEUES HANDSIZE
+// QUEUELENGTHLIMIT AGE.
+var PriorityLevelConfigurations = New(func(o runtime.Object) []any {
+	plc := o.(*flowcontrolv1.PriorityLevelConfiguration)
+	shares, queues, hand, limit := "<none>", "<none>", "<none>", "<none>"
+	if l := plc.Spec.Limited; l != nil {
+		if l.NominalConcurrencyShares != nil {
+			shares = fmt.Sprint(*l.NominalConcurrencyShares)
+		}
+		if q := l.LimitResponse.Queuing; q != nil {
+			queues, hand, limit = fmt.Sprint(q.Queues), fmt.Sprint(q.HandSize), fmt.Sprint(q.QueueLengthLimit)
+		}
+	}
+	return []any{string(plc.Spec.Type), shares, queues, hand, limit, Age(plc.CreationTimestamp)}
+}, Column{Name: "Type"}, Column{Name: "NominalConcurrencyShares"}, Column{Name: "Queues"}, Column{Name: "HandSize"}, Column{Name: "QueueLengthLimit"}, AgeColumn)

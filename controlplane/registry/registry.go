@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -97,6 +98,7 @@ func Storage(o Options) (map[schema.GroupVersion]map[string]rest.Storage, error)
 		func() error { m, err := ingresses(opts); return add(networkingv1.SchemeGroupVersion, m, err) },
 		func() error { m, err := dynamicResources(opts); return add(resourcev1.SchemeGroupVersion, m, err) },
 		func() error { m, err := autoscalers(opts); return add(autoscalingv2.SchemeGroupVersion, m, err) },
+		func() error { m, err := flowControl(opts); return add(flowcontrolv1.SchemeGroupVersion, m, err) },
 		func() error { m, err := batch(opts); return add(batchv1.SchemeGroupVersion, m, err) },
 		func() error { m, err := endpointSlices(opts); return add(discoveryv1.SchemeGroupVersion, m, err) },
 		func() error { m, err := leases(opts); return add(coordinationv1.SchemeGroupVersion, m, err) },

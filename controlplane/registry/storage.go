@@ -6,6 +6,7 @@ import (
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -107,6 +108,30 @@ func autoscalers(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error
 			printer: printers.HorizontalPodAutoscalers, shortNames: []string{"hpa"}, categories: []string{"all"}},
 		namespaced: true, status: true, validate: validation.HorizontalPodAutoscaler,
 	}))
+}
+
+// flowControl serves flowcontrol.apiserver.k8s.io/v1 FlowSchemas and
+// PriorityLevelConfigurations (+status), API Priority and Fairness's configuration.
+func flowControl(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
+	return collect(
+		func() (map[string]rest.Storage, error) {
+			return only(serveKind(opts, kind[*flowcontrolv1.FlowSchema]{
+				resource: resource{gr: flowcontrolv1.Resource("flowschemas"), singular: "flowschema",
+					newObj: func() runtime.Object { return &flowcontrolv1.FlowSchema{} }, newList: func() runtime.Object { return &flowcontrolv1.FlowSchemaList{} },
+					printer: printers.FlowSchemas},
+				status: true, validate: validation.FlowSchema,
+			}))
+		},
+		func() (map[string]rest.Storage, error) {
+			return only(serveKind(opts, kind[*flowcontrolv1.PriorityLevelConfiguration]{
+				resource: resource{gr: flowcontrolv1.Resource("prioritylevelconfigurations"), singular: "prioritylevelconfiguration",
+					newObj:  func() runtime.Object { return &flowcontrolv1.PriorityLevelConfiguration{} },
+					newList: func() runtime.Object { return &flowcontrolv1.PriorityLevelConfigurationList{} },
+					printer: printers.PriorityLevelConfigurations},
+				status: true, validate: validation.PriorityLevelConfiguration,
+			}))
+		},
+	)
 }
 
 // storageAPIs serves storage.k8s.io/v1: StorageClasses, CSIDrivers, CSINodes,

@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -66,6 +67,7 @@ var Served = []schema.GroupVersion{
 	schedulingv1.SchemeGroupVersion,
 	resourcev1.SchemeGroupVersion,
 	autoscalingv2.SchemeGroupVersion,
+	flowcontrolv1.SchemeGroupVersion,
 }
 
 // groups pairs each group's registration with the Go package that defines its types, so the
@@ -96,6 +98,7 @@ var groups = []struct {
 	{gv: schedulingv1.SchemeGroupVersion, install: schedulingv1.AddToScheme, sample: schedulingv1.PriorityClass{}},
 	{gv: resourcev1.SchemeGroupVersion, install: resourcev1.AddToScheme, sample: resourcev1.ResourceClaim{}},
 	{gv: autoscalingv2.SchemeGroupVersion, install: autoscalingv2.AddToScheme, sample: autoscalingv2.HorizontalPodAutoscaler{}},
+	{gv: flowcontrolv1.SchemeGroupVersion, install: flowcontrolv1.AddToScheme, sample: flowcontrolv1.FlowSchema{}},
 }
 
 func init() {

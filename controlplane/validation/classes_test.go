@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -183,4 +184,19 @@ func TestClasses(t *testing.T) {
 	h := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: meta("web"), Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
 		ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{Kind: "Deployment", Name: "web"}, MinReplicas: ptr.To[int32](3), MaxReplicas: 2}}
 	check(t, "hpa max below min", HorizontalPodAutoscaler(h), "must be greater than or equal to `minReplicas`")
+}
+
+func TestFlowControl(t *testing.T) {
+	fs := &flowcontrolv1.FlowSchema{ObjectMeta: metav1.ObjectMeta{Name: "f"}, Spec: flowcontrolv1.FlowSchemaSpec{MatchingPrecedence: 20000,
+		PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: "p"}}}
+	check(t, "precedence", FlowSchema(fs), "must be between 1 and 10000 inclusively")
+	plc := &flowcontrolv1.PriorityLevelConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: flowcontrolv1.PriorityLevelConfigurationSpec{
+		Type: flowcontrolv1.PriorityLevelEnablementLimited, Limited: &flowcontrolv1.LimitedPriorityLevelConfiguration{
+			LimitResponse: flowcontrolv1.LimitResponse{Type: flowcontrolv1.LimitResponseTypeQueue,
+				Queuing: &flowcontrolv1.QueuingConfiguration{Queues: 4, HandSize: 8, QueueLengthLimit: 10}}}}}
+	check(t, "hand size", PriorityLevelConfiguration(plc), "should not be greater than queues")
+	plc.Spec.Limited.LimitResponse.Queuing.HandSize = 2
+	check(t, "valid level", PriorityLevelConfiguration(plc), "")
+	plc.Spec.Limited = nil
+	check(t, "limited without limits", PriorityLevelConfiguration(plc), "must not be empty when type is Limited")
 }
