@@ -12,6 +12,7 @@ import (
 	discoveryendpoint "k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/options"
+	"k8s.io/apiserver/pkg/util/webhook"
 	"k8s.io/client-go/informers"
 )
 
@@ -21,7 +22,7 @@ import (
 // the main server delegates every path it does not serve. Both share one aggregated
 // discovery document, so the groups CRDs define appear in /apis beside the built-in ones.
 func newCRDServer(cfg *genericapiserver.Config, etcdOpts *options.EtcdOptions, loopbackInformers informers.SharedInformerFactory,
-	discovery discoveryendpoint.ResourceManager) (*apiextensionsapiserver.CustomResourceDefinitions, error) {
+	discovery discoveryendpoint.ResourceManager, services webhook.ServiceResolver) (*apiextensionsapiserver.CustomResourceDefinitions, error) {
 	crdCfg := *cfg
 	crdCfg.PostStartHooks = map[string]genericapiserver.PostStartHookConfigEntry{}
 	crdCfg.RESTOptionsGetter = nil
@@ -46,6 +47,8 @@ func newCRDServer(cfg *genericapiserver.Config, etcdOpts *options.EtcdOptions, l
 		ExtraConfig: apiextensionsapiserver.ExtraConfig{
 			CRDRESTOptionsGetter: apiextensionsoptions.NewCRDRESTOptionsGetter(crdEtcd, crdCfg.ResourceTransformers, crdCfg.StorageObjectCountTracker),
 			MasterCount:          1,
+			// Conversion webhooks are reached at a ready endpoint of their Service.
+			ServiceResolver: services,
 		},
 	}
 	return c.Complete().New(genericapiserver.NewEmptyDelegate())

@@ -22,6 +22,7 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	nodev1 "k8s.io/api/node/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -472,7 +473,9 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 	// aggregated discovery.
 	discovery := discoveryendpoint.NewResourceManager("apis")
 	cfg.AggregatedDiscoveryGroupManager = discovery
-	crds, err := newCRDServer(cfg, etcdOpts, quotaInformers, discovery)
+	resolver := endpointResolver{services: coreStores["services"].(rest.Getter),
+		slices: stores[discoveryv1.SchemeGroupVersion]["endpointslices"].(rest.Lister)}
+	crds, err := newCRDServer(cfg, etcdOpts, quotaInformers, discovery, resolver)
 	if err != nil {
 		return nil, nil, fmt.Errorf("custom resources: %w", err)
 	}
