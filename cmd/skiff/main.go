@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"fmt"
-	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"log/slog"
 	"net"
 	"os"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"

@@ -432,6 +432,13 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 	// (see bootstrap.ensureFlowControl), over the same concurrency kube-apiserver has by
 	// default (--max-requests-inflight 400 + --max-mutating-requests-inflight 200).
 	cfg.FlowControl = utilflowcontrol.New(quotaInformers, loopback.FlowcontrolV1(), 600)
+	resolver := endpointResolver{services: coreStores["services"].(rest.Getter),
+		slices: stores[discoveryv1.SchemeGroupVersion]["endpointslices"].(rest.Lister)}
+	mutatingWebhooks, validatingWebhooks, err := newWebhookAdmission(cfg.LoopbackClientConfig, loopback, quotaInformers, az.authorizer,
+		cfg.EffectiveVersion, resolver, stopQuota)
+	if err != nil {
+		return nil, nil, err
+	}
 	cfg.AdmissionControl = admission.Chain(func(ctx context.Context, name string) (*corev1.Namespace, error) {
 		obj, err := getNamespace(ctx, "", name)
 		if err != nil {
@@ -467,14 +474,14 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 			return nil, err
 		}
 		return obj.(*corev1.ServiceAccount), nil
-	}}, admissionClasses(stores), admission.LimitRanger{List: limitRanges(coreStores["limitranges"].(rest.Lister))}, quotaAdmission)
+	}}, admissionClasses(stores), admission.LimitRanger{List: limitRanges(coreStores["limitranges"].(rest.Lister))},
+		// Upstream's order: webhooks mutate after the built-in plugins, validate last but quota.
+		mutatingWebhooks, validatingWebhooks, quotaAdmission)
 
 	// CustomResourceDefinitions: apiextensions-apiserver behind the main server, sharing its
 	// aggregated discovery.
 	discovery := discoveryendpoint.NewResourceManager("apis")
 	cfg.AggregatedDiscoveryGroupManager = discovery
-	resolver := endpointResolver{services: coreStores["services"].(rest.Getter),
-		slices: stores[discoveryv1.SchemeGroupVersion]["endpointslices"].(rest.Lister)}
 	crds, err := newCRDServer(cfg, etcdOpts, quotaInformers, discovery, resolver)
 	if err != nil {
 		return nil, nil, fmt.Errorf("custom resources: %w", err)

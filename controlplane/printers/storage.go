@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -391,3 +392,35 @@ var PriorityLevelConfigurations = New(func(o runtime.Object) []any {
 	}
 	return []any{string(plc.Spec.Type), shares, queues, hand, limit, Age(plc.CreationTimestamp)}
 }, Column{Name: "Type"}, Column{Name: "NominalConcurrencyShares"}, Column{Name: "Queues"}, Column{Name: "HandSize"}, Column{Name: "QueueLengthLimit"}, AgeColumn)
+
+// ValidatingWebhookConfigurations prints NAME WEBHOOKS AGE.
+var ValidatingWebhookConfigurations = New(func(o runtime.Object) []any {
+	c := o.(*admissionregistrationv1.ValidatingWebhookConfiguration)
+	return []any{int64(len(c.Webhooks)), Age(c.CreationTimestamp)}
+}, Column{Name: "Webhooks", Type: "integer"}, AgeColumn)
+
+// MutatingWebhookConfigurations prints NAME WEBHOOKS AGE.
+var MutatingWebhookConfigurations = New(func(o runtime.Object) []any {
+	c := o.(*admissionregistrationv1.MutatingWebhookConfiguration)
+	return []any{int64(len(c.Webhooks)), Age(c.CreationTimestamp)}
+}, Column{Name: "Webhooks", Type: "integer"}, AgeColumn)
+
+// ValidatingAdmissionPolicies prints NAME VALIDATIONS PARAMKIND AGE.
+var ValidatingAdmissionPolicies = New(func(o runtime.Object) []any {
+	p := o.(*admissionregistrationv1.ValidatingAdmissionPolicy)
+	param := "<unset>"
+	if k := p.Spec.ParamKind; k != nil {
+		param = k.APIVersion + "/" + k.Kind
+	}
+	return []any{int64(len(p.Spec.Validations)), param, Age(p.CreationTimestamp)}
+}, Column{Name: "Validations", Type: "integer"}, Column{Name: "ParamKind"}, AgeColumn)
+
+// ValidatingAdmissionPolicyBindings prints NAME POLICYNAME PARAMREF AGE.
+var ValidatingAdmissionPolicyBindings = New(func(o runtime.Object) []any {
+	b := o.(*admissionregistrationv1.ValidatingAdmissionPolicyBinding)
+	ref := "<unset>"
+	if r := b.Spec.ParamRef; r != nil && r.Name != "" {
+		ref = r.Namespace + "/" + r.Name
+	}
+	return []any{b.Spec.PolicyName, ref, Age(b.CreationTimestamp)}
+}, Column{Name: "PolicyName"}, Column{Name: "ParamRef"}, AgeColumn)

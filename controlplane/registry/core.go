@@ -21,11 +21,21 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/validation"
 )
 
+// labelNamespaceName keeps upstream's kubernetes.io/metadata.name label on every namespace,
+// which namespace selectors (NetworkPolicies, webhooks) select by.
+func labelNamespaceName(ns *corev1.Namespace) {
+	if ns.Labels == nil {
+		ns.Labels = map[string]string{}
+	}
+	ns.Labels[corev1.LabelMetadataName] = ns.Name
+}
+
 func namespaces(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
 	s := newStrategy(false, true)
 	s.prepareForCreate = func(obj runtime.Object) {
 		ns := obj.(*corev1.Namespace)
 		ns.Status = corev1.NamespaceStatus{Phase: corev1.NamespaceActive}
+		labelNamespaceName(ns)
 		// The namespace controller's finalizer: deletion waits until the namespace is empty.
 		if !slices.Contains(ns.Spec.Finalizers, corev1.FinalizerKubernetes) {
 			ns.Spec.Finalizers = append(ns.Spec.Finalizers, corev1.FinalizerKubernetes)
@@ -34,6 +44,7 @@ func namespaces(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error)
 	s.prepareForUpdate = func(obj, old runtime.Object) {
 		// spec.finalizers change only through the finalize subresource.
 		obj.(*corev1.Namespace).Spec = old.(*corev1.Namespace).Spec
+		labelNamespaceName(obj.(*corev1.Namespace))
 	}
 	s.validate = func(_ context.Context, obj runtime.Object) field.ErrorList {
 		return validation.Namespace(obj.(*corev1.Namespace))

@@ -3,6 +3,7 @@ package registry
 import (
 	"crypto/tls"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -99,6 +100,10 @@ func Storage(o Options) (map[schema.GroupVersion]map[string]rest.Storage, error)
 		func() error { m, err := dynamicResources(opts); return add(resourcev1.SchemeGroupVersion, m, err) },
 		func() error { m, err := autoscalers(opts); return add(autoscalingv2.SchemeGroupVersion, m, err) },
 		func() error { m, err := flowControl(opts); return add(flowcontrolv1.SchemeGroupVersion, m, err) },
+		func() error {
+			m, err := admissionRegistration(opts)
+			return add(admissionregistrationv1.SchemeGroupVersion, m, err)
+		},
 		func() error { m, err := batch(opts); return add(batchv1.SchemeGroupVersion, m, err) },
 		func() error { m, err := endpointSlices(opts); return add(discoveryv1.SchemeGroupVersion, m, err) },
 		func() error { m, err := leases(opts); return add(coordinationv1.SchemeGroupVersion, m, err) },

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
@@ -129,6 +130,49 @@ func flowControl(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error
 					newList: func() runtime.Object { return &flowcontrolv1.PriorityLevelConfigurationList{} },
 					printer: printers.PriorityLevelConfigurations},
 				status: true, validate: validation.PriorityLevelConfiguration,
+			}))
+		},
+	)
+}
+
+// admissionRegistration serves admissionregistration.k8s.io/v1: webhook configurations
+// and ValidatingAdmissionPolicies (+status) with their bindings.
+func admissionRegistration(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
+	return collect(
+		func() (map[string]rest.Storage, error) {
+			return only(serveKind(opts, kind[*admissionregistrationv1.ValidatingWebhookConfiguration]{
+				resource: resource{gr: admissionregistrationv1.Resource("validatingwebhookconfigurations"), singular: "validatingwebhookconfiguration",
+					newObj:  func() runtime.Object { return &admissionregistrationv1.ValidatingWebhookConfiguration{} },
+					newList: func() runtime.Object { return &admissionregistrationv1.ValidatingWebhookConfigurationList{} },
+					printer: printers.ValidatingWebhookConfigurations},
+				validate: validation.ValidatingWebhookConfiguration,
+			}))
+		},
+		func() (map[string]rest.Storage, error) {
+			return only(serveKind(opts, kind[*admissionregistrationv1.MutatingWebhookConfiguration]{
+				resource: resource{gr: admissionregistrationv1.Resource("mutatingwebhookconfigurations"), singular: "mutatingwebhookconfiguration",
+					newObj:  func() runtime.Object { return &admissionregistrationv1.MutatingWebhookConfiguration{} },
+					newList: func() runtime.Object { return &admissionregistrationv1.MutatingWebhookConfigurationList{} },
+					printer: printers.MutatingWebhookConfigurations},
+				validate: validation.MutatingWebhookConfiguration,
+			}))
+		},
+		func() (map[string]rest.Storage, error) {
+			return only(serveKind(opts, kind[*admissionregistrationv1.ValidatingAdmissionPolicy]{
+				resource: resource{gr: admissionregistrationv1.Resource("validatingadmissionpolicies"), singular: "validatingadmissionpolicy",
+					newObj:  func() runtime.Object { return &admissionregistrationv1.ValidatingAdmissionPolicy{} },
+					newList: func() runtime.Object { return &admissionregistrationv1.ValidatingAdmissionPolicyList{} },
+					printer: printers.ValidatingAdmissionPolicies},
+				status: true, validate: validation.ValidatingAdmissionPolicy,
+			}))
+		},
+		func() (map[string]rest.Storage, error) {
+			return only(serveKind(opts, kind[*admissionregistrationv1.ValidatingAdmissionPolicyBinding]{
+				resource: resource{gr: admissionregistrationv1.Resource("validatingadmissionpolicybindings"), singular: "validatingadmissionpolicybinding",
+					newObj:  func() runtime.Object { return &admissionregistrationv1.ValidatingAdmissionPolicyBinding{} },
+					newList: func() runtime.Object { return &admissionregistrationv1.ValidatingAdmissionPolicyBindingList{} },
+					printer: printers.ValidatingAdmissionPolicyBindings},
+				validate: validation.ValidatingAdmissionPolicyBinding,
 			}))
 		},
 	)

@@ -15,6 +15,7 @@ import (
 // and DRA types.
 func addMoreDefaultingFuncs(s *runtime.Scheme) {
 	addFlowControlDefaults(s)
+	addAdmissionDefaults(s)
 	s.AddTypeDefaultingFunc(&appsv1.StatefulSet{}, func(o any) { DefaultStatefulSet(o.(*appsv1.StatefulSet)) })
 	s.AddTypeDefaultingFunc(&corev1.PersistentVolume{}, func(o any) { DefaultPersistentVolume(o.(*corev1.PersistentVolume)) })
 	s.AddTypeDefaultingFunc(&corev1.PersistentVolumeClaim{}, func(o any) { DefaultPersistentVolumeClaim(o.(*corev1.PersistentVolumeClaim)) })

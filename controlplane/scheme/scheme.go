@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"slices"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -68,6 +69,7 @@ var Served = []schema.GroupVersion{
 	resourcev1.SchemeGroupVersion,
 	autoscalingv2.SchemeGroupVersion,
 	flowcontrolv1.SchemeGroupVersion,
+	admissionregistrationv1.SchemeGroupVersion,
 }
 
 // groups pairs each group's registration with the Go package that defines its types, so the
@@ -99,6 +101,7 @@ var groups = []struct {
 	{gv: resourcev1.SchemeGroupVersion, install: resourcev1.AddToScheme, sample: resourcev1.ResourceClaim{}},
 	{gv: autoscalingv2.SchemeGroupVersion, install: autoscalingv2.AddToScheme, sample: autoscalingv2.HorizontalPodAutoscaler{}},
 	{gv: flowcontrolv1.SchemeGroupVersion, install: flowcontrolv1.AddToScheme, sample: flowcontrolv1.FlowSchema{}},
+	{gv: admissionregistrationv1.SchemeGroupVersion, install: admissionregistrationv1.AddToScheme, sample: admissionregistrationv1.ValidatingWebhookConfiguration{}},
 }
 
 func init() {

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -199,4 +200,23 @@ func TestFlowControl(t *testing.T) {
 	check(t, "valid level", PriorityLevelConfiguration(plc), "")
 	plc.Spec.Limited = nil
 	check(t, "limited without limits", PriorityLevelConfiguration(plc), "must not be empty when type is Limited")
+}
+
+func TestWebhookConfigurations(t *testing.T) {
+	hook := admissionregistrationv1.ValidatingWebhook{Name: "deny.example.com", SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone),
+		AdmissionReviewVersions: []string{"v1"}, ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:8443/v")}}
+	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Webhooks: []admissionregistrationv1.ValidatingWebhook{hook}}
+	check(t, "valid", ValidatingWebhookConfiguration(cfg), "")
+	bad := cfg.DeepCopy()
+	bad.Webhooks[0].ClientConfig.URL = ptr.To("http://127.0.0.1/v")
+	check(t, "plain http", ValidatingWebhookConfiguration(bad), "'https' is the only allowed URL scheme")
+	bad = cfg.DeepCopy()
+	bad.Webhooks[0].SideEffects = nil
+	check(t, "no sideEffects", ValidatingWebhookConfiguration(bad), "sideEffects: Required value")
+	bad = cfg.DeepCopy()
+	bad.Webhooks = append(bad.Webhooks, hook)
+	check(t, "duplicate", ValidatingWebhookConfiguration(bad), "Duplicate value")
+	bad = cfg.DeepCopy()
+	bad.Webhooks[0].Name = "short"
+	check(t, "unqualified name", ValidatingWebhookConfiguration(bad), "webhooks[0].name")
 }

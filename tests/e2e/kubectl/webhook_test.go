@@ -1,0 +1,162 @@
+package kubectl
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/skiff-sh/skiff/tests/e2e/framework"
+)
+
+// webhookServer serves a validating (/validate: refuses ConfigMaps with a "forbidden" key)
+// and a mutating (/mutate: labels ConfigMaps webhook=seen) admission webhook over TLS on
+// loopback; it returns its URL and the CA bundle of its certificate.
+func webhookServer(t *testing.T) (string, []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "webhook"}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	review := func(w http.ResponseWriter, r *http.Request, decide func(cm *corev1.ConfigMap, resp *admissionv1.AdmissionResponse)) {
+		var ar admissionv1.AdmissionReview
+		if err := json.NewDecoder(r.Body).Decode(&ar); err != nil || ar.Request == nil {
+			http.Error(w, "bad review", http.StatusBadRequest)
+			return
+		}
+		var cm corev1.ConfigMap
+		_ = json.Unmarshal(ar.Request.Object.Raw, &cm)
+		resp := &admissionv1.AdmissionResponse{UID: ar.Request.UID, Allowed: true}
+		decide(&cm, resp)
+		ar.Response, ar.Request = resp, nil
+		_ = json.NewEncoder(w).Encode(&ar)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/validate", func(w http.ResponseWriter, r *http.Request) {
+		review(w, r, func(cm *corev1.ConfigMap, resp *admissionv1.AdmissionResponse) {
+			if _, bad := cm.Data["forbidden"]; bad {
+				resp.Allowed = false
+				resp.Result = &metav1.Status{Message: "the forbidden key is not allowed", Code: http.StatusForbidden}
+			}
+		})
+	})
+	mux.HandleFunc("/mutate", func(w http.ResponseWriter, r *http.Request) {
+		review(w, r, func(cm *corev1.ConfigMap, resp *admissionv1.AdmissionResponse) {
+			op := `[{"op":"add","path":"/metadata/labels","value":{"webhook":"seen"}}]`
+			if cm.Labels != nil {
+				op = `[{"op":"add","path":"/metadata/labels/webhook","value":"seen"}]`
+			}
+			resp.Patch, resp.PatchType = []byte(op), ptr.To(admissionv1.PatchTypeJSONPatch)
+		})
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: mux, TLSConfig: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}}
+	go func() { _ = srv.ServeTLS(ln, "", "") }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "https://" + ln.Addr().String(), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// TestAdmissionWebhooks registers a validating and a mutating webhook (served by the test
+// over TLS with its caBundle) and creates ConfigMaps with the real kubectl: one is labelled
+// by the mutating webhook, one refused with the validating webhook's message; a webhook
+// that cannot be reached fails requests or is ignored, as its failurePolicy says.
+func TestAdmissionWebhooks(t *testing.T) {
+	s := framework.StartServer(t)
+	kc := framework.Kubectl(t, 33)
+	client := s.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	url, ca := webhookServer(t)
+	rules := []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+		Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}}}}
+	only := &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "default"}}
+	hookConfig := func(path string) admissionregistrationv1.WebhookClientConfig {
+		return admissionregistrationv1.WebhookClientConfig{URL: ptr.To(url + path), CABundle: ca}
+	}
+	if _, err := client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "deny"}, Webhooks: []admissionregistrationv1.ValidatingWebhook{{Name: "deny.example.com",
+			ClientConfig: hookConfig("/validate"), Rules: rules, NamespaceSelector: only,
+			SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "label"}, Webhooks: []admissionregistrationv1.MutatingWebhook{{Name: "label.example.com",
+			ClientConfig: hookConfig("/mutate"), Rules: rules, NamespaceSelector: only,
+			SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.Run(ctx, kc, "get", "validatingwebhookconfigurations,mutatingwebhookconfigurations")
+	if err != nil || !strings.Contains(out, "WEBHOOKS") || !strings.Contains(out, "deny") || !strings.Contains(out, "label") {
+		t.Fatalf("kubectl get webhook configurations: %v\n%s", err, out)
+	}
+	framework.Eventually(t, 30*time.Second, "the mutating webhook labels a new ConfigMap", func() (bool, string) {
+		name := "cm-" + strings.ReplaceAll(time.Now().Format("150405.000000"), ".", "")
+		if out, err := s.Run(ctx, kc, "create", "configmap", name, "--from-literal=a=b"); err != nil {
+			return false, out
+		}
+		out, _ := s.Run(ctx, kc, "get", "configmap", name, "-o", "jsonpath={.metadata.labels.webhook}")
+		return out == "seen", out
+	})
+	out, err = s.Run(ctx, kc, "create", "configmap", "bad", "--from-literal=forbidden=x")
+	if err == nil || !strings.Contains(out, `admission webhook "deny.example.com" denied the request: the forbidden key is not allowed`) {
+		t.Errorf("the validating webhook's refusal: %v\n%s", err, out)
+	}
+	// Another namespace is outside both webhooks' namespaceSelector.
+	if out, err := s.Run(ctx, kc, "create", "namespace", "elsewhere"); err != nil {
+		t.Fatal(out)
+	}
+	if out, err := s.Run(ctx, kc, "-n", "elsewhere", "create", "configmap", "free", "--from-literal=forbidden=x"); err != nil {
+		t.Errorf("a namespace the selector leaves out was refused: %s", out)
+	}
+
+	// An unreachable webhook: Fail refuses with the call's error; Ignore lets requests through.
+	dead := func(policy admissionregistrationv1.FailurePolicyType) {
+		t.Helper()
+		_ = client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, "dead", metav1.DeleteOptions{})
+		if _, err := client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
+			ObjectMeta: metav1.ObjectMeta{Name: "dead"}, Webhooks: []admissionregistrationv1.ValidatingWebhook{{Name: "dead.example.com",
+				ClientConfig:  admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:1/never"), CABundle: ca},
+				Rules:         []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create}, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"secrets"}}}},
+				FailurePolicy: ptr.To(policy), SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"}, TimeoutSeconds: ptr.To[int32](2)}}},
+			metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dead(admissionregistrationv1.Fail)
+	framework.Eventually(t, 30*time.Second, "Fail refuses when the webhook is down", func() (bool, string) {
+		out, err := s.Run(ctx, kc, "create", "secret", "generic", "s-"+strings.ReplaceAll(time.Now().Format("150405.000000"), ".", ""), "--from-literal=a=b")
+		return err != nil && strings.Contains(out, `failed calling webhook "dead.example.com"`), out
+	})
+	dead(admissionregistrationv1.Ignore)
+	framework.Eventually(t, 30*time.Second, "Ignore lets requests through", func() (bool, string) {
+		out, err := s.Run(ctx, kc, "create", "secret", "generic", "s-"+strings.ReplaceAll(time.Now().Format("150405.000000"), ".", ""), "--from-literal=a=b")
+		return err == nil, out
+	})
+}
