@@ -434,7 +434,7 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 	cfg.FlowControl = utilflowcontrol.New(quotaInformers, loopback.FlowcontrolV1(), 600)
 	resolver := endpointResolver{services: coreStores["services"].(rest.Getter),
 		slices: stores[discoveryv1.SchemeGroupVersion]["endpointslices"].(rest.Lister)}
-	mutatingWebhooks, validatingWebhooks, err := newWebhookAdmission(cfg.LoopbackClientConfig, loopback, quotaInformers, az.authorizer,
+	extensions, err := newExtensionAdmission(cfg.LoopbackClientConfig, loopback, quotaInformers, az.authorizer,
 		cfg.EffectiveVersion, resolver, stopQuota)
 	if err != nil {
 		return nil, nil, err
@@ -475,8 +475,9 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 		}
 		return obj.(*corev1.ServiceAccount), nil
 	}}, admissionClasses(stores), admission.LimitRanger{List: limitRanges(coreStores["limitranges"].(rest.Lister))},
-		// Upstream's order: webhooks mutate after the built-in plugins, validate last but quota.
-		mutatingWebhooks, validatingWebhooks, quotaAdmission)
+		// Upstream's order: webhooks mutate after the built-in plugins; CEL policies, then
+		// webhooks, validate last but quota.
+		extensions.mutatingWebhooks, extensions.policies, extensions.validatingWebhooks, quotaAdmission)
 
 	// CustomResourceDefinitions: apiextensions-apiserver behind the main server, sharing its
 	// aggregated discovery.

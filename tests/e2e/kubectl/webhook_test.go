@@ -13,6 +13,8 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -159,4 +161,50 @@ func TestAdmissionWebhooks(t *testing.T) {
 		out, err := s.Run(ctx, kc, "create", "secret", "generic", "s-"+strings.ReplaceAll(time.Now().Format("150405.000000"), ".", ""), "--from-literal=a=b")
 		return err == nil, out
 	})
+}
+
+const replicaPolicy = `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: max-replicas}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [apps], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [deployments]}
+  validations:
+  - expression: "object.spec.replicas <= 5"
+    message: "at most 5 replicas"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: max-replicas}
+spec:
+  policyName: max-replicas
+  validationActions: [Deny]
+`
+
+// TestValidatingAdmissionPolicy denies with a CEL policy's message, through the real kubectl.
+func TestValidatingAdmissionPolicy(t *testing.T) {
+	s := framework.StartServer(t)
+	kc := framework.Kubectl(t, 33)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(f, []byte(replicaPolicy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := s.Run(ctx, kc, "apply", "-f", f); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	framework.Eventually(t, 30*time.Second, "the policy denies a Deployment of 10", func() (bool, string) {
+		out, err := s.Run(ctx, kc, "create", "deployment", "big", "--image=skiff/netutil:1", "--replicas=10")
+		return err != nil && strings.Contains(out, "ValidatingAdmissionPolicy 'max-replicas' with binding 'max-replicas' denied request: at most 5 replicas"), out
+	})
+	if out, err := s.Run(ctx, kc, "create", "deployment", "small", "--image=skiff/netutil:1", "--replicas=2"); err != nil {
+		t.Errorf("a Deployment within the policy was refused: %s", out)
+	}
+	// An update is checked too (the scale subresource is not: the rule names deployments only).
+	if out, err := s.Run(ctx, kc, "patch", "deployment", "small", "-p", `{"spec":{"replicas":9}}`); err == nil || !strings.Contains(out, "at most 5 replicas") {
+		t.Errorf("patching past the policy: %v\n%s", err, out)
+	}
 }
