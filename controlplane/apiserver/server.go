@@ -439,13 +439,18 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg.AdmissionControl = admission.Chain(func(ctx context.Context, name string) (*corev1.Namespace, error) {
+	namespaceOf := func(ctx context.Context, name string) (*corev1.Namespace, error) {
 		obj, err := getNamespace(ctx, "", name)
 		if err != nil {
 			return nil, err
 		}
 		return obj.(*corev1.Namespace), nil
-	}, &admission.NodeRestriction{
+	}
+	podSecurity, err := admission.NewPodSecurity(namespaceOf, podsIn(coreStores["pods"].(rest.Lister)))
+	if err != nil {
+		return nil, nil, fmt.Errorf("pod security admission: %w", err)
+	}
+	cfg.AdmissionControl = admission.Chain(namespaceOf, &admission.NodeRestriction{
 		Pods: func(ctx context.Context, ns, name string) (*corev1.Pod, error) {
 			obj, err := getPod(ctx, ns, name)
 			if err != nil {
@@ -477,7 +482,7 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 	}}, admissionClasses(stores), admission.LimitRanger{List: limitRanges(coreStores["limitranges"].(rest.Lister))},
 		// Upstream's order: webhooks mutate after the built-in plugins; CEL policies, then
 		// webhooks, validate last but quota.
-		extensions.mutatingWebhooks, extensions.policies, extensions.validatingWebhooks, quotaAdmission)
+		podSecurity, extensions.mutatingWebhooks, extensions.policies, extensions.validatingWebhooks, quotaAdmission)
 
 	// CustomResourceDefinitions: apiextensions-apiserver behind the main server, sharing its
 	// aggregated discovery.
@@ -757,6 +762,22 @@ func limitRanges(l rest.Lister) func(ctx context.Context, namespace string) ([]*
 		}
 		items := obj.(*corev1.LimitRangeList).Items
 		out := make([]*corev1.LimitRange, len(items))
+		for i := range items {
+			out[i] = &items[i]
+		}
+		return out, nil
+	}
+}
+
+// podsIn lists a namespace's pods from their store, for PodSecurity's namespace checks.
+func podsIn(l rest.Lister) func(ctx context.Context, namespace string) ([]*corev1.Pod, error) {
+	return func(ctx context.Context, namespace string) ([]*corev1.Pod, error) {
+		obj, err := l.List(genericapirequest.WithNamespace(ctx, namespace), &metainternalversion.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return nil, err
+		}
+		items := obj.(*corev1.PodList).Items
+		out := make([]*corev1.Pod, len(items))
 		for i := range items {
 			out[i] = &items[i]
 		}

@@ -208,3 +208,41 @@ func TestValidatingAdmissionPolicy(t *testing.T) {
 		t.Errorf("patching past the policy: %v\n%s", err, out)
 	}
 }
+
+// TestPodSecurity: a namespace labelled enforce=restricted refuses a privileged pod with
+// upstream's message; warn=baseline answers a hostPath pod with a warning but admits it.
+func TestPodSecurity(t *testing.T) {
+	s := framework.StartServer(t)
+	kc := framework.Kubectl(t, 33)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	run := func(wantErr bool, args ...string) string {
+		t.Helper()
+		out, err := s.Run(ctx, kc, args...)
+		if (err != nil) != wantErr {
+			t.Fatalf("kubectl %v: err=%v, want error %v\n%s", args, err, wantErr, out)
+		}
+		return out
+	}
+	run(false, "create", "namespace", "locked")
+	run(false, "label", "namespace", "locked", "pod-security.kubernetes.io/enforce=restricted")
+	out := run(true, "-n", "locked", "run", "root", "--image=skiff/netutil:1", "--overrides",
+		`{"spec":{"containers":[{"name":"root","image":"skiff/netutil:1","securityContext":{"privileged":true}}]}}`)
+	for _, want := range []string{`pods "root" is forbidden: violates PodSecurity "restricted:latest"`, `privileged (container "root" must not set securityContext.privileged=true)`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("refusal lacks %q:\n%s", want, out)
+		}
+	}
+	run(false, "create", "namespace", "watched")
+	run(false, "label", "namespace", "watched", "pod-security.kubernetes.io/warn=baseline")
+	out = run(false, "-n", "watched", "run", "host", "--image=skiff/netutil:1", "--overrides",
+		`{"spec":{"volumes":[{"name":"h","hostPath":{"path":"/tmp"}}],"containers":[{"name":"host","image":"skiff/netutil:1","volumeMounts":[{"name":"h","mountPath":"/h"}]}]}}`)
+	if !strings.Contains(out, `Warning: would violate PodSecurity "baseline:latest": hostPath volumes (volume "h")`) {
+		t.Errorf("no PodSecurity warning:\n%s", out)
+	}
+	// Labelling a namespace warns about the pods already there that the new level refuses.
+	out = run(false, "label", "namespace", "watched", "pod-security.kubernetes.io/enforce=baseline")
+	if !strings.Contains(out, "existing pods in namespace \"watched\" violate the new PodSecurity enforce level") {
+		t.Errorf("no warning about existing pods:\n%s", out)
+	}
+}
