@@ -55,22 +55,8 @@ func TestCustomResources(t *testing.T) {
 	kc := framework.Kubectl(t, 33)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	run := func(wantErr bool, args ...string) string {
-		t.Helper()
-		out, err := s.Run(ctx, kc, args...)
-		if (err != nil) != wantErr {
-			t.Fatalf("kubectl %s: err=%v, want error %v\n%s", strings.Join(args, " "), err, wantErr, out)
-		}
-		return out
-	}
-	contains := func(out string, want ...string) {
-		t.Helper()
-		for _, w := range want {
-			if !strings.Contains(out, w) {
-				t.Fatalf("output lacks %q:\n%s", w, out)
-			}
-		}
-	}
+	run := runner(ctx, t, s, kc)
+	contains := func(out string, want ...string) { t.Helper(); containsAll(t, out, want...) }
 	write := func(name, body string) string {
 		f := filepath.Join(t.TempDir(), name)
 		if err := os.WriteFile(f, []byte(body), 0o644); err != nil {

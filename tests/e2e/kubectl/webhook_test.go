@@ -216,14 +216,7 @@ func TestPodSecurity(t *testing.T) {
 	kc := framework.Kubectl(t, 33)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	run := func(wantErr bool, args ...string) string {
-		t.Helper()
-		out, err := s.Run(ctx, kc, args...)
-		if (err != nil) != wantErr {
-			t.Fatalf("kubectl %v: err=%v, want error %v\n%s", args, err, wantErr, out)
-		}
-		return out
-	}
+	run := runner(ctx, t, s, kc)
 	run(false, "create", "namespace", "locked")
 	run(false, "label", "namespace", "locked", "pod-security.kubernetes.io/enforce=restricted")
 	out := run(true, "-n", "locked", "run", "root", "--image=skiff/netutil:1", "--overrides",
