@@ -514,17 +514,20 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 	}
 	srv.Handler.NonGoRestfulMux.Handle(serviceaccount.OpenIDConfigurationPath, staticJSON(oidcConfig, "application/json"))
 	srv.Handler.NonGoRestfulMux.Handle(serviceaccount.JWKSPath, staticJSON(jwks, "application/jwk-set+json"))
-	for _, gv := range scheme.Served {
-		info := genericapiserver.NewDefaultAPIGroupInfo(gv.Group, scheme.Scheme, scheme.ParameterCodec, scheme.Codecs)
-		info.PrioritizedVersions = []schema.GroupVersion{gv}
-		info.VersionedResourcesStorageMap[gv.Version] = stores[gv]
-		if gv.Group == "" {
+	for _, versions := range scheme.GroupVersions() {
+		group := versions[0].Group
+		info := genericapiserver.NewDefaultAPIGroupInfo(group, scheme.Scheme, scheme.ParameterCodec, scheme.Codecs)
+		info.PrioritizedVersions = versions
+		for _, gv := range versions {
+			info.VersionedResourcesStorageMap[gv.Version] = stores[gv]
+		}
+		if group == "" {
 			err = srv.InstallLegacyAPIGroup(genericapiserver.DefaultLegacyAPIPrefix, &info)
 		} else {
 			err = srv.InstallAPIGroup(&info)
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("install %s: %w", gv, err)
+			return nil, nil, fmt.Errorf("install %v: %w", versions, err)
 		}
 	}
 	return srv, az, nil

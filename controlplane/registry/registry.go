@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -98,7 +99,17 @@ func Storage(o Options) (map[schema.GroupVersion]map[string]rest.Storage, error)
 		func() error { m, err := priorityClasses(opts); return add(schedulingv1.SchemeGroupVersion, m, err) },
 		func() error { m, err := ingresses(opts); return add(networkingv1.SchemeGroupVersion, m, err) },
 		func() error { m, err := dynamicResources(opts); return add(resourcev1.SchemeGroupVersion, m, err) },
-		func() error { m, err := autoscalers(opts); return add(autoscalingv2.SchemeGroupVersion, m, err) },
+		func() error {
+			m, err := autoscalers(opts)
+			if err != nil {
+				return err
+			}
+			// autoscaling/v1 serves the same objects, converted (see scheme.HPAToV1).
+			if err := add(autoscalingv1.SchemeGroupVersion, m, nil); err != nil {
+				return err
+			}
+			return add(autoscalingv2.SchemeGroupVersion, m, nil)
+		},
 		func() error { m, err := flowControl(opts); return add(flowcontrolv1.SchemeGroupVersion, m, err) },
 		func() error {
 			m, err := admissionRegistration(opts)

@@ -2,6 +2,7 @@ package scheme
 
 import (
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -59,6 +60,11 @@ func addMoreDefaultingFuncs(s *runtime.Scheme) {
 		}
 	})
 	s.AddTypeDefaultingFunc(&autoscalingv2.HorizontalPodAutoscaler{}, func(o any) { DefaultHPA(o.(*autoscalingv2.HorizontalPodAutoscaler)) })
+	s.AddTypeDefaultingFunc(&autoscalingv1.HorizontalPodAutoscaler{}, func(o any) {
+		if h := o.(*autoscalingv1.HorizontalPodAutoscaler); h.Spec.MinReplicas == nil {
+			h.Spec.MinReplicas = ptr.To[int32](1)
+		}
+	})
 	s.AddTypeDefaultingFunc(&resourcev1.ResourceClaim{}, func(o any) { defaultDeviceRequests(o.(*resourcev1.ResourceClaim).Spec.Devices.Requests) })
 	s.AddTypeDefaultingFunc(&resourcev1.ResourceClaimTemplate{}, func(o any) {
 		defaultDeviceRequests(o.(*resourcev1.ResourceClaimTemplate).Spec.Spec.Devices.Requests)

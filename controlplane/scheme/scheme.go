@@ -68,6 +68,7 @@ var Served = []schema.GroupVersion{
 	schedulingv1.SchemeGroupVersion,
 	resourcev1.SchemeGroupVersion,
 	autoscalingv2.SchemeGroupVersion,
+	autoscalingv1.SchemeGroupVersion,
 	flowcontrolv1.SchemeGroupVersion,
 	admissionregistrationv1.SchemeGroupVersion,
 }
@@ -135,10 +136,31 @@ func AddToScheme(s *runtime.Scheme) error {
 	if err := addParameterConversions(s); err != nil {
 		return err
 	}
-	for _, gv := range Served {
-		if err := s.SetVersionPriority(gv); err != nil {
+	if err := addAutoscalingV1Conversions(s); err != nil {
+		return err
+	}
+	// A group served in several versions prefers them in Served's order (autoscaling: v2, then v1).
+	for _, versions := range GroupVersions() {
+		if err := s.SetVersionPriority(versions...); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// GroupVersions is Served grouped by API group, in Served's order, each group's versions
+// preferred first.
+func GroupVersions() [][]schema.GroupVersion {
+	var out [][]schema.GroupVersion
+	index := map[string]int{}
+	for _, gv := range Served {
+		i, ok := index[gv.Group]
+		if !ok {
+			i = len(out)
+			index[gv.Group] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], gv)
+	}
+	return out
 }

@@ -5,12 +5,16 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 )
 
 func internal(group, kind string) schema.GroupVersionKind {
@@ -84,11 +88,45 @@ func TestInternalTwinIsTheSameType(t *testing.T) {
 }
 
 func TestVersionPriority(t *testing.T) {
-	for _, gv := range Served {
-		got := Scheme.PrioritizedVersionsForGroup(gv.Group)
-		if len(got) == 0 || got[0] != gv {
-			t.Errorf("PrioritizedVersionsForGroup(%q) = %v, want %s first", gv.Group, got, gv)
+	for _, versions := range GroupVersions() {
+		got := Scheme.PrioritizedVersionsForGroup(versions[0].Group)
+		if !slices.Equal(got, versions) {
+			t.Errorf("PrioritizedVersionsForGroup(%q) = %v, want %v", versions[0].Group, got, versions)
 		}
+	}
+}
+
+// autoscaling/v1 and v2 serve the same HPAs: what v1 cannot say survives a round trip.
+func TestHPAv1RoundTrip(t *testing.T) {
+	v2 := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: "h", Annotations: map[string]string{"keep": "me"}},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MaxReplicas: 5, MinReplicas: ptr.To[int32](2),
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{Kind: "Deployment", Name: "d", APIVersion: "apps/v1"},
+			Metrics: []autoscalingv2.MetricSpec{
+				{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{Name: corev1.ResourceCPU,
+					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To[int32](70)}}},
+				{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{Name: corev1.ResourceMemory,
+					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To[int32](60)}}},
+			},
+			Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](30)}}},
+		Status: autoscalingv2.HorizontalPodAutoscalerStatus{CurrentReplicas: 3, DesiredReplicas: 4,
+			Conditions: []autoscalingv2.HorizontalPodAutoscalerCondition{{Type: autoscalingv2.AbleToScale, Status: corev1.ConditionTrue, Reason: "R"}}}}
+	DefaultHPA(v2)
+	obj, err := Scheme.ConvertToVersion(v2.DeepCopy(), autoscalingv1.SchemeGroupVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := obj.(*autoscalingv1.HorizontalPodAutoscaler)
+	if *v1.Spec.TargetCPUUtilizationPercentage != 70 || v1.Status.DesiredReplicas != 4 || v1.Annotations["keep"] != "me" ||
+		v1.Annotations[AnnotationV2Metrics] == "" || v1.Annotations[AnnotationV2Behavior] == "" || v1.Annotations[AnnotationConditions] == "" {
+		t.Fatalf("v1 view: %+v %v", v1.Spec, v1.Annotations)
+	}
+	back := &autoscalingv2.HorizontalPodAutoscaler{}
+	if err := Scheme.Convert(v1, back, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !apiequality.Semantic.DeepEqual(back.Spec, v2.Spec) || !apiequality.Semantic.DeepEqual(back.Status, v2.Status) ||
+		!apiequality.Semantic.DeepEqual(back.Annotations, v2.Annotations) {
+		t.Errorf("round trip lost something:\n%+v\n%+v\nannotations %v", back.Spec, v2.Spec, back.Annotations)
 	}
 }
 

@@ -164,6 +164,12 @@ func TestClassAPIs(t *testing.T) {
 		out, _ := s.Run(ctx, kc, "get", "deployment", "scaled", "-o", "jsonpath={.spec.replicas}")
 		return out == "2", out
 	})
+	// autoscaling/v1 serves the same HPAs: its CPU target, and v1 objects read back in v2.
+	contains(run(false, "get", "horizontalpodautoscalers.v1.autoscaling", "scaled", "-o", "jsonpath={.apiVersion} {.spec.targetCPUUtilizationPercentage}"), "autoscaling/v1 50")
+	v1hpa := filepath.Join(t.TempDir(), "hpa-v1.yaml")
+	_ = os.WriteFile(v1hpa, []byte("apiVersion: autoscaling/v1\nkind: HorizontalPodAutoscaler\nmetadata: {name: legacy}\nspec: {scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: scaled}, maxReplicas: 3, targetCPUUtilizationPercentage: 60}\n"), 0o644)
+	contains(run(false, "create", "-f", v1hpa), "horizontalpodautoscaler.autoscaling/legacy created")
+	contains(run(false, "get", "horizontalpodautoscalers.v2.autoscaling", "legacy", "-o", "jsonpath={.spec.minReplicas} {.spec.metrics[0].resource.name} {.spec.metrics[0].resource.target.averageUtilization}"), "1 cpu 60")
 	framework.Eventually(t, 60*time.Second, "the HPA says it has no metrics", func() (bool, string) {
 		out, _ := s.Run(ctx, kc, "get", "hpa", "scaled", "-o", `jsonpath={range .status.conditions[*]}{.type}={.status}/{.reason};{end}`)
 		return strings.Contains(out, "ScalingActive=False/FailedGetResourceMetric"), out
