@@ -175,7 +175,7 @@ func TestSchedulerAndControllers(t *testing.T) {
 		return err == nil && d.Status.AvailableReplicas == 6 && d.Status.UpdatedReplicas == 6, fmt.Sprintf("%+v", d.Status)
 	})
 
-	// A pod that fits nowhere gets upstream's FailedScheduling message.
+	// A pod that fits nowhere gets upstream's FailedScheduling message, preemption's part too.
 	huge := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "huge"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x:1",
 		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100")}}}}}}
 	if _, err := c.CoreV1().Pods("default").Create(ctx, huge, metav1.CreateOptions{}); err != nil {
@@ -184,7 +184,7 @@ func TestSchedulerAndControllers(t *testing.T) {
 	eventually(t, 30*time.Second, "FailedScheduling for huge", func() (bool, string) {
 		ev, _ := c.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedScheduling,involvedObject.name=huge"})
 		for _, e := range ev.Items {
-			if e.Message == "0/3 nodes are available: 3 Insufficient cpu." {
+			if e.Message == "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod." {
 				return true, ""
 			}
 		}
