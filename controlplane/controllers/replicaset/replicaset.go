@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/skiff-sh/skiff/controlplane/controllers/expectations"
 	"github.com/skiff-sh/skiff/controlplane/controllers/loop"
 	"github.com/skiff-sh/skiff/controlplane/controllers/ownership"
 	"github.com/skiff-sh/skiff/controlplane/controllers/podutil"
@@ -42,7 +44,7 @@ type Controller struct {
 	pods     corelisters.PodLister
 	synced   []cache.InformerSynced
 	recorder record.EventRecorder
-	exp      *expectations
+	exp      *expectations.Expectations
 	loop     *loop.Loop
 	log      *slog.Logger
 	now      func() time.Time
@@ -50,19 +52,19 @@ type Controller struct {
 
 // New wires the controller to ReplicaSet and pod informers.
 func New(client kubernetes.Interface, rs appsinformers.ReplicaSetInformer, pods coreinformers.PodInformer, recorder record.EventRecorder, log *slog.Logger) *Controller {
-	c := &Controller{client: client, rsLister: rs.Lister(), pods: pods.Lister(), recorder: recorder, exp: newExpectations(),
+	c := &Controller{client: client, rsLister: rs.Lister(), pods: pods.Lister(), recorder: recorder, exp: expectations.New(),
 		synced: []cache.InformerSynced{rs.Informer().HasSynced, pods.Informer().HasSynced}, log: log.With("controller", Name), now: time.Now}
 	c.loop = loop.New(Name, c.sync, log)
 	_, _ = rs.Informer().AddEventHandler(c.loop.Handler())
 	_, _ = pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { c.podEvent(obj, 1, 0) },
+		AddFunc: func(obj any) { c.podEvent(obj, true, false) },
 		UpdateFunc: func(old, obj any) {
 			o, n := old.(*corev1.Pod), obj.(*corev1.Pod)
 			if o.DeletionTimestamp == nil && n.DeletionTimestamp != nil {
-				c.podEvent(obj, 0, 1)
+				c.podEvent(obj, false, true)
 				return
 			}
-			c.podEvent(obj, 0, 0)
+			c.podEvent(obj, false, false)
 			// A pod becoming available later than its readiness change needs another look.
 			if n.Status.Phase != o.Status.Phase || podutil.IsReady(n) != podutil.IsReady(o) {
 				if ref := metav1.GetControllerOf(n); ref != nil && ref.Kind == "ReplicaSet" {
@@ -72,12 +74,12 @@ func New(client kubernetes.Interface, rs appsinformers.ReplicaSetInformer, pods 
 				}
 			}
 		},
-		DeleteFunc: func(obj any) { c.podEvent(obj, 0, 1) },
+		DeleteFunc: func(obj any) { c.podEvent(obj, false, true) },
 	})
 	return c
 }
 
-func (c *Controller) podEvent(obj any, adds, dels int) {
+func (c *Controller) podEvent(obj any, created, deleted bool) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
@@ -103,8 +105,12 @@ func (c *Controller) podEvent(obj any, adds, dels int) {
 		return
 	}
 	key := p.Namespace + "/" + ref.Name
-	if adds > 0 || dels > 0 {
-		c.exp.Observed(key, adds, dels)
+	if created {
+		c.exp.Created(key, 1)
+	}
+	if deleted {
+		// By UID: a pod's deletion is seen twice (deletionTimestamp, then removal).
+		c.exp.Deleted(key, p.UID)
 	}
 	c.loop.Add(key)
 }
@@ -187,7 +193,7 @@ func (c *Controller) manage(ctx context.Context, key string, rs *appsv1.ReplicaS
 	diff := Diff(rs, len(active))
 	switch {
 	case diff > 0:
-		c.exp.Expect(key, diff, 0)
+		c.exp.Expect(key, diff, nil)
 		// Slow start: 1, 2, 4... so a template that cannot create pods fails fast.
 		created, batch := 0, 1
 		for created < diff {
@@ -200,7 +206,7 @@ func (c *Controller) manage(ctx context.Context, key string, rs *appsv1.ReplicaS
 					defer wg.Done()
 					_, err := c.client.CoreV1().Pods(rs.Namespace).Create(ctx, NewPod(rs), metav1.CreateOptions{})
 					if err != nil {
-						c.exp.Observed(key, 1, 0)
+						c.exp.Created(key, 1)
 						errs <- err
 					}
 				}()
@@ -208,7 +214,7 @@ func (c *Controller) manage(ctx context.Context, key string, rs *appsv1.ReplicaS
 			wg.Wait()
 			close(errs)
 			if err := <-errs; err != nil {
-				c.exp.Observed(key, diff-created-n, 0) // the rest will not be created now
+				c.exp.Created(key, diff-created-n) // the rest will not be created now
 				c.recorder.Eventf(rs, corev1.EventTypeWarning, "FailedCreate", "Error creating: %v", err)
 				return err
 			}
@@ -220,12 +226,16 @@ func (c *Controller) manage(ctx context.Context, key string, rs *appsv1.ReplicaS
 		victims := append([]*corev1.Pod(nil), active...)
 		podutil.SortForDeletion(victims)
 		victims = victims[:-diff]
-		c.exp.Expect(key, 0, len(victims))
+		uids := make([]types.UID, len(victims))
+		for i, p := range victims {
+			uids[i] = p.UID
+		}
+		c.exp.Expect(key, 0, uids)
 		var errs []error
 		for _, p := range victims {
 			err := c.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}})
 			if err != nil {
-				c.exp.Observed(key, 0, 1)
+				c.exp.Deleted(key, p.UID)
 				if !apierrors.IsNotFound(err) {
 					errs = append(errs, err)
 				}

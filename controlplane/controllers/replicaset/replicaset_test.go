@@ -54,7 +54,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	recorder := record.NewFakeRecorder(100)
 	c := New(client, factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), recorder, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	c.now = func() time.Time { return now }
-	c.exp.now = func() time.Time { return now }
+	c.exp.SetClock(func() time.Time { return now })
 	f := &fixture{c: c, client: client, factory: factory, recorder: recorder}
 	for _, o := range objs {
 		f.cache(o)
@@ -210,7 +210,7 @@ func TestSyncExpectationsPreventDoubleCreate(t *testing.T) {
 	for i := 1; i <= 2; i++ {
 		p := ownedPod(rs, fmt.Sprintf("web-%d", i))
 		f.cache(p)
-		f.c.podEvent(p, 1, 0)
+		f.c.podEvent(p, true, false)
 	}
 	if f.c.exp.Satisfied("default/web") {
 		t.Fatal("expectations satisfied with one creation unobserved")
@@ -224,7 +224,7 @@ func TestSyncExpectationsPreventDoubleCreate(t *testing.T) {
 	// The third arrives: the cache is complete and nothing is missing.
 	p := ownedPod(rs, "web-3")
 	f.cache(p)
-	f.c.podEvent(p, 1, 0)
+	f.c.podEvent(p, true, false)
 	if !f.c.exp.Satisfied("default/web") {
 		t.Fatal("expectations not satisfied after all creations were observed")
 	}
@@ -244,7 +244,7 @@ func TestSyncExpectationsExpire(t *testing.T) {
 	}
 	f.client.ClearActions()
 	// The creations were never observed (a missed event): after the TTL the controller acts again.
-	f.c.exp.now = func() time.Time { return now.Add(5*time.Minute + time.Second) }
+	f.c.exp.SetClock(func() time.Time { return now.Add(5*time.Minute + time.Second) })
 	if err := f.sync(t, "default/web"); err != nil {
 		t.Fatal(err)
 	}
@@ -276,11 +276,11 @@ func TestSyncCreateFailureLowersExpectations(t *testing.T) {
 		t.Fatalf("events %q", ev)
 	}
 	// Two pods were created and are unobserved; the failed and untried ones are not expected.
-	f.c.podEvent(ownedPod(rs, "a"), 1, 0)
+	f.c.podEvent(ownedPod(rs, "a"), true, false)
 	if f.c.exp.Satisfied("default/web") {
 		t.Fatal("satisfied with one successful creation unobserved")
 	}
-	f.c.podEvent(ownedPod(rs, "b"), 1, 0)
+	f.c.podEvent(ownedPod(rs, "b"), true, false)
 	if !f.c.exp.Satisfied("default/web") {
 		t.Fatal("not satisfied once both successful creations were observed")
 	}
@@ -322,9 +322,29 @@ func TestSyncDeletesSurplusPreferringUnscheduledAndNotReady(t *testing.T) {
 	if ev := f.events(); len(ev) != 2 || !strings.HasPrefix(ev[0], "Normal SuccessfulDelete Deleted pod: ") {
 		t.Errorf("events %q", ev)
 	}
-	// Deletions are expected until observed.
+	// Deletions are expected until observed, each by its own pod: one victim's deletion
+	// seen twice (its deletionTimestamp, then its removal) does not stand for the other's.
 	if f.c.exp.Satisfied("default/web") {
 		t.Fatal("deletions not expected")
+	}
+	var victim *corev1.Pod
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok && p.Name == "unscheduled" {
+			victim = p
+		}
+	}
+	f.c.podEvent(victim, false, true)
+	f.c.podEvent(victim, false, true)
+	if f.c.exp.Satisfied("default/web") {
+		t.Fatal("one victim seen twice satisfied both deletions")
+	}
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok && p.Name == "not-ready" {
+			f.c.podEvent(p, false, true)
+		}
+	}
+	if !f.c.exp.Satisfied("default/web") {
+		t.Fatal("both deletions seen, still expecting")
 	}
 }
 
@@ -385,14 +405,14 @@ func TestSyncReadyButNotYetAvailable(t *testing.T) {
 
 func TestSyncDeletedOrDeletingReplicaSet(t *testing.T) {
 	f := newFixture(t)
-	f.c.exp.Expect("default/gone", 3, 0)
+	f.c.exp.Expect("default/gone", 3, nil)
 	if err := f.sync(t, "default/gone"); err != nil {
 		t.Fatal(err)
 	}
 	if len(f.client.Actions()) != 0 {
 		t.Fatalf("actions for a missing replica set: %v", f.client.Actions())
 	}
-	if _, ok := f.c.exp.pending["default/gone"]; ok {
+	if f.c.exp.Pending("default/gone") {
 		t.Fatal("expectations of a deleted replica set kept")
 	}
 

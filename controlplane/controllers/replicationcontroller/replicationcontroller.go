@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/skiff-sh/skiff/controlplane/controllers/expectations"
 	"github.com/skiff-sh/skiff/controlplane/controllers/loop"
 	"github.com/skiff-sh/skiff/controlplane/controllers/ownership"
 	"github.com/skiff-sh/skiff/controlplane/controllers/podutil"
@@ -53,7 +54,7 @@ type Controller struct {
 	pods     corelisters.PodLister
 	synced   []cache.InformerSynced
 	recorder record.EventRecorder
-	exp      *expectations
+	exp      *expectations.Expectations
 	loop     *loop.Loop
 	log      *slog.Logger
 	now      func() time.Time
@@ -61,7 +62,7 @@ type Controller struct {
 
 // New wires the controller to ReplicationController and pod informers.
 func New(client kubernetes.Interface, rcs coreinformers.ReplicationControllerInformer, pods coreinformers.PodInformer, recorder record.EventRecorder, log *slog.Logger) *Controller {
-	c := &Controller{client: client, rcs: rcs.Lister(), pods: pods.Lister(), recorder: recorder, exp: newExpectations(),
+	c := &Controller{client: client, rcs: rcs.Lister(), pods: pods.Lister(), recorder: recorder, exp: expectations.New(),
 		synced: []cache.InformerSynced{rcs.Informer().HasSynced, pods.Informer().HasSynced}, log: log.With("controller", Name), now: time.Now}
 	c.loop = loop.New(Name, c.sync, log)
 	_, _ = rcs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{

@@ -58,7 +58,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	recorder := record.NewFakeRecorder(100)
 	c := New(client, factory.Core().V1().ReplicationControllers(), factory.Core().V1().Pods(), recorder, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	c.now = func() time.Time { return now }
-	c.exp.now = func() time.Time { return now }
+	c.exp.SetClock(func() time.Time { return now })
 	f := &fixture{c: c, client: client, factory: factory, recorder: recorder}
 	for _, o := range objs {
 		f.cache(o)
@@ -282,7 +282,7 @@ func TestSyncExpectationsPreventDoubleCreate(t *testing.T) {
 	f = newFixture(t, newRC("web", 2))
 	_ = f.sync(t, "default/web")
 	f.client.ClearActions()
-	f.c.exp.now = func() time.Time { return now.Add(5*time.Minute + time.Second) }
+	f.c.exp.SetClock(func() time.Time { return now.Add(5*time.Minute + time.Second) })
 	if err := f.sync(t, "default/web"); err != nil {
 		t.Fatal(err)
 	}
@@ -659,7 +659,7 @@ func TestSyncDeletedOrDeletingRC(t *testing.T) {
 	if len(f.client.Actions()) != 0 {
 		t.Fatalf("actions for a missing RC: %v", f.client.Actions())
 	}
-	if _, ok := f.c.exp.pending["default/gone"]; ok {
+	if f.c.exp.Pending("default/gone") {
 		t.Fatal("expectations of a deleted RC kept")
 	}
 
