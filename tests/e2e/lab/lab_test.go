@@ -5,6 +5,7 @@ package lab
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -308,15 +309,27 @@ func (l *lab) in(host string, args ...string) (string, error) {
 	return string(out), err
 }
 
+// kubectl runs kubectl 1.33 against the lab and returns its standard output; a failure ends
+// the test with both streams. An exec is retried when kubectl reports "Unknown stream":
+// before client-go 1.34 (kubernetes#131203) the WebSocket client could read the first
+// stdout message before it had set up its stdout stream and drop it. Every exec this test
+// runs is idempotent.
 func (l *lab) kubectl(args ...string) string {
 	l.t.Helper()
-	cmd := exec.CommandContext(l.ctx, framework.Kubectl(l.t, 33), args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+skifflab.Kubeconfig(l.name))
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		l.t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+	for attempt := 1; ; attempt++ {
+		cmd := exec.CommandContext(l.ctx, framework.Kubectl(l.t, 33), args...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+skifflab.Kubeconfig(l.name))
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			l.t.Fatalf("kubectl %v: %v\n%s%s", args, err, stdout.String(), stderr.String())
+		}
+		if args[0] == "exec" && strings.Contains(stderr.String(), "Unknown stream") && attempt < 3 {
+			l.t.Logf("kubectl %v: the client dropped a message (%s); again", args, strings.TrimSpace(stderr.String()))
+			continue
+		}
+		return stdout.String()
 	}
-	return string(out)
 }
 
 // pod starts a netutil pod on a node and returns it Running.
