@@ -38,6 +38,7 @@ import (
 	"github.com/skiff-sh/skiff/agent/node"
 	"github.com/skiff-sh/skiff/agent/pods"
 	"github.com/skiff-sh/skiff/agent/runtime"
+	"github.com/skiff-sh/skiff/agent/stats"
 	"github.com/skiff-sh/skiff/agent/static"
 	"github.com/skiff-sh/skiff/agent/volumes"
 	"github.com/skiff-sh/skiff/bgp"
@@ -270,7 +271,8 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	defer conn.Close()
 	if o.ServingCert != "" {
 		sup.Go(supervisor.Part{Name: "agent-api", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
-			h := (&api.Server{Runtime: runtimeapi.NewRuntimeServiceClient(conn), Netns: o.Netns}).Handler()
+			rt := runtimeapi.NewRuntimeServiceClient(conn)
+			h := (&api.Server{Runtime: rt, Netns: o.Netns, Stats: &stats.Source{Runtime: rt, NodeName: o.NodeName}}).Handler()
 			return api.Serve(ctx, o.APIAddress, o.ServingCert, o.ServingKey, o.ClientCA, h)
 		}})
 	}

@@ -1,5 +1,6 @@
 // Package api is the node agent's HTTPS API (port 10250), which the API server calls as its
-// kubelet client to stream container logs (kubectl logs) and run commands (kubectl exec). Only clients with a certificate of
+// kubelet client to stream container logs (kubectl logs), run commands (kubectl exec) and read
+// resource usage (metrics.k8s.io). Only clients with a certificate of
 // the cluster CA are served: the API server's apiserver-kubelet-client and administrators.
 package api
 
@@ -7,6 +8,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -15,6 +17,8 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/skiff-sh/skiff/agent/stats"
 )
 
 // Server serves the agent API.
@@ -22,6 +26,8 @@ type Server struct {
 	Runtime runtimeapi.RuntimeServiceClient
 	// Netns is the runtime's network namespace, if it has its own (the lab's nodes).
 	Netns string
+	// Stats is the node's resource usage (/stats/summary, /metrics/resource).
+	Stats *stats.Source
 }
 
 // Handler routes the API.
@@ -31,6 +37,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/exec/{namespace}/{pod}/{container}", s.exec)
 	mux.HandleFunc("/attach/{namespace}/{pod}/{container}", s.attach)
 	mux.HandleFunc("/portForward/{namespace}/{pod}", s.portForward)
+	mux.HandleFunc("GET /stats/summary", s.summary)
+	mux.HandleFunc("GET /metrics/resource", s.resourceMetrics)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
 	return mux
 }
@@ -63,4 +71,23 @@ func Serve(ctx context.Context, addr, certFile, keyFile, caFile string, h http.H
 		return err
 	}
 	return nil
+}
+
+// summary serves the kubelet's Summary API.
+func (s *Server) summary(w http.ResponseWriter, r *http.Request) {
+	sum, err := s.Stats.Summary(r.Context())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(sum)
+}
+
+// resourceMetrics serves the kubelet's /metrics/resource. A failure to read the runtime is
+// reported in resource_scrape_error, as the kubelet does, not as an HTTP error.
+func (s *Server) resourceMetrics(w http.ResponseWriter, r *http.Request) {
+	sum, err := s.Stats.Summary(r.Context())
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	_, _ = w.Write(stats.Resource(sum, err != nil))
 }

@@ -112,6 +112,7 @@ func serverCommand(use, short string) *cobra.Command {
 	fs.IntVar(&f.EtcdPeerPort, "etcd-peer-port", 2380, "peer port of the embedded etcd (127.0.0.1)")
 	fs.IntVar(&f.EtcdMetrics, "etcd-metrics-port", 2381, "plain-HTTP metrics port of the embedded etcd (127.0.0.1)")
 	fs.DurationVar(&f.Compaction, "etcd-compaction-interval", 5*time.Minute, "how often the API server compacts etcd")
+	fs.DurationVar(&f.MetricResolution, "metric-resolution", 15*time.Second, "how often node agents are read for metrics.k8s.io (kubectl top, HPAs), as metrics-server's flag")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	if use == "server" {
 		fs.BoolVar(&f.DisableAgent, "disable-agent", false, "do not run a node agent beside the control plane")

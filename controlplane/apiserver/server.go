@@ -59,12 +59,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
 	openapicommon "k8s.io/kube-openapi/pkg/common"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	"k8s.io/utils/clock"
 
 	"github.com/skiff-sh/skiff/controlplane/allocator"
 	"github.com/skiff-sh/skiff/controlplane/apiserver/admission"
 	"github.com/skiff-sh/skiff/controlplane/bootstraptoken"
 	"github.com/skiff-sh/skiff/controlplane/etcd"
+	"github.com/skiff-sh/skiff/controlplane/metrics"
 	"github.com/skiff-sh/skiff/controlplane/openapi"
 	"github.com/skiff-sh/skiff/controlplane/pki"
 	skiffquota "github.com/skiff-sh/skiff/controlplane/quota"
@@ -118,6 +120,9 @@ type Options struct {
 	// resources are encrypted at rest. It is reloaded when it changes (secrets-encrypt
 	// rotate-keys rewrites it).
 	EncryptionProviderConfig string
+	// MetricResolution is how often node agents are scraped for metrics.k8s.io
+	// (metrics-server's --metric-resolution; 15s when zero).
+	MetricResolution time.Duration
 }
 
 // Kubeconfigs the API server writes for the control plane's clients, as kubeadm writes
@@ -215,7 +220,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 	defer etcdClient.Close()
 
-	srv, az, err := newServer(o, certs, etcdTLS, etcdClient, ipRange, portRange)
+	srv, az, scraper, err := newServer(o, log, certs, etcdTLS, etcdClient, ipRange, portRange)
 	if err != nil {
 		return err
 	}
@@ -258,6 +263,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			}
 		}()
 	}
+	// The metrics scraper only ends with the server; a node it cannot read is logged and
+	// missing from metrics.k8s.io.
+	go func() { _ = scraper.Run(runCtx) }()
 	if err := prepared.RunWithContext(runCtx); err != nil {
 		return err
 	}
@@ -268,19 +276,19 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 }
 
 // newServer builds the generic API server and installs skiff's API groups.
-func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportConfig, etcdClient *clientv3.Client,
-	ipRange *allocator.IPRange, portRange allocator.PortRange) (*genericapiserver.GenericAPIServer, *authz, error) {
+func newServer(o Options, log *slog.Logger, layout pki.Layout, etcdTLS storagebackend.TransportConfig, etcdClient *clientv3.Client,
+	ipRange *allocator.IPRange, portRange allocator.PortRange) (*genericapiserver.GenericAPIServer, *authz, *metrics.Scraper, error) {
 	cfg := genericapiserver.NewConfig(scheme.Codecs)
 	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
 	if errs := o.Audit.Validate(); len(errs) > 0 {
-		return nil, nil, fmt.Errorf("audit: %v", errs)
+		return nil, nil, nil, fmt.Errorf("audit: %v", errs)
 	}
 	if err := o.Audit.ApplyTo(cfg); err != nil {
-		return nil, nil, fmt.Errorf("audit: %w", err)
+		return nil, nil, nil, fmt.Errorf("audit: %w", err)
 	}
 	caPEM, err := os.ReadFile(layout.CA().Cert)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	cfg.BuildHandlerChainFunc = func(api http.Handler, c *genericapiserver.Config) http.Handler {
 		return withCACerts(genericapiserver.DefaultBuildHandlerChain(withDiscoveryV2beta1(api), c), caPEM)
@@ -300,7 +308,7 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 	serving.ServerCert.CertKey = options.CertKey{CertFile: layout.APIServer().Cert, KeyFile: layout.APIServer().Key}
 	serving.MinTLSVersion = "VersionTLS12"
 	if err := serving.WithLoopback().ApplyTo(&cfg.SecureServing, &cfg.LoopbackClientConfig); err != nil {
-		return nil, nil, fmt.Errorf("serving: %w", err)
+		return nil, nil, nil, fmt.Errorf("serving: %w", err)
 	}
 
 	// Storage: etcd with upstream's key layout, protobuf values and a watch cache.
@@ -319,7 +327,7 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 	}
 	factory := storage.NewFactory(*backend, scheme.Scheme, scheme.Codecs)
 	if err := etcdOpts.ApplyWithStorageFactoryTo(factory, cfg); err != nil {
-		return nil, nil, fmt.Errorf("storage: %w", err)
+		return nil, nil, nil, fmt.Errorf("storage: %w", err)
 	}
 	cfg.RESTOptionsGetter = storage.ResumableOptions{RESTOptionsGetter: cfg.RESTOptionsGetter}
 
@@ -355,16 +363,16 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 	}
 	authn, tokenAuthn, clientCA, err := newAuthenticator(layout, issuerName, lookup, bootstrapSecret)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	cfg.Authentication.Authenticator = authn
 	cfg.Authentication.APIAudiences = authenticator.Audiences{issuerName}
 	if err := cfg.Authentication.ApplyClientCert(clientCA, cfg.SecureServing); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	az, err := newAuthz(cfg.LoopbackClientConfig)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	cfg.Authorization.Authorizer = az.authorizer
 
@@ -382,7 +390,7 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 
 	issuer, err := serviceaccount.NewIssuer(layout.SAKey(), issuerName)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	allocs := registry.Allocators{
 		IPs:       allocator.New(ipRange, allocator.EtcdStore{Client: etcdClient}, "/registry/skiff/ranges/serviceips/"),
@@ -390,15 +398,35 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 	}
 	nodeTLS, err := kubeletClientTLS(layout)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	reviews := &registry.Reviews{Authorizer: az.authorizer, Rules: az.resolver, Tokens: tokenAuthn, Audiences: cfg.Authentication.APIAudiences}
 	stores, err := registry.Storage(registry.Options{RESTOptions: cfg.RESTOptionsGetter, Allocators: allocs, Tokens: issuer, NodeTLS: nodeTLS,
 		RBAC: az.guard(), Reviews: reviews})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	coreStores := stores[corev1.SchemeGroupVersion]
+	// metrics.k8s.io: served from the scraper's store (see Run), where clusters usually add
+	// metrics-server.
+	nodeConn := &registry.NodeConnection{TLS: nodeTLS, Nodes: coreStores["nodes"].(*registry.REST).Store}
+	usage := metrics.NewStore()
+	stores[metricsv1beta1.SchemeGroupVersion] = metrics.Storage(usage, coreStores["nodes"].(rest.Lister), coreStores["pods"].(rest.Lister))
+	scraper := &metrics.Scraper{Store: usage, Resolution: o.MetricResolution, Log: log, Targets: func(ctx context.Context) ([]metrics.Target, error) {
+		obj, err := coreStores["nodes"].(rest.Lister).List(ctx, &metainternalversion.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return nil, err
+		}
+		var out []metrics.Target
+		for _, n := range obj.(*corev1.NodeList).Items {
+			u, tr, err := nodeConn.Location(ctx, n.Name)
+			if err != nil {
+				continue // no address yet
+			}
+			out = append(out, metrics.Target{Node: n.Name, URL: u, Transport: tr})
+		}
+		return out, nil
+	}}
 	accounts = coreStores["serviceaccounts"].(rest.Getter)
 	secrets = coreStores["secrets"].(rest.Getter)
 	get := func(resource string) func(ctx context.Context, ns, name string) (runtime.Object, error) {
@@ -421,12 +449,12 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 	stopQuota := make(chan struct{})
 	loopback, err := kubernetes.NewForConfig(cfg.LoopbackClientConfig)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	quotaInformers := informers.NewSharedInformerFactory(loopback, 0)
 	quotaAdmission, err := newQuotaAdmission(loopback, quotaInformers, stopQuota)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	// API Priority and Fairness, with upstream's bootstrap FlowSchemas and priority levels
 	// (see bootstrap.ensureFlowControl), over the same concurrency kube-apiserver has by
@@ -437,7 +465,7 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 	extensions, err := newExtensionAdmission(cfg.LoopbackClientConfig, loopback, quotaInformers, az.authorizer,
 		cfg.EffectiveVersion, resolver, stopQuota)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	namespaceOf := func(ctx context.Context, name string) (*corev1.Namespace, error) {
 		obj, err := getNamespace(ctx, "", name)
@@ -448,7 +476,7 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 	}
 	podSecurity, err := admission.NewPodSecurity(namespaceOf, podsIn(coreStores["pods"].(rest.Lister)))
 	if err != nil {
-		return nil, nil, fmt.Errorf("pod security admission: %w", err)
+		return nil, nil, nil, fmt.Errorf("pod security admission: %w", err)
 	}
 	cfg.AdmissionControl = admission.Chain(namespaceOf, &admission.NodeRestriction{
 		Pods: func(ctx context.Context, ns, name string) (*corev1.Pod, error) {
@@ -490,11 +518,11 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 	cfg.AggregatedDiscoveryGroupManager = discovery
 	crds, err := newCRDServer(cfg, etcdOpts, quotaInformers, discovery, resolver)
 	if err != nil {
-		return nil, nil, fmt.Errorf("custom resources: %w", err)
+		return nil, nil, nil, fmt.Errorf("custom resources: %w", err)
 	}
 	srv, err := cfg.Complete(nil).New("skiff-apiserver", crds.GenericAPIServer)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	runCRDOpenAPI(srv, crds)
 	srv.AddPostStartHookOrDie("skiff-quota-informers", func(hc genericapiserver.PostStartHookContext) error {
@@ -510,7 +538,7 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 	srv.ShutdownTimeout = 2 * time.Second
 	oidcConfig, jwks, err := serviceaccount.Discovery(issuerName, "https://"+cfg.ExternalAddress+serviceaccount.JWKSPath, layout.SAPub())
 	if err != nil {
-		return nil, nil, fmt.Errorf("service account issuer discovery: %w", err)
+		return nil, nil, nil, fmt.Errorf("service account issuer discovery: %w", err)
 	}
 	srv.Handler.NonGoRestfulMux.Handle(serviceaccount.OpenIDConfigurationPath, staticJSON(oidcConfig, "application/json"))
 	srv.Handler.NonGoRestfulMux.Handle(serviceaccount.JWKSPath, staticJSON(jwks, "application/jwk-set+json"))
@@ -527,10 +555,10 @@ func newServer(o Options, layout pki.Layout, etcdTLS storagebackend.TransportCon
 			err = srv.InstallAPIGroup(&info)
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("install %v: %w", versions, err)
+			return nil, nil, nil, fmt.Errorf("install %v: %w", versions, err)
 		}
 	}
-	return srv, az, nil
+	return srv, az, scraper, nil
 }
 
 // newAuthenticator accepts client certificates of the cluster CA (user = CN, groups = O),

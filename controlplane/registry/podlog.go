@@ -31,6 +31,11 @@ type NodeConnection struct {
 	Nodes *genericregistry.Store
 }
 
+// Location is a node agent's base URL and a transport that reaches it as the API server.
+func (c *NodeConnection) Location(ctx context.Context, nodeName string) (*url.URL, http.RoundTripper, error) {
+	return c.location(ctx, nodeName)
+}
+
 func (c *NodeConnection) location(ctx context.Context, nodeName string) (*url.URL, http.RoundTripper, error) {
 	obj, err := c.Nodes.Get(ctx, nodeName, &metav1.GetOptions{})
 	if err != nil {

@@ -37,6 +37,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 )
 
 // Scheme is the scheme every API server component of skiff uses. It is built once, in init,
@@ -71,6 +72,7 @@ var Served = []schema.GroupVersion{
 	autoscalingv1.SchemeGroupVersion,
 	flowcontrolv1.SchemeGroupVersion,
 	admissionregistrationv1.SchemeGroupVersion,
+	metricsv1beta1.SchemeGroupVersion,
 }
 
 // groups pairs each group's registration with the Go package that defines its types, so the
@@ -103,6 +105,7 @@ var groups = []struct {
 	{gv: autoscalingv2.SchemeGroupVersion, install: autoscalingv2.AddToScheme, sample: autoscalingv2.HorizontalPodAutoscaler{}},
 	{gv: flowcontrolv1.SchemeGroupVersion, install: flowcontrolv1.AddToScheme, sample: flowcontrolv1.FlowSchema{}},
 	{gv: admissionregistrationv1.SchemeGroupVersion, install: admissionregistrationv1.AddToScheme, sample: admissionregistrationv1.ValidatingWebhookConfiguration{}},
+	{gv: metricsv1beta1.SchemeGroupVersion, install: metricsv1beta1.AddToScheme, sample: metricsv1beta1.NodeMetrics{}},
 }
 
 func init() {

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -44,7 +45,8 @@ const usage = `usage: netutil [serve [--port 8080]]
        netutil tick [INTERVAL]
        netutil env NAME...
        netutil probe CIDR [--port 8080] [--for 10s]
-       netutil sleep [DURATION]`
+       netutil sleep [DURATION]
+       netutil burn MILLICORES`
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 {
@@ -166,6 +168,16 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			p = 8080
 		}
 		return Probe(ctx, prefix, p, *probeFor, out)
+	case "burn":
+		if len(pos) != 1 {
+			return fmt.Errorf("burn: MILLICORES\n%s", usage)
+		}
+		m, err := strconv.Atoi(pos[0])
+		if err != nil || m <= 0 || m > 1000 {
+			return fmt.Errorf("burn: %q is not a number of millicores from 1 to 1000", pos[0])
+		}
+		Burn(ctx, m)
+		return nil
 	case "sleep":
 		d := time.Duration(1<<63 - 1)
 		if len(pos) == 1 {
@@ -181,6 +193,19 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return nil
 	}
 	return fmt.Errorf("unknown command %q\n%s", args[0], usage)
+}
+
+// Burn keeps one CPU busy for millicores thousandths of the time until ctx ends (load for
+// an HorizontalPodAutoscaler to see): it spins for that share of every 10 ms and sleeps the rest.
+func Burn(ctx context.Context, millicores int) {
+	const period = 10 * time.Millisecond
+	busy := period * time.Duration(millicores) / 1000
+	for ctx.Err() == nil {
+		start := time.Now()
+		for time.Since(start) < busy {
+		}
+		time.Sleep(period - busy)
+	}
 }
 
 // Handler serves /hostname, /clientip and /echo?msg=.

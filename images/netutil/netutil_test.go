@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -116,6 +117,29 @@ func TestMain_CommandLine(t *testing.T) {
 	}
 	if code := Main([]string{"cat", file}, &out, &errb); code != 0 || out.String() != "web-0" {
 		t.Errorf("cat after write: %d %q", code, out.String())
+	}
+	for _, bad := range [][]string{{"burn"}, {"burn", "0"}, {"burn", "1001"}, {"burn", "lots"}} {
+		errb.Reset()
+		if code := Main(bad, &out, &errb); code != 1 || !strings.Contains(errb.String(), "burn") {
+			t.Errorf("%v: %d %q", bad, code, errb.String())
+		}
+	}
+}
+
+// TestBurn measures the process's CPU time over a burn of 300 ms at 500 millicores: some
+// of it, neither none nor all (the bounds are wide: CI machines are shared).
+func TestBurn(t *testing.T) {
+	var before, after syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &before)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	Burn(ctx, 500)
+	wall := time.Since(start)
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &after)
+	cpu := time.Duration(after.Utime.Nano()+after.Stime.Nano()-before.Utime.Nano()-before.Stime.Nano()) * time.Nanosecond
+	if share := float64(cpu) / float64(wall); share < 0.05 || share > 0.95 {
+		t.Errorf("burning 500m used %v of CPU in %v (%.2f)", cpu, wall, share)
 	}
 }
 

@@ -34,6 +34,7 @@ type Server struct {
 	EtcdCA, EtcdCert, EtcdKey                  string
 	EtcdClientPort, EtcdPeerPort, EtcdMetrics  int
 	Compaction                                 time.Duration
+	MetricResolution                           time.Duration
 	DisableAgent                               bool
 	DisableScheduler, DisableControllerManager bool
 	ControllerManager                          controllermanager.Options
@@ -65,6 +66,7 @@ func (s Server) APIServerOptions(withNode bool) (apiserver.Options, error) {
 		EtcdServers: s.EtcdServers, EtcdCAFile: s.EtcdCA, EtcdCertFile: s.EtcdCert, EtcdKeyFile: s.EtcdKey,
 		EtcdClientPort: s.EtcdClientPort, EtcdPeerPort: s.EtcdPeerPort, EtcdMetricsPort: s.EtcdMetrics,
 		CompactionInterval: s.Compaction, Audit: s.Audit, EncryptionProviderConfig: s.EncryptionProviderConfig,
+		MetricResolution: s.MetricResolution,
 	}
 	if s.SecretsEncryption && s.EncryptionProviderConfig == "" {
 		o.EncryptionProviderConfig = EncryptionConfigPath(s.DataDir)

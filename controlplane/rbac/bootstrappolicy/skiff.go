@@ -57,6 +57,12 @@ func SkiffClusterRoles() []rbacv1.ClusterRole {
 		clusterRole(skiffLocalPathNodeRole,
 			rule("get").groups(core).resources("persistentvolumes"),
 		),
+		// metrics.k8s.io is served by skiff, not an add-on: the role metrics-server's
+		// manifest installs, aggregated into view, edit and admin, so whoever can read pods
+		// can `kubectl top` them.
+		partOf("admin", partOf("edit", partOf("view", clusterRole("system:aggregated-metrics-reader",
+			rule(read...).groups("metrics.k8s.io").resources("pods", "nodes"),
+		)))),
 		// The LoadBalancer address allocator writes Services' status.loadBalancer.
 		clusterRole(skiffLBIPAMRole,
 			rule(read...).groups(core).resources("services"),

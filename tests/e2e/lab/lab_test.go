@@ -611,6 +611,8 @@ func runLab(t *testing.T, name, tor string) {
 		step("a StatefulSet of 3 with local-path volumes: ordered, data kept across a pod delete, rolled out and back")
 		l.preemption()
 		step("a higher-priority pod preempts a lower one")
+		l.autoscale()
+		step("kubectl top shows real usage; an HPA scales a Deployment up on CPU")
 	}
 	if tor == "frr" {
 		l.bfd()
