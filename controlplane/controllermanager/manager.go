@@ -46,6 +46,7 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/controllers/rootcacert"
 	"github.com/skiff-sh/skiff/controlplane/controllers/serviceaccount"
 	"github.com/skiff-sh/skiff/controlplane/controllers/statefulset"
+	"github.com/skiff-sh/skiff/controlplane/controllers/storageprotection"
 	"github.com/skiff-sh/skiff/controlplane/controllers/ttlafterfinished"
 	"github.com/skiff-sh/skiff/controlplane/healthserver"
 	"github.com/skiff-sh/skiff/controlplane/leader"
@@ -197,6 +198,12 @@ func runControllers(ctx context.Context, cfg *rest.Config, root kubernetes.Inter
 		{persistentvolume.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
 			return persistentvolume.New(c, core.PersistentVolumeClaims(), core.PersistentVolumes(), factory.Storage().V1().StorageClasses(), core.Nodes(),
 				recorder(persistentvolume.Name), log), nil
+		}},
+		{storageprotection.PVCName, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
+			return storageprotection.NewPVC(c, core.PersistentVolumeClaims(), core.Pods(), log), nil
+		}},
+		{storageprotection.PVName, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
+			return storageprotection.NewPV(c, core.PersistentVolumes(), log), nil
 		}},
 		{podautoscaler.Name, func(c kubernetes.Interface, ccfg *rest.Config) (runner, error) {
 			scales, mapping, err := podautoscaler.NewForConfig(ccfg, c)

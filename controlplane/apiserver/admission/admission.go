@@ -1,6 +1,7 @@
 // Package admission holds skiff's admission plugins, run by the API server after
-// authentication and authorization: the mutating ones (ServiceAccount,
-// DefaultTolerationSeconds, Priority) fill in pods before validation, and the validating one
+// authentication and authorization: the mutating ones (ServiceAccount, TaintNodesByCondition,
+// DefaultTolerationSeconds, Priority, StorageObjectInUseProtection, ...) fill in objects
+// before validation, and the validating one
 // (NamespaceLifecycle) rejects writes into namespaces that are missing or being deleted. They
 // behave as upstream's plugins of the same names.
 package admission
@@ -8,14 +9,18 @@ package admission
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/utils/ptr"
+
+	"github.com/skiff-sh/skiff/controlplane/controllers/storageprotection"
 )
 
 // Chain returns skiff's admission chain in upstream's order; namespaces reads namespaces
@@ -26,10 +31,12 @@ func Chain(namespaces NamespaceGetter, nodes *NodeRestriction, accounts ServiceA
 		&NamespaceLifecycle{Namespaces: namespaces},
 		nodes,
 		accounts,
+		TaintNodesByCondition{},
 		DefaultTolerationSeconds{Seconds: 300},
 		Priority{Classes: classes},
 		RuntimeClass{Classes: classes},
 		DefaultStorageClass{Classes: classes},
+		StorageObjectInUseProtection{},
 	}, last...)...)
 }
 
@@ -202,6 +209,63 @@ func (l *NamespaceLifecycle) Validate(ctx context.Context, a admission.Attribute
 	if ns.Status.Phase == corev1.NamespaceTerminating && a.GetResource().Resource != "events" && a.GetSubresource() == "" {
 		return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(),
 			fmt.Errorf("unable to create new content in namespace %s because it is being terminated", a.GetNamespace()))
+	}
+	return nil
+}
+
+// TaintNodesByCondition taints every new Node node.kubernetes.io/not-ready:NoSchedule, as
+// upstream's plugin: no pod is scheduled to a node before it has said it is Ready, and the
+// node lifecycle controller takes the taint off when it does.
+type TaintNodesByCondition struct{}
+
+// Handles implements admission.Interface.
+func (TaintNodesByCondition) Handles(op admission.Operation) bool { return op == admission.Create }
+
+// Admit implements admission.MutationInterface.
+func (TaintNodesByCondition) Admit(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	if a.GetResource().GroupResource() != corev1.Resource("nodes") || a.GetSubresource() != "" {
+		return nil
+	}
+	node, ok := a.GetObject().(*corev1.Node)
+	if !ok {
+		return nil
+	}
+	for _, t := range node.Spec.Taints {
+		if t.Key == corev1.TaintNodeNotReady && t.Effect == corev1.TaintEffectNoSchedule {
+			return nil
+		}
+	}
+	node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule})
+	return nil
+}
+
+// StorageObjectInUseProtection puts upstream's protection finalizers on every new
+// PersistentVolumeClaim and PersistentVolume; the pvc- and pv-protection controllers take them
+// off once the claim is used by no pod, the volume bound to no claim.
+type StorageObjectInUseProtection struct{}
+
+// Handles implements admission.Interface.
+func (StorageObjectInUseProtection) Handles(op admission.Operation) bool {
+	return op == admission.Create
+}
+
+// Admit implements admission.MutationInterface.
+func (StorageObjectInUseProtection) Admit(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	if a.GetSubresource() != "" {
+		return nil
+	}
+	var meta *metav1.ObjectMeta
+	var finalizer string
+	switch o := a.GetObject().(type) {
+	case *corev1.PersistentVolumeClaim:
+		meta, finalizer = &o.ObjectMeta, storageprotection.PVCFinalizer
+	case *corev1.PersistentVolume:
+		meta, finalizer = &o.ObjectMeta, storageprotection.PVFinalizer
+	default:
+		return nil
+	}
+	if !slices.Contains(meta.Finalizers, finalizer) {
+		meta.Finalizers = append(meta.Finalizers, finalizer)
 	}
 	return nil
 }

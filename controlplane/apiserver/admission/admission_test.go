@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -491,5 +492,44 @@ func TestServiceAccountAutomountFromAccount(t *testing.T) {
 		if got := len(tokenVolumes(p)); got != tc.want {
 			t.Errorf("account %s, pod automount %v: %d token volumes, want %d", tc.account, tc.pod, got, tc.want)
 		}
+	}
+}
+
+func TestTaintNodesByCondition(t *testing.T) {
+	nodeGVR, nodeGVK := corev1.SchemeGroupVersion.WithResource("nodes"), corev1.SchemeGroupVersion.WithKind("Node")
+	cp := corev1.Taint{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}
+	notReady := corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{cp}}}
+	if err := mutate(t, TaintNodesByCondition{}, attrs(n, nodeGVK, "", "n1", nodeGVR, "", admission.Create)); err != nil {
+		t.Fatal(err)
+	}
+	if len(n.Spec.Taints) != 2 || n.Spec.Taints[0] != cp || n.Spec.Taints[1] != notReady {
+		t.Errorf("taints after create: %v", n.Spec.Taints)
+	}
+	// Already there: not twice.
+	if err := mutate(t, TaintNodesByCondition{}, attrs(n, nodeGVK, "", "n1", nodeGVR, "", admission.Create)); err != nil || len(n.Spec.Taints) != 2 {
+		t.Errorf("taints after a second admission: %v %v", n.Spec.Taints, err)
+	}
+	if (TaintNodesByCondition{}).Handles(admission.Update) {
+		t.Error("TaintNodesByCondition handles updates: a node's Ready taint is the lifecycle controller's")
+	}
+}
+
+func TestStorageObjectInUseProtection(t *testing.T) {
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "data", Finalizers: []string{"example.com/x"}}}
+	if err := mutate(t, StorageObjectInUseProtection{}, attrs(pvc, corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim"), "default", "data",
+		corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims"), "", admission.Create)); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"example.com/x", "kubernetes.io/pvc-protection"}; !reflect.DeepEqual(pvc.Finalizers, want) {
+		t.Errorf("claim finalizers %v, want %v", pvc.Finalizers, want)
+	}
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv1", Finalizers: []string{"kubernetes.io/pv-protection"}}}
+	if err := mutate(t, StorageObjectInUseProtection{}, attrs(pv, corev1.SchemeGroupVersion.WithKind("PersistentVolume"), "", "pv1",
+		corev1.SchemeGroupVersion.WithResource("persistentvolumes"), "", admission.Create)); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"kubernetes.io/pv-protection"}; !reflect.DeepEqual(pv.Finalizers, want) {
+		t.Errorf("volume finalizers %v, want %v (not twice)", pv.Finalizers, want)
 	}
 }
