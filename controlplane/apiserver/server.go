@@ -508,9 +508,9 @@ func newServer(o Options, log *slog.Logger, layout pki.Layout, etcdTLS storageba
 		}
 		return obj.(*corev1.ServiceAccount), nil
 	}}, admissionClasses(stores), admission.LimitRanger{List: limitRanges(coreStores["limitranges"].(rest.Lister))},
-		// Upstream's order: webhooks mutate after the built-in plugins; CEL policies, then
-		// webhooks, validate last but quota.
-		podSecurity, extensions.mutatingWebhooks, extensions.policies, extensions.validatingWebhooks, quotaAdmission)
+		// Upstream's order: CEL policies, then webhooks, mutate after the built-in plugins;
+		// CEL policies, then webhooks, validate last but quota.
+		podSecurity, extensions.mutatingPolicies, extensions.mutatingWebhooks, extensions.policies, extensions.validatingWebhooks, quotaAdmission)
 
 	// CustomResourceDefinitions: apiextensions-apiserver behind the main server, sharing its
 	// aggregated discovery.

@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/initializer"
+	mutatingpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
 	validatingpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	webhookinit "k8s.io/apiserver/pkg/admission/plugin/webhook/initializer"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
@@ -22,12 +23,13 @@ import (
 )
 
 // extensionAdmission is what k8s.io/apiserver's extensible admission plugins give the chain,
-// in upstream's order: mutating webhooks, then CEL policies, then validating webhooks.
+// in upstream's order: CEL mutating policies, mutating webhooks, then CEL validating
+// policies, then validating webhooks.
 type extensionAdmission struct {
-	mutatingWebhooks, policies, validatingWebhooks admission.Interface
+	mutatingPolicies, mutatingWebhooks, policies, validatingWebhooks admission.Interface
 }
 
-// newExtensionAdmission builds MutatingAdmissionWebhook, ValidatingAdmissionPolicy and
+// newExtensionAdmission builds MutatingAdmissionPolicy, MutatingAdmissionWebhook, ValidatingAdmissionPolicy and
 // ValidatingAdmissionWebhook, initialized as kube-apiserver initializes them: the loopback
 // client and informers (configurations, policies, namespaces for selectors), a dynamic
 // client and REST mapper (policy parameters and matching), and webhooks' Services reached
@@ -52,15 +54,20 @@ func newExtensionAdmission(loopback *restclient.Config, client kubernetes.Interf
 	if err != nil {
 		return out, err
 	}
+	mp, err := mutatingpolicy.NewPlugin(nil)
+	if err != nil {
+		return out, err
+	}
 	inits := admission.PluginInitializers{
 		initializer.New(client, dyn, factory, authz, utilfeature.DefaultFeatureGate, version, stop, mapper),
 		webhookinit.NewPluginInitializer(nil, services),
 	}
-	for name, plugin := range map[string]admission.Interface{"MutatingAdmissionWebhook": m, "ValidatingAdmissionWebhook": v, "ValidatingAdmissionPolicy": p} {
+	for name, plugin := range map[string]admission.Interface{"MutatingAdmissionPolicy": mp, "MutatingAdmissionWebhook": m,
+		"ValidatingAdmissionWebhook": v, "ValidatingAdmissionPolicy": p} {
 		inits.Initialize(plugin)
 		if err := admission.ValidateInitialization(plugin); err != nil {
 			return out, fmt.Errorf("%s: %w", name, err)
 		}
 	}
-	return extensionAdmission{mutatingWebhooks: m, policies: p, validatingWebhooks: v}, nil
+	return extensionAdmission{mutatingPolicies: mp, mutatingWebhooks: m, policies: p, validatingWebhooks: v}, nil
 }

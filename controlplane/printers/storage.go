@@ -424,3 +424,23 @@ var ValidatingAdmissionPolicyBindings = New(func(o runtime.Object) []any {
 	}
 	return []any{b.Spec.PolicyName, ref, Age(b.CreationTimestamp)}
 }, Column{Name: "PolicyName"}, Column{Name: "ParamRef"}, AgeColumn)
+
+// MutatingAdmissionPolicies prints NAME MUTATIONS PARAMKIND AGE.
+var MutatingAdmissionPolicies = New(func(o runtime.Object) []any {
+	p := o.(*admissionregistrationv1.MutatingAdmissionPolicy)
+	param := "<unset>"
+	if k := p.Spec.ParamKind; k != nil {
+		param = k.APIVersion + "/" + k.Kind
+	}
+	return []any{int64(len(p.Spec.Mutations)), param, Age(p.CreationTimestamp)}
+}, Column{Name: "Mutations", Type: "integer"}, Column{Name: "ParamKind"}, AgeColumn)
+
+// MutatingAdmissionPolicyBindings prints NAME POLICYNAME PARAMREF AGE.
+var MutatingAdmissionPolicyBindings = New(func(o runtime.Object) []any {
+	b := o.(*admissionregistrationv1.MutatingAdmissionPolicyBinding)
+	ref := "<unset>"
+	if r := b.Spec.ParamRef; r != nil && r.Name != "" {
+		ref = r.Namespace + "/" + r.Name
+	}
+	return []any{b.Spec.PolicyName, ref, Age(b.CreationTimestamp)}
+}, Column{Name: "PolicyName"}, Column{Name: "ParamRef"}, AgeColumn)

@@ -136,7 +136,7 @@ func flowControl(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error
 }
 
 // admissionRegistration serves admissionregistration.k8s.io/v1: webhook configurations
-// and ValidatingAdmissionPolicies (+status) with their bindings.
+// ValidatingAdmissionPolicies (+status) and MutatingAdmissionPolicies, with their bindings.
 func admissionRegistration(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
 	return collect(
 		func() (map[string]rest.Storage, error) {
@@ -173,6 +173,24 @@ func admissionRegistration(opts generic.RESTOptionsGetter) (map[string]rest.Stor
 					newList: func() runtime.Object { return &admissionregistrationv1.ValidatingAdmissionPolicyBindingList{} },
 					printer: printers.ValidatingAdmissionPolicyBindings},
 				validate: validation.ValidatingAdmissionPolicyBinding,
+			}))
+		},
+		func() (map[string]rest.Storage, error) {
+			return only(serveKind(opts, kind[*admissionregistrationv1.MutatingAdmissionPolicy]{
+				resource: resource{gr: admissionregistrationv1.Resource("mutatingadmissionpolicies"), singular: "mutatingadmissionpolicy",
+					newObj:  func() runtime.Object { return &admissionregistrationv1.MutatingAdmissionPolicy{} },
+					newList: func() runtime.Object { return &admissionregistrationv1.MutatingAdmissionPolicyList{} },
+					printer: printers.MutatingAdmissionPolicies},
+				validate: validation.MutatingAdmissionPolicy,
+			}))
+		},
+		func() (map[string]rest.Storage, error) {
+			return only(serveKind(opts, kind[*admissionregistrationv1.MutatingAdmissionPolicyBinding]{
+				resource: resource{gr: admissionregistrationv1.Resource("mutatingadmissionpolicybindings"), singular: "mutatingadmissionpolicybinding",
+					newObj:  func() runtime.Object { return &admissionregistrationv1.MutatingAdmissionPolicyBinding{} },
+					newList: func() runtime.Object { return &admissionregistrationv1.MutatingAdmissionPolicyBindingList{} },
+					printer: printers.MutatingAdmissionPolicyBindings},
+				validate: validation.MutatingAdmissionPolicyBinding,
 			}))
 		},
 	)

@@ -34,6 +34,24 @@ func addAdmissionDefaults(s *runtime.Scheme) {
 			defaultMatchResources(p.Spec.MatchConstraints)
 		}
 	})
+	s.AddTypeDefaultingFunc(&admissionregistrationv1.MutatingAdmissionPolicy{}, func(o any) {
+		p := o.(*admissionregistrationv1.MutatingAdmissionPolicy)
+		if p.Spec.FailurePolicy == nil {
+			p.Spec.FailurePolicy = ptr.To(admissionregistrationv1.Fail)
+		}
+		if p.Spec.MatchConstraints != nil {
+			defaultMatchResources(p.Spec.MatchConstraints)
+		}
+	})
+	s.AddTypeDefaultingFunc(&admissionregistrationv1.MutatingAdmissionPolicyBinding{}, func(o any) {
+		b := o.(*admissionregistrationv1.MutatingAdmissionPolicyBinding)
+		if b.Spec.MatchResources != nil {
+			defaultMatchResources(b.Spec.MatchResources)
+		}
+		if p := b.Spec.ParamRef; p != nil && p.ParameterNotFoundAction == nil {
+			p.ParameterNotFoundAction = ptr.To(admissionregistrationv1.DenyAction)
+		}
+	})
 	s.AddTypeDefaultingFunc(&admissionregistrationv1.ValidatingAdmissionPolicyBinding{}, func(o any) {
 		b := o.(*admissionregistrationv1.ValidatingAdmissionPolicyBinding)
 		if b.Spec.MatchResources != nil {

@@ -132,3 +132,59 @@ func ValidatingAdmissionPolicyBinding(b *admissionregistrationv1.ValidatingAdmis
 	}
 	return errs
 }
+
+// MutatingAdmissionPolicy validates a CEL mutating policy as upstream: what it matches, at
+// least one mutation, each with its patch type's expression, and a reinvocation policy.
+func MutatingAdmissionPolicy(p *admissionregistrationv1.MutatingAdmissionPolicy) field.ErrorList {
+	errs := ObjectMeta(&p.ObjectMeta, false, DNSSubdomain)
+	if p.Spec.MatchConstraints == nil {
+		errs = append(errs, field.Required(specPath.Child("matchConstraints"), "must be defined"))
+	} else if len(p.Spec.MatchConstraints.ResourceRules) == 0 {
+		errs = append(errs, field.Required(specPath.Child("matchConstraints", "resourceRules"), ""))
+	}
+	if len(p.Spec.Mutations) == 0 {
+		errs = append(errs, field.Required(specPath.Child("mutations"), "mutations must contain at least one item"))
+	}
+	for i, m := range p.Spec.Mutations {
+		path := specPath.Child("mutations").Index(i)
+		switch m.PatchType {
+		case admissionregistrationv1.PatchTypeApplyConfiguration:
+			if m.ApplyConfiguration == nil || m.ApplyConfiguration.Expression == "" {
+				errs = append(errs, field.Required(path.Child("applyConfiguration", "expression"), "expression is not specified"))
+			}
+			if m.JSONPatch != nil {
+				errs = append(errs, field.Forbidden(path.Child("jsonPatch"), "must not be specified when patchType is ApplyConfiguration"))
+			}
+		case admissionregistrationv1.PatchTypeJSONPatch:
+			if m.JSONPatch == nil || m.JSONPatch.Expression == "" {
+				errs = append(errs, field.Required(path.Child("jsonPatch", "expression"), "expression is not specified"))
+			}
+			if m.ApplyConfiguration != nil {
+				errs = append(errs, field.Forbidden(path.Child("applyConfiguration"), "must not be specified when patchType is JSONPatch"))
+			}
+		case "":
+			errs = append(errs, field.Required(path.Child("patchType"), ""))
+		default:
+			errs = append(errs, field.NotSupported(path.Child("patchType"), m.PatchType,
+				[]string{string(admissionregistrationv1.PatchTypeApplyConfiguration), string(admissionregistrationv1.PatchTypeJSONPatch)}))
+		}
+	}
+	switch p.Spec.ReinvocationPolicy {
+	case admissionregistrationv1.NeverReinvocationPolicy, admissionregistrationv1.IfNeededReinvocationPolicy:
+	case "":
+		errs = append(errs, field.Required(specPath.Child("reinvocationPolicy"), ""))
+	default:
+		errs = append(errs, field.NotSupported(specPath.Child("reinvocationPolicy"), p.Spec.ReinvocationPolicy,
+			[]string{string(admissionregistrationv1.NeverReinvocationPolicy), string(admissionregistrationv1.IfNeededReinvocationPolicy)}))
+	}
+	return errs
+}
+
+// MutatingAdmissionPolicyBinding validates a binding: it names its policy.
+func MutatingAdmissionPolicyBinding(b *admissionregistrationv1.MutatingAdmissionPolicyBinding) field.ErrorList {
+	errs := ObjectMeta(&b.ObjectMeta, false, DNSSubdomain)
+	if b.Spec.PolicyName == "" {
+		errs = append(errs, field.Required(specPath.Child("policyName"), ""))
+	}
+	return errs
+}
