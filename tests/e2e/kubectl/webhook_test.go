@@ -2,18 +2,7 @@ package kubectl
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -21,71 +10,12 @@ import (
 	"testing"
 	"time"
 
-	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/skiff-sh/skiff/tests/e2e/framework"
 )
-
-// webhookServer serves a validating (/validate: refuses ConfigMaps with a "forbidden" key)
-// and a mutating (/mutate: labels ConfigMaps webhook=seen) admission webhook over TLS on
-// loopback; it returns its URL and the CA bundle of its certificate.
-func webhookServer(t *testing.T) (string, []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "webhook"}, NotBefore: time.Now().Add(-time.Hour),
-		NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	review := func(w http.ResponseWriter, r *http.Request, decide func(cm *corev1.ConfigMap, resp *admissionv1.AdmissionResponse)) {
-		var ar admissionv1.AdmissionReview
-		if err := json.NewDecoder(r.Body).Decode(&ar); err != nil || ar.Request == nil {
-			http.Error(w, "bad review", http.StatusBadRequest)
-			return
-		}
-		var cm corev1.ConfigMap
-		_ = json.Unmarshal(ar.Request.Object.Raw, &cm)
-		resp := &admissionv1.AdmissionResponse{UID: ar.Request.UID, Allowed: true}
-		decide(&cm, resp)
-		ar.Response, ar.Request = resp, nil
-		_ = json.NewEncoder(w).Encode(&ar)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/validate", func(w http.ResponseWriter, r *http.Request) {
-		review(w, r, func(cm *corev1.ConfigMap, resp *admissionv1.AdmissionResponse) {
-			if _, bad := cm.Data["forbidden"]; bad {
-				resp.Allowed = false
-				resp.Result = &metav1.Status{Message: "the forbidden key is not allowed", Code: http.StatusForbidden}
-			}
-		})
-	})
-	mux.HandleFunc("/mutate", func(w http.ResponseWriter, r *http.Request) {
-		review(w, r, func(cm *corev1.ConfigMap, resp *admissionv1.AdmissionResponse) {
-			op := `[{"op":"add","path":"/metadata/labels","value":{"webhook":"seen"}}]`
-			if cm.Labels != nil {
-				op = `[{"op":"add","path":"/metadata/labels/webhook","value":"seen"}]`
-			}
-			resp.Patch, resp.PatchType = []byte(op), ptr.To(admissionv1.PatchTypeJSONPatch)
-		})
-	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: mux, TLSConfig: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}}
-	go func() { _ = srv.ServeTLS(ln, "", "") }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return "https://" + ln.Addr().String(), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-}
 
 // TestAdmissionWebhooks registers a validating and a mutating webhook (served by the test
 // over TLS with its caBundle) and creates ConfigMaps with the real kubectl: one is labelled
@@ -97,7 +27,7 @@ func TestAdmissionWebhooks(t *testing.T) {
 	client := s.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	url, ca := webhookServer(t)
+	url, ca := framework.WebhookServer(t)
 	rules := []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
 		Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}}}}
 	only := &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "default"}}
