@@ -336,7 +336,7 @@ func agentCommand() *cobra.Command {
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&j.Server, "server", "", "API server URL to join (https://IP:6443), with --token")
+	fs.StringVar(&j.Server, "server", "", "API server URL to join (https://IP:6443), with --token; several, comma-separated, for a highly available control plane (the agent fails over between them)")
 	fs.StringVar(&j.Token, "token", "", "join token, from the server's <data-dir>/token")
 	fs.StringVar(&j.TokenFile, "token-file", "", "file holding the join token")
 	fs.StringVar(&j.Kubeconfig, "kubeconfig", "", "kubeconfig to reach the API server instead of joining (default <data-dir>/node.kubeconfig)")

@@ -2,10 +2,12 @@ package apiserver
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,7 +47,10 @@ type bootstrap struct {
 	serviceCIDR string
 	// joinToken is the node-join bootstrap token, kept as its kube-system Secret.
 	joinToken bootstraptoken.Token
-	log       *slog.Logger
+	// peers, if set, announces this server in etcd and lists every live one, so the
+	// kubernetes Service's endpoints are all the API servers sharing the store.
+	peers *peerLeases
+	log   *slog.Logger
 }
 
 func (b bootstrap) run(ctx context.Context) {
@@ -86,26 +91,32 @@ func (b bootstrap) reconcile(ctx context.Context) error {
 	if _, err := b.client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	ip := b.advertise.String()
+	addrs := []string{b.advertise.String()}
+	if b.peers != nil {
+		var err error
+		if addrs, err = b.peers.Renew(ctx); err != nil {
+			return fmt.Errorf("announcing this API server: %w", err)
+		}
+	}
 	port := int32(b.port)
 	ep := &corev1.Endpoints{
 		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default",
 			Labels: map[string]string{"endpointslice.kubernetes.io/skip-mirror": "true"}},
-		Subsets: []corev1.EndpointSubset{{
-			Addresses: []corev1.EndpointAddress{{IP: ip}},
-			Ports:     []corev1.EndpointPort{{Name: "https", Port: port, Protocol: corev1.ProtocolTCP}},
-		}},
-	}
-	if err := upsertEndpoints(ctx, b.client, ep); err != nil {
-		return err
+		Subsets: []corev1.EndpointSubset{{Ports: []corev1.EndpointPort{{Name: "https", Port: port, Protocol: corev1.ProtocolTCP}}}},
 	}
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default",
 			Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes", discoveryv1.LabelManagedBy: "skiff-apiserver"}},
 		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{ip},
-			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)}}},
-		Ports: []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: &port, Protocol: ptr.To(corev1.ProtocolTCP)}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: &port, Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}
+	for _, ip := range addrs {
+		ep.Subsets[0].Addresses = append(ep.Subsets[0].Addresses, corev1.EndpointAddress{IP: ip})
+		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{ip},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)}})
+	}
+	if err := upsertEndpoints(ctx, b.client, ep); err != nil {
+		return err
 	}
 	if err := upsertSlice(ctx, b.client, slice); err != nil {
 		return err
@@ -228,8 +239,7 @@ func upsertSlice(ctx context.Context, c kubernetes.Interface, want *discoveryv1.
 	if err != nil {
 		return err
 	}
-	if len(cur.Endpoints) == 1 && len(cur.Endpoints[0].Addresses) == 1 && cur.Endpoints[0].Addresses[0] == want.Endpoints[0].Addresses[0] &&
-		len(cur.Ports) == 1 && cur.Ports[0].Port != nil && *cur.Ports[0].Port == *want.Ports[0].Port {
+	if sliceAddresses(cur) == sliceAddresses(want) && len(cur.Ports) == 1 && cur.Ports[0].Port != nil && *cur.Ports[0].Port == *want.Ports[0].Port {
 		return nil
 	}
 	cur.Endpoints, cur.Ports = want.Endpoints, want.Ports
@@ -238,10 +248,25 @@ func upsertSlice(ctx context.Context, c kubernetes.Interface, want *discoveryv1.
 }
 
 func equalSubsets(a, b []corev1.EndpointSubset) bool {
-	if len(a) != 1 || len(b) != 1 || len(a[0].Addresses) != 1 || len(a[0].Ports) != 1 {
+	if len(a) != 1 || len(b) != 1 || len(a[0].Ports) != 1 || len(a[0].Addresses) != len(b[0].Addresses) || len(a[0].NotReadyAddresses) > 0 {
 		return false
 	}
-	return a[0].Addresses[0].IP == b[0].Addresses[0].IP && a[0].Ports[0].Port == b[0].Ports[0].Port
+	for i := range a[0].Addresses {
+		if a[0].Addresses[i].IP != b[0].Addresses[i].IP {
+			return false
+		}
+	}
+	return a[0].Ports[0].Port == b[0].Ports[0].Port
+}
+
+// sliceAddresses is a slice's ready addresses in order, for comparing two slices.
+func sliceAddresses(s *discoveryv1.EndpointSlice) string {
+	var out []string
+	for _, e := range s.Endpoints {
+		ready := e.Conditions.Ready != nil && *e.Conditions.Ready
+		out = append(out, fmt.Sprintf("%v/%v", e.Addresses, ready))
+	}
+	return strings.Join(out, ",")
 }
 
 // ensureTokenSecret keeps the join token's Secret as the token file says; deleting the Secret

@@ -225,6 +225,15 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return err
 	}
 	srv.AddPostStartHookOrDie("rbac/bootstrap-roles", az.postStartHook(ctx, log))
+	// Every API server on this etcd announces itself; the kubernetes Service lists them all
+	// (upstream's lease endpoint reconciler). A clean stop withdraws the announcement.
+	peers := &peerLeases{client: etcdClient, own: o.AdvertiseAddress.String()}
+	srv.AddPreShutdownHookOrDie("skiff-peer-lease", func() error {
+		if err := peers.Remove(context.Background()); err != nil {
+			log.Warn("withdrawing this API server from the kubernetes Service", "err", err)
+		}
+		return nil
+	})
 	srv.AddPostStartHookOrDie("skiff-bootstrap", func(hc genericapiserver.PostStartHookContext) error {
 		// The kubernetes Service's Endpoints are kept on purpose: no deprecation warning in the log.
 		loopback := restclient.CopyConfig(hc.LoopbackClientConfig)
@@ -233,7 +242,8 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		b := bootstrap{client: client, advertise: o.AdvertiseAddress, port: o.SecurePort, serviceIP: serviceIP.String(), serviceCIDR: o.ServiceCIDR, joinToken: join.Token, log: log}
+		b := bootstrap{client: client, advertise: o.AdvertiseAddress, port: o.SecurePort, serviceIP: serviceIP.String(), serviceCIDR: o.ServiceCIDR,
+			joinToken: join.Token, peers: peers, log: log}
 		// The first reconcile finishes before the hook returns, so /readyz passes only once the
 		// built-in namespaces and the kubernetes Service exist.
 		if err := wait.PollUntilContextTimeout(hc, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {

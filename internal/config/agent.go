@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/skiff-sh/skiff/agent"
+	"github.com/skiff-sh/skiff/agent/apiservers"
 	"github.com/skiff-sh/skiff/agent/join"
 	"github.com/skiff-sh/skiff/bgp"
 	bgpconfig "github.com/skiff-sh/skiff/bgp/config"
@@ -143,13 +144,26 @@ func RunAgent(ctx context.Context, a Agent, j Join, log *slog.Logger) error {
 		}
 		token = strings.TrimSpace(string(b))
 	}
+	var servers []string
 	if token != "" {
 		if j.Server == "" || j.Kubeconfig != "" {
 			return errors.New("--token needs --server and excludes --kubeconfig")
 		}
 		var err error
-		paths, err = join.Ensure(ctx, join.Options{Server: strings.TrimSuffix(j.Server, "/"), Token: token, Dir: a.DataDir,
-			NodeName: a.NodeName, IPs: []net.IP{net.ParseIP(NodeAddress(a.NodeIP))}, DNSNames: []string{a.NodeName}}, log)
+		if servers, err = apiservers.ParseURLs(j.Server); err != nil {
+			return err
+		}
+		// Any server of a highly available control plane can admit the node.
+		for i, server := range servers {
+			paths, err = join.Ensure(ctx, join.Options{Server: server, Token: token, Dir: a.DataDir,
+				NodeName: a.NodeName, IPs: []net.IP{net.ParseIP(NodeAddress(a.NodeIP))}, DNSNames: []string{a.NodeName}}, log)
+			if err == nil || ctx.Err() != nil {
+				break
+			}
+			if i < len(servers)-1 {
+				log.Warn("cannot join through this API server; trying the next", "server", server, "err", err)
+			}
+		}
 		if err != nil {
 			return fmt.Errorf("joining %s: %w", j.Server, err)
 		}
@@ -166,6 +180,10 @@ func RunAgent(ctx context.Context, a Agent, j Join, log *slog.Logger) error {
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
+		return err
+	}
+	// With several servers every connection goes to one that answers.
+	if cfg, _, err = apiservers.Config(cfg, servers, log); err != nil {
 		return err
 	}
 	opts, err := a.Options(nil)
