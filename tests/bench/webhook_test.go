@@ -34,7 +34,9 @@ func BenchmarkAdmission(b *testing.B) {
 	}
 	rules := []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
 		Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}}}}
-	only := func(ns string) *metav1.LabelSelector { return &metav1.LabelSelector{MatchLabels: map[string]string{"bench": ns}} }
+	only := func(ns string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{"bench": ns}}
+	}
 	none := ptr.To(admissionregistrationv1.SideEffectClassNone)
 	reg := client.AdmissionregistrationV1()
 	if _, err := reg.MutatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "bench"},

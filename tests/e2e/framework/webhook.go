@@ -77,4 +77,3 @@ func WebhookServer(t testing.TB) (string, []byte) {
 	t.Cleanup(func() { _ = srv.Close() })
 	return "https://" + ln.Addr().String(), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
-
