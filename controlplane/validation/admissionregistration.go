@@ -24,6 +24,7 @@ type webhook struct {
 	failurePolicy  *admissionregistrationv1.FailurePolicyType
 	timeout        *int32
 	reviewVersions []string
+	conditions     []admissionregistrationv1.MatchCondition
 }
 
 func webhooks(hooks []webhook, fld *field.Path) field.ErrorList {
@@ -83,6 +84,7 @@ func webhooks(hooks []webhook, fld *field.Path) field.ErrorList {
 		if len(w.reviewVersions) > 0 && !ok {
 			errs = append(errs, field.Invalid(wf.Child("admissionReviewVersions"), w.reviewVersions, fmt.Sprintf("must include at least one of %v", sets.List(reviewVersions))))
 		}
+		errs = append(errs, matchConditions(w.conditions, wf.Child("matchConditions"), false)...)
 	}
 	return errs
 }
@@ -92,7 +94,7 @@ func ValidatingWebhookConfiguration(c *admissionregistrationv1.ValidatingWebhook
 	errs := ObjectMeta(&c.ObjectMeta, false, DNSSubdomain)
 	var hooks []webhook
 	for _, w := range c.Webhooks {
-		hooks = append(hooks, webhook{w.Name, w.ClientConfig, w.SideEffects, w.FailurePolicy, w.TimeoutSeconds, w.AdmissionReviewVersions})
+		hooks = append(hooks, webhook{w.Name, w.ClientConfig, w.SideEffects, w.FailurePolicy, w.TimeoutSeconds, w.AdmissionReviewVersions, w.MatchConditions})
 	}
 	return append(errs, webhooks(hooks, field.NewPath("webhooks"))...)
 }
@@ -102,7 +104,7 @@ func MutatingWebhookConfiguration(c *admissionregistrationv1.MutatingWebhookConf
 	errs := ObjectMeta(&c.ObjectMeta, false, DNSSubdomain)
 	var hooks []webhook
 	for _, w := range c.Webhooks {
-		hooks = append(hooks, webhook{w.Name, w.ClientConfig, w.SideEffects, w.FailurePolicy, w.TimeoutSeconds, w.AdmissionReviewVersions})
+		hooks = append(hooks, webhook{w.Name, w.ClientConfig, w.SideEffects, w.FailurePolicy, w.TimeoutSeconds, w.AdmissionReviewVersions, w.MatchConditions})
 	}
 	return append(errs, webhooks(hooks, field.NewPath("webhooks"))...)
 }
@@ -118,7 +120,7 @@ func ValidatingAdmissionPolicy(p *admissionregistrationv1.ValidatingAdmissionPol
 			errs = append(errs, field.Required(specPath.Child("validations").Index(i).Child("expression"), "expression is not specified"))
 		}
 	}
-	return errs
+	return append(errs, matchConditions(p.Spec.MatchConditions, specPath.Child("matchConditions"), p.Spec.ParamKind != nil)...)
 }
 
 // ValidatingAdmissionPolicyBinding validates a binding: it names its policy.
@@ -177,7 +179,7 @@ func MutatingAdmissionPolicy(p *admissionregistrationv1.MutatingAdmissionPolicy)
 		errs = append(errs, field.NotSupported(specPath.Child("reinvocationPolicy"), p.Spec.ReinvocationPolicy,
 			[]string{string(admissionregistrationv1.NeverReinvocationPolicy), string(admissionregistrationv1.IfNeededReinvocationPolicy)}))
 	}
-	return errs
+	return append(errs, matchConditions(p.Spec.MatchConditions, specPath.Child("matchConditions"), p.Spec.ParamKind != nil)...)
 }
 
 // MutatingAdmissionPolicyBinding validates a binding: it names its policy.
