@@ -27,6 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/skiff-sh/skiff/controlplane/bootstraptoken"
+	"github.com/skiff-sh/skiff/controlplane/pki"
 	"github.com/skiff-sh/skiff/controlplane/printers"
 	"github.com/skiff-sh/skiff/controlplane/validation"
 )
@@ -47,6 +48,9 @@ type bootstrap struct {
 	serviceCIDR string
 	// joinToken is the node-join bootstrap token, kept as its kube-system Secret.
 	joinToken bootstraptoken.Token
+	// clientCA and frontProxyCA are the cluster CA and the front-proxy CA (PEM), published
+	// for extension API servers.
+	clientCA, frontProxyCA []byte
 	// peers, if set, announces this server in etcd and lists every live one, so the
 	// kubernetes Service's endpoints are all the API servers sharing the store.
 	peers *peerLeases
@@ -75,6 +79,9 @@ func (b bootstrap) reconcile(ctx context.Context) error {
 		return err
 	}
 	if err := b.ensureFlowControl(ctx); err != nil {
+		return err
+	}
+	if err := b.ensureExtensionAuthentication(ctx); err != nil {
 		return err
 	}
 	svc := &corev1.Service{
@@ -267,6 +274,39 @@ func sliceAddresses(s *discoveryv1.EndpointSlice) string {
 		out = append(out, fmt.Sprintf("%v/%v", e.Addresses, ready))
 	}
 	return strings.Join(out, ",")
+}
+
+// ensureExtensionAuthentication keeps kube-system/extension-apiserver-authentication as
+// kube-apiserver publishes it: what an extension API server behind an APIService needs to
+// authenticate the aggregator's requests — the front-proxy CA and the names and headers it
+// sends the user in — and the cluster's client CA. Extension servers read it with the
+// extension-apiserver-authentication-reader Role.
+func (b bootstrap) ensureExtensionAuthentication(ctx context.Context) error {
+	if len(b.clientCA) == 0 || len(b.frontProxyCA) == 0 {
+		return nil
+	}
+	want := map[string]string{
+		"client-ca-file":                     string(b.clientCA),
+		"requestheader-client-ca-file":       string(b.frontProxyCA),
+		"requestheader-allowed-names":        `["` + pki.FrontProxyClientName + `"]`,
+		"requestheader-username-headers":     `["X-Remote-User"]`,
+		"requestheader-group-headers":        `["X-Remote-Group"]`,
+		"requestheader-extra-headers-prefix": `["X-Remote-Extra-"]`,
+		"requestheader-uid-headers":          `["X-Remote-Uid"]`,
+	}
+	cms := b.client.CoreV1().ConfigMaps(metav1.NamespaceSystem)
+	cur, err := cms.Get(ctx, "extension-apiserver-authentication", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "extension-apiserver-authentication",
+			Namespace: metav1.NamespaceSystem}, Data: want}, metav1.CreateOptions{})
+		return err
+	}
+	if err != nil || apiequality.Semantic.DeepEqual(cur.Data, want) {
+		return err
+	}
+	cur.Data = want
+	_, err = cms.Update(ctx, cur, metav1.UpdateOptions{})
+	return err
 }
 
 // ensureTokenSecret keeps the join token's Secret as the token file says; deleting the Secret

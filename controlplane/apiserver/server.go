@@ -58,6 +58,9 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
+	aggregatorapiserver "k8s.io/kube-aggregator/pkg/apiserver"
+	aggregatorscheme "k8s.io/kube-aggregator/pkg/apiserver/scheme"
+	aggregatoropenapi "k8s.io/kube-aggregator/pkg/generated/openapi"
 	openapicommon "k8s.io/kube-openapi/pkg/common"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	"k8s.io/utils/clock"
@@ -220,11 +223,22 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 	defer etcdClient.Close()
 
-	srv, az, scraper, err := newServer(o, log, certs, etcdTLS, etcdClient, ipRange, portRange)
+	agg, az, scraper, err := newServer(o, log, certs, etcdTLS, etcdClient, ipRange, portRange)
 	if err != nil {
 		return err
 	}
+	// Hooks go on the outermost server, the aggregator: it runs its delegates' hooks as they
+	// were when it was built, and only its own after that.
+	srv := agg.GenericAPIServer
 	srv.AddPostStartHookOrDie("rbac/bootstrap-roles", az.postStartHook(ctx, log))
+	clientCA, err := os.ReadFile(certs.CA().Cert)
+	if err != nil {
+		return err
+	}
+	frontProxyCA, err := os.ReadFile(certs.FrontProxyCA().Cert)
+	if err != nil {
+		return err
+	}
 	// Every API server on this etcd announces itself; the kubernetes Service lists them all
 	// (upstream's lease endpoint reconciler). A clean stop withdraws the announcement.
 	peers := &peerLeases{client: etcdClient, own: o.AdvertiseAddress.String()}
@@ -243,7 +257,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			return err
 		}
 		b := bootstrap{client: client, advertise: o.AdvertiseAddress, port: o.SecurePort, serviceIP: serviceIP.String(), serviceCIDR: o.ServiceCIDR,
-			joinToken: join.Token, peers: peers, log: log}
+			joinToken: join.Token, peers: peers, clientCA: clientCA, frontProxyCA: frontProxyCA, log: log}
 		// The first reconcile finishes before the hook returns, so /readyz passes only once the
 		// built-in namespaces and the kubernetes Service exist.
 		if err := wait.PollUntilContextTimeout(hc, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -257,7 +271,10 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		}
 		return nil
 	})
-	prepared := srv.PrepareRun()
+	prepared, err := agg.PrepareRun()
+	if err != nil {
+		return err
+	}
 	log.Info("API server starting", "address", server, "etcd", servers, "kubeconfig", dirs.Kubeconfig("admin"))
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -276,7 +293,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	// The metrics scraper only ends with the server; a node it cannot read is logged and
 	// missing from metrics.k8s.io.
 	go func() { _ = scraper.Run(runCtx) }()
-	if err := prepared.RunWithContext(runCtx); err != nil {
+	if err := prepared.Run(runCtx); err != nil {
 		return err
 	}
 	if cause := context.Cause(runCtx); cause != nil && ctx.Err() == nil {
@@ -287,7 +304,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 
 // newServer builds the generic API server and installs skiff's API groups.
 func newServer(o Options, log *slog.Logger, layout pki.Layout, etcdTLS storagebackend.TransportConfig, etcdClient *clientv3.Client,
-	ipRange *allocator.IPRange, portRange allocator.PortRange) (*genericapiserver.GenericAPIServer, *authz, *metrics.Scraper, error) {
+	ipRange *allocator.IPRange, portRange allocator.PortRange) (*aggregatorapiserver.APIAggregator, *authz, *metrics.Scraper, error) {
 	cfg := genericapiserver.NewConfig(scheme.Codecs)
 	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
 	if errs := o.Audit.Validate(); len(errs) > 0 {
@@ -386,11 +403,13 @@ func newServer(o Options, log *slog.Logger, layout pki.Layout, etcdTLS storageba
 	}
 	cfg.Authorization.Authorizer = az.authorizer
 
-	// The documents cover skiff's types and apiextensions' (CustomResourceDefinitions).
-	namer := openapinamer.NewDefinitionNamer(scheme.Scheme, apiextensionsapiserver.Scheme)
+	// The documents cover skiff's types, apiextensions' (CustomResourceDefinitions) and the
+	// aggregator's (APIServices).
+	namer := openapinamer.NewDefinitionNamer(scheme.Scheme, apiextensionsapiserver.Scheme, aggregatorscheme.Scheme)
 	definitions := func(ref openapicommon.ReferenceCallback) map[string]openapicommon.OpenAPIDefinition {
 		out := openapi.GetOpenAPIDefinitions(ref)
 		maps.Copy(out, apiextensionsopenapi.GetOpenAPIDefinitions(ref))
+		maps.Copy(out, aggregatoropenapi.GetOpenAPIDefinitions(ref))
 		return out
 	}
 	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(definitions, namer)
@@ -568,7 +587,13 @@ func newServer(o Options, log *slog.Logger, layout pki.Layout, etcdTLS storageba
 			return nil, nil, nil, fmt.Errorf("install %v: %w", versions, err)
 		}
 	}
-	return srv, az, scraper, nil
+	// The aggregation layer goes in front of it all, once every group is installed (it
+	// registers an APIService for each).
+	agg, err := newAggregator(cfg, etcdOpts, quotaInformers, resolver, layout, srv, crds.Informers.Apiextensions().V1().CustomResourceDefinitions())
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("aggregation layer: %w", err)
+	}
+	return agg, az, scraper, nil
 }
 
 // newAuthenticator accepts client certificates of the cluster CA (user = CN, groups = O),

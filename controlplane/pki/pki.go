@@ -78,11 +78,22 @@ func (l Layout) EtcdPeer() Pair { return l.pair("etcd/peer") }
 // EtcdHealthcheckClient is the client certificate that etcdctl and probes use.
 func (l Layout) EtcdHealthcheckClient() Pair { return l.pair("etcd/healthcheck-client") }
 
+// FrontProxyCA signs the client certificate the aggregation layer presents to extension
+// API servers (kubeadm's front-proxy-ca).
+func (l Layout) FrontProxyCA() Pair { return l.pair("front-proxy-ca") }
+
+// FrontProxyClient is that client certificate (CN=front-proxy-client).
+func (l Layout) FrontProxyClient() Pair { return l.pair("front-proxy-client") }
+
 // SAKey and SAPub are the service-account token signing key pair.
 func (l Layout) SAKey() string { return filepath.Join(l.Dir, "sa.key") }
 
 // SAPub is the public half of SAKey.
 func (l Layout) SAPub() string { return filepath.Join(l.Dir, "sa.pub") }
+
+// FrontProxyClientName is the aggregation layer's client certificate's common name, the one
+// extension API servers allow (requestheader-allowed-names).
+const FrontProxyClientName = "front-proxy-client"
 
 // Ensure creates whatever part of the PKI is missing and returns its layout.
 func Ensure(o Options) (Layout, error) {
@@ -95,6 +106,10 @@ func Ensure(o Options) (Layout, error) {
 		return l, err
 	}
 	etcdCA, err := ensureCA(l.EtcdCA(), "etcd-ca")
+	if err != nil {
+		return l, err
+	}
+	frontProxyCA, err := ensureCA(l.FrontProxyCA(), "front-proxy-ca")
 	if err != nil {
 		return l, err
 	}
@@ -123,6 +138,8 @@ func Ensure(o Options) (Layout, error) {
 		{l.EtcdHealthcheckClient(), etcdCA, x509.Certificate{Subject: pkix.Name{CommonName: "kube-etcd-healthcheck-client"}},
 			[]x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}},
 		{l.APIServerEtcdClient(), etcdCA, x509.Certificate{Subject: pkix.Name{CommonName: "kube-apiserver-etcd-client"}},
+			[]x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}},
+		{l.FrontProxyClient(), frontProxyCA, x509.Certificate{Subject: pkix.Name{CommonName: FrontProxyClientName}},
 			[]x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}},
 	}
 	for _, leaf := range leaves {

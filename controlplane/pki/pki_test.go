@@ -18,7 +18,7 @@ import (
 func allFiles(l Layout) []string {
 	files := []string{l.SAKey(), l.SAPub()}
 	for _, p := range []Pair{l.CA(), l.APIServer(), l.APIServerKubeletClient(), l.APIServerEtcdClient(),
-		l.EtcdCA(), l.EtcdServer(), l.EtcdPeer(), l.EtcdHealthcheckClient()} {
+		l.EtcdCA(), l.EtcdServer(), l.EtcdPeer(), l.EtcdHealthcheckClient(), l.FrontProxyCA(), l.FrontProxyClient()} {
 		files = append(files, p.Cert, p.Key)
 	}
 	return files
@@ -64,6 +64,7 @@ func TestLayout(t *testing.T) {
 		l.APIServerEtcdClient().Cert: "/p/apiserver-etcd-client.crt", l.EtcdCA().Cert: "/p/etcd/ca.crt",
 		l.EtcdServer().Key: "/p/etcd/server.key", l.EtcdPeer().Cert: "/p/etcd/peer.crt",
 		l.EtcdHealthcheckClient().Cert: "/p/etcd/healthcheck-client.crt", l.SAKey(): "/p/sa.key", l.SAPub(): "/p/sa.pub",
+		l.FrontProxyCA().Cert: "/p/front-proxy-ca.crt", l.FrontProxyClient().Key: "/p/front-proxy-client.key",
 	} {
 		if got != want {
 			t.Errorf("path %s, want %s", got, want)
@@ -94,8 +95,9 @@ func TestEnsureCreatesLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// ca, apiserver, apiserver-kubelet-client, apiserver-etcd-client pairs, sa.key, sa.pub, etcd/
-	if len(entries) != 4*2+2+1 {
+	// ca, apiserver, apiserver-kubelet-client, apiserver-etcd-client, front-proxy-ca,
+	// front-proxy-client pairs, sa.key, sa.pub, etcd/
+	if len(entries) != 6*2+2+1 {
 		var names []string
 		for _, e := range entries {
 			names = append(names, e.Name())
