@@ -57,6 +57,7 @@ var builtinPriorities = map[schema.GroupVersion]apiServicePriority{
 	{Group: "discovery.k8s.io", Version: "v1"}:             {16200, 15},
 	{Group: "resource.k8s.io", Version: "v1"}:              {16200, 21},
 	{Group: "flowcontrol.apiserver.k8s.io", Version: "v1"}: {16100, 21},
+	{Group: "storagemigration.k8s.io", Version: "v1"}:      {15800, 15},
 	// Served by skiff where clusters run metrics-server, with the priorities of its APIService.
 	{Group: "metrics.k8s.io", Version: "v1beta1"}: {100, 100},
 }

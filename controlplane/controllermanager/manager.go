@@ -13,12 +13,15 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/skiff-sh/skiff/controlplane/controllers/clusterdns"
@@ -47,6 +50,7 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/controllers/serviceaccount"
 	"github.com/skiff-sh/skiff/controlplane/controllers/statefulset"
 	"github.com/skiff-sh/skiff/controlplane/controllers/storageprotection"
+	"github.com/skiff-sh/skiff/controlplane/controllers/storageversionmigrator"
 	"github.com/skiff-sh/skiff/controlplane/controllers/ttlafterfinished"
 	"github.com/skiff-sh/skiff/controlplane/healthserver"
 	"github.com/skiff-sh/skiff/controlplane/leader"
@@ -231,6 +235,14 @@ func runControllers(ctx context.Context, cfg *rest.Config, root kubernetes.Inter
 		}},
 		{cronjob.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
 			return cronjob.New(c, factory.Batch().V1().CronJobs(), factory.Batch().V1().Jobs(), recorder(cronjob.Name), log), nil
+		}},
+		{storageversionmigrator.Name, func(c kubernetes.Interface, ccfg *rest.Config) (runner, error) {
+			dyn, err := dynamic.NewForConfig(ccfg)
+			if err != nil {
+				return nil, err
+			}
+			mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(c.Discovery()))
+			return storageversionmigrator.New(c, dyn, mapper, factory.Storagemigration().V1().StorageVersionMigrations(), log), nil
 		}},
 		{ttlafterfinished.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
 			return ttlafterfinished.New(c, factory.Batch().V1().Jobs(), log), nil

@@ -2,6 +2,7 @@ package printers
 
 import (
 	"fmt"
+	storagemigrationv1 "k8s.io/api/storagemigration/v1"
 	"sort"
 	"strings"
 
@@ -444,3 +445,9 @@ var MutatingAdmissionPolicyBindings = New(func(o runtime.Object) []any {
 	}
 	return []any{b.Spec.PolicyName, ref, Age(b.CreationTimestamp)}
 }, Column{Name: "PolicyName"}, Column{Name: "ParamRef"}, AgeColumn)
+
+// StorageVersionMigrations prints NAME RESOURCE AGE.
+var StorageVersionMigrations = New(func(o runtime.Object) []any {
+	m := o.(*storagemigrationv1.StorageVersionMigration)
+	return []any{m.Spec.Resource.String(), Age(m.CreationTimestamp)}
+}, Column{Name: "Resource"}, AgeColumn)

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"crypto/tls"
+	storagemigrationv1 "k8s.io/api/storagemigration/v1"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -111,6 +112,10 @@ func Storage(o Options) (map[schema.GroupVersion]map[string]rest.Storage, error)
 			return add(autoscalingv2.SchemeGroupVersion, m, nil)
 		},
 		func() error { m, err := flowControl(opts); return add(flowcontrolv1.SchemeGroupVersion, m, err) },
+		func() error {
+			m, err := storageMigrations(opts)
+			return add(storagemigrationv1.SchemeGroupVersion, m, err)
+		},
 		func() error {
 			m, err := admissionRegistration(opts)
 			return add(admissionregistrationv1.SchemeGroupVersion, m, err)

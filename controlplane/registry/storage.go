@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"errors"
+	storagemigrationv1 "k8s.io/api/storagemigration/v1"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -194,6 +195,18 @@ func admissionRegistration(opts generic.RESTOptionsGetter) (map[string]rest.Stor
 			}))
 		},
 	)
+}
+
+// storageMigrations serves storagemigration.k8s.io/v1 StorageVersionMigrations (+status),
+// which the storage-version-migrator controller carries out.
+func storageMigrations(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
+	return only(serveKind(opts, kind[*storagemigrationv1.StorageVersionMigration]{
+		resource: resource{gr: storagemigrationv1.Resource("storageversionmigrations"), singular: "storageversionmigration",
+			newObj:  func() runtime.Object { return &storagemigrationv1.StorageVersionMigration{} },
+			newList: func() runtime.Object { return &storagemigrationv1.StorageVersionMigrationList{} },
+			printer: printers.StorageVersionMigrations},
+		status: true, validate: validation.StorageVersionMigration, validateUpdate: validation.StorageVersionMigrationUpdate,
+	}))
 }
 
 // storageAPIs serves storage.k8s.io/v1: StorageClasses, CSIDrivers, CSINodes,

@@ -32,6 +32,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	storagemigrationv1 "k8s.io/api/storagemigration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -73,6 +74,7 @@ var Served = []schema.GroupVersion{
 	flowcontrolv1.SchemeGroupVersion,
 	admissionregistrationv1.SchemeGroupVersion,
 	metricsv1beta1.SchemeGroupVersion,
+	storagemigrationv1.SchemeGroupVersion,
 }
 
 // groups pairs each group's registration with the Go package that defines its types, so the
@@ -106,6 +108,7 @@ var groups = []struct {
 	{gv: flowcontrolv1.SchemeGroupVersion, install: flowcontrolv1.AddToScheme, sample: flowcontrolv1.FlowSchema{}},
 	{gv: admissionregistrationv1.SchemeGroupVersion, install: admissionregistrationv1.AddToScheme, sample: admissionregistrationv1.ValidatingWebhookConfiguration{}},
 	{gv: metricsv1beta1.SchemeGroupVersion, install: metricsv1beta1.AddToScheme, sample: metricsv1beta1.NodeMetrics{}},
+	{gv: storagemigrationv1.SchemeGroupVersion, install: storagemigrationv1.AddToScheme, sample: storagemigrationv1.StorageVersionMigration{}},
 }
 
 func init() {

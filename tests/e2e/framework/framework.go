@@ -251,6 +251,9 @@ func (s *Server) Kill() {
 	}
 }
 
+// AddArgs appends flags for the next Start (a restart with another configuration).
+func (s *Server) AddArgs(args ...string) { s.args = append(s.args, args...) }
+
 // Args are the server's command-line arguments.
 func (s *Server) Args() []string { return s.args }
 

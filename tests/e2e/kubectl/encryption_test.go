@@ -3,6 +3,7 @@ package kubectl
 import (
 	"context"
 	"encoding/base64"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -81,4 +82,39 @@ func TestSecretsEncryption(t *testing.T) {
 	if got := read(); got != "hunter2" {
 		t.Fatalf("read back after the prune %q", got)
 	}
+}
+
+// TestStorageVersionMigration turns encryption on for a server that already holds a Secret
+// in clear, then migrates Secrets with a StorageVersionMigration, as upstream's docs say to:
+// the migration succeeds and etcd then holds the Secret encrypted.
+func TestStorageVersionMigration(t *testing.T) {
+	s := framework.StartServer(t)
+	kc := framework.Kubectl(t, 33)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	run := runner(ctx, t, s, kc)
+	run(false, "create", "secret", "generic", "old", "--from-literal=password=hunter2")
+	stored := func() string { return s.Etcdctl(t, "get", "/registry/secrets/default/old", "--print-value-only") }
+	if v := stored(); !strings.Contains(v, "hunter2") {
+		t.Fatalf("without encryption the Secret should be in clear: %q", v[:min(len(v), 40)])
+	}
+	s.Stop()
+	s.AddArgs("--secrets-encryption")
+	s.Start()
+	if v := stored(); !strings.Contains(v, "hunter2") {
+		t.Fatal("turning encryption on rewrote the Secret by itself")
+	}
+	f := t.TempDir() + "/svm.yaml"
+	if err := os.WriteFile(f, []byte("apiVersion: storagemigration.k8s.io/v1\nkind: StorageVersionMigration\nmetadata: {name: secrets}\nspec:\n  resource: {resource: secrets}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(false, "create", "-f", f)
+	framework.Eventually(t, 60*time.Second, "the migration Succeeded", func() (bool, string) {
+		out := run(false, "get", "storageversionmigration", "secrets", "-o", `jsonpath={.status.conditions[?(@.type=="Succeeded")].status}`)
+		return out == "True", out
+	})
+	if v := stored(); !strings.HasPrefix(v, "k8s:enc:aescbc:v1:") || strings.Contains(v, "hunter2") {
+		t.Errorf("after the migration the Secret is stored as %q", v[:min(len(v), 40)])
+	}
+	containsAll(t, run(false, "get", "storageversionmigrations"), "secrets", "RESOURCE")
 }
