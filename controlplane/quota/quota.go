@@ -95,6 +95,7 @@ func (e evaluator) MatchingResources(input []corev1.ResourceName) []corev1.Resou
 	var out []corev1.ResourceName
 	for _, r := range input {
 		if known.Has(r) || (e.gr.Resource == "persistentvolumeclaims" && strings.Contains(string(r), storageClassSuffix)) ||
+			(e.gr.Resource == "pods" && podExtendedQuota(r)) ||
 			string(r) == "count/"+e.gr.Resource || string(r) == "count/"+e.gr.Resource+"."+e.gr.Group {
 			out = append(out, r)
 		}
@@ -212,6 +213,15 @@ func (podEvaluator) Constraints(required []corev1.ResourceName, item runtime.Obj
 // computeUsage is what requests and limits charge, under both of upstream's names.
 func computeUsage(requests, limits corev1.ResourceList) corev1.ResourceList {
 	out := corev1.ResourceList{corev1.ResourcePods: one()}
+	for name, q := range requests {
+		switch {
+		case isExtendedResource(name):
+			// Extended resources are quotaed by their requests only, as upstream.
+			out[corev1.DefaultResourceRequestsPrefix+name] = q
+		case strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix):
+			out[name], out[corev1.ResourceRequestsHugePagesPrefix+name[len(corev1.ResourceHugePagesPrefix):]] = q, q
+		}
+	}
 	for _, r := range []struct{ name, req, lim corev1.ResourceName }{
 		{corev1.ResourceCPU, corev1.ResourceRequestsCPU, corev1.ResourceLimitsCPU},
 		{corev1.ResourceMemory, corev1.ResourceRequestsMemory, corev1.ResourceLimitsMemory},
@@ -225,6 +235,25 @@ func computeUsage(requests, limits corev1.ResourceList) corev1.ResourceList {
 		}
 	}
 	return out
+}
+
+// isExtendedResource says whether a container resource is an extended one (example.com/dongle):
+// a domain-qualified name outside kubernetes.io.
+func isExtendedResource(name corev1.ResourceName) bool {
+	domain, _, ok := strings.Cut(string(name), "/")
+	if !ok || strings.HasPrefix(string(name), corev1.DefaultResourceRequestsPrefix) {
+		return false
+	}
+	return domain != "kubernetes.io" && !strings.HasSuffix(domain, ".kubernetes.io")
+}
+
+// podExtendedQuota says whether a quota resource is charged by pods beyond the fixed ones:
+// requests of an extended resource, and huge pages.
+func podExtendedQuota(r corev1.ResourceName) bool {
+	if rest, ok := strings.CutPrefix(string(r), corev1.DefaultResourceRequestsPrefix); ok && isExtendedResource(corev1.ResourceName(rest)) {
+		return true
+	}
+	return strings.HasPrefix(string(r), corev1.ResourceHugePagesPrefix) || strings.HasPrefix(string(r), corev1.ResourceRequestsHugePagesPrefix)
 }
 
 // PodUsage is what a pod charges: its object count always; its compute resources (and the

@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,28 @@ func TestPodUsage(t *testing.T) {
 	}
 	if u, _ := PodUsage(stuck, testclock.NewFakeClock(time.Unix(1010, 0))); len(u) == 1 {
 		t.Error("a pod within its grace stopped being charged")
+	}
+}
+
+func TestPodUsageExtendedResources(t *testing.T) {
+	u, err := PodUsage(podWith(rl("example.com/dongle", "2", "hugepages-2Mi", "4Mi", "kubernetes.io/other", "1"), rl("example.com/dongle", "2")), clock.RealClock{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[corev1.ResourceName]string{"requests.example.com/dongle": "2", "hugepages-2Mi": "4Mi", "requests.hugepages-2Mi": "4Mi"} {
+		if q := u[name]; q.String() != want {
+			t.Errorf("%s = %s, want %s (%v)", name, q.String(), want, u)
+		}
+	}
+	for _, name := range []corev1.ResourceName{"example.com/dongle", "limits.example.com/dongle", "requests.kubernetes.io/other"} {
+		if _, ok := u[name]; ok {
+			t.Errorf("%s charged: only requests of an extended resource are quotaed", name)
+		}
+	}
+	e := newPodEvaluator(nil, clock.RealClock{})
+	got := e.MatchingResources([]corev1.ResourceName{"requests.example.com/dongle", "example.com/dongle", "requests.hugepages-1Gi", "cpu", "services"})
+	if want := []corev1.ResourceName{"requests.example.com/dongle", "requests.hugepages-1Gi", "cpu"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("matching %v, want %v", got, want)
 	}
 }
 
