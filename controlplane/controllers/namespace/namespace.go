@@ -69,13 +69,17 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		return nil
 	}
 	if slices.Contains(ns.Spec.Finalizers, corev1.FinalizerKubernetes) {
-		left, err := c.deleteContent(ctx, name)
-		if err != nil {
+		r := c.deleteContent(ctx, name)
+		if err := c.writeConditions(ctx, ns, Conditions(r, time.Now())); err != nil {
 			return err
 		}
-		if len(left) > 0 {
+		if len(r.Errors) > 0 || len(r.Remaining) > 0 {
 			c.loop.AddAfter(name, 2*time.Second)
 			return nil
+		}
+		ns, err = c.namespaces.Get(name)
+		if err != nil {
+			return err
 		}
 		ns = ns.DeepCopy()
 		ns.Spec.Finalizers = slices.DeleteFunc(ns.Spec.Finalizers, func(f corev1.FinalizerName) bool { return f == corev1.FinalizerKubernetes })
@@ -96,47 +100,158 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	return err
 }
 
-// deleteContent deletes everything in the namespace and returns the resources that still
-// have objects (graceful deletions in progress, finalizers pending).
-func (c *Controller) deleteContent(ctx context.Context, ns string) ([]string, error) {
+// Report is what one pass over a terminating namespace found.
+type Report struct {
+	// DiscoveryErr is set when the served resources could not all be listed.
+	DiscoveryErr error
+	// Errors are failures to delete or list content (pods not gone yet among them: their
+	// deletion comes first).
+	Errors []error
+	// Remaining counts the objects left per resource, Finalizers those left per finalizer.
+	Remaining  map[string]int
+	Finalizers map[string]int
+}
+
+// deleteContent deletes everything in the namespace, pods first as upstream's ordered
+// namespace deletion: until every pod is gone nothing else is deleted, so a pod's
+// ConfigMaps, Secrets and volumes stay while it shuts down.
+func (c *Controller) deleteContent(ctx context.Context, ns string) Report {
+	r := Report{Remaining: map[string]int{}, Finalizers: map[string]int{}}
 	lists, err := c.discovery.ServerPreferredNamespacedResources()
-	if err != nil && len(lists) == 0 {
-		return nil, err
+	if err != nil {
+		r.DiscoveryErr = err
+		if len(lists) == 0 {
+			return r
+		}
 	}
-	var left []string
-	seen := sets.New[string]()
+	pods := corev1.SchemeGroupVersion.WithResource("pods")
+	if n := c.deleteResource(ctx, ns, pods, true, &r); n > 0 {
+		r.Errors = append(r.Errors, fmt.Errorf("unexpected items still remain in namespace: %s for gvr: %v", ns, pods))
+		return r
+	}
+	seen := sets.New("pods")
 	for _, l := range lists {
 		gv, err := schema.ParseGroupVersion(l.GroupVersion)
 		if err != nil {
 			continue
 		}
-		for _, r := range l.APIResources {
-			verbs := sets.New(r.Verbs...)
-			if strings.Contains(r.Name, "/") || !verbs.Has("list") || !verbs.Has("delete") || seen.Has(r.Name) {
+		for _, res := range l.APIResources {
+			verbs := sets.New(res.Verbs...)
+			if strings.Contains(res.Name, "/") || !verbs.Has("list") || !verbs.Has("delete") || seen.Has(res.Name) {
 				continue
 			}
-			seen.Insert(r.Name) // events and events.k8s.io events are the same objects
-			res := c.metadata.Resource(gv.WithResource(r.Name)).Namespace(ns)
-			if verbs.Has("deletecollection") {
-				if err := res.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil && !apierrors.IsNotFound(err) {
-					return nil, fmt.Errorf("delete %s in %s: %w", r.Name, ns, err)
-				}
-			}
-			items, err := res.List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return nil, err
-			}
-			for _, it := range items.Items {
-				if it.DeletionTimestamp == nil {
-					if err := res.Delete(ctx, it.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-						return nil, err
-					}
-				}
-			}
-			if len(items.Items) > 0 {
-				left = append(left, r.Name)
-			}
+			seen.Insert(res.Name) // events and events.k8s.io events are the same objects
+			c.deleteResource(ctx, ns, gv.WithResource(res.Name), verbs.Has("deletecollection"), &r)
 		}
 	}
-	return left, nil
+	return r
+}
+
+// deleteResource deletes one resource's objects in ns and returns how many are left.
+func (c *Controller) deleteResource(ctx context.Context, ns string, gvr schema.GroupVersionResource, collection bool, r *Report) int {
+	res := c.metadata.Resource(gvr).Namespace(ns)
+	if collection {
+		if err := res.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsMethodNotSupported(err) {
+			r.Errors = append(r.Errors, fmt.Errorf("delete %s in %s: %w", gvr.Resource, ns, err))
+		}
+	}
+	items, err := res.List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) {
+		return 0
+	}
+	if err != nil {
+		r.Errors = append(r.Errors, fmt.Errorf("list %s in %s: %w", gvr.Resource, ns, err))
+		return 0
+	}
+	for _, it := range items.Items {
+		if it.DeletionTimestamp == nil {
+			if err := res.Delete(ctx, it.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				r.Errors = append(r.Errors, fmt.Errorf("delete %s %s/%s: %w", gvr.Resource, ns, it.Name, err))
+			}
+		}
+		for _, f := range it.Finalizers {
+			r.Finalizers[f]++
+		}
+	}
+	if n := len(items.Items); n > 0 {
+		key := gvr.Resource
+		if gvr.Group != "" {
+			key += "." + gvr.Group
+		}
+		r.Remaining[key] += n
+		return n
+	}
+	return 0
+}
+
+// Conditions are the namespace's deletion conditions for a report, with upstream's types,
+// reasons and messages; a condition that holds nothing is False.
+func Conditions(r Report, now time.Time) []corev1.NamespaceCondition {
+	cond := func(t corev1.NamespaceConditionType, bad bool, okReason, badReason, msg string) corev1.NamespaceCondition {
+		c := corev1.NamespaceCondition{Type: t, Status: corev1.ConditionFalse, Reason: okReason, LastTransitionTime: metav1.NewTime(now)}
+		if bad {
+			c.Status, c.Reason, c.Message = corev1.ConditionTrue, badReason, msg
+		}
+		return c
+	}
+	var discoveryMsg string
+	if r.DiscoveryErr != nil {
+		discoveryMsg = "Discovery failed for some groups: " + r.DiscoveryErr.Error()
+	}
+	var failures []string
+	for _, e := range r.Errors {
+		failures = append(failures, e.Error())
+	}
+	return []corev1.NamespaceCondition{
+		cond(corev1.NamespaceDeletionDiscoveryFailure, r.DiscoveryErr != nil, "ResourcesDiscovered", "DiscoveryFailed", discoveryMsg),
+		cond(corev1.NamespaceDeletionGVParsingFailure, false, "ParsedGroupVersions", "GroupVersionParsingFailed", ""),
+		cond(corev1.NamespaceDeletionContentFailure, len(r.Errors) > 0, "ContentDeleted", "ContentDeletionFailed",
+			fmt.Sprintf("Failed to delete all resource types, %d remaining: %s", len(r.Errors), strings.Join(failures, ", "))),
+		cond(corev1.NamespaceContentRemaining, len(r.Remaining) > 0, "ContentRemoved", "SomeResourcesRemain",
+			"Some resources are remaining: "+counts(r.Remaining, "%s has %d resource instances")),
+		cond(corev1.NamespaceFinalizersRemaining, len(r.Finalizers) > 0, "ContentHasNoFinalizers", "SomeFinalizersRemain",
+			"Some content in the namespace has finalizers remaining: "+counts(r.Finalizers, "%s in %d resource instances")),
+	}
+}
+
+func counts(m map[string]int, format string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf(format, k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// writeConditions puts the conditions on the namespace's status when they changed (a kept
+// condition keeps its transition time).
+func (c *Controller) writeConditions(ctx context.Context, ns *corev1.Namespace, want []corev1.NamespaceCondition) error {
+	cp := ns.DeepCopy()
+	changed := false
+	for _, w := range want {
+		i := slices.IndexFunc(cp.Status.Conditions, func(c corev1.NamespaceCondition) bool { return c.Type == w.Type })
+		switch {
+		case i < 0:
+			cp.Status.Conditions = append(cp.Status.Conditions, w)
+			changed = true
+		case cp.Status.Conditions[i].Status != w.Status || cp.Status.Conditions[i].Reason != w.Reason || cp.Status.Conditions[i].Message != w.Message:
+			if cp.Status.Conditions[i].Status == w.Status {
+				w.LastTransitionTime = cp.Status.Conditions[i].LastTransitionTime
+			}
+			cp.Status.Conditions[i] = w
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	_, err := c.client.CoreV1().Namespaces().UpdateStatus(ctx, cp, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil // gone, or changed meanwhile: the next pass writes them
+	}
+	return err
 }

@@ -105,11 +105,25 @@ func (f *fixture) sync(t *testing.T, name string) {
 }
 
 // nsActions are the clientset's writes on namespaces ("create finalize", "delete").
+// nsActions are the writes to namespaces but status updates (the deletion conditions).
 func (f *fixture) nsActions() []ktesting.Action {
 	var out []ktesting.Action
 	for _, a := range f.client.Actions() {
-		if a.GetResource().Resource == "namespaces" {
+		if a.GetResource().Resource == "namespaces" && a.GetSubresource() != "status" {
 			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// conditions are the deletion conditions last written, by type.
+func (f *fixture) conditions() map[corev1.NamespaceConditionType]corev1.NamespaceCondition {
+	out := map[corev1.NamespaceConditionType]corev1.NamespaceCondition{}
+	for _, a := range f.client.Actions() {
+		if u, ok := a.(ktesting.UpdateAction); ok && a.GetSubresource() == "status" {
+			for _, c := range u.GetObject().(*corev1.Namespace).Status.Conditions {
+				out[c.Type] = c
+			}
 		}
 	}
 	return out
@@ -203,25 +217,47 @@ func TestSyncTerminatingNamespaceDeletesContentThenFinalizesAndDeletes(t *testin
 
 func TestSyncWaitsForContent(t *testing.T) {
 	f := newFixture(t, []*corev1.Namespace{terminating("doomed", corev1.FinalizerKubernetes)},
-		object("Pod", "doomed", "graceful", gracefullyDeleting),
+		object("Pod", "doomed", "graceful", gracefullyDeleting, func(o *metav1.PartialObjectMetadata) { o.Finalizers = []string{"e2e.example.com/f"} }),
 		object("ConfigMap", "doomed", "cm"))
 	f.sync(t, "doomed")
 	if acts := f.nsActions(); len(acts) != 0 {
 		t.Fatalf("namespace finalized with content left: %v", acts)
 	}
-	// The config map has no deletecollection: deleted one by one. The terminating pod is not
-	// deleted again.
-	if got := f.mdActions("delete"); len(got) != 1 || got[0] != "configmaps doomed/cm" {
-		t.Fatalf("deletes %v, want configmaps doomed/cm", got)
+	// Pods go first: while one is terminating, nothing else is deleted, and the namespace
+	// says why, as upstream's ordered deletion.
+	if got := f.mdActions("delete"); len(got) != 0 {
+		t.Fatalf("deletes %v while a pod is still terminating, want none", got)
 	}
-	// The pod finishes terminating: the next sync finalizes.
+	conds := f.conditions()
+	for typ, want := range map[corev1.NamespaceConditionType]string{
+		corev1.NamespaceDeletionContentFailure:   "True/ContentDeletionFailed/Failed to delete all resource types, 1 remaining: unexpected items still remain in namespace: doomed for gvr: /v1, Resource=pods",
+		corev1.NamespaceContentRemaining:         "True/SomeResourcesRemain/Some resources are remaining: pods has 1 resource instances",
+		corev1.NamespaceFinalizersRemaining:      "True/SomeFinalizersRemain/Some content in the namespace has finalizers remaining: e2e.example.com/f in 1 resource instances",
+		corev1.NamespaceDeletionDiscoveryFailure: "False/ResourcesDiscovered/",
+	} {
+		c := conds[typ]
+		if got := string(c.Status) + "/" + c.Reason + "/" + c.Message; got != want {
+			t.Errorf("%s: %q, want %q", typ, got, want)
+		}
+	}
+	// The pod finishes terminating: the config map, which has no deletecollection, is
+	// deleted one by one (counted as remaining in that pass, as upstream), and the sync after
+	// finalizes.
 	if err := f.md.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, "doomed", "graceful"); err != nil {
 		t.Fatal(err)
 	}
 	f.client.ClearActions()
 	f.sync(t, "doomed")
+	if got := f.mdActions("delete"); len(got) != 1 || got[0] != "configmaps doomed/cm" {
+		t.Fatalf("deletes %v, want configmaps doomed/cm", got)
+	}
+	f.client.ClearActions()
+	f.sync(t, "doomed")
 	if acts := f.nsActions(); len(acts) != 2 || acts[0].GetSubresource() != "finalize" || acts[1].GetVerb() != "delete" {
 		t.Fatalf("actions %v, want finalize and delete", acts)
+	}
+	if c := f.conditions()[corev1.NamespaceContentRemaining]; c.Status != corev1.ConditionFalse || c.Reason != "ContentRemoved" {
+		t.Errorf("after the content went: %+v", c)
 	}
 }
 
