@@ -24,14 +24,16 @@ type Sources struct {
 	Agnhost, KubeSrc string
 	// Busybox is Debian's busybox-static; Pause skiff's own pause binary.
 	Busybox, Pause string
+	// SampleAPIServer is a static build of k8s.io/sample-apiserver; Etcd Debian's etcd.
+	SampleAPIServer, Etcd string
 }
 
 // builder makes the image for one repository (the reference without registry and tag).
 type builder func(src Sources, ref string) (oci.Image, error)
 
 // builders knows every image the [Conformance] specs use that can be made from Debian's
-// packages and Go source. The others (sample-apiserver, etcd, …) are
-// reported as not built, and their specs fail with ErrImagePull, named in RESULTS.md.
+// packages and Go source. The others are reported as not built, and their specs fail with
+// ErrImagePull, named in RESULTS.md.
 var builders = map[string]builder{
 	"e2e-test-images/agnhost":           agnhostImage(nil),
 	"e2e-test-images/kitten":            agnhostImage(pages("kitten")),
@@ -40,6 +42,8 @@ var builders = map[string]builder{
 	"e2e-test-images/nonroot":           busyboxImage("1234"),
 	"e2e-test-images/nginx":             nginxImage,
 	"e2e-test-images/glibc-dns-testing": glibcDNSImage,
+	"e2e-test-images/sample-apiserver":  sampleAPIServerImage,
+	"etcd":                              etcdImage,
 	"pause":                             pauseImage,
 }
 
@@ -349,4 +353,38 @@ func pauseImage(src Sources, ref string) (oci.Image, error) {
 		return oci.Image{}, err
 	}
 	return oci.Image{Entrypoint: []string{"/pause"}, Files: []oci.File{{Path: "/pause", Mode: 0o755, Data: b}}}, nil
+}
+
+// sampleAPIServerImage is upstream's sample-apiserver (the aggregation layer's spec runs it
+// behind an APIService): a build of k8s.io/sample-apiserver as /sample-apiserver over busybox.
+func sampleAPIServerImage(src Sources, ref string) (oci.Image, error) {
+	bin, err := os.ReadFile(src.SampleAPIServer)
+	if err != nil {
+		return oci.Image{}, err
+	}
+	b, err := base(src)
+	if err != nil {
+		return oci.Image{}, err
+	}
+	return oci.Image{Entrypoint: []string{"/sample-apiserver"}, Env: []string{imagePath},
+		Files: dedupe(append([]oci.File{{Path: "/sample-apiserver", Mode: 0o755, Data: bin}}, b...))}, nil
+}
+
+// etcdImage is registry.k8s.io/etcd as the sample-apiserver's spec uses it: Debian's etcd
+// (etcd-server) with its libraries, at /usr/local/bin/etcd.
+func etcdImage(src Sources, ref string) (oci.Image, error) {
+	files, err := withLibraries(src.Etcd)
+	if err != nil {
+		return oci.Image{}, fmt.Errorf("%w (Debian's etcd-server: make deps installs it)", err)
+	}
+	bin, err := os.ReadFile(src.Etcd)
+	if err != nil {
+		return oci.Image{}, err
+	}
+	files = append(files, oci.File{Path: "/usr/local/bin/etcd", Mode: 0o755, Data: bin}, oci.File{Path: "/var/lib/etcd", Dir: true, Mode: 0o700})
+	b, err := base(src)
+	if err != nil {
+		return oci.Image{}, err
+	}
+	return oci.Image{Env: []string{imagePath, "ETCD_DATA_DIR=/var/lib/etcd"}, Files: dedupe(append(files, b...))}, nil
 }

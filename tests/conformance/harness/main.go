@@ -28,16 +28,16 @@ import (
 )
 
 type options struct {
-	binDir, kubeSrc, skiff, pause, busybox, kubectl string
-	lab                                             string
-	nodes, procs                                    int
-	focus, skip, smoke                              string
-	work, out                                       string
-	e2eVersion                                      string
-	timeout                                         time.Duration
-	reportOnly                                      bool
-	base                                            string
-	duration, commit                                string
+	binDir, kubeSrc, skiff, pause, busybox, kubectl, etcd string
+	lab                                                   string
+	nodes, procs                                          int
+	focus, skip, smoke                                    string
+	work, out                                             string
+	e2eVersion                                            string
+	timeout                                               time.Duration
+	reportOnly                                            bool
+	base                                                  string
+	duration, commit                                      string
 }
 
 func main() {
@@ -47,6 +47,7 @@ func main() {
 	flag.StringVar(&o.skiff, "skiff", "bin/skiff", "the skiff binary the lab runs")
 	flag.StringVar(&o.pause, "pause", "bin/pause", "skiff's static pause binary")
 	flag.StringVar(&o.busybox, "busybox", "/bin/busybox", "a static busybox (Debian's busybox-static)")
+	flag.StringVar(&o.etcd, "etcd", "/usr/bin/etcd", "Debian's etcd (etcd-server), for the sample-apiserver's spec")
 	flag.StringVar(&o.kubectl, "kubectl", "/usr/lib/google-cloud-sdk/bin/kubectl.1.33", "the kubectl the specs run")
 	flag.StringVar(&o.lab, "lab", "conf", "name of the lab to bring up (and take down)")
 	flag.IntVar(&o.nodes, "nodes", 2, "worker nodes besides the master")
@@ -108,7 +109,8 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("e2e.test --list-images: %w", err)
 	}
-	src := Sources{Agnhost: filepath.Join(o.binDir, "agnhost"), KubeSrc: o.kubeSrc, Busybox: o.busybox, Pause: o.pause}
+	src := Sources{Agnhost: filepath.Join(o.binDir, "agnhost"), KubeSrc: o.kubeSrc, Busybox: o.busybox, Pause: o.pause,
+		SampleAPIServer: filepath.Join(o.binDir, "sample-apiserver"), Etcd: o.etcd}
 	archives, notBuilt, err := BuildImages(src, strings.Fields(string(listed)), filepath.Join(o.work, "images"))
 	if err != nil {
 		return err
