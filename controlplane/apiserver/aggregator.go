@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/apiserver/pkg/server/options"
@@ -24,6 +25,7 @@ import (
 	aggregatorscheme "k8s.io/kube-aggregator/pkg/apiserver/scheme"
 	apiregistrationclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset/typed/apiregistration/v1"
 	"k8s.io/kube-aggregator/pkg/controllers/autoregister"
+	aggregatoropenapi "k8s.io/kube-aggregator/pkg/generated/openapi"
 
 	"github.com/skiff-sh/skiff/controlplane/pki"
 )
@@ -88,8 +90,15 @@ func newAggregator(cfg *genericapiserver.Config, etcdOpts *options.EtcdOptions, 
 	aggCfg.PostStartHooks = map[string]genericapiserver.PostStartHookConfigEntry{}
 	aggCfg.RESTOptionsGetter = nil
 	// The aggregator serves /openapi/v2 and /openapi/v3 merged from its delegates' and the
-	// extension servers' documents (installed by its PrepareRun).
+	// extension servers' documents (installed by its PrepareRun). Its own definitions are its
+	// types only: a server holds its definitions' models for server-side apply, and a second
+	// copy of every built-in type's would cost tens of MiB for nothing.
 	aggCfg.SkipOpenAPIInstallation = true
+	namer := openapinamer.NewDefinitionNamer(aggregatorscheme.Scheme)
+	aggCfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(aggregatoropenapi.GetOpenAPIDefinitions, namer)
+	aggCfg.OpenAPIConfig.Info.Title = "Kubernetes"
+	aggCfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(aggregatoropenapi.GetOpenAPIDefinitions, namer)
+	aggCfg.OpenAPIV3Config.Info.Title = "Kubernetes"
 	aggEtcd := *etcdOpts
 	aggEtcd.StorageConfig.Codec = aggregatorscheme.Codecs.LegacyCodec(apiregistrationv1.SchemeGroupVersion, apiregistrationv1beta1.SchemeGroupVersion)
 	aggEtcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(apiregistrationv1.SchemeGroupVersion,

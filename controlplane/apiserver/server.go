@@ -59,8 +59,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
 	aggregatorapiserver "k8s.io/kube-aggregator/pkg/apiserver"
-	aggregatorscheme "k8s.io/kube-aggregator/pkg/apiserver/scheme"
-	aggregatoropenapi "k8s.io/kube-aggregator/pkg/generated/openapi"
 	openapicommon "k8s.io/kube-openapi/pkg/common"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	"k8s.io/utils/clock"
@@ -403,13 +401,11 @@ func newServer(o Options, log *slog.Logger, layout pki.Layout, etcdTLS storageba
 	}
 	cfg.Authorization.Authorizer = az.authorizer
 
-	// The documents cover skiff's types, apiextensions' (CustomResourceDefinitions) and the
-	// aggregator's (APIServices).
-	namer := openapinamer.NewDefinitionNamer(scheme.Scheme, apiextensionsapiserver.Scheme, aggregatorscheme.Scheme)
+	// The documents cover skiff's types and apiextensions' (CustomResourceDefinitions).
+	namer := openapinamer.NewDefinitionNamer(scheme.Scheme, apiextensionsapiserver.Scheme)
 	definitions := func(ref openapicommon.ReferenceCallback) map[string]openapicommon.OpenAPIDefinition {
 		out := openapi.GetOpenAPIDefinitions(ref)
 		maps.Copy(out, apiextensionsopenapi.GetOpenAPIDefinitions(ref))
-		maps.Copy(out, aggregatoropenapi.GetOpenAPIDefinitions(ref))
 		return out
 	}
 	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(definitions, namer)
