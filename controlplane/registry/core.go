@@ -64,6 +64,12 @@ func namespaces(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error)
 		return nil, err
 	}
 	main.Store.ReturnDeletedObject = true
+	// A terminating namespace with no metadata finalizers is deleted by an update only once
+	// its spec.finalizers are gone too (namespaces/finalize), as upstream: until then a
+	// status update (the namespace controller's conditions) or a label change must keep it.
+	main.Store.ShouldDeleteDuringUpdate = func(_ context.Context, _ string, obj, _ runtime.Object) bool {
+		return len(obj.(*corev1.Namespace).Spec.Finalizers) == 0
+	}
 	finalize := newStatusREST(main, statusStrategy{strategy: s})
 	finalize.store.UpdateStrategy = finalizeStrategy{s}
 	return map[string]rest.Storage{

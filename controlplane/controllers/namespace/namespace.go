@@ -70,6 +70,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	}
 	if slices.Contains(ns.Spec.Finalizers, corev1.FinalizerKubernetes) {
 		r := c.deleteContent(ctx, name)
+		c.log.Debug("namespace deletion pass", "namespace", name, "remaining", r.Remaining, "errors", fmt.Sprint(r.Errors))
 		if err := c.writeConditions(ctx, ns, Conditions(r, time.Now())); err != nil {
 			return err
 		}
