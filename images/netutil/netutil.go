@@ -1,7 +1,7 @@
 // Package netutil is the test image's one program, in the spirit of upstream's agnhost: with
 // no arguments it serves HTTP on :8080 (/hostname, /clientip, /echo?msg=); its subcommands
-// fetch a URL, connect to a TCP or UDP port, resolve a name, run TCP/UDP echo servers, or
-// sleep. End-to-end tests of pods, Services and policy run it inside pods.
+// fetch a URL, connect to a TCP or UDP port, resolve a name, run TCP/UDP echo servers, serve
+// admission and conversion webhooks, burn CPU, or sleep. End-to-end tests of pods, Services and policy run it inside pods.
 package netutil
 
 import (
@@ -46,7 +46,8 @@ const usage = `usage: netutil [serve [--port 8080]]
        netutil env NAME...
        netutil probe CIDR [--port 8080] [--for 10s]
        netutil sleep [DURATION]
-       netutil burn MILLICORES`
+       netutil burn MILLICORES
+       netutil webhook CERT KEY [--port 8443]`
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 {
@@ -168,6 +169,15 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			p = 8080
 		}
 		return Probe(ctx, prefix, p, *probeFor, out)
+	case "webhook":
+		if len(pos) != 2 {
+			return fmt.Errorf("webhook: CERT KEY\n%s", usage)
+		}
+		p := *port
+		if p == 0 {
+			p = 8443
+		}
+		return ServeWebhooks(ctx, fmt.Sprintf(":%d", p), pos[0], pos[1])
 	case "burn":
 		if len(pos) != 1 {
 			return fmt.Errorf("burn: MILLICORES\n%s", usage)

@@ -3,8 +3,11 @@ package netutil
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"os"
@@ -194,5 +197,48 @@ func TestFetchFromPort(t *testing.T) {
 		if !strings.HasSuffix(out.String(), fmt.Sprintf(":%d", port)) {
 			t.Errorf("fetch %d: the server saw %q, want port %d", i, out.String(), port)
 		}
+	}
+}
+
+func TestWebhookHandler(t *testing.T) {
+	h := WebhookHandler()
+	post := func(path, body string) map[string]any {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, strings.NewReader(body)))
+		var out map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+			t.Fatalf("%s: %v: %s", path, err, rec.Body.String())
+		}
+		return out
+	}
+	review := func(obj string) string {
+		return `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u1","object":` + obj + `}}`
+	}
+	resp := post("/validate", review(`{"kind":"ConfigMap","data":{"forbidden":"x"}}`))["response"].(map[string]any)
+	if resp["uid"] != "u1" || resp["allowed"] != false || resp["status"].(map[string]any)["message"] != "the forbidden key is not allowed" {
+		t.Errorf("validate forbidden: %v", resp)
+	}
+	if resp := post("/validate", review(`{"kind":"ConfigMap","data":{"ok":"x"}}`))["response"].(map[string]any); resp["allowed"] != true {
+		t.Errorf("validate ok: %v", resp)
+	}
+	resp = post("/mutate", review(`{"metadata":{"name":"a","labels":{"x":"y"}}}`))["response"].(map[string]any)
+	patch, _ := base64.StdEncoding.DecodeString(resp["patch"].(string))
+	if resp["patchType"] != "JSONPatch" || string(patch) != `[{"op":"add","path":"/metadata/labels/webhook","value":"mutated"}]` {
+		t.Errorf("mutate: %v %s", resp, patch)
+	}
+	conv := post("/convert", `{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"c1","desiredAPIVersion":"example.com/v2",
+		"objects":[{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"},"spec":{"color":"red"}}]}}`)["response"].(map[string]any)
+	objs := conv["convertedObjects"].([]any)
+	w := objs[0].(map[string]any)
+	if conv["uid"] != "c1" || w["apiVersion"] != "example.com/v2" || w["spec"].(map[string]any)["colour"] != "red" || w["spec"].(map[string]any)["color"] != nil {
+		t.Errorf("convert: %v", conv)
+	}
+	if _, err := ConvertWidget(json.RawMessage(`{"apiVersion":"other.com/v1"}`), "example.com/v2"); err == nil {
+		t.Error("a conversion across groups succeeded")
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/convert", strings.NewReader("garbage")))
+	if rec.Code != http.StatusBadRequest {
+		t.Errorf("garbage: %d", rec.Code)
 	}
 }

@@ -613,6 +613,8 @@ func runLab(t *testing.T, name, tor string) {
 		step("a higher-priority pod preempts a lower one")
 		l.autoscale()
 		step("kubectl top shows real usage; an HPA scales a Deployment up on CPU")
+		l.podWebhooks()
+		step("admission and conversion webhooks served by a pod through its Service")
 	}
 	if tor == "frr" {
 		l.bfd()
