@@ -444,7 +444,7 @@ func newServer(o Options, log *slog.Logger, layout pki.Layout, etcdTLS storageba
 		}
 		var out []metrics.Target
 		for _, n := range obj.(*corev1.NodeList).Items {
-			u, tr, err := nodeConn.Location(ctx, n.Name)
+			u, tr, err := nodeConn.LocationOf(&n)
 			if err != nil {
 				continue // no address yet
 			}

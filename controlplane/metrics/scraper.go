@@ -100,17 +100,6 @@ func (s *Scraper) report(node string, err error) {
 	}
 }
 
-// Failing returns the nodes whose last scrape failed, with why.
-func (s *Scraper) Failing() map[string]string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make(map[string]string, len(s.failed))
-	for k, v := range s.failed {
-		out[k] = v
-	}
-	return out
-}
-
 func scrape(ctx context.Context, tg Target) (Scrape, error) {
 	u := tg.URL.JoinPath("/metrics/resource")
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)

@@ -31,17 +31,18 @@ type NodeConnection struct {
 	Nodes *genericregistry.Store
 }
 
-// Location is a node agent's base URL and a transport that reaches it as the API server.
-func (c *NodeConnection) Location(ctx context.Context, nodeName string) (*url.URL, http.RoundTripper, error) {
-	return c.location(ctx, nodeName)
-}
-
 func (c *NodeConnection) location(ctx context.Context, nodeName string) (*url.URL, http.RoundTripper, error) {
 	obj, err := c.Nodes.Get(ctx, nodeName, &metav1.GetOptions{})
 	if err != nil {
 		return nil, nil, err
 	}
-	node := obj.(*corev1.Node)
+	return c.LocationOf(obj.(*corev1.Node))
+}
+
+// LocationOf is a node agent's base URL and a transport that reaches it as the API server,
+// for a Node already read (the metrics scraper lists them all).
+func (c *NodeConnection) LocationOf(node *corev1.Node) (*url.URL, http.RoundTripper, error) {
+	nodeName := node.Name
 	host := ""
 	for _, t := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP, corev1.NodeHostName} {
 		for _, a := range node.Status.Addresses {

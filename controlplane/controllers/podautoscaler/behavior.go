@@ -269,76 +269,48 @@ func (hist *History) periodStart(current, period int32, now time.Time) int32 {
 	return start
 }
 
-// scaleUpLimit is the highest count the scale-up policies allow: Max picks the policy that
-// allows the most, Min the least, Disabled none.
+// scaleUpLimit is the highest count the scale-up policies allow, scaleDownLimit the
+// lowest the scale-down ones do.
 func (hist *History) scaleUpLimit(current int32, r autoscalingv2.HPAScalingRules, now time.Time) int32 {
-	sel := ptr.Deref(r.SelectPolicy, autoscalingv2.MaxChangePolicySelect)
-	if sel == autoscalingv2.DisabledPolicySelect {
-		return current
-	}
-	limit := int32(math.MinInt32)
-	if sel == autoscalingv2.MinChangePolicySelect {
-		limit = math.MaxInt32
-	}
-	applied := false
-	for _, p := range r.Policies {
-		start := hist.periodStart(current, p.PeriodSeconds, now)
-		var proposed int32
-		switch p.Type {
-		case autoscalingv2.PodsScalingPolicy:
-			proposed = start + p.Value
-		case autoscalingv2.PercentScalingPolicy:
-			// Rounded up, or a small count could never grow.
-			proposed = int32(math.Ceil(float64(start) * (1 + float64(p.Value)/100)))
-		default:
-			continue
-		}
-		if sel == autoscalingv2.MinChangePolicySelect {
-			limit = min(limit, proposed)
-		} else {
-			limit = max(limit, proposed)
-		}
-		applied = true
-	}
-	if !applied {
-		return current
-	}
-	return limit
+	return hist.policyLimit(current, r, now, true)
 }
 
-// scaleDownLimit is the lowest count the scale-down policies allow: Max picks the policy
-// that allows the most change (the lowest count), Min the least, Disabled none.
 func (hist *History) scaleDownLimit(current int32, r autoscalingv2.HPAScalingRules, now time.Time) int32 {
+	return hist.policyLimit(current, r, now, false)
+}
+
+// policyLimit is the count a direction's policies allow: Max picks the policy that allows
+// the most change (the highest count going up, the lowest going down), Min the least,
+// Disabled none. Each policy limits the change since its period began.
+func (hist *History) policyLimit(current int32, r autoscalingv2.HPAScalingRules, now time.Time, up bool) int32 {
 	sel := ptr.Deref(r.SelectPolicy, autoscalingv2.MaxChangePolicySelect)
 	if sel == autoscalingv2.DisabledPolicySelect {
 		return current
 	}
-	limit := int32(math.MaxInt32)
-	if sel == autoscalingv2.MinChangePolicySelect {
-		limit = math.MinInt32
-	}
-	applied := false
+	// Going up with Max, or down with Min, the higher proposal wins.
+	higher := up == (sel != autoscalingv2.MinChangePolicySelect)
+	limit, applied := current, false
 	for _, p := range r.Policies {
 		start := hist.periodStart(current, p.PeriodSeconds, now)
 		var proposed int32
-		switch p.Type {
-		case autoscalingv2.PodsScalingPolicy:
+		switch {
+		case p.Type == autoscalingv2.PodsScalingPolicy && up:
+			proposed = start + p.Value
+		case p.Type == autoscalingv2.PodsScalingPolicy:
 			proposed = start - p.Value
-		case autoscalingv2.PercentScalingPolicy:
+		case p.Type == autoscalingv2.PercentScalingPolicy && up:
+			// Rounded up, or a small count could never grow.
+			proposed = int32(math.Ceil(float64(start) * (1 + float64(p.Value)/100)))
+		case p.Type == autoscalingv2.PercentScalingPolicy:
 			// Truncated, as upstream: a percentage never removes less than it says.
 			proposed = int32(float64(start) * (1 - float64(p.Value)/100))
 		default:
 			continue
 		}
-		if sel == autoscalingv2.MinChangePolicySelect {
-			limit = max(limit, proposed)
-		} else {
-			limit = min(limit, proposed)
+		if !applied || (higher && proposed > limit) || (!higher && proposed < limit) {
+			limit = proposed
 		}
 		applied = true
-	}
-	if !applied {
-		return current
 	}
 	return limit
 }

@@ -2,17 +2,11 @@ package kubectl
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -41,23 +35,12 @@ type extensionServer struct {
 
 func startExtensionServer(t *testing.T, frontProxyCA []byte) *extensionServer {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "wardle"}, NotBefore: time.Now().Add(-time.Hour),
-		NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true, DNSNames: []string{"wardle.default.svc"},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pair := framework.NewServingPair(t, []string{"wardle.default.svc"}, []net.IP{net.ParseIP("127.0.0.1")})
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(frontProxyCA) {
 		t.Fatal("no front-proxy CA in extension-apiserver-authentication")
 	}
-	e := &extensionServer{caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+	e := &extensionServer{caPEM: pair.CAPEM}
 	mux := http.NewServeMux()
 	reply := func(w http.ResponseWriter, v any) {
 		w.Header().Set("Content-Type", "application/json")
@@ -81,7 +64,7 @@ func startExtensionServer(t *testing.T, frontProxyCA []byte) *extensionServer {
 		t.Fatal(err)
 	}
 	e.addr = ln.Addr().String()
-	srv := &http.Server{Handler: mux, TLSConfig: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}},
+	srv := &http.Server{Handler: mux, TLSConfig: &tls.Config{Certificates: []tls.Certificate{pair.TLS(t)},
 		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool,
 		VerifyPeerCertificate: func(_ [][]byte, chains [][]*x509.Certificate) error {
 			if len(chains) == 0 || chains[0][0].Subject.CommonName != "front-proxy-client" {

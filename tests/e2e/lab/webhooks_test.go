@@ -1,15 +1,8 @@
 package lab
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,38 +10,6 @@ import (
 
 	"github.com/skiff-sh/skiff/tests/e2e/framework"
 )
-
-// servingPair makes a CA and a serving certificate for name signed by it, PEM-encoded.
-func servingPair(name string) (caPEM, certPEM, keyPEM []byte, err error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "hooks-ca"}, NotBefore: time.Now().Add(-time.Hour),
-		NotAfter: time.Now().Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
-}
 
 const hooksManifest = `apiVersion: v1
 kind: Namespace
@@ -128,20 +89,17 @@ spec:
 // written as v1 read as v2 and the other way, converted by the pod.
 func (l *lab) podWebhooks() {
 	t := l.t
-	caPEM, certPEM, keyPEM, err := servingPair("hooks.default.svc")
-	if err != nil {
-		t.Fatal(err)
-	}
+	pair := framework.NewServingPair(t, []string{"hooks.default.svc"}, nil)
 	dir := t.TempDir()
 	crt, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	if err := os.WriteFile(crt, certPEM, 0o600); err != nil {
+	if err := os.WriteFile(crt, pair.CertPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(key, keyPEM, 0o600); err != nil {
+	if err := os.WriteFile(key, pair.KeyPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	l.kubectl("create", "secret", "tls", "hooks-tls", "--cert", crt, "--key", key)
-	cleanup := l.apply(strings.ReplaceAll(hooksManifest, "CABUNDLE", base64.StdEncoding.EncodeToString(caPEM)))
+	cleanup := l.apply(strings.ReplaceAll(hooksManifest, "CABUNDLE", base64.StdEncoding.EncodeToString(pair.CAPEM)))
 	defer func() {
 		cleanup()
 		l.kubectl("delete", "secret", "hooks-tls")
