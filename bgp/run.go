@@ -157,6 +157,7 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 	}()
 	go r.loop(ctx, o.SyncPeriod)
 
+	peered := false // the speaker has been given its peers
 	for {
 		c, self, all, err := resolve()
 		switch {
@@ -186,16 +187,24 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 				mesh[i].Passive = c.RouterID.Less(mesh[i].Address)
 			}
 			peers := append(append([]config.Peer(nil), c.Peers...), mesh...)
-			if err := sp.SetPeers(ctx, peers); err != nil {
-				log.Warn("BGP peers", "err", err)
-			}
 			if sessions != nil {
 				addrs := make([]netip.Addr, 0, len(peers))
 				for _, p := range peers {
 					addrs = append(addrs, p.Address)
 				}
 				sessions.SetPeers(addrs)
+				if !peered {
+					// After a restart, BGP waits for the resumed BFD sessions (see
+					// bfd.Manager.AwaitResumed); the peers keep our routes meanwhile.
+					if late := sessions.AwaitResumed(ctx, resumeWait); len(late) > 0 {
+						log.Warn("BFD sessions not back after the restart; opening BGP anyway", "peers", late, "waited", resumeWait)
+					}
+				}
 			}
+			if err := sp.SetPeers(ctx, peers); err != nil {
+				log.Warn("BGP peers", "err", err)
+			}
+			peered = true
 			r.setOwn(append([]netip.Prefix{cidr}, lbs...), len(peers))
 		}
 		select {
@@ -233,6 +242,11 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 		}
 	}
 }
+
+// resumeWait bounds how long a restarted speaker waits for its BFD sessions before it
+// opens BGP: a peer that noticed the restart sends Down, and the three-way handshake
+// that follows runs at its slow Down-state interval (a second or more, RFC 5880 6.8.3).
+const resumeWait = 5 * time.Second
 
 // reconciler syncs kernel routes from the RIB, coalescing bursts of BGP events.
 type reconciler struct {

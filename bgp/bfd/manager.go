@@ -70,6 +70,9 @@ type Manager struct {
 	// down with it.
 	StateFile string
 	saved     map[netip.Addr]Saved
+	// resuming are the peers whose sessions were resumed and are not yet known to be Up
+	// at both ends (see AwaitResumed).
+	resuming map[netip.Addr]bool
 
 	mu       sync.Mutex
 	onChange func(Event)
@@ -125,6 +128,10 @@ func (m *Manager) SetPeers(peers []netip.Addr) {
 		e := &entry{peer: p}
 		if sv, ok := m.saved[p]; ok && sv.LocalDiscriminator != 0 && m.byDisc[sv.LocalDiscriminator] == nil {
 			e.s = ResumeSession(m.cfg, sv, time.Now())
+			if m.resuming == nil {
+				m.resuming = map[netip.Addr]bool{}
+			}
+			m.resuming[p] = true
 			m.log.Info("BFD session resumed", "peer", p)
 		} else {
 			e.s = NewSession(m.cfg, m.newDiscriminator())
@@ -160,6 +167,39 @@ func (m *Manager) poke() {
 	select {
 	case m.wake <- struct{}{}:
 	default:
+	}
+}
+
+// AwaitResumed waits, at most limit, until every resumed session is Up at both ends: the
+// peer confirmed it, or had let it go (it noticed the restart) and the two have come Up
+// again. It returns the peers still waiting. A BGP speaker opens its sessions after it:
+// a router whose BFD session is Down refuses a BGP session over it (FRR sends Cease,
+// "BFD down", and ends the graceful restart that was keeping the restarted node's
+// routes), where a moment later it would have taken it.
+func (m *Manager) AwaitResumed(ctx context.Context, limit time.Duration) []netip.Addr {
+	deadline := time.Now().Add(limit)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		m.mu.Lock()
+		var waiting []netip.Addr
+		for p := range m.resuming {
+			if e, ok := m.sessions[p]; !ok || (e.s.State() == Up && !e.s.Resumed()) {
+				delete(m.resuming, p)
+				continue
+			}
+			waiting = append(waiting, p)
+		}
+		m.mu.Unlock()
+		if len(waiting) == 0 || !time.Now().Before(deadline) {
+			sort.Slice(waiting, func(i, j int) bool { return waiting[i].Less(waiting[j]) })
+			return waiting
+		}
+		select {
+		case <-ctx.Done():
+			return waiting
+		case <-tick.C:
+		}
 	}
 }
 

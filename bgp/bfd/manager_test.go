@@ -202,17 +202,20 @@ func TestManagerResumesAcrossRestart(t *testing.T) {
 	state := t.TempDir() + "/bfd.json"
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	peer := newScriptedPeer(t, remote, local)
-	run := func(events chan Event) (stop func()) {
-		m := NewManager(local, DefaultConfig, quiet, func(e Event) { events <- e })
+	run := func(events chan Event) (m *Manager, stop func()) {
+		m = NewManager(local, DefaultConfig, quiet, func(e Event) { events <- e })
 		m.StateFile = state
 		m.SetPeers([]netip.Addr{remote})
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- m.Run(ctx) }()
-		return func() { cancel(); <-done }
+		return m, func() { cancel(); <-done }
 	}
 	events := make(chan Event, 16)
-	stop := run(events)
+	m1, stop := run(events)
+	if late := m1.AwaitResumed(context.Background(), time.Second); len(late) != 0 {
+		t.Errorf("a manager that resumed nothing waits for %v", late)
+	}
 	first, ok := peer.read(3 * time.Second)
 	if !ok {
 		t.Fatal("no packet")
@@ -222,7 +225,7 @@ func TestManagerResumesAcrossRestart(t *testing.T) {
 	stop()
 
 	events2 := make(chan Event, 16)
-	stop2 := run(events2)
+	m2, stop2 := run(events2)
 	defer stop2()
 	for {
 		p, ok := peer.read(2 * time.Second)
@@ -237,11 +240,100 @@ func TestManagerResumesAcrossRestart(t *testing.T) {
 		}
 		break
 	}
+	// Until the peer answers, the resumed session is unconfirmed: BGP would wait on it.
+	if late := m2.AwaitResumed(context.Background(), 100*time.Millisecond); len(late) != 1 || late[0] != remote {
+		t.Errorf("AwaitResumed before the peer answered = %v, want [%v]", late, remote)
+	}
 	// The peer, which never noticed, keeps the session; no event on our side.
 	peer.send(Packet{State: Up, DetectMult: 3, MyDiscriminator: 99, YourDiscriminator: first.MyDiscriminator, DesiredMinTx: 100 * time.Millisecond, RequiredMinRx: 100 * time.Millisecond})
+	if late := m2.AwaitResumed(context.Background(), 2*time.Second); len(late) != 0 {
+		t.Errorf("AwaitResumed after the peer confirmed = %v", late)
+	}
 	select {
 	case e := <-events2:
 		t.Errorf("resumed session changed state: %+v", e)
 	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// TestManagerAwaitsResumedSessionThePeerDropped: a restart the peer noticed (it answers
+// the resumed session Down) is awaited through the new three-way handshake, not taken as
+// the session being back.
+func TestManagerAwaitsResumedSessionThePeerDropped(t *testing.T) {
+	local, remote := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.5")
+	state := t.TempDir() + "/bfd.json"
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	peer := newScriptedPeer(t, remote, local)
+	fast := func(st State, my, your uint32) Packet {
+		return Packet{State: st, DetectMult: 3, MyDiscriminator: my, YourDiscriminator: your, DesiredMinTx: 100 * time.Millisecond, RequiredMinRx: 100 * time.Millisecond}
+	}
+	start := func() (*Manager, func()) {
+		m := NewManager(local, DefaultConfig, quiet, nil)
+		m.StateFile = state
+		m.SetPeers([]netip.Addr{remote})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- m.Run(ctx) }()
+		return m, func() { cancel(); <-done }
+	}
+	m1, stop1 := start()
+	first, ok := peer.read(3 * time.Second)
+	if !ok {
+		t.Fatal("no packet")
+	}
+	peer.send(fast(Init, 77, first.MyDiscriminator))
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if st, _ := m1.State(remote); st == Up {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("first session never came Up")
+		}
+	}
+	stop1()
+
+	m2, stop2 := start()
+	defer stop2()
+	awaited := make(chan []netip.Addr, 1)
+	go func() { awaited <- m2.AwaitResumed(context.Background(), 10*time.Second) }()
+	// The peer had timed the session out: it answers Down with a new discriminator.
+	var mine uint32
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		p, ok := peer.read(time.Until(deadline))
+		if !ok {
+			t.Fatal("the restarted manager fell silent")
+		}
+		if p.State == AdminDown {
+			continue
+		}
+		mine = p.MyDiscriminator
+		switch p.State {
+		case Up:
+			peer.send(fast(Down, 78, 0))
+			continue
+		case Down:
+			peer.send(fast(Down, 78, mine)) // a peer in Down keeps saying so
+			continue
+		}
+		if p.State == Init {
+			break // our end restarted the handshake
+		}
+	}
+	select {
+	case late := <-awaited:
+		t.Fatalf("AwaitResumed returned %v while the session was re-forming", late)
+	case <-time.After(100 * time.Millisecond):
+	}
+	peer.send(fast(Up, 78, mine))
+	select {
+	case late := <-awaited:
+		if len(late) != 0 {
+			t.Errorf("AwaitResumed after the handshake = %v", late)
+		}
+		if st, _ := m2.State(remote); st != Up {
+			t.Errorf("session %v after AwaitResumed, want Up", st)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("AwaitResumed never returned after the session came Up")
 	}
 }
