@@ -38,11 +38,12 @@ func (g ResumableOptions) GetRESTOptions(resource schema.GroupResource, example 
 	return opts, nil
 }
 
-// resumableCacher builds etcd storage, a watch cache over it, and the resumable wrapper.
+// resumableCacher builds etcd storage (on the shared client, see sharedClients), a watch
+// cache over it, and the resumable wrapper.
 func resumableCacher(config *storagebackend.ConfigForResource, resourcePrefix string,
 	keyFunc func(obj runtime.Object) (string, error), newFunc, newListFunc func() runtime.Object,
 	getAttrs storage.AttrFunc, triggers storage.IndexerFuncs, indexers *cache.Indexers) (storage.Interface, factory.DestroyFunc, error) {
-	etcd, destroyEtcd, err := generic.NewRawStorage(config, newFunc, newListFunc, resourcePrefix)
+	etcd, destroyEtcd, err := newRawStorage(config, newFunc, newListFunc, resourcePrefix)
 	if err != nil {
 		return nil, nil, err
 	}

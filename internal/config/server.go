@@ -185,5 +185,9 @@ func whenReady(ctx context.Context, kubeconfig string, f func(*rest.Config) erro
 	if err != nil {
 		return err
 	}
+	// The parts of a server talk to its own API server: gzip would only cost them CPU, and
+	// a decompressor (some 40 KiB) for each of their hundred-odd watches (the API server's own
+	// loopback client goes without too: see apiserver.newServer).
+	cfg.DisableCompression = true
 	return f(cfg)
 }

@@ -368,8 +368,16 @@ func TestAPISemantics(t *testing.T) {
 		if err := client.CoreV1().ServiceAccounts("default").Delete(ctx, "robot", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tc.CoreV1().Pods("default").List(ctx, metav1.ListOptions{}); !apierrors.IsUnauthorized(err) {
-			t.Fatalf("token of a deleted account: %v, want 401", err)
+		// The authenticator looks the account up in the watch cache (as upstream's reads
+		// an informer's), which sees the deletion a moment after the DELETE returns.
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			_, err := tc.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+			if apierrors.IsUnauthorized(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("token of a deleted account: %v, want 401", err)
+			}
 		}
 		bad := rest.AnonymousClientConfig(cfg)
 		bad.BearerToken = tr.Status.Token[:len(tr.Status.Token)-4] + "AAAA"
