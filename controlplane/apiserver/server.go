@@ -19,7 +19,6 @@ import (
 	"strings"
 	"time"
 
-	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -215,11 +214,12 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		servers = []string{fmt.Sprintf("https://127.0.0.1:%d", o.EtcdClientPort)}
 	}
 	etcdTLS := storagebackend.TransportConfig{ServerList: servers, TrustedCAFile: caFile, CertFile: certFile, KeyFile: keyFile}
-	etcdClient, err := newEtcdClient(etcdTLS)
+	// skiff's own keys go through the client the stores share (controlplane/storage).
+	etcdClient, releaseEtcdClient, err := storage.Client(etcdTLS)
 	if err != nil {
 		return err
 	}
-	defer etcdClient.Close()
+	defer releaseEtcdClient()
 
 	agg, az, scraper, err := newServer(o, log, certs, etcdTLS, etcdClient, ipRange, portRange)
 	if err != nil {
@@ -682,16 +682,6 @@ func ensureJoinToken(path, caFile, preset string) (bootstraptoken.JoinToken, err
 	}
 	j := bootstraptoken.JoinToken{CAHash: hash, Token: t}
 	return j, os.WriteFile(path, []byte(j.String()+"\n"), 0o600)
-}
-
-func newEtcdClient(t storagebackend.TransportConfig) (*clientv3.Client, error) {
-	info := transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.TrustedCAFile}
-	tlsCfg, err := info.ClientConfig()
-	if err != nil {
-		return nil, err
-	}
-	tlsCfg.MinVersion = tls.VersionTLS12
-	return clientv3.New(clientv3.Config{Endpoints: t.ServerList, TLS: tlsCfg, DialTimeout: 10 * time.Second})
 }
 
 func loopbackFor(bind net.IP) string {

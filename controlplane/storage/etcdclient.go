@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"sync"
 	"time"
@@ -60,12 +61,13 @@ func acquire(c storagebackend.TransportConfig, compactionInterval time.Duration)
 		// Every store reads through KV: track its latency as upstream does (once, here).
 		client.KV = etcd3.NewETCDLatencyTracker(client.KV)
 		sc = &sharedClient{client: client, stop: func() {}}
-		if compactionInterval > 0 {
-			// One compactor per cluster, as upstream (keyed by endpoint).
-			comp := etcd3.StartCompactorPerEndpoint(client.Client, compactionInterval)
-			sc.compactor, sc.stop = comp, comp.Stop
-		}
 		sharedClients.m[key] = sc
+	}
+	if compactionInterval > 0 && sc.compactor == nil {
+		// One compactor per cluster, as upstream (keyed by endpoint), started by the first
+		// store that asks for compaction.
+		comp := etcd3.StartCompactorPerEndpoint(sc.client.Client, compactionInterval)
+		sc.compactor, sc.stop = comp, comp.Stop
 	}
 	sc.refs++
 	var once sync.Once
@@ -83,6 +85,16 @@ func acquire(c storagebackend.TransportConfig, compactionInterval time.Duration)
 	}, nil
 }
 
+// Client is the transport's shared etcd client, for skiff's own keys (the allocators'
+// ranges, the API servers' leases) beside the stores', and the function that releases it.
+func Client(c storagebackend.TransportConfig) (*clientv3.Client, func(), error) {
+	sc, release, err := acquire(c, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	return sc.client.Client, release, nil
+}
+
 // dial makes an etcd client as upstream's storage factory does (TLS from the transport's
 // files, its keepalives), and waits for the connection.
 func dial(c storagebackend.TransportConfig) (*kubernetes.Client, error) {
@@ -91,6 +103,7 @@ func dial(c storagebackend.TransportConfig) (*kubernetes.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	tlsConfig.MinVersion = tls.VersionTLS12
 	if c.CertFile == "" && c.KeyFile == "" && c.TrustedCAFile == "" {
 		tlsConfig = nil
 	}

@@ -14,9 +14,9 @@ import (
 // TestEtcdConnectionsShared: the API server's storage for every built-in resource shares
 // one etcd client. Upstream's storage factory dials etcd once per resource: some sixty
 // connections in a skiff server, each with its TLS session, buffers and goroutines at both
-// ends. What remains beside the shared client is a handful: the health and readiness
-// probes, the compactor's, the allocators' and leases' client, the apiextensions and
-// aggregator stores (upstream's factory still dials for those).
+// ends. skiff's own keys (allocators, API server leases) use the shared client too. What
+// remains beside it is a handful: the health and readiness probes, upstream's compactor
+// client, the apiextensions and aggregator stores (upstream's factory still dials those).
 func TestEtcdConnectionsShared(t *testing.T) {
 	s := framework.StartServer(t)
 	n, err := establishedTo(s.EtcdPort)
