@@ -14,6 +14,8 @@ import (
 	"k8s.io/apiserver/pkg/server/options"
 	"k8s.io/apiserver/pkg/util/webhook"
 	"k8s.io/client-go/informers"
+
+	"github.com/skiff-sh/skiff/controlplane/storage"
 )
 
 // newCRDServer builds the CustomResourceDefinition server of k8s.io/apiextensions-apiserver,
@@ -45,7 +47,10 @@ func newCRDServer(cfg *genericapiserver.Config, etcdOpts *options.EtcdOptions, l
 	c := &apiextensionsapiserver.Config{
 		GenericConfig: &genericapiserver.RecommendedConfig{Config: crdCfg, SharedInformerFactory: loopbackInformers},
 		ExtraConfig: apiextensionsapiserver.ExtraConfig{
-			CRDRESTOptionsGetter: apiextensionsoptions.NewCRDRESTOptionsGetter(crdEtcd, crdCfg.ResourceTransformers, crdCfg.StorageObjectCountTracker),
+			// Custom resources are stored as the built-in ones are: on the shared etcd client
+			// (upstream's factory would dial etcd once per CRD) with resumable watches.
+			CRDRESTOptionsGetter: storage.ResumableOptions{RESTOptionsGetter: apiextensionsoptions.NewCRDRESTOptionsGetter(crdEtcd,
+				crdCfg.ResourceTransformers, crdCfg.StorageObjectCountTracker)},
 			MasterCount:          1,
 			// Conversion webhooks are reached at a ready endpoint of their Service.
 			ServiceResolver: services,
