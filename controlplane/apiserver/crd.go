@@ -51,7 +51,7 @@ func newCRDServer(cfg *genericapiserver.Config, etcdOpts *options.EtcdOptions, l
 			// (upstream's factory would dial etcd once per CRD) with resumable watches.
 			CRDRESTOptionsGetter: storage.ResumableOptions{RESTOptionsGetter: apiextensionsoptions.NewCRDRESTOptionsGetter(crdEtcd,
 				crdCfg.ResourceTransformers, crdCfg.StorageObjectCountTracker)},
-			MasterCount:          1,
+			MasterCount: 1,
 			// Conversion webhooks are reached at a ready endpoint of their Service.
 			ServiceResolver: services,
 		},
