@@ -195,6 +195,18 @@ func waitEvent(t *testing.T, events <-chan Event, to State) Event {
 	}
 }
 
+// startWithState runs a manager of one session to remote that keeps its sessions in state
+// (as an agent across restarts), and returns the function that stops it.
+func startWithState(local, remote netip.Addr, state string, log *slog.Logger, onChange func(Event)) (*Manager, func()) {
+	m := NewManager(local, DefaultConfig, log, onChange)
+	m.StateFile = state
+	m.SetPeers([]netip.Addr{remote})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	return m, func() { cancel(); <-done }
+}
+
 // TestManagerResumesAcrossRestart: a manager's Up session, saved to its StateFile, is
 // resumed by the next manager with the same discriminators, sending Up at once.
 func TestManagerResumesAcrossRestart(t *testing.T) {
@@ -202,14 +214,8 @@ func TestManagerResumesAcrossRestart(t *testing.T) {
 	state := t.TempDir() + "/bfd.json"
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	peer := newScriptedPeer(t, remote, local)
-	run := func(events chan Event) (m *Manager, stop func()) {
-		m = NewManager(local, DefaultConfig, quiet, func(e Event) { events <- e })
-		m.StateFile = state
-		m.SetPeers([]netip.Addr{remote})
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- m.Run(ctx) }()
-		return m, func() { cancel(); <-done }
+	run := func(events chan Event) (*Manager, func()) {
+		return startWithState(local, remote, state, quiet, func(e Event) { events <- e })
 	}
 	events := make(chan Event, 16)
 	m1, stop := run(events)
@@ -267,15 +273,7 @@ func TestManagerAwaitsResumedSessionThePeerDropped(t *testing.T) {
 	fast := func(st State, my, your uint32) Packet {
 		return Packet{State: st, DetectMult: 3, MyDiscriminator: my, YourDiscriminator: your, DesiredMinTx: 100 * time.Millisecond, RequiredMinRx: 100 * time.Millisecond}
 	}
-	start := func() (*Manager, func()) {
-		m := NewManager(local, DefaultConfig, quiet, nil)
-		m.StateFile = state
-		m.SetPeers([]netip.Addr{remote})
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- m.Run(ctx) }()
-		return m, func() { cancel(); <-done }
-	}
+	start := func() (*Manager, func()) { return startWithState(local, remote, state, quiet, nil) }
 	m1, stop1 := start()
 	first, ok := peer.read(3 * time.Second)
 	if !ok {
