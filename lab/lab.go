@@ -67,6 +67,26 @@ func runningLab(except string) string {
 	return ""
 }
 
+// staleLabs names the labs other than except that skiff recorded under Root and in which
+// no recorded process runs any more.
+func staleLabs(except string) []string {
+	entries, _ := os.ReadDir(Root)
+	var out []string
+	for _, e := range entries {
+		if !e.IsDir() || e.Name() == except || !nameRE.MatchString(e.Name()) {
+			continue
+		}
+		st, err := load(filepath.Join(Root, e.Name()))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			continue // a state file skiff cannot read: leave it to the user
+		}
+		if st == nil || !st.anyAlive() {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
 // errNoLab is what every verb says of a lab that does not exist.
 func errNoLab(name string) error {
 	return fmt.Errorf("no lab named %q (skiff lab up --name %s)", name, name)
@@ -126,6 +146,16 @@ func Up(ctx context.Context, o Options, log *slog.Logger) error {
 		return fmt.Errorf("lab %q is up, and only one lab runs on a machine (they share the host link %s and the host's routes to %s): skiff lab down --name %s first",
 			other, hostSide, podCIDR, other)
 	}
+	progress := func(format string, args ...any) { fmt.Fprintf(o.Out, format+"\n", args...) }
+	// A lab whose processes are all gone (the machine stopped them, or a crash) still holds
+	// its namespaces, its host link and the host's routes into it, which would refuse this
+	// lab's routes. Nothing runs in it, so it is removed rather than named in an error.
+	for _, name := range staleLabs(o.Name) {
+		progress("removing lab %s: its processes are gone, its namespaces and routes remained", name)
+		if err := Down(name, io.Discard); err != nil {
+			return fmt.Errorf("clearing stale lab %q: %w", name, err)
+		}
+	}
 	if err := Down(o.Name, io.Discard); err != nil {
 		return fmt.Errorf("clearing an earlier lab %q: %w", o.Name, err)
 	}
@@ -136,7 +166,6 @@ func Up(ctx context.Context, o Options, log *slog.Logger) error {
 	if err := st.save(o.Dir); err != nil {
 		return err
 	}
-	progress := func(format string, args ...any) { fmt.Fprintf(o.Out, format+"\n", args...) }
 
 	progress("network: namespaces, the fabric %s and the host link", fabric)
 	if err := buildNetwork(o.Spec); err != nil {
