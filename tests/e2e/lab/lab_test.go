@@ -517,6 +517,17 @@ func runLab(t *testing.T, name, tor string) {
 	l := &lab{t: t, name: name, bin: framework.Binary(t), ctx: ctx}
 	t.Cleanup(func() {
 		if t.Failed() {
+			// What the cluster looked like when the test failed (its own context may be done).
+			for _, what := range [][]string{{"get", "nodes,pods,pvc,statefulsets,jobs", "-A", "-o", "wide"},
+				{"get", "events", "-A", "--sort-by=.lastTimestamp"}} {
+				cmd := exec.Command(framework.Kubectl(t, 33), append(what, "--request-timeout=10s")...)
+				cmd.Env = append(os.Environ(), "KUBECONFIG="+skifflab.Kubeconfig(name))
+				out, _ := cmd.CombinedOutput()
+				if len(out) > 6000 {
+					out = out[len(out)-6000:]
+				}
+				t.Logf("--- kubectl %s\n%s", strings.Join(what, " "), out)
+			}
 			for _, f := range []string{"master.log", "node1.log", "node2.log", "node3.log"} {
 				b, _ := os.ReadFile(filepath.Join("/var/lib/skiff/lab", name, f))
 				if len(b) > 3000 {
