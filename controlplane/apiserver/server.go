@@ -7,8 +7,6 @@ import (
 	"crypto/x509/pkix"
 	"errors"
 	"fmt"
-	"k8s.io/apimachinery/pkg/util/sets"
-	genericfilters "k8s.io/apiserver/pkg/server/filters"
 	"log/slog"
 	"maps"
 	"net"
@@ -19,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	restful "github.com/emicklei/go-restful/v3"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -32,6 +31,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/admission/plugin/resourcequota"
 	resourcequotaapi "k8s.io/apiserver/pkg/admission/plugin/resourcequota/apis/resourcequota"
@@ -49,8 +49,11 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	genericfilters "k8s.io/apiserver/pkg/server/filters"
+	"k8s.io/apiserver/pkg/server/mux"
 	"k8s.io/apiserver/pkg/server/options"
 	encryptionconfigcontroller "k8s.io/apiserver/pkg/server/options/encryptionconfig/controller"
+	"k8s.io/apiserver/pkg/server/routes"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/apiserver/pkg/util/compatibility"
 	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
@@ -64,6 +67,7 @@ import (
 
 	"github.com/skiff-sh/skiff/controlplane/allocator"
 	"github.com/skiff-sh/skiff/controlplane/apiserver/admission"
+	"github.com/skiff-sh/skiff/controlplane/apiserver/openapiv3"
 	"github.com/skiff-sh/skiff/controlplane/bootstraptoken"
 	"github.com/skiff-sh/skiff/controlplane/etcd"
 	"github.com/skiff-sh/skiff/controlplane/metrics"
@@ -548,6 +552,8 @@ func newServer(o Options, log *slog.Logger, layout pki.Layout, etcdTLS storageba
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("custom resources: %w", err)
 	}
+	// The OpenAPI documents are installed below, once every group is (see installOpenAPI).
+	cfg.SkipOpenAPIInstallation = true
 	srv, err := cfg.Complete(nil).New("skiff-apiserver", crds.GenericAPIServer)
 	if err != nil {
 		return nil, nil, nil, err
@@ -585,6 +591,9 @@ func newServer(o Options, log *slog.Logger, layout pki.Layout, etcdTLS storageba
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("install %v: %w", versions, err)
 		}
+	}
+	if err := installOpenAPI(srv, cfg, log); err != nil {
+		return nil, nil, nil, err
 	}
 	// The aggregation layer goes in front of it all, once every group is installed (it
 	// registers an APIService for each).
@@ -838,4 +847,28 @@ func podsIn(l rest.Lister) func(ctx context.Context, namespace string) ([]*corev
 		}
 		return out, nil
 	}
+}
+
+// installOpenAPI does what upstream's PrepareRun does for the main server's OpenAPI documents,
+// but keeps v3's built-in group-versions only as compressed JSON (controlplane/apiserver/openapiv3).
+// Each is built with upstream's InstallV3 on a throwaway container holding its web service
+// alone (as InstallV3 builds each from its own), read back, and dropped before the next. v2 is
+// installed as upstream does: apiextensions' controller merges custom resources into it.
+func installOpenAPI(srv *genericapiserver.GenericAPIServer, cfg *genericapiserver.Config, log *slog.Logger) error {
+	srv.OpenAPIVersionedService, srv.StaticOpenAPISpec = routes.OpenAPI{Config: cfg.OpenAPIConfig}.
+		InstallV2(srv.Handler.GoRestfulContainer, srv.Handler.NonGoRestfulMux)
+	v3 := openapiv3.New()
+	for _, ws := range srv.Handler.GoRestfulContainer.RegisteredWebServices() {
+		one := restful.NewContainer()
+		one.Add(ws)
+		build := mux.NewPathRecorderMux("skiff-openapi-v3-build")
+		routes.OpenAPI{V3Config: cfg.OpenAPIV3Config}.InstallV3(one, build)
+		if err := v3.Add(build); err != nil {
+			return fmt.Errorf("OpenAPI v3 document of %s: %w", ws.RootPath(), err)
+		}
+	}
+	v3.Install(srv.Handler.NonGoRestfulMux)
+	srv.OpenAPIV3VersionedService = v3.Dynamic
+	log.Info("OpenAPI v3 documents built", "groupVersions", len(v3.GroupVersions()), "compressedBytes", v3.CompressedBytes())
+	return nil
 }
