@@ -241,6 +241,17 @@ func (c *Controller) resource(o object) metadata.ResourceInterface {
 // foreground), and drops references to gone and foreground-deleting owners from one that
 // still has a live owner.
 func (c *Controller) attemptToDelete(ctx context.Context, dep object) error {
+	return c.decide(ctx, dep, false)
+}
+
+// decide is attemptToDelete's decision. Deciding nothing needs doing may use the graph, but a
+// decision that writes the dependent is made again on the live object (live), and the write
+// is conditional on that object's resourceVersion, as upstream's collector reads the latest
+// object first: the graph can be a moment behind. An owner deleted with propagationPolicy=Orphan
+// drops its reference from the dependent and then goes; the dependent's informer may deliver
+// that patch after the owner's informer delivered the deletion, and a decision on the stale
+// references would delete the orphan (a conformance spec saw its ReplicaSet go so).
+func (c *Controller) decide(ctx context.Context, dep object, live bool) error {
 	var gone, waiting []types.UID
 	alive := 0
 	for _, ref := range dep.owners {
@@ -257,6 +268,26 @@ func (c *Controller) attemptToDelete(ctx context.Context, dep object) error {
 			alive++
 		}
 	}
+	if alive > 0 && len(gone)+len(waiting) == 0 {
+		return nil
+	}
+	if !live {
+		latest, err := c.resource(dep).Get(ctx, dep.name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if latest.UID != dep.uid {
+			return nil
+		}
+		dep.owners, dep.resourceVersion = latest.OwnerReferences, latest.ResourceVersion
+		if len(dep.owners) == 0 {
+			return nil
+		}
+		return c.decide(ctx, dep, true)
+	}
 	switch {
 	case alive > 0 && len(gone)+len(waiting) > 0:
 		// The dependent stays. References to owners that are gone, and to owners being
@@ -268,8 +299,6 @@ func (c *Controller) attemptToDelete(ctx context.Context, dep object) error {
 			}
 		}
 		return c.patchMeta(ctx, dep, map[string]any{"ownerReferences": keep})
-	case alive > 0:
-		return nil
 	case len(waiting) > 0:
 		// A dependent of a foreground deletion that has dependents of its own is deleted in
 		// the foreground too. If one of those is itself waiting for its dependents, the
@@ -313,7 +342,11 @@ func blocks(refs []metav1.OwnerReference) bool {
 
 func (c *Controller) delete(ctx context.Context, o object, policy metav1.DeletionPropagation) error {
 	uid := o.uid
-	err := c.resource(o).Delete(ctx, o.name, metav1.DeleteOptions{PropagationPolicy: &policy, Preconditions: &metav1.Preconditions{UID: &uid}})
+	pre := &metav1.Preconditions{UID: &uid}
+	if o.resourceVersion != "" {
+		pre.ResourceVersion = &o.resourceVersion
+	}
+	err := c.resource(o).Delete(ctx, o.name, metav1.DeleteOptions{PropagationPolicy: &policy, Preconditions: pre})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}
@@ -357,6 +390,9 @@ func (c *Controller) removeFinalizer(ctx context.Context, o object, f string) er
 // patchMeta merge-patches metadata fields, guarded by the object's UID.
 func (c *Controller) patchMeta(ctx context.Context, o object, fields map[string]any) error {
 	fields["uid"] = o.uid
+	if o.resourceVersion != "" {
+		fields["resourceVersion"] = o.resourceVersion // conflicts if the object changed since
+	}
 	for k, v := range fields {
 		if s, ok := v.([]metav1.OwnerReference); ok && len(s) == 0 {
 			fields[k] = nil

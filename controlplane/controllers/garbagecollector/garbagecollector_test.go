@@ -322,6 +322,39 @@ func TestOrphanFinalizer(t *testing.T) {
 	}
 }
 
+// TestOrphanSeenLateIsKept is the race of an orphaning owner: the collector dropped the
+// owner's reference from its dependent and let the owner go, and the owner's deletion reaches
+// the graph before the dependent's patch does. The dependent, still owned by a gone owner in
+// the graph, is read again and kept; a dependent whose live references still name the gone
+// owner is deleted on the condition that it has not changed since.
+func TestOrphanSeenLateIsKept(t *testing.T) {
+	owner := obj("apps/v1", "Deployment", "default", "web") // gone from the API
+	staleRS := obj("apps/v1", "ReplicaSet", "default", "web-1", ref(owner, true))
+	orphan := staleRS.DeepCopy()
+	orphan.OwnerReferences = nil // what the API holds after the orphaning patch
+	orphan.ResourceVersion = "7"
+	f := newFixture(t, orphan)
+	f.observe(staleRS)
+	f.sync(t, staleRS)
+	if w := f.writes(); len(w) != 0 {
+		t.Fatalf("an orphaned dependent the graph saw late was written: %v", w)
+	}
+
+	owned := obj("apps/v1", "ReplicaSet", "default", "web-2", ref(owner, true))
+	owned.ResourceVersion = "9"
+	f = newFixture(t, owned)
+	f.observe(owned)
+	f.sync(t, owned)
+	w := f.writes()
+	if len(w) != 1 {
+		t.Fatalf("writes %v, want one delete", w)
+	}
+	assertDelete(t, w[0], owned, metav1.DeletePropagationBackground)
+	if rv := w[0].(ktesting.DeleteAction).GetDeleteOptions().Preconditions.ResourceVersion; rv == nil || *rv != "9" {
+		t.Errorf("delete precondition resourceVersion %v, want the live object's 9", rv)
+	}
+}
+
 func TestOrphanFinalizerLastFinalizerPatchesNull(t *testing.T) {
 	owner := deleting(rs("web-1"), metav1.FinalizerOrphanDependents)
 	f := newFixture(t, owner)

@@ -18,6 +18,9 @@ type object struct {
 	owners     []metav1.OwnerReference
 	finalizers []string
 	deleting   bool
+	// resourceVersion is set only on an object read from the API server to write it
+	// conditionally (the graph's copies leave it empty).
+	resourceVersion string
 }
 
 // graph is the ownership graph over every watched object: who owns whom, by UID.
