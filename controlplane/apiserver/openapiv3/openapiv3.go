@@ -141,7 +141,8 @@ func (s *Service) serveDiscovery(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the custom resources' OpenAPI v3 discovery document is not available", http.StatusInternalServerError)
 		return
 	}
-	latest := time.Time{}
+	// Last-Modified moves with the custom resources' documents too (If-Modified-Since).
+	latest, _ := http.ParseTime(dyn.Header().Get("Last-Modified"))
 	for gv, d := range s.fixed {
 		root.Paths[gv] = handler3.OpenAPIV3DiscoveryGroupVersion{ServerRelativeURL: relativeURL(gv, d.etag)}
 		if d.modified.After(latest) {
