@@ -53,38 +53,24 @@ type state struct {
 
 func dirOf(name string) string { return filepath.Join(Root, name) }
 
-// runningLab names a lab other than except whose processes run, "" if none does.
-func runningLab(except string) string {
+// otherLabs looks at the labs other than except that skiff recorded under Root: running
+// names one in which a recorded process runs ("" if none does), stale those in which none
+// does any more. A state file skiff cannot read is left to the user.
+func otherLabs(except string) (running string, stale []string) {
 	entries, _ := os.ReadDir(Root)
-	for _, e := range entries {
-		if !e.IsDir() || e.Name() == except {
-			continue
-		}
-		if st, err := load(filepath.Join(Root, e.Name())); err == nil && st.anyAlive() {
-			return e.Name()
-		}
-	}
-	return ""
-}
-
-// staleLabs names the labs other than except that skiff recorded under Root and in which
-// no recorded process runs any more.
-func staleLabs(except string) []string {
-	entries, _ := os.ReadDir(Root)
-	var out []string
 	for _, e := range entries {
 		if !e.IsDir() || e.Name() == except || !nameRE.MatchString(e.Name()) {
 			continue
 		}
 		st, err := load(filepath.Join(Root, e.Name()))
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			continue // a state file skiff cannot read: leave it to the user
-		}
-		if st == nil || !st.anyAlive() {
-			out = append(out, e.Name())
+		switch {
+		case err == nil && st.anyAlive():
+			running = e.Name()
+		case err == nil || errors.Is(err, os.ErrNotExist):
+			stale = append(stale, e.Name())
 		}
 	}
-	return out
+	return running, stale
 }
 
 // errNoLab is what every verb says of a lab that does not exist.
@@ -142,7 +128,8 @@ func Up(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 	// Every lab uses the same host link address and routes the same ranges from the host:
 	// a second one would wait for an API it cannot reach. Refuse at once, naming the first.
-	if other := runningLab(o.Name); other != "" {
+	other, stale := otherLabs(o.Name)
+	if other != "" {
 		return fmt.Errorf("lab %q is up, and only one lab runs on a machine (they share the host link %s and the host's routes to %s): skiff lab down --name %s first",
 			other, hostSide, podCIDR, other)
 	}
@@ -150,7 +137,7 @@ func Up(ctx context.Context, o Options, log *slog.Logger) error {
 	// A lab whose processes are all gone (the machine stopped them, or a crash) still holds
 	// its namespaces, its host link and the host's routes into it, which would refuse this
 	// lab's routes. Nothing runs in it, so it is removed rather than named in an error.
-	for _, name := range staleLabs(o.Name) {
+	for _, name := range stale {
 		progress("removing lab %s: its processes are gone, its namespaces and routes remained", name)
 		if err := Down(name, io.Discard); err != nil {
 			return fmt.Errorf("clearing stale lab %q: %w", name, err)

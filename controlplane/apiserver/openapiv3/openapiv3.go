@@ -59,7 +59,7 @@ func (d *document) json() ([]byte, error) {
 	return io.ReadAll(r)
 }
 
-// Service serves /openapi/v3: the fixed documents of a Snapshot, and Dynamic's.
+// Service serves /openapi/v3: the fixed documents Add read, and Dynamic's.
 type Service struct {
 	fixed map[string]*document
 	// Dynamic holds the group-versions that change while the server runs (custom resources').
@@ -69,12 +69,6 @@ type Service struct {
 // New returns a Service with no fixed documents and an empty Dynamic.
 func New() *Service {
 	return &Service{fixed: map[string]*document{}, Dynamic: handler3.NewOpenAPIService()}
-}
-
-// Snapshot returns a Service serving the documents source serves (see Add).
-func Snapshot(source http.Handler) (*Service, error) {
-	s := New()
-	return s, s.Add(source)
 }
 
 // Add reads every group-version's document from source, an /openapi/v3 handler such as

@@ -45,8 +45,8 @@ func fixture(t *testing.T) (upstream, ours http.Handler, s *Service) {
 	if err := up.RegisterOpenAPIV3VersionedService(Path, upMux); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Snapshot(upMux)
-	if err != nil {
+	s = New()
+	if err := s.Add(upMux); err != nil {
 		t.Fatal(err)
 	}
 	ourMux := mux.NewPathRecorderMux("ours")
@@ -176,9 +176,9 @@ func TestKeepsDocumentsCompressed(t *testing.T) {
 	}
 }
 
-// TestSnapshotErrors checks that a source that cannot serve its documents is an error naming
+// TestAddErrors checks that a source that cannot serve its documents is an error naming
 // what failed, not an empty service.
-func TestSnapshotErrors(t *testing.T) {
+func TestAddErrors(t *testing.T) {
 	broken := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == Path {
 			_, _ = w.Write([]byte(`{"paths":{"apis/example.com/v1":{"serverRelativeURL":"/openapi/v3/apis/example.com/v1?hash=1"}}}`))
@@ -186,11 +186,11 @@ func TestSnapshotErrors(t *testing.T) {
 		}
 		http.Error(w, "builder failed", http.StatusInternalServerError)
 	})
-	if _, err := Snapshot(broken); err == nil || !strings.Contains(err.Error(), "apis/example.com/v1: 500 builder failed") {
+	if err := New().Add(broken); err == nil || !strings.Contains(err.Error(), "apis/example.com/v1: 500 builder failed") {
 		t.Errorf("error %v", err)
 	}
 	garbage := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("not json")) })
-	if _, err := Snapshot(garbage); err == nil || !strings.Contains(err.Error(), Path) {
+	if err := New().Add(garbage); err == nil || !strings.Contains(err.Error(), Path) {
 		t.Errorf("error %v", err)
 	}
 }

@@ -240,56 +240,37 @@ func (c *Controller) resource(o object) metadata.ResourceInterface {
 // attemptToDelete deletes a dependent whose owners are all gone (or going in the
 // foreground), and drops references to gone and foreground-deleting owners from one that
 // still has a live owner.
+//
+// The graph decides only that nothing needs doing. A decision that writes the dependent is
+// made again on the live object, and the write is conditional on its resourceVersion, as
+// upstream's collector reads the latest object first: the graph can be a moment behind. An
+// owner deleted with propagationPolicy=Orphan drops its reference from the dependent and
+// then goes; the dependent's informer may deliver that patch after the owner's informer
+// delivered the deletion, and a decision on the stale references would delete the orphan (a
+// conformance spec saw its ReplicaSet go so).
 func (c *Controller) attemptToDelete(ctx context.Context, dep object) error {
-	return c.decide(ctx, dep, false)
-}
-
-// decide is attemptToDelete's decision. Deciding nothing needs doing may use the graph, but a
-// decision that writes the dependent is made again on the live object (live), and the write
-// is conditional on that object's resourceVersion, as upstream's collector reads the latest
-// object first: the graph can be a moment behind. An owner deleted with propagationPolicy=Orphan
-// drops its reference from the dependent and then goes; the dependent's informer may deliver
-// that patch after the owner's informer delivered the deletion, and a decision on the stale
-// references would delete the orphan (a conformance spec saw its ReplicaSet go so).
-func (c *Controller) decide(ctx context.Context, dep object, live bool) error {
-	var gone, waiting []types.UID
-	alive := 0
-	for _, ref := range dep.owners {
-		st, err := c.ownerState(ctx, dep, ref)
-		if err != nil {
-			return err
-		}
-		switch st {
-		case ownerGone:
-			gone = append(gone, ref.UID)
-		case ownerForeground:
-			waiting = append(waiting, ref.UID)
-		case ownerOrphaning, ownerAlive:
-			alive++
-		}
+	gone, waiting, alive, err := c.classify(ctx, dep)
+	if err != nil || (alive > 0 && len(gone)+len(waiting) == 0) {
+		return err
 	}
-	if alive > 0 && len(gone)+len(waiting) == 0 {
+	latest, err := c.resource(dep).Get(ctx, dep.name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
 		return nil
 	}
-	if !live {
-		latest, err := c.resource(dep).Get(ctx, dep.name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if latest.UID != dep.uid {
-			return nil
-		}
-		dep.owners, dep.resourceVersion = latest.OwnerReferences, latest.ResourceVersion
-		if len(dep.owners) == 0 {
-			return nil
-		}
-		return c.decide(ctx, dep, true)
+	if err != nil {
+		return err
+	}
+	if latest.UID != dep.uid || len(latest.OwnerReferences) == 0 {
+		return nil
+	}
+	dep.owners, dep.resourceVersion = latest.OwnerReferences, latest.ResourceVersion
+	if gone, waiting, alive, err = c.classify(ctx, dep); err != nil {
+		return err
 	}
 	switch {
-	case alive > 0 && len(gone)+len(waiting) > 0:
+	case alive > 0 && len(gone)+len(waiting) == 0:
+		return nil
+	case alive > 0:
 		// The dependent stays. References to owners that are gone, and to owners being
 		// deleted in the foreground (which would otherwise wait for it forever), are dropped.
 		var keep []metav1.OwnerReference
@@ -313,11 +294,32 @@ func (c *Controller) decide(ctx context.Context, dep object, live bool) error {
 			if err := c.patchMeta(ctx, dep, map[string]any{"ownerReferences": unblocked}); err != nil {
 				return err
 			}
+			dep.resourceVersion = "" // the patch moved it; it was conditional, the delete need not be
 		}
 		return c.delete(ctx, dep, metav1.DeletePropagationForeground)
 	default:
 		return c.delete(ctx, dep, metav1.DeletePropagationBackground)
 	}
+}
+
+// classify sorts dep's owner references: owners gone, owners waiting for their dependents
+// (foreground deletion), and how many are alive or orphaning.
+func (c *Controller) classify(ctx context.Context, dep object) (gone, waiting []types.UID, alive int, err error) {
+	for _, ref := range dep.owners {
+		st, err := c.ownerState(ctx, dep, ref)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		switch st {
+		case ownerGone:
+			gone = append(gone, ref.UID)
+		case ownerForeground:
+			waiting = append(waiting, ref.UID)
+		case ownerOrphaning, ownerAlive:
+			alive++
+		}
+	}
+	return gone, waiting, alive, nil
 }
 
 // dependentWaiting says whether one of o's dependents is being deleted in the foreground.
