@@ -99,6 +99,8 @@ func newAggregator(cfg *genericapiserver.Config, etcdOpts *options.EtcdOptions, 
 	aggCfg.OpenAPIConfig.Info.Title = "Kubernetes"
 	aggCfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(aggregatoropenapi.GetOpenAPIDefinitions, namer)
 	aggCfg.OpenAPIV3Config.Info.Title = "Kubernetes"
+	aggCfg.OpenAPIConfig.GetOperationIDAndTagsFromRoute = operationIDAndTags
+	aggCfg.OpenAPIV3Config.GetOperationIDAndTagsFromRoute = operationIDAndTags
 	aggEtcd := *etcdOpts
 	aggEtcd.StorageConfig.Codec = aggregatorscheme.Codecs.LegacyCodec(apiregistrationv1.SchemeGroupVersion, apiregistrationv1beta1.SchemeGroupVersion)
 	aggEtcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(apiregistrationv1.SchemeGroupVersion,

@@ -5,7 +5,6 @@ import (
 	apiextensionsv1beta1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1beta1"
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
 	apiextensionsoptions "k8s.io/apiextensions-apiserver/pkg/cmd/server/options"
-	openapicontroller "k8s.io/apiextensions-apiserver/pkg/controller/openapi"
 	openapiv3controller "k8s.io/apiextensions-apiserver/pkg/controller/openapiv3"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -59,15 +58,13 @@ func newCRDServer(cfg *genericapiserver.Config, etcdOpts *options.EtcdOptions, l
 	return c.Complete().New(genericapiserver.NewEmptyDelegate())
 }
 
-// runCRDOpenAPI keeps the main server's OpenAPI v2 and v3 documents up to date with every
-// CRD's schema (`kubectl explain` on a custom resource), as kube-apiserver's aggregator
-// does for its own.
+// runCRDOpenAPI keeps the main server's OpenAPI v3 documents up to date with every CRD's schema
+// (`kubectl explain` on a custom resource), as kube-apiserver's aggregator does for its own. The
+// v2 document merges CRDs in itself, on the first request after one changed (see
+// installOpenAPI).
 func runCRDOpenAPI(srv *genericapiserver.GenericAPIServer, crds *apiextensionsapiserver.CustomResourceDefinitions) {
 	srv.AddPostStartHookOrDie("skiff-crd-openapi", func(hc genericapiserver.PostStartHookContext) error {
 		informer := crds.Informers.Apiextensions().V1().CustomResourceDefinitions()
-		if srv.StaticOpenAPISpec != nil && srv.OpenAPIVersionedService != nil {
-			go openapicontroller.NewController(informer).Run(srv.StaticOpenAPISpec, srv.OpenAPIVersionedService, hc.Done())
-		}
 		if srv.OpenAPIV3VersionedService != nil {
 			go openapiv3controller.NewController(informer).Run(srv.OpenAPIV3VersionedService, hc.Done())
 		}

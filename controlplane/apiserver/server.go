@@ -25,6 +25,7 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
+	apiextensionslisters "k8s.io/apiextensions-apiserver/pkg/client/listers/apiextensions/v1"
 	apiextensionsopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
@@ -61,12 +62,16 @@ import (
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
 	aggregatorapiserver "k8s.io/kube-aggregator/pkg/apiserver"
+	builder2 "k8s.io/kube-openapi/pkg/builder"
 	openapicommon "k8s.io/kube-openapi/pkg/common"
+	"k8s.io/kube-openapi/pkg/common/restfuladapter"
+	openapihandler "k8s.io/kube-openapi/pkg/handler"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	"k8s.io/utils/clock"
 
 	"github.com/skiff-sh/skiff/controlplane/allocator"
 	"github.com/skiff-sh/skiff/controlplane/apiserver/admission"
+	"github.com/skiff-sh/skiff/controlplane/apiserver/openapiv2"
 	"github.com/skiff-sh/skiff/controlplane/apiserver/openapiv3"
 	"github.com/skiff-sh/skiff/controlplane/bootstraptoken"
 	"github.com/skiff-sh/skiff/controlplane/etcd"
@@ -419,6 +424,8 @@ func newServer(o Options, log *slog.Logger, layout pki.Layout, etcdTLS storageba
 	cfg.OpenAPIConfig.Info.Title = "Kubernetes"
 	cfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(definitions, namer)
 	cfg.OpenAPIV3Config.Info.Title = "Kubernetes"
+	cfg.OpenAPIConfig.GetOperationIDAndTagsFromRoute = operationIDAndTags
+	cfg.OpenAPIV3Config.GetOperationIDAndTagsFromRoute = operationIDAndTags
 
 	issuer, err := serviceaccount.NewIssuer(layout.SAKey(), issuerName)
 	if err != nil {
@@ -591,8 +598,11 @@ func newServer(o Options, log *slog.Logger, layout pki.Layout, etcdTLS storageba
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("install %v: %w", versions, err)
 		}
+		// The models server-side apply needs are compiled into the installed handlers; the
+		// OpenAPI definitions they came from are not needed again.
+		info.StaticOpenAPISpec = nil
 	}
-	if err := installOpenAPI(srv, cfg, log); err != nil {
+	if err := installOpenAPI(srv, cfg, crds.Informers.Apiextensions().V1().CustomResourceDefinitions().Lister(), log); err != nil {
 		return nil, nil, nil, err
 	}
 	// The aggregation layer goes in front of it all, once every group is installed (it
@@ -601,6 +611,10 @@ func newServer(o Options, log *slog.Logger, layout pki.Layout, etcdTLS storageba
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("aggregation layer: %w", err)
 	}
+	// Every group is installed and every built-in OpenAPI document built. The definitions
+	// upstream's DefaultOpenAPIV3Config computed up front for that (~4 MB) are dropped: a later
+	// build (none is expected) computes them again from GetDefinitions.
+	cfg.OpenAPIV3Config.Definitions = nil
 	return agg, az, scraper, nil
 }
 
@@ -849,14 +863,38 @@ func podsIn(l rest.Lister) func(ctx context.Context, namespace string) ([]*corev
 	}
 }
 
+// operationIDAndTags names a route's operation as upstream's configuration does
+// (GetOperationIDAndTags). Set explicitly because kube-openapi's builders, finding it unset,
+// set it on the shared configuration as a closure over their own state (the whole document being
+// built and every definition), which would keep the first document built alive for as long as
+// the server runs (~10 MB).
+func operationIDAndTags(r openapicommon.Route) (string, []string, error) {
+	route, ok := r.(*restfuladapter.RouteAdapter)
+	if !ok {
+		return "", nil, fmt.Errorf("route %s %s is not a go-restful route", r.Method(), r.Path())
+	}
+	return openapinamer.GetOperationIDAndTags(route.Route)
+}
+
 // installOpenAPI does what upstream's PrepareRun does for the main server's OpenAPI documents,
-// but keeps v3's built-in group-versions only as compressed JSON (controlplane/apiserver/openapiv3).
-// Each is built with upstream's InstallV3 on a throwaway container holding its web service
-// alone (as InstallV3 builds each from its own), read back, and dropped before the next. v2 is
-// installed as upstream does: apiextensions' controller merges custom resources into it.
-func installOpenAPI(srv *genericapiserver.GenericAPIServer, cfg *genericapiserver.Config, log *slog.Logger) error {
-	srv.OpenAPIVersionedService, srv.StaticOpenAPISpec = routes.OpenAPI{Config: cfg.OpenAPIConfig}.
-		InstallV2(srv.Handler.GoRestfulContainer, srv.Handler.NonGoRestfulMux)
+// but keeps the parts that never change while the server runs only as compressed JSON: v2's
+// built-in document (controlplane/apiserver/openapiv2, which merges CRDs in itself) and v3's
+// built-in group-versions (controlplane/apiserver/openapiv3). v2 is built as upstream's InstallV2
+// builds it. Each v3 document is built with upstream's InstallV3 on a throwaway container holding
+// its web service alone (as InstallV3 builds each from its own), read back, and dropped before
+// the next.
+func installOpenAPI(srv *genericapiserver.GenericAPIServer, cfg *genericapiserver.Config,
+	crds apiextensionslisters.CustomResourceDefinitionLister, log *slog.Logger) error {
+	static, err := builder2.BuildOpenAPISpecFromRoutes(restfuladapter.AdaptWebServices(srv.Handler.GoRestfulContainer.RegisteredWebServices()), cfg.OpenAPIConfig)
+	if err != nil {
+		return fmt.Errorf("OpenAPI v2 document: %w", err)
+	}
+	static.Definitions = openapihandler.PruneDefaults(static.Definitions)
+	v2, err := openapiv2.New(static, crds)
+	if err != nil {
+		return err
+	}
+	srv.Handler.NonGoRestfulMux.Handle(openapiv2.Path, v2)
 	v3 := openapiv3.New()
 	for _, ws := range srv.Handler.GoRestfulContainer.RegisteredWebServices() {
 		one := restful.NewContainer()
@@ -869,6 +907,7 @@ func installOpenAPI(srv *genericapiserver.GenericAPIServer, cfg *genericapiserve
 	}
 	v3.Install(srv.Handler.NonGoRestfulMux)
 	srv.OpenAPIV3VersionedService = v3.Dynamic
-	log.Info("OpenAPI v3 documents built", "groupVersions", len(v3.GroupVersions()), "compressedBytes", v3.CompressedBytes())
+	log.Info("OpenAPI documents built", "v2CompressedBytes", v2.CompressedBytes(),
+		"v3GroupVersions", len(v3.GroupVersions()), "v3CompressedBytes", v3.CompressedBytes())
 	return nil
 }

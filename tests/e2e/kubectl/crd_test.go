@@ -97,6 +97,12 @@ func TestCustomResources(t *testing.T) {
 		out, err := s.Run(ctx, kc, "explain", "widget.spec")
 		return err == nil && strings.Contains(out, "What a widget is made of.") && strings.Contains(out, "How big the widget is."), out
 	})
+	// The OpenAPI v2 document (the aggregator's, merged from the API server's) publishes it too,
+	// for the clients that still read v2.
+	framework.Eventually(t, 30*time.Second, "the custom resource in /openapi/v2", func() (bool, string) {
+		out, err := s.Run(ctx, kc, "get", "--raw", "/openapi/v2")
+		return err == nil && strings.Contains(out, `"com.example.v1.Widget"`) && strings.Contains(out, "What a widget is made of."), out[:min(len(out), 300)]
+	})
 	// The garbage collector watches the new kind: a widget owned by a ConfigMap goes with it.
 	run(false, "create", "configmap", "owner")
 	uid := run(false, "get", "configmap", "owner", "-o", "jsonpath={.metadata.uid}")
@@ -110,5 +116,9 @@ func TestCustomResources(t *testing.T) {
 	framework.Eventually(t, 30*time.Second, "widgets gone from discovery", func() (bool, string) {
 		out, _ := s.Run(ctx, kc, "api-resources", "--api-group", "example.com")
 		return !strings.Contains(out, "widgets"), out
+	})
+	framework.Eventually(t, 30*time.Second, "the custom resource gone from /openapi/v2", func() (bool, string) {
+		out, err := s.Run(ctx, kc, "get", "--raw", "/openapi/v2")
+		return err == nil && strings.Contains(out, `"io.k8s.api.core.v1.Pod"`) && !strings.Contains(out, `"com.example.v1.Widget"`), out[:min(len(out), 300)]
 	})
 }
