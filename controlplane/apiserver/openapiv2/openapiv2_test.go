@@ -32,7 +32,7 @@ func testStatic() *spec.Swagger {
 					200: {ResponseProps: spec.ResponseProps{Description: "OK"}}}}}}}}},
 		}},
 		Definitions: spec.Definitions{
-			"io.k8s.api.core.v1.Gadget": {SchemaProps: spec.SchemaProps{Type: []string{"object"}, Description: "A gadget."}},
+			"io.k8s.api.core.v1.Gadget":                       {SchemaProps: spec.SchemaProps{Type: []string{"object"}, Description: "A gadget."}},
 			"io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta": {SchemaProps: spec.SchemaProps{Type: []string{"object"}}},
 		},
 	}}
