@@ -27,6 +27,7 @@ import (
 	"k8s.io/kube-aggregator/pkg/controllers/autoregister"
 	aggregatoropenapi "k8s.io/kube-aggregator/pkg/generated/openapi"
 
+	"github.com/skiff-sh/skiff/controlplane/apiserver/openapiv2"
 	"github.com/skiff-sh/skiff/controlplane/pki"
 )
 
@@ -85,7 +86,7 @@ func localAPIService(gv schema.GroupVersion, p apiServicePriority) *apiregistrat
 // servers'.
 func newAggregator(cfg *genericapiserver.Config, etcdOpts *options.EtcdOptions, loopbackInformers informers.SharedInformerFactory,
 	services webhook.ServiceResolver, layout pki.Layout, delegate *genericapiserver.GenericAPIServer,
-	crds apiextensionsinformers.CustomResourceDefinitionInformer) (*aggregatorapiserver.APIAggregator, error) {
+	crds apiextensionsinformers.CustomResourceDefinitionInformer, openAPIv2 *openapiv2.Service) (*aggregatorapiserver.APIAggregator, error) {
 	aggCfg := *cfg
 	aggCfg.PostStartHooks = map[string]genericapiserver.PostStartHookConfigEntry{}
 	aggCfg.RESTOptionsGetter = nil
@@ -101,6 +102,18 @@ func newAggregator(cfg *genericapiserver.Config, etcdOpts *options.EtcdOptions, 
 	aggCfg.OpenAPIV3Config.Info.Title = "Kubernetes"
 	aggCfg.OpenAPIConfig.GetOperationIDAndTagsFromRoute = operationIDAndTags
 	aggCfg.OpenAPIV3Config.GetOperationIDAndTagsFromRoute = operationIDAndTags
+	// /openapi/v2 is served by openAPIv2, which merges what kube-aggregator would serve there
+	// into the built-in document: in front of the director, behind every filter.
+	chain := aggCfg.BuildHandlerChainFunc
+	aggCfg.BuildHandlerChainFunc = func(director http.Handler, c *genericapiserver.Config) http.Handler {
+		return chain(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == openapiv2.Path {
+				openAPIv2.ServeHTTP(w, r)
+				return
+			}
+			director.ServeHTTP(w, r)
+		}), c)
+	}
 	aggEtcd := *etcdOpts
 	aggEtcd.StorageConfig.Codec = aggregatorscheme.Codecs.LegacyCodec(apiregistrationv1.SchemeGroupVersion, apiregistrationv1beta1.SchemeGroupVersion)
 	aggEtcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(apiregistrationv1.SchemeGroupVersion,
@@ -123,6 +136,7 @@ func newAggregator(cfg *genericapiserver.Config, etcdOpts *options.EtcdOptions, 
 		return nil, err
 	}
 	agg.GenericAPIServer.ShutdownTimeout = delegate.ShutdownTimeout
+	openAPIv2.MergeFrom(agg.GenericAPIServer.Handler.NonGoRestfulMux)
 
 	client, err := apiregistrationclient.NewForConfig(aggCfg.LoopbackClientConfig)
 	if err != nil {

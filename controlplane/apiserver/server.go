@@ -602,12 +602,13 @@ func newServer(o Options, log *slog.Logger, layout pki.Layout, etcdTLS storageba
 		// OpenAPI definitions they came from are not needed again.
 		info.StaticOpenAPISpec = nil
 	}
-	if err := installOpenAPI(srv, cfg, crds.Informers.Apiextensions().V1().CustomResourceDefinitions().Lister(), log); err != nil {
+	openAPIv2, err := installOpenAPI(srv, cfg, crds.Informers.Apiextensions().V1().CustomResourceDefinitions().Lister(), log)
+	if err != nil {
 		return nil, nil, nil, err
 	}
 	// The aggregation layer goes in front of it all, once every group is installed (it
 	// registers an APIService for each).
-	agg, err := newAggregator(cfg, etcdOpts, quotaInformers, resolver, layout, srv, crds.Informers.Apiextensions().V1().CustomResourceDefinitions())
+	agg, err := newAggregator(cfg, etcdOpts, quotaInformers, resolver, layout, srv, crds.Informers.Apiextensions().V1().CustomResourceDefinitions(), openAPIv2)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("aggregation layer: %w", err)
 	}
@@ -880,21 +881,22 @@ func operationIDAndTags(r openapicommon.Route) (string, []string, error) {
 // but keeps the parts that never change while the server runs only as compressed JSON: v2's
 // built-in document (controlplane/apiserver/openapiv2, which merges CRDs in itself) and v3's
 // built-in group-versions (controlplane/apiserver/openapiv3). v2 is built as upstream's InstallV2
-// builds it. Each v3 document is built with upstream's InstallV3 on a throwaway container holding
+// builds it, and returned for the aggregator to serve: where kube-aggregator looks for it, on
+// this server, is a placeholder (see openapiv2). Each v3 document is built with upstream's InstallV3 on a throwaway container holding
 // its web service alone (as InstallV3 builds each from its own), read back, and dropped before
 // the next.
 func installOpenAPI(srv *genericapiserver.GenericAPIServer, cfg *genericapiserver.Config,
-	crds apiextensionslisters.CustomResourceDefinitionLister, log *slog.Logger) error {
+	crds apiextensionslisters.CustomResourceDefinitionLister, log *slog.Logger) (*openapiv2.Service, error) {
 	static, err := builder2.BuildOpenAPISpecFromRoutes(restfuladapter.AdaptWebServices(srv.Handler.GoRestfulContainer.RegisteredWebServices()), cfg.OpenAPIConfig)
 	if err != nil {
-		return fmt.Errorf("OpenAPI v2 document: %w", err)
+		return nil, fmt.Errorf("OpenAPI v2 document: %w", err)
 	}
 	static.Definitions = openapihandler.PruneDefaults(static.Definitions)
 	v2, err := openapiv2.New(static, crds)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	srv.Handler.NonGoRestfulMux.Handle(openapiv2.Path, v2)
+	srv.Handler.NonGoRestfulMux.Handle(openapiv2.Path, openapiv2.Placeholder(static.Info))
 	v3 := openapiv3.New()
 	for _, ws := range srv.Handler.GoRestfulContainer.RegisteredWebServices() {
 		one := restful.NewContainer()
@@ -902,12 +904,12 @@ func installOpenAPI(srv *genericapiserver.GenericAPIServer, cfg *genericapiserve
 		build := mux.NewPathRecorderMux("skiff-openapi-v3-build")
 		routes.OpenAPI{V3Config: cfg.OpenAPIV3Config}.InstallV3(one, build)
 		if err := v3.Add(build); err != nil {
-			return fmt.Errorf("OpenAPI v3 document of %s: %w", ws.RootPath(), err)
+			return nil, fmt.Errorf("OpenAPI v3 document of %s: %w", ws.RootPath(), err)
 		}
 	}
 	v3.Install(srv.Handler.NonGoRestfulMux)
 	srv.OpenAPIV3VersionedService = v3.Dynamic
 	log.Info("OpenAPI documents built", "v2CompressedBytes", v2.CompressedBytes(),
 		"v3GroupVersions", len(v3.GroupVersions()), "v3CompressedBytes", v3.CompressedBytes())
-	return nil
+	return v2, nil
 }

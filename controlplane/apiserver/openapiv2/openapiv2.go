@@ -9,6 +9,13 @@
 // the first request after the set of established CRDs changed; the merged document is kept
 // gzipped too, so between changes a request costs a copy of compressed bytes. The objects a merge
 // needs are garbage as soon as it is done.
+//
+// In front of it all, kube-aggregator merges the delegate servers' documents with the extension
+// API servers' and keeps each one it downloads parsed: given the built-in document, another
+// ~16 MB from the first GET on. So the aggregator is given a placeholder (Placeholder) where it
+// looks for the built-in document, and Service serves the aggregator's /openapi/v2 itself,
+// merging in what kube-aggregator serves (MergeFrom): its own types', apiextensions' and the
+// extension servers' documents, all small.
 package openapiv2
 
 import (
@@ -18,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,6 +40,7 @@ import (
 	apiextensionsfeatures "k8s.io/apiextensions-apiserver/pkg/features"
 	"k8s.io/apimachinery/pkg/labels"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/kube-openapi/pkg/aggregator"
 	"k8s.io/kube-openapi/pkg/handler"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 )
@@ -48,19 +57,23 @@ const (
 )
 
 // document is the merged document as served: gzipped JSON, its protobuf form (gzipped, made on
-// the first request for it), the ETag (the JSON's hash, as upstream's) and when it was built.
+// the first request for it), the ETag (the JSON's hash, as upstream's) and when it was built. It
+// was merged from the CRDs fingerprint names and the merged-in document of ETag mergedETag.
 type document struct {
 	fingerprint string
+	mergedETag  string
 	json        []byte
 	proto       []byte
 	etag        string
 	modified    time.Time
 }
 
-// Service serves /openapi/v2: the built-in document merged with every established CRD's.
+// Service serves /openapi/v2: the built-in document merged with every established CRD's and
+// with the document of the handler MergeFrom gave, if any.
 type Service struct {
 	static []byte // the built-in document, gzipped JSON
 	crds   listers.CustomResourceDefinitionLister
+	from   http.Handler
 
 	mu      sync.Mutex
 	current *document
@@ -79,6 +92,23 @@ func New(static *spec.Swagger, crds listers.CustomResourceDefinitionLister) (*Se
 		return nil, err
 	}
 	return &Service{static: gz, crds: crds}, nil
+}
+
+// MergeFrom merges the document another /openapi/v2 handler serves into this one's, as
+// kube-aggregator merges its delegates' (definitions that differ under one name are renamed,
+// paths already present are kept). It is read on every request (with If-None-Match, so an
+// unchanged document costs no copy) and must be set before the first.
+func (s *Service) MergeFrom(h http.Handler) { s.from = h }
+
+// Placeholder serves an OpenAPI v2 document with info and nothing else, with a fixed ETag: what
+// kube-aggregator finds where it would otherwise download, parse and keep the built-in document
+// (see the package documentation).
+func Placeholder(info *spec.Info) http.Handler {
+	svc := handler.NewOpenAPIService(&spec.Swagger{SwaggerProps: spec.SwaggerProps{Swagger: "2.0", Info: info,
+		Paths: &spec.Paths{Paths: map[string]spec.PathItem{}}}})
+	mux := http.NewServeMux()
+	svc.RegisterOpenAPIVersionedService(Path, mux)
+	return mux
 }
 
 // CompressedBytes is what the built-in document takes in memory.
@@ -123,19 +153,13 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // body returns the current document and its gzipped JSON or protobuf, merging first if the
-// established CRDs changed since the last merge. A failed merge leaves the last good document
-// served, as upstream's handler does; with none there is nothing to serve.
+// established CRDs or the merged-in document changed since the last merge. A failed merge
+// leaves the last good document served, as upstream's handler does; with none there is nothing
+// to serve.
 func (s *Service) body(proto bool) (*document, []byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	crds, fingerprint, err := s.established()
-	if err == nil && (s.current == nil || s.current.fingerprint != fingerprint) {
-		var d *document
-		if d, err = s.merge(crds, fingerprint); err == nil {
-			s.current = d
-		}
-	}
-	if s.current == nil {
+	if err := s.refresh(); err != nil && s.current == nil {
 		return nil, nil, err
 	}
 	if !proto {
@@ -156,6 +180,64 @@ func (s *Service) body(proto bool) (*document, []byte, error) {
 		}
 	}
 	return s.current, s.current.proto, nil
+}
+
+// refresh merges a new current document if what it is made of changed.
+func (s *Service) refresh() error {
+	crds, fingerprint, err := s.established()
+	if err != nil {
+		return err
+	}
+	var from []byte
+	var fromETag string
+	if s.from != nil {
+		lastETag := ""
+		if s.current != nil {
+			lastETag = s.current.mergedETag
+		}
+		if from, fromETag, err = s.fetch(lastETag); err != nil {
+			return err
+		}
+	}
+	if s.current != nil && s.current.fingerprint == fingerprint && s.current.mergedETag == fromETag {
+		return nil
+	}
+	if s.from != nil && from == nil { // unchanged (304), but the CRDs changed: the body is needed
+		if from, fromETag, err = s.fetch(""); err != nil {
+			return err
+		}
+	}
+	d, err := s.merge(crds, from)
+	if err != nil {
+		return err
+	}
+	d.fingerprint, d.mergedETag = fingerprint, fromETag
+	s.current = d
+	return nil
+}
+
+// fetch GETs the merged-in document as JSON, conditionally on ifNoneMatch: a nil body with the
+// same ETag if it has not changed.
+func (s *Service) fetch(ifNoneMatch string) ([]byte, string, error) {
+	req := httptest.NewRequest(http.MethodGet, Path, nil)
+	req.Header.Set("Accept", "application/json")
+	if ifNoneMatch != "" {
+		req.Header.Set("If-None-Match", strconv.Quote(ifNoneMatch))
+	}
+	rec := httptest.NewRecorder()
+	s.from.ServeHTTP(rec, req)
+	switch rec.Code {
+	case http.StatusNotModified:
+		return nil, ifNoneMatch, nil
+	case http.StatusOK:
+		etag, err := strconv.Unquote(rec.Header().Get("Etag"))
+		if err != nil {
+			etag = etagOf(rec.Body.Bytes())
+		}
+		return rec.Body.Bytes(), etag, nil
+	default:
+		return nil, "", fmt.Errorf("the merged-in document: %d %s", rec.Code, strings.TrimSpace(rec.Body.String()))
+	}
 }
 
 // established lists the CRDs whose schemas are published (upstream publishes a CRD once it is
@@ -183,9 +265,10 @@ func (s *Service) established() ([]*apiextensionsv1.CustomResourceDefinition, st
 	return out, fp.String(), nil
 }
 
-// merge builds the document: the built-in part decoded from its compressed JSON, and each CRD's
-// served versions as apiextensions' OpenAPI controller builds them.
-func (s *Service) merge(crds []*apiextensionsv1.CustomResourceDefinition, fingerprint string) (*document, error) {
+// merge builds the document: the built-in part decoded from its compressed JSON, each CRD's
+// served versions as apiextensions' OpenAPI controller builds them, and the JSON document from,
+// if not nil, as kube-aggregator merges.
+func (s *Service) merge(crds []*apiextensionsv1.CustomResourceDefinition, from []byte) (*document, error) {
 	raw, err := decompress(s.static)
 	if err != nil {
 		return nil, err
@@ -219,6 +302,15 @@ func (s *Service) merge(crds []*apiextensionsv1.CustomResourceDefinition, finger
 	if err != nil {
 		return nil, fmt.Errorf("merge the custom resources' documents: %w", err)
 	}
+	if from != nil {
+		other := &spec.Swagger{}
+		if err := other.UnmarshalJSON(from); err != nil {
+			return nil, fmt.Errorf("the merged-in document: %w", err)
+		}
+		if err := aggregator.MergeSpecsIgnorePathConflictRenamingDefinitionsAndParameters(all, other); err != nil {
+			return nil, fmt.Errorf("merge the merged-in document: %w", err)
+		}
+	}
 	body, err := all.MarshalJSON()
 	if err != nil {
 		return nil, err
@@ -227,7 +319,7 @@ func (s *Service) merge(crds []*apiextensionsv1.CustomResourceDefinition, finger
 	if err != nil {
 		return nil, err
 	}
-	return &document{fingerprint: fingerprint, json: gz, etag: etagOf(body), modified: time.Now()}, nil
+	return &document{json: gz, etag: etagOf(body), modified: time.Now()}, nil
 }
 
 func acceptsGzip(r *http.Request) bool {

@@ -229,3 +229,103 @@ func TestKeepsLastGoodDocument(t *testing.T) {
 		t.Errorf("no document and a failing merge: %d, want 503", rec.Code)
 	}
 }
+
+// extraDoc is what kube-aggregator serves in the lab: another group's path and definition, and
+// a definition the built-in document has too, differently (to be renamed, not to replace it).
+func extraDoc(description string) *spec.Swagger {
+	return &spec.Swagger{SwaggerProps: spec.SwaggerProps{
+		Swagger: "2.0",
+		Info:    &spec.Info{InfoProps: spec.InfoProps{Title: "Kubernetes", Version: "v1.37.2"}},
+		Paths: &spec.Paths{Paths: map[string]spec.PathItem{
+			"/apis/wardle.example.com/v1alpha1/flunders": {PathItemProps: spec.PathItemProps{Get: &spec.Operation{OperationProps: spec.OperationProps{
+				ID: "listFlunder", Responses: &spec.Responses{ResponsesProps: spec.ResponsesProps{StatusCodeResponses: map[int]spec.Response{
+					200: {ResponseProps: spec.ResponseProps{Description: "OK"}}}}}}}}},
+		}},
+		Definitions: spec.Definitions{
+			"com.example.wardle.v1alpha1.Flunder": {SchemaProps: spec.SchemaProps{Type: []string{"object"}, Description: description}},
+			"io.k8s.api.core.v1.Gadget":           {SchemaProps: spec.SchemaProps{Type: []string{"object"}, Description: "Another gadget."}},
+		},
+	}}
+}
+
+// The document MergeFrom names is merged in as kube-aggregator merges, and followed: a change
+// there moves the ETag, an unchanged one (304) rebuilds nothing, and one that fails to load
+// leaves the last good document served.
+func TestMergesFrom(t *testing.T) {
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	s, err := New(testStatic(), listers.NewCustomResourceDefinitionLister(indexer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := handler.NewOpenAPIService(extraDoc("A flunder."))
+	otherMux := mux.NewPathRecorderMux("other")
+	other.RegisterOpenAPIVersionedService(Path, otherMux)
+	failing := false
+	s.MergeFrom(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if failing {
+			http.Error(w, "not yet", http.StatusServiceUnavailable)
+			return
+		}
+		otherMux.ServeHTTP(w, r)
+	}))
+
+	defs, first := definitions(t, s)
+	if defs["com.example.wardle.v1alpha1.Flunder"].Description != "A flunder." {
+		t.Fatalf("the merged-in definition is missing: %v", defs["com.example.wardle.v1alpha1.Flunder"])
+	}
+	if defs["io.k8s.api.core.v1.Gadget"].Description != "A gadget." {
+		t.Errorf("a conflicting merged-in definition replaced the built-in one: %q", defs["io.k8s.api.core.v1.Gadget"].Description)
+	}
+	var doc struct{ Paths map[string]any }
+	if err := json.Unmarshal(get(t, s, nil).Body.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := doc.Paths["/apis/wardle.example.com/v1alpha1/flunders"]; !ok {
+		t.Errorf("the merged-in path is missing: %v", doc.Paths)
+	}
+
+	modified := s.current.modified
+	if _, etag := definitions(t, s); etag != first || !s.current.modified.Equal(modified) {
+		t.Error("an unchanged merged-in document rebuilt the document")
+	}
+
+	// The CRDs change while the merged-in document does not (it answers 304): it is read whole.
+	if err := indexer.Add(testCRD("A widget.", 1, true)); err != nil {
+		t.Fatal(err)
+	}
+	defs, second := definitions(t, s)
+	if defs["com.example.v1.Widget"].Description != "A widget." || defs["com.example.wardle.v1alpha1.Flunder"].Description != "A flunder." || second == first {
+		t.Fatalf("after a CRD: widget %q, flunder %q, ETag moved %v", defs["com.example.v1.Widget"].Description,
+			defs["com.example.wardle.v1alpha1.Flunder"].Description, second != first)
+	}
+
+	if err := other.UpdateSpec(extraDoc("A fluffier flunder.")); err != nil {
+		t.Fatal(err)
+	}
+	defs, third := definitions(t, s)
+	if defs["com.example.wardle.v1alpha1.Flunder"].Description != "A fluffier flunder." || third == second {
+		t.Fatalf("after the merged-in document changed: %q, ETag moved %v", defs["com.example.wardle.v1alpha1.Flunder"].Description, third != second)
+	}
+
+	failing = true
+	if _, etag := definitions(t, s); etag != third {
+		t.Error("a merged-in document that failed to load replaced the document")
+	}
+}
+
+// The placeholder is a document with no paths and an ETag that never moves, so kube-aggregator
+// keeps next to nothing of it and never downloads it twice.
+func TestPlaceholder(t *testing.T) {
+	p := Placeholder(testStatic().Info)
+	rec := get(t, p, map[string]string{"Accept": "application/json"})
+	var doc spec.Swagger
+	if err := doc.UnmarshalJSON(rec.Body.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Code != http.StatusOK || doc.Swagger != "2.0" || doc.Info.Title != "Kubernetes" || len(doc.Paths.Paths) != 0 || len(doc.Definitions) != 0 {
+		t.Fatalf("placeholder: %d %s", rec.Code, rec.Body)
+	}
+	if again := get(t, p, map[string]string{"If-None-Match": rec.Header().Get("Etag")}); again.Code != http.StatusNotModified {
+		t.Errorf("placeholder with its own ETag: %d, want 304", again.Code)
+	}
+}

@@ -59,6 +59,15 @@ func startExtensionServer(t *testing.T, frontProxyCA []byte) *extensionServer {
 			"items": []any{map[string]any{"kind": "Flunder", "apiVersion": "wardle.example.com/v1alpha1",
 				"metadata": map[string]any{"name": "fluffy", "namespace": "default", "creationTimestamp": time.Now().UTC().Format(time.RFC3339)}}}})
 	})
+	// Its OpenAPI v2 document, which the aggregator merges into /openapi/v2.
+	mux.HandleFunc("/openapi/v2", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, map[string]any{"swagger": "2.0", "info": map[string]any{"title": "wardle", "version": "v1alpha1"},
+			"paths": map[string]any{"/apis/wardle.example.com/v1alpha1/namespaces/{namespace}/flunders": map[string]any{
+				"get": map[string]any{"operationId": "listWardleV1alpha1NamespacedFlunder", "responses": map[string]any{
+					"200": map[string]any{"description": "OK", "schema": map[string]any{"$ref": "#/definitions/com.example.wardle.v1alpha1.Flunder"}}}}}},
+			"definitions": map[string]any{"com.example.wardle.v1alpha1.Flunder": map[string]any{
+				"type": "object", "description": "A flunder, as the extension server describes it."}}})
+	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -160,6 +169,19 @@ spec:
 		return err == nil && strings.Contains(out, "fluffy"), out
 	})
 	containsAll(t, run(false, "api-resources", "--api-group=wardle.example.com"), "flunders", "wardle.example.com/v1alpha1", "Flunder")
+	// /openapi/v2 has the extension server's schema beside the built-in types', the
+	// aggregator's own and apiextensions'.
+	framework.Eventually(t, 60*time.Second, "the extension server's schema in /openapi/v2", func() (bool, string) {
+		out, err := s.Run(ctx, kc, "get", "--raw", "/openapi/v2")
+		for _, want := range []string{"A flunder, as the extension server describes it.", `"/apis/wardle.example.com/v1alpha1/namespaces/{namespace}/flunders"`,
+			`"io.k8s.api.core.v1.Pod"`, `"io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIService"`,
+			`"io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition"`} {
+			if err != nil || !strings.Contains(out, want) {
+				return false, fmt.Sprintf("no %s in %.300s", want, out)
+			}
+		}
+		return true, ""
+	})
 	ext.mu.Lock()
 	users := append([]string(nil), ext.users...)
 	ext.mu.Unlock()
@@ -177,5 +199,9 @@ spec:
 	framework.Eventually(t, 30*time.Second, "the wardle group gone from discovery", func() (bool, string) {
 		out, _ := s.Run(ctx, kc, "api-resources", "--api-group=wardle.example.com")
 		return !strings.Contains(out, "flunders"), out
+	})
+	framework.Eventually(t, 60*time.Second, "the extension server's schema gone from /openapi/v2", func() (bool, string) {
+		out, err := s.Run(ctx, kc, "get", "--raw", "/openapi/v2")
+		return err == nil && strings.Contains(out, `"io.k8s.api.core.v1.Pod"`) && !strings.Contains(out, "com.example.wardle.v1alpha1.Flunder"), out[:min(len(out), 300)]
 	})
 }
