@@ -252,7 +252,7 @@ func runControllers(ctx context.Context, cfg *rest.Config, root kubernetes.Inter
 			if err != nil {
 				return nil, err
 			}
-			return garbagecollector.New(md, c.Discovery(), log), nil
+			return garbagecollector.New(md, c.Discovery(), startedInformers(factory), log), nil
 		}},
 		{csrapproving.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
 			return csrapproving.New(c, certs.CertificateSigningRequests(), log), nil

@@ -38,9 +38,16 @@ const Name = "generic-garbage-collector"
 // ignored resources never own or depend on anything worth collecting.
 var ignored = sets.New("events", "leases")
 
+// SharedInformers finds an informer another part of the process already runs for a resource
+// of kind gvk (a controller's typed informer), or returns nil. The collector watches such a
+// resource through that informer instead of opening a second watch of its metadata, as
+// upstream's collector takes its informers from the controller manager's shared factory.
+type SharedInformers func(gvr schema.GroupVersionResource, gvk schema.GroupVersionKind) cache.SharedIndexInformer
+
 // Controller collects garbage.
 type Controller struct {
 	md        metadata.Interface
+	shared    SharedInformers
 	discovery discovery.DiscoveryInterface
 	mapper    *restmapper.DeferredDiscoveryRESTMapper
 	graph     *graph
@@ -53,29 +60,45 @@ type Controller struct {
 	watched sets.Set[schema.GroupVersionResource]
 }
 
-// New wires the collector to the metadata of every resource discovery lists.
-func New(md metadata.Interface, disc discovery.DiscoveryInterface, log *slog.Logger) *Controller {
-	c := &Controller{md: md, discovery: disc, graph: newGraph(), log: log.With("controller", Name),
+// New wires the collector to every resource discovery lists: through shared's informer where
+// it has one (shared may be nil), else to the resource's metadata.
+func New(md metadata.Interface, disc discovery.DiscoveryInterface, shared SharedInformers, log *slog.Logger) *Controller {
+	c := &Controller{md: md, shared: shared, discovery: disc, graph: newGraph(), log: log.With("controller", Name),
 		mapper:  restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)),
 		factory: metadatainformer.NewSharedInformerFactory(md, 0), watched: sets.New[schema.GroupVersionResource]()}
 	c.loop = loop.New(Name, c.sync, log)
 	return c
 }
 
-func (c *Controller) watch(gvr schema.GroupVersionResource) {
+func (c *Controller) watch(gvr schema.GroupVersionResource, kind string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.watched.Has(gvr) {
 		return
 	}
 	c.watched.Insert(gvr)
-	inf := c.factory.ForResource(gvr).Informer()
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	var inf cache.SharedIndexInformer
+	if c.shared != nil {
+		inf = c.shared(gvr, gvr.GroupVersion().WithKind(kind))
+	}
+	if inf == nil {
+		inf = c.factory.ForResource(gvr).Informer()
+	}
+	// observe reads only object metadata, so full objects from a shared typed informer and
+	// PartialObjectMetadata from the collector's own are alike to it.
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.observe(gvr, obj, false) },
 		UpdateFunc: func(_, obj any) { c.observe(gvr, obj, false) },
 		DeleteFunc: func(obj any) { c.observe(gvr, obj, true) },
 	})
-	c.synced = append(c.synced, inf.HasSynced)
+	if err != nil {
+		c.log.Error("watching", "resource", gvr, "err", err)
+		c.watched.Delete(gvr)
+		return
+	}
+	// The registration's HasSynced, not the informer's: the collector's graph must have seen
+	// everything a shared informer held before it was added.
+	c.synced = append(c.synced, reg.HasSynced)
 }
 
 // rediscoverPeriod is how often discovery is asked again for resources added since (the
@@ -130,7 +153,7 @@ func (c *Controller) discover() error {
 			if strings.Contains(r.Name, "/") || ignored.Has(r.Name) || !v.HasAll("list", "watch", "delete", "patch") {
 				continue
 			}
-			c.watch(gv.WithResource(r.Name))
+			c.watch(gv.WithResource(r.Name), r.Kind)
 		}
 	}
 	return nil

@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,8 +20,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/discovery"
 	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	ktesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 )
 
@@ -61,7 +68,7 @@ func newFixture(t *testing.T, objs ...*metav1.PartialObjectMetadata) *fixture {
 	}
 	md := metadatafake.NewSimpleMetadataClient(scheme, ros...)
 	disc := &fakediscovery.FakeDiscovery{Fake: &ktesting.Fake{Resources: resources}}
-	return &fixture{c: New(md, disc, slog.New(slog.NewTextHandler(io.Discard, nil))), md: md}
+	return &fixture{c: New(md, disc, nil, slog.New(slog.NewTextHandler(io.Discard, nil))), md: md}
 }
 
 func gvrOf(o *metav1.PartialObjectMetadata) schema.GroupVersionResource {
@@ -493,7 +500,7 @@ func TestRunWatchesCollectableResourcesAndCollects(t *testing.T) {
 	}
 	md := metadatafake.NewSimpleMetadataClient(scheme, owner, orphan, kept)
 	disc := preferred{&fakediscovery.FakeDiscovery{Fake: &ktesting.Fake{Resources: lists}}}
-	c := New(md, disc, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c := New(md, disc, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -555,5 +562,77 @@ func TestForegroundDeletionThroughACircle(t *testing.T) {
 	f2.sync(t, lone)
 	if w := f2.writes(); len(w) != 1 || w[0].GetVerb() != "delete" {
 		t.Fatalf("writes %v, want only the foreground delete", w)
+	}
+}
+
+// A resource another part already watches (a controller's typed informer) is watched through
+// that informer: the collector opens no metadata watch of its own for it, and still collects
+// what it sees there.
+func TestRunWatchesThroughSharedInformers(t *testing.T) {
+	owner := rs("alive")
+	orphan := pod("orphan", ref(rs("gone"), true))
+	kept := pod("kept", ref(owner, true))
+	scheme := metadatafake.NewTestScheme()
+	if err := metav1.AddMetaToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	md := metadatafake.NewSimpleMetadataClient(scheme, owner, orphan, kept)
+	disc := preferred{&fakediscovery.FakeDiscovery{Fake: &ktesting.Fake{Resources: resources}}}
+
+	typedPod := func(o *metav1.PartialObjectMetadata) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: *o.ObjectMeta.DeepCopy(), Spec: corev1.PodSpec{NodeName: "n1"}}
+	}
+	client := kubefake.NewClientset(typedPod(orphan), typedPod(kept))
+	factory := informers.NewSharedInformerFactory(client, 0)
+	podInformer := factory.Core().V1().Pods().Informer()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	factory.Start(ctx.Done())
+
+	var asked []schema.GroupVersionKind
+	var mu sync.Mutex
+	shared := func(gvr schema.GroupVersionResource, gvk schema.GroupVersionKind) cache.SharedIndexInformer {
+		mu.Lock()
+		defer mu.Unlock()
+		asked = append(asked, gvk)
+		if gvr == podsGVR && gvk == corev1.SchemeGroupVersion.WithKind("Pod") {
+			return podInformer
+		}
+		return nil
+	}
+	c := New(md, disc, shared, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	pods := md.Resource(podsGVR).Namespace("default")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := pods.Get(ctx, "orphan", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("orphan seen through the shared informer not collected: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := pods.Get(ctx, "kept", metav1.GetOptions{}); err != nil {
+		t.Fatalf("pod with a live owner: %v", err)
+	}
+	for _, a := range md.Actions() {
+		if (a.GetVerb() == "list" || a.GetVerb() == "watch") && a.GetResource() == podsGVR {
+			t.Fatalf("the collector opened its own %s of pods: %v", a.GetVerb(), a)
+		}
+	}
+	if _, ok := c.graph.get(kept.UID); !ok {
+		t.Fatal("a pod of the shared informer is not in the graph")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := sets.New(corev1.SchemeGroupVersion.WithKind("Pod"), corev1.SchemeGroupVersion.WithKind("ConfigMap"),
+		corev1.SchemeGroupVersion.WithKind("Node"), appsv1.SchemeGroupVersion.WithKind("ReplicaSet"), appsv1.SchemeGroupVersion.WithKind("Deployment"))
+	if got := sets.New(asked...); !got.Equal(want) {
+		t.Fatalf("asked for %v, want %v", got.UnsortedList(), want.UnsortedList())
 	}
 }
