@@ -246,6 +246,10 @@ func (c *Controller) newReplicaSet(ctx context.Context, d *appsv1.Deployment, ow
 		rs.Annotations[ChangeCauseAnnotation] = cause
 	}
 	setReplicaAnnotations(rs, d)
+	// It starts at the size its first rollout step gives it, as upstream's does: a client that
+	// reads the new ReplicaSet once (as the conformance suite's garbage-collector specs do) sees
+	// the size it will keep, not a 0 scaled up a moment later.
+	replicas = initialReplicas(d, rs, old)
 	created, err := c.client.AppsV1().ReplicaSets(d.Namespace).Create(ctx, rs, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		// A ReplicaSet of that name with another template: bump collisionCount, as upstream.
@@ -261,8 +265,29 @@ func (c *Controller) newReplicaSet(ctx context.Context, d *appsv1.Deployment, ow
 	if err != nil {
 		return nil, nil, err
 	}
-	c.log.Info("created replica set", "deployment", d.Namespace+"/"+d.Name, "replicaset", created.Name, "revision", revision)
+	c.log.Info("created replica set", "deployment", d.Namespace+"/"+d.Name, "replicaset", created.Name, "revision", revision, "replicas", replicas)
+	if replicas > 0 {
+		c.recorder.Eventf(d, corev1.EventTypeNormal, "ScalingReplicaSet", "Scaled up replica set %s from 0 to %d", created.Name, replicas)
+	}
 	return created, old, c.setRevision(ctx, d, revision)
+}
+
+// initialReplicas is the size a new ReplicaSet rs of d is created with: none while d is paused
+// or, with the Recreate strategy, while an old ReplicaSet still has pods; else what a rolling
+// update's first step scales it to (everything, when there is no old ReplicaSet).
+func initialReplicas(d *appsv1.Deployment, rs *appsv1.ReplicaSet, old []*appsv1.ReplicaSet) int32 {
+	if d.Spec.Paused {
+		return 0
+	}
+	if d.Spec.Strategy.Type == appsv1.RecreateDeploymentStrategyType {
+		for _, o := range old {
+			if rsReplicas(o) > 0 || o.Status.Replicas > 0 {
+				return 0
+			}
+		}
+		return replicasOf(d)
+	}
+	return PlanRollingUpdate(d, rs, old)[rs.Name]
 }
 
 func setReplicaAnnotations(rs *appsv1.ReplicaSet, d *appsv1.Deployment) {

@@ -79,10 +79,14 @@ func (f *fixture) rsUpdates() []*appsv1.ReplicaSet {
 	return out
 }
 
-// lastReplicas is the last replica count written to each ReplicaSet.
+// lastReplicas is the last replica count written to each ReplicaSet, by creation or update.
 func (f *fixture) lastReplicas() map[string]int32 {
 	out := map[string]int32{}
-	for _, rs := range f.rsUpdates() {
+	var written []*appsv1.ReplicaSet
+	for _, a := range f.actions("create", "replicasets", "") {
+		written = append(written, a.(ktesting.CreateAction).GetObject().(*appsv1.ReplicaSet))
+	}
+	for _, rs := range append(written, f.rsUpdates()...) {
 		out[rs.Name] = *rs.Spec.Replicas
 	}
 	return out
@@ -177,12 +181,13 @@ func TestFirstSyncCreatesReplicaSet(t *testing.T) {
 	if _, ok := d.Spec.Template.Labels[appsv1.DefaultDeploymentUniqueLabelKey]; ok {
 		t.Error("the deployment's template was mutated")
 	}
-	if *rs.Spec.Replicas != 0 {
-		t.Errorf("created with %d replicas, want 0 then scaled", *rs.Spec.Replicas)
+	// No old replicas: maxSurge (25% of 4 -> 1) leaves room for all 4 at once, so it is created
+	// at 4 (as upstream's: a reader never sees it at 0 first) and not scaled after.
+	if *rs.Spec.Replicas != 4 {
+		t.Errorf("created with %d replicas, want 4", *rs.Spec.Replicas)
 	}
-	// No old replicas: maxSurge (25% of 4 -> 1) leaves room for all 4 at once.
-	if got := f.lastReplicas(); got["web-"+hash] != 4 || len(got) != 1 {
-		t.Errorf("scaled %v, want web-%s to 4", got, hash)
+	if got := f.rsUpdates(); len(got) != 0 {
+		t.Errorf("%d updates after creating it at its size", len(got))
 	}
 	if got := f.revisionUpdates(t); len(got) != 1 || got[0] != "1" {
 		t.Errorf("revision updates %v, want [1]", got)
@@ -213,13 +218,23 @@ func TestSyncRollingStepWithinBounds(t *testing.T) {
 	if got[newName] != 1 || got[old.Name] != 3 {
 		t.Fatalf("scaled %v, want %s=1 %s=3", got, newName, old.Name)
 	}
-	// Scale up happens before scale down, as upstream.
-	upd := f.rsUpdates()
-	if len(upd) != 2 || upd[0].Name != newName || upd[1].Name != old.Name {
-		t.Fatalf("update order %v", upd)
+	// Scale up happens before scale down, as upstream: the new ReplicaSet is created at its
+	// first step's size, then the old one is scaled down.
+	var order []string
+	for _, a := range f.client.Actions() {
+		if a.GetResource().Resource != "replicasets" {
+			continue
+		}
+		if w, ok := a.(interface{ GetObject() runtime.Object }); ok {
+			order = append(order, a.GetVerb()+" "+w.GetObject().(*appsv1.ReplicaSet).Name)
+		}
 	}
-	if upd[1].Annotations[DesiredReplicasAnnotation] != "4" || upd[1].Annotations[MaxReplicasAnnotation] != "5" {
-		t.Errorf("old replica set annotations %v", upd[1].Annotations)
+	if len(order) != 2 || order[0] != "create "+newName || order[1] != "update "+old.Name {
+		t.Fatalf("writes %v, want the new one created, then the old one scaled down", order)
+	}
+	upd := f.rsUpdates()
+	if upd[0].Annotations[DesiredReplicasAnnotation] != "4" || upd[0].Annotations[MaxReplicasAnnotation] != "5" {
+		t.Errorf("old replica set annotations %v", upd[0].Annotations)
 	}
 }
 
@@ -445,8 +460,8 @@ func TestRecreateScalesOldDownBeforeNew(t *testing.T) {
 	if got[old.Name] != 0 {
 		t.Fatalf("old scaled to %v, want 0", got)
 	}
-	if r, ok := got[newName]; ok {
-		t.Fatalf("new scaled to %d while an old pod runs", r)
+	if r := got[newName]; r != 0 {
+		t.Fatalf("new given %d replicas while an old pod runs", r)
 	}
 
 	// Old replicas gone (the last pod finished): the new ReplicaSet gets every replica at once.
@@ -773,5 +788,33 @@ func TestAdoptedReplicaSetWithoutAnnotations(t *testing.T) {
 	f.sync(t, "default/web")
 	if got := f.lastReplicas(); got[orphan.Name] != 0 {
 		t.Fatalf("the adopted old ReplicaSet: %v, want it scaled to 0", got)
+	}
+}
+
+func TestInitialReplicas(t *testing.T) {
+	recreate := func(d *appsv1.Deployment) *appsv1.Deployment {
+		d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+		return d
+	}
+	paused := newDeployment(4, "nginx:2")
+	paused.Spec.Paused = true
+	fresh := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "new"}, Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](0)}}
+	base := newDeployment(4, "nginx:2")
+	for _, tc := range []struct {
+		name string
+		d    *appsv1.Deployment
+		old  []*appsv1.ReplicaSet
+		want int32
+	}{
+		{"rolling, nothing old", newDeployment(4, "nginx:2"), nil, 4},
+		{"rolling, 4 old available: maxSurge 1", newDeployment(4, "nginx:2"), []*appsv1.ReplicaSet{ownedRS(base, "nginx:1", "1", 4, 4, t0)}, 1},
+		{"paused", paused, nil, 0},
+		{"recreate, nothing old", recreate(newDeployment(3, "nginx:2")), nil, 3},
+		{"recreate, old scaled to 0 and gone", recreate(newDeployment(3, "nginx:2")), []*appsv1.ReplicaSet{ownedRS(base, "nginx:1", "1", 0, 0, t0)}, 3},
+		{"recreate, old still has pods", recreate(newDeployment(3, "nginx:2")), []*appsv1.ReplicaSet{ownedRS(base, "nginx:1", "1", 3, 3, t0)}, 0},
+	} {
+		if got := initialReplicas(tc.d, fresh, tc.old); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
 	}
 }
