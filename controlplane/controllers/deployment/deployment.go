@@ -126,6 +126,16 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
+	if IsScalingEvent(d, owned) {
+		// Resized (paused or not): share the change among the ReplicaSets before any rollout
+		// step, as upstream; the next sync goes on with the rollout.
+		if newRS, old := splitByTemplate(d, owned); newRS != nil {
+			if err := c.resize(ctx, d, newRS, old); err != nil {
+				return err
+			}
+			return c.updateStatus(ctx, d, newRS, old)
+		}
+	}
 	newRS, old, err := c.newReplicaSet(ctx, d, owned)
 	if err != nil {
 		return err
@@ -183,15 +193,9 @@ func (c *Controller) claim(ctx context.Context, d *appsv1.Deployment, all []*app
 // revision) when there is none; an old one whose template matches again (rollout undo) is
 // reused and given the next revision.
 func (c *Controller) newReplicaSet(ctx context.Context, d *appsv1.Deployment, owned []*appsv1.ReplicaSet) (*appsv1.ReplicaSet, []*appsv1.ReplicaSet, error) {
-	var newRS *appsv1.ReplicaSet
-	var old []*appsv1.ReplicaSet
+	newRS, old := splitByTemplate(d, owned)
 	maxOld := int64(0)
-	for _, rs := range owned {
-		if newRS == nil && EqualIgnoreHash(&rs.Spec.Template, &d.Spec.Template) {
-			newRS = rs
-			continue
-		}
-		old = append(old, rs)
+	for _, rs := range old {
 		maxOld = max(maxOld, Revision(rs))
 	}
 	revision := strconv.FormatInt(maxOld+1, 10)
@@ -321,8 +325,51 @@ func (c *Controller) setRevision(ctx context.Context, d *appsv1.Deployment, revi
 	return err
 }
 
-func (c *Controller) scale(ctx context.Context, d *appsv1.Deployment, rs *appsv1.ReplicaSet, n int32) error {
-	if rsReplicas(rs) == n {
+// splitByTemplate finds, without writing anything, the ReplicaSet of d's current template
+// (nil if there is none yet) and the others.
+func splitByTemplate(d *appsv1.Deployment, owned []*appsv1.ReplicaSet) (*appsv1.ReplicaSet, []*appsv1.ReplicaSet) {
+	var newRS *appsv1.ReplicaSet
+	var old []*appsv1.ReplicaSet
+	for _, rs := range owned {
+		if newRS == nil && EqualIgnoreHash(&rs.Spec.Template, &d.Spec.Template) {
+			newRS = rs
+			continue
+		}
+		old = append(old, rs)
+	}
+	return newRS, old
+}
+
+// resize applies PlanScale, oldest ReplicaSet first.
+func (c *Controller) resize(ctx context.Context, d *appsv1.Deployment, newRS *appsv1.ReplicaSet, old []*appsv1.ReplicaSet) error {
+	plan := PlanScale(d, newRS, old)
+	all := append(append([]*appsv1.ReplicaSet(nil), old...), newRS)
+	sortOldestFirst(all)
+	for _, rs := range all {
+		n, ok := plan[rs.Name]
+		if !ok {
+			if rsReplicas(rs) == 0 {
+				continue
+			}
+			// Kept at its size, but annotated for d's: else the scaling event never ends.
+			n = rsReplicas(rs)
+		}
+		if err := c.scale(ctx, d, rs, n, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scale gives rs n replicas, and the desired- and max-replicas annotations of d's size (which
+// tell the next resize what rs was sized for). A ReplicaSet of the right size is left alone
+// unless annotate is set: a resize also writes the annotations of a ReplicaSet whose share
+// was none, since they are what ends the scaling event.
+func (c *Controller) scale(ctx context.Context, d *appsv1.Deployment, rs *appsv1.ReplicaSet, n int32, annotate bool) error {
+	surge, _ := ResolveFenceposts(d)
+	annotated := rs.Annotations[DesiredReplicasAnnotation] == strconv.Itoa(int(replicasOf(d))) &&
+		rs.Annotations[MaxReplicasAnnotation] == strconv.Itoa(int(replicasOf(d)+surge))
+	if rsReplicas(rs) == n && (!annotate || annotated) {
 		return nil
 	}
 	cp := rs.DeepCopy()
@@ -331,6 +378,9 @@ func (c *Controller) scale(ctx context.Context, d *appsv1.Deployment, rs *appsv1
 	setReplicaAnnotations(cp, d)
 	if _, err := c.client.AppsV1().ReplicaSets(rs.Namespace).Update(ctx, cp, metav1.UpdateOptions{}); err != nil {
 		return err
+	}
+	if n == from {
+		return nil
 	}
 	verb := "up"
 	if n < from {
@@ -343,7 +393,7 @@ func (c *Controller) scale(ctx context.Context, d *appsv1.Deployment, rs *appsv1
 func (c *Controller) rollout(ctx context.Context, d *appsv1.Deployment, newRS *appsv1.ReplicaSet, old []*appsv1.ReplicaSet) error {
 	if d.Spec.Strategy.Type == appsv1.RecreateDeploymentStrategyType {
 		for _, rs := range old {
-			if err := c.scale(ctx, d, rs, 0); err != nil {
+			if err := c.scale(ctx, d, rs, 0, false); err != nil {
 				return err
 			}
 		}
@@ -359,15 +409,15 @@ func (c *Controller) rollout(ctx context.Context, d *appsv1.Deployment, newRS *a
 				}
 			}
 		}
-		return c.scale(ctx, d, newRS, replicasOf(d))
+		return c.scale(ctx, d, newRS, replicasOf(d), false)
 	}
 	plan := PlanRollingUpdate(d, newRS, old)
 	// Scale up first, then down, as upstream.
-	if err := c.scale(ctx, d, newRS, plan[newRS.Name]); err != nil {
+	if err := c.scale(ctx, d, newRS, plan[newRS.Name], false); err != nil {
 		return err
 	}
 	for _, rs := range old {
-		if err := c.scale(ctx, d, rs, plan[rs.Name]); err != nil {
+		if err := c.scale(ctx, d, rs, plan[rs.Name], false); err != nil {
 			return err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"maps"
 	"regexp"
 	"sort"
 	"strings"
@@ -816,5 +817,121 @@ func TestInitialReplicas(t *testing.T) {
 		if got := initialReplicas(tc.d, fresh, tc.old); got != tc.want {
 			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
 		}
+	}
+}
+
+// sized is a ReplicaSet of replicas (available of them) last sized for a deployment of
+// desired replicas and max replicas with surge ("" leaves the annotation out).
+func sized(name string, replicas, available int32, desired, maxReplicas string, created time.Time) *appsv1.ReplicaSet {
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", CreationTimestamp: metav1.NewTime(created),
+		Annotations: map[string]string{}},
+		Spec:   appsv1.ReplicaSetSpec{Replicas: ptr.To(replicas)},
+		Status: appsv1.ReplicaSetStatus{Replicas: replicas, AvailableReplicas: available}}
+	if desired != "" {
+		rs.Annotations[DesiredReplicasAnnotation] = desired
+	}
+	if maxReplicas != "" {
+		rs.Annotations[MaxReplicasAnnotation] = maxReplicas
+	}
+	return rs
+}
+
+func TestPlanScale(t *testing.T) {
+	surge3 := func(replicas int32) *appsv1.Deployment {
+		d := newDeployment(replicas, "nginx:3")
+		s, u := intstr.FromInt32(3), intstr.FromInt32(2)
+		d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
+			RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: &s, MaxUnavailable: &u}}
+		return d
+	}
+	recreate := newDeployment(5, "nginx:3")
+	recreate.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+	noAnnotations := surge3(30)
+	noAnnotations.Status.Replicas = 13
+	t1, t2 := t0.Add(time.Hour), t0.Add(2*time.Hour)
+	for _, tc := range []struct {
+		name  string
+		d     *appsv1.Deployment
+		newRS *appsv1.ReplicaSet
+		old   []*appsv1.ReplicaSet
+		want  Plan
+	}{
+		// Upstream's conformance spec "deployment should support proportional scaling": 10
+		// replicas (maxSurge 3) mid-rollout as 8 old and 5 new, scaled to 30: 8+12 and 5+8.
+		{"grow mid-rollout", surge3(30), sized("new", 5, 0, "10", "13", t1), []*appsv1.ReplicaSet{sized("old", 8, 8, "10", "13", t0)},
+			Plan{"old": 20, "new": 13}},
+		{"shrink mid-rollout", surge3(5), sized("new", 5, 0, "10", "13", t1), []*appsv1.ReplicaSet{sized("old", 8, 8, "10", "13", t0)},
+			// allowed 8 of 13: old 8 -> round(8*8/13)=5 (-3), new 5 -> round(5*8/13)=3 (-2).
+			Plan{"old": 5, "new": 3}},
+		{"rounding leftover goes to the largest", surge3(11), sized("new", 4, 0, "10", "13", t1),
+			[]*appsv1.ReplicaSet{sized("a", 5, 5, "10", "13", t0), sized("b", 4, 4, "10", "13", t2)},
+			// allowed 14, 13 now: +1. a (largest): round(5*14/13)=5 -> +0; then among the 4s,
+			// newer first when growing: b (t2): round(4*14/13)=4 -> +0, new (t1): +0; the 1
+			// left over goes to a.
+			Plan{"a": 6, "b": 4, "new": 4}},
+		{"to zero", surge3(0), sized("new", 5, 0, "10", "13", t1), []*appsv1.ReplicaSet{sized("old", 8, 8, "10", "13", t0)},
+			Plan{"old": 0, "new": 0}},
+		{"missing annotation: measured against the deployment's pods", noAnnotations, sized("new", 5, 0, "10", "", t1),
+			[]*appsv1.ReplicaSet{sized("old", 8, 8, "10", "", t0)}, Plan{"old": 20, "new": 13}},
+		{"one active takes all", surge3(7), sized("new", 4, 4, "4", "7", t1), []*appsv1.ReplicaSet{sized("old", 0, 0, "4", "7", t0)},
+			Plan{"new": 7}},
+		{"none active: the new one", surge3(3), sized("new", 0, 0, "0", "3", t1), []*appsv1.ReplicaSet{sized("old", 0, 0, "0", "3", t0)},
+			Plan{"new": 3}},
+		{"none active and no new one: the newest old", surge3(3), nil,
+			[]*appsv1.ReplicaSet{sized("b", 0, 0, "0", "3", t1), sized("a", 0, 0, "0", "3", t0)}, Plan{"b": 3}},
+		{"saturated new one: the old go", surge3(4), sized("new", 4, 4, "4", "7", t1), []*appsv1.ReplicaSet{sized("old", 2, 2, "6", "9", t0)},
+			Plan{"old": 0}},
+		{"recreate with two active: left as they are", recreate, sized("new", 2, 0, "4", "4", t1), []*appsv1.ReplicaSet{sized("old", 2, 2, "4", "4", t0)},
+			Plan{}},
+	} {
+		got := PlanScale(tc.d, tc.newRS, tc.old)
+		if !maps.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestIsScalingEvent(t *testing.T) {
+	d := newDeployment(30, "nginx:3")
+	if !IsScalingEvent(d, []*appsv1.ReplicaSet{sized("old", 8, 8, "10", "13", t0)}) {
+		t.Error("an active ReplicaSet sized for 10 of a deployment of 30: not a scaling event")
+	}
+	if IsScalingEvent(d, []*appsv1.ReplicaSet{sized("old", 0, 0, "10", "13", t0), sized("new", 30, 0, "30", "38", t0)}) {
+		t.Error("only an inactive ReplicaSet sized for another count: a scaling event")
+	}
+	if IsScalingEvent(d, []*appsv1.ReplicaSet{sized("adopted", 3, 3, "", "", t0)}) {
+		t.Error("no annotation: a scaling event")
+	}
+}
+
+// A deployment resized mid-rollout shares the change among its ReplicaSets, as upstream,
+// and takes no rollout step in that sync; once they carry the new size, the rollout goes on.
+func TestSyncResizesProportionally(t *testing.T) {
+	d := newDeployment(30, "nginx:2")
+	s, u := intstr.FromInt32(3), intstr.FromInt32(2)
+	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
+		RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: &s, MaxUnavailable: &u}}
+	old := ownedRS(d, "nginx:1", "1", 8, 8, t0)
+	newRS := ownedRS(d, "nginx:2", "2", 5, 0, t0.Add(time.Hour))
+	for _, rs := range []*appsv1.ReplicaSet{old, newRS} {
+		rs.Annotations[DesiredReplicasAnnotation], rs.Annotations[MaxReplicasAnnotation] = "10", "13"
+	}
+	f := newFixture(t, d, old, newRS)
+	f.sync(t, "default/web")
+	if n := len(f.actions("create", "replicasets", "")); n != 0 {
+		t.Fatalf("%d creations in a resize", n)
+	}
+	got := f.lastReplicas()
+	if got[old.Name] != 20 || got[newRS.Name] != 13 {
+		t.Fatalf("resized to %v, want %s=20 %s=13", got, old.Name, newRS.Name)
+	}
+	for _, rs := range f.rsUpdates() {
+		if rs.Annotations[DesiredReplicasAnnotation] != "30" || rs.Annotations[MaxReplicasAnnotation] != "33" {
+			t.Errorf("%s annotated %v, want desired 30 and max 33", rs.Name, rs.Annotations)
+		}
+	}
+	updated := f.rsUpdates()
+	if IsScalingEvent(d, updated) {
+		t.Fatal("still a scaling event after the resize")
 	}
 }

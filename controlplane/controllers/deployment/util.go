@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"sort"
 	"strconv"
 
@@ -182,4 +183,134 @@ func PlanRollingUpdate(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, old []*ap
 		plan[name] = n
 	}
 	return plan
+}
+
+// IsScalingEvent tells whether d was resized since its active ReplicaSets were last sized for
+// it: one of them carries a desired-replicas annotation other than d's replicas. Upstream
+// resizes proportionally then (PlanScale) instead of taking a rollout step.
+func IsScalingEvent(d *appsv1.Deployment, all []*appsv1.ReplicaSet) bool {
+	want := strconv.Itoa(int(replicasOf(d)))
+	for _, rs := range all {
+		if rsReplicas(rs) == 0 {
+			continue
+		}
+		if desired, ok := rs.Annotations[DesiredReplicasAnnotation]; ok && desired != want {
+			return true
+		}
+	}
+	return false
+}
+
+// PlanScale is upstream's resize of a Deployment (pkg/controller/deployment/sync.go, scale):
+// one active ReplicaSet (or, with none, the newest) takes every replica; a saturated new one
+// leaves the old ones none; otherwise, in a rolling update, the replicas added or removed are
+// shared among the active ReplicaSets in proportion to their size, measured against the
+// deployment's size (plus maxSurge) each was last given (its max-replicas annotation). newRS
+// may be nil (no ReplicaSet of the current template yet). ReplicaSets the plan leaves out keep
+// their size.
+func PlanScale(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, old []*appsv1.ReplicaSet) Plan {
+	plan := Plan{}
+	want := replicasOf(d)
+	var active []*appsv1.ReplicaSet
+	for _, rs := range append(append([]*appsv1.ReplicaSet(nil), old...), newRS) {
+		if rs != nil && rsReplicas(rs) > 0 {
+			active = append(active, rs)
+		}
+	}
+	switch len(active) {
+	case 0:
+		latest := newRS
+		if latest == nil && len(old) > 0 {
+			olds := append([]*appsv1.ReplicaSet(nil), old...)
+			sortOldestFirst(olds)
+			latest = olds[len(olds)-1]
+		}
+		if latest != nil {
+			plan[latest.Name] = want
+		}
+		return plan
+	case 1:
+		plan[active[0].Name] = want
+		return plan
+	}
+	if newRS != nil && rsReplicas(newRS) == want && newRS.Annotations[DesiredReplicasAnnotation] == strconv.Itoa(int(want)) &&
+		newRS.Status.AvailableReplicas == want {
+		for _, rs := range active {
+			if rs != newRS {
+				plan[rs.Name] = 0
+			}
+		}
+		return plan
+	}
+	if d.Spec.Strategy.Type == appsv1.RecreateDeploymentStrategyType {
+		return plan
+	}
+	surge, _ := ResolveFenceposts(d)
+	allowed := int32(0)
+	if want > 0 {
+		allowed = want + surge
+	}
+	total := int32(0)
+	for _, rs := range active {
+		total += rsReplicas(rs)
+	}
+	toAdd := allowed - total
+	// Larger ReplicaSets first; among equals, newer first when growing and older first when
+	// shrinking, so the leftover of rounding goes where upstream puts it.
+	sort.SliceStable(active, func(i, j int) bool {
+		a, b := active[i], active[j]
+		if rsReplicas(a) != rsReplicas(b) {
+			return rsReplicas(a) > rsReplicas(b)
+		}
+		older := a.CreationTimestamp.Before(&b.CreationTimestamp) ||
+			(a.CreationTimestamp.Equal(&b.CreationTimestamp) && a.Name < b.Name)
+		if toAdd > 0 {
+			return !older
+		}
+		return older
+	})
+	added := int32(0)
+	for _, rs := range active {
+		plan[rs.Name] = rsReplicas(rs)
+		if toAdd == 0 {
+			continue
+		}
+		p := proportion(d, rs, allowed, toAdd, added)
+		plan[rs.Name] += p
+		added += p
+	}
+	if toAdd != 0 {
+		// What rounding left goes to (or comes from) the largest.
+		first := active[0].Name
+		plan[first] = max(plan[first]+toAdd-added, 0)
+	}
+	return plan
+}
+
+// proportion is rs's share of toAdd replicas when its deployment grows (or shrinks) to
+// allowed (replicas + maxSurge), never more than what is left to add (or remove).
+func proportion(d *appsv1.Deployment, rs *appsv1.ReplicaSet, allowed, toAdd, added int32) int32 {
+	size := rsReplicas(rs)
+	if size == 0 || toAdd == added {
+		return 0
+	}
+	var fraction int32
+	if replicasOf(d) == 0 {
+		fraction = -size
+	} else {
+		before, err := strconv.Atoi(rs.Annotations[MaxReplicasAnnotation])
+		if err != nil || before <= 0 {
+			// The annotation was tampered with: measure against the pods the deployment has.
+			before = int(d.Status.Replicas)
+		}
+		if before <= 0 {
+			return 0
+		}
+		fraction = int32(math.Floor(float64(size)*float64(allowed)/float64(before)+0.5)) - size
+	}
+	left := toAdd - added
+	if toAdd > 0 {
+		return min(fraction, left)
+	}
+	return max(fraction, left)
 }
