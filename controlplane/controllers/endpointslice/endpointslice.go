@@ -128,7 +128,13 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	svc, err := c.services.Services(ns).Get(name)
 	if apierrors.IsNotFound(err) {
 		c.writes.forget(key)
-		return nil // owner references let the garbage collector remove our slices
+		// Owner references let the garbage collector remove our slices; the Endpoints object
+		// has none (upstream's never had), so it goes here, as upstream's endpoints controller
+		// deletes it: whoever wrote it, a Service's Endpoints do not outlive it.
+		if err := c.client.CoreV1().Endpoints(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		return nil
 	}
 	if err != nil {
 		return err

@@ -523,7 +523,6 @@ func TestSyncLeavesServicesAlone(t *testing.T) {
 	for name, objs := range map[string][]runtime.Object{
 		"without selector": {noSelector, newPod("a", "10.0.0.1"), managedSlice("web-1", "web", ManagedBy)},
 		"being deleted":    {deleting, newPod("a", "10.0.0.1")},
-		"gone":             {newPod("a", "10.0.0.1")},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t, objs...)
@@ -533,4 +532,28 @@ func TestSyncLeavesServicesAlone(t *testing.T) {
 			}
 		})
 	}
+	// Gone: only its Endpoints are deleted (the informer may not have seen them yet, so
+	// upstream's controller asks regardless); no slice is written.
+	f := newFixture(t, newPod("a", "10.0.0.1"))
+	f.sync(t, "default/web")
+	if acts := f.client.Actions(); len(acts) != 1 || acts[0].GetVerb() != "delete" || acts[0].GetResource().Resource != "endpoints" {
+		t.Fatalf("actions %v, want the Endpoints' delete alone", acts)
+	}
+}
+
+// A deleted Service's Endpoints go with it (its slices go by their owner references).
+func TestSyncDeletedServiceDeletesEndpoints(t *testing.T) {
+	ep := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"}}
+	other := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: "default"}}
+	f := newFixture(t, ep, other)
+	f.sync(t, "default/web")
+	deletes := f.actions("delete", "endpoints")
+	if len(deletes) != 1 || deletes[0].(ktesting.DeleteAction).GetName() != "web" {
+		t.Fatalf("deletes %v, want the Endpoints default/web", deletes)
+	}
+	if _, err := f.client.CoreV1().Endpoints("default").Get(context.Background(), "other", metav1.GetOptions{}); err != nil {
+		t.Fatalf("another Service's Endpoints: %v", err)
+	}
+	// Already gone (or never made): nothing to do, no error.
+	f.sync(t, "default/web")
 }
