@@ -128,7 +128,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	if IsScalingEvent(d, owned) {
 		// Resized (paused or not): share the change among the ReplicaSets before any rollout
-		// step, as upstream; the next sync goes on with the rollout.
+		// step, as upstream; the next sync goes on with the rollout. Resized together with a
+		// new template (no ReplicaSet of it yet), it is left to the rollout below, which sizes
+		// the new ReplicaSet within the new count.
 		if newRS, old := splitByTemplate(d, owned); newRS != nil {
 			if err := c.resize(ctx, d, newRS, old); err != nil {
 				return err
@@ -298,9 +300,7 @@ func setReplicaAnnotations(rs *appsv1.ReplicaSet, d *appsv1.Deployment) {
 	if rs.Annotations == nil { // an adopted ReplicaSet may have none
 		rs.Annotations = map[string]string{}
 	}
-	surge, _ := ResolveFenceposts(d)
-	rs.Annotations[DesiredReplicasAnnotation] = strconv.Itoa(int(replicasOf(d)))
-	rs.Annotations[MaxReplicasAnnotation] = strconv.Itoa(int(replicasOf(d) + surge))
+	rs.Annotations[DesiredReplicasAnnotation], rs.Annotations[MaxReplicasAnnotation] = replicaAnnotations(d)
 }
 
 func errorsJoin(a, b error) error {
@@ -366,9 +366,8 @@ func (c *Controller) resize(ctx context.Context, d *appsv1.Deployment, newRS *ap
 // unless annotate is set: a resize also writes the annotations of a ReplicaSet whose share
 // was none, since they are what ends the scaling event.
 func (c *Controller) scale(ctx context.Context, d *appsv1.Deployment, rs *appsv1.ReplicaSet, n int32, annotate bool) error {
-	surge, _ := ResolveFenceposts(d)
-	annotated := rs.Annotations[DesiredReplicasAnnotation] == strconv.Itoa(int(replicasOf(d))) &&
-		rs.Annotations[MaxReplicasAnnotation] == strconv.Itoa(int(replicasOf(d)+surge))
+	desired, maxReplicas := replicaAnnotations(d)
+	annotated := rs.Annotations[DesiredReplicasAnnotation] == desired && rs.Annotations[MaxReplicasAnnotation] == maxReplicas
 	if rsReplicas(rs) == n && (!annotate || annotated) {
 		return nil
 	}

@@ -877,8 +877,6 @@ func TestPlanScale(t *testing.T) {
 			Plan{"new": 7}},
 		{"none active: the new one", surge3(3), sized("new", 0, 0, "0", "3", t1), []*appsv1.ReplicaSet{sized("old", 0, 0, "0", "3", t0)},
 			Plan{"new": 3}},
-		{"none active and no new one: the newest old", surge3(3), nil,
-			[]*appsv1.ReplicaSet{sized("b", 0, 0, "0", "3", t1), sized("a", 0, 0, "0", "3", t0)}, Plan{"b": 3}},
 		{"saturated new one: the old go", surge3(4), sized("new", 4, 4, "4", "7", t1), []*appsv1.ReplicaSet{sized("old", 2, 2, "6", "9", t0)},
 			Plan{"old": 0}},
 		{"recreate with two active: left as they are", recreate, sized("new", 2, 0, "4", "4", t1), []*appsv1.ReplicaSet{sized("old", 2, 2, "4", "4", t0)},

@@ -185,11 +185,18 @@ func PlanRollingUpdate(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, old []*ap
 	return plan
 }
 
+// replicaAnnotations are the desired- and max-replicas annotations of a ReplicaSet sized for
+// d: its replicas, and its replicas plus maxSurge.
+func replicaAnnotations(d *appsv1.Deployment) (desired, maxReplicas string) {
+	surge, _ := ResolveFenceposts(d)
+	return strconv.Itoa(int(replicasOf(d))), strconv.Itoa(int(replicasOf(d) + surge))
+}
+
 // IsScalingEvent tells whether d was resized since its active ReplicaSets were last sized for
 // it: one of them carries a desired-replicas annotation other than d's replicas. Upstream
 // resizes proportionally then (PlanScale) instead of taking a rollout step.
 func IsScalingEvent(d *appsv1.Deployment, all []*appsv1.ReplicaSet) bool {
-	want := strconv.Itoa(int(replicasOf(d)))
+	want, _ := replicaAnnotations(d)
 	for _, rs := range all {
 		if rsReplicas(rs) == 0 {
 			continue
@@ -206,35 +213,26 @@ func IsScalingEvent(d *appsv1.Deployment, all []*appsv1.ReplicaSet) bool {
 // leaves the old ones none; otherwise, in a rolling update, the replicas added or removed are
 // shared among the active ReplicaSets in proportion to their size, measured against the
 // deployment's size (plus maxSurge) each was last given (its max-replicas annotation). newRS
-// may be nil (no ReplicaSet of the current template yet). ReplicaSets the plan leaves out keep
-// their size.
+// is the ReplicaSet of d's current template. ReplicaSets the plan leaves out keep their size.
 func PlanScale(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, old []*appsv1.ReplicaSet) Plan {
 	plan := Plan{}
 	want := replicasOf(d)
 	var active []*appsv1.ReplicaSet
 	for _, rs := range append(append([]*appsv1.ReplicaSet(nil), old...), newRS) {
-		if rs != nil && rsReplicas(rs) > 0 {
+		if rsReplicas(rs) > 0 {
 			active = append(active, rs)
 		}
 	}
 	switch len(active) {
 	case 0:
-		latest := newRS
-		if latest == nil && len(old) > 0 {
-			olds := append([]*appsv1.ReplicaSet(nil), old...)
-			sortOldestFirst(olds)
-			latest = olds[len(olds)-1]
-		}
-		if latest != nil {
-			plan[latest.Name] = want
-		}
+		plan[newRS.Name] = want
 		return plan
 	case 1:
 		plan[active[0].Name] = want
 		return plan
 	}
-	if newRS != nil && rsReplicas(newRS) == want && newRS.Annotations[DesiredReplicasAnnotation] == strconv.Itoa(int(want)) &&
-		newRS.Status.AvailableReplicas == want {
+	desired, _ := replicaAnnotations(d)
+	if rsReplicas(newRS) == want && newRS.Annotations[DesiredReplicasAnnotation] == desired && newRS.Status.AvailableReplicas == want {
 		for _, rs := range active {
 			if rs != newRS {
 				plan[rs.Name] = 0

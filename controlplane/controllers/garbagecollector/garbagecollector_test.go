@@ -480,6 +480,27 @@ func (p preferred) ServerPreferredResources() ([]*metav1.APIResourceList, error)
 	return discovery.ServerPreferredResources(p.FakeDiscovery)
 }
 
+// expectOrphanCollected waits for the pod "orphan" (its owner gone) to be deleted and checks
+// that "kept" (its owner alive) is not.
+func expectOrphanCollected(ctx context.Context, t *testing.T, md *metadatafake.FakeMetadataClient) {
+	t.Helper()
+	pods := md.Resource(podsGVR).Namespace("default")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := pods.Get(ctx, "orphan", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("orphan not collected: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := pods.Get(ctx, "kept", metav1.GetOptions{}); err != nil {
+		t.Fatalf("pod with a live owner: %v", err)
+	}
+}
+
 func TestRunWatchesCollectableResourcesAndCollects(t *testing.T) {
 	lists := append([]*metav1.APIResourceList{}, resources...)
 	lists[0] = lists[0].DeepCopy()
@@ -507,21 +528,7 @@ func TestRunWatchesCollectableResourcesAndCollects(t *testing.T) {
 	go func() { defer close(done); c.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	pods := md.Resource(podsGVR).Namespace("default")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err := pods.Get(ctx, "orphan", metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("orphan not collected: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if _, err := pods.Get(ctx, "kept", metav1.GetOptions{}); err != nil {
-		t.Fatalf("pod with a live owner: %v", err)
-	}
+	expectOrphanCollected(ctx, t, md)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	want := sets.New(podsGVR, configmapsGVR, nodesGVR, replicasetsGVR, deploymentsGVR)
@@ -605,21 +612,7 @@ func TestRunWatchesThroughSharedInformers(t *testing.T) {
 	go func() { defer close(done); c.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	pods := md.Resource(podsGVR).Namespace("default")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err := pods.Get(ctx, "orphan", metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("orphan seen through the shared informer not collected: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if _, err := pods.Get(ctx, "kept", metav1.GetOptions{}); err != nil {
-		t.Fatalf("pod with a live owner: %v", err)
-	}
+	expectOrphanCollected(ctx, t, md)
 	for _, a := range md.Actions() {
 		if (a.GetVerb() == "list" || a.GetVerb() == "watch") && a.GetResource() == podsGVR {
 			t.Fatalf("the collector opened its own %s of pods: %v", a.GetVerb(), a)
