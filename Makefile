@@ -96,7 +96,7 @@ E2E_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(E2E_VERSION) 
 PROCS ?= 6
 FOCUS ?= \[Conformance\]
 SKIP ?=
-conformance-bin: $(E2E_BIN)/e2e.test $(E2E_BIN)/ginkgo $(E2E_BIN)/agnhost $(E2E_BIN)/sample-apiserver ## upstream's e2e.test, ginkgo, agnhost and sample-apiserver (for make conformance)
+conformance-bin: $(E2E_BIN)/e2e.test $(E2E_BIN)/ginkgo $(E2E_BIN)/agnhost $(E2E_BIN)/sample-apiserver $(E2E_BIN)/nnp ## upstream's e2e.test, ginkgo, agnhost, sample-apiserver and nonewprivs' nnp (for make conformance)
 $(E2E_BIN)/e2e.test: $(E2E_DIR)/go.mod $(E2E_DIR)/go.sum
 	cd $(E2E_DIR) && $(GO) test -c -o bin/e2e.test -ldflags "$(E2E_LDFLAGS)" k8s.io/kubernetes/test/e2e
 $(E2E_BIN)/ginkgo: $(E2E_DIR)/go.mod $(E2E_DIR)/go.sum
@@ -105,6 +105,8 @@ $(E2E_BIN)/agnhost: $(E2E_DIR)/go.mod $(E2E_DIR)/go.sum
 	cd $(E2E_DIR) && CGO_ENABLED=0 $(GO) build -o bin/agnhost -ldflags '-s -w' k8s.io/kubernetes/test/images/agnhost
 $(E2E_BIN)/sample-apiserver: $(E2E_DIR)/go.mod $(E2E_DIR)/go.sum
 	cd $(E2E_DIR) && CGO_ENABLED=0 $(GO) build -o bin/sample-apiserver -ldflags '-s -w' k8s.io/sample-apiserver
+$(E2E_BIN)/nnp: $(E2E_DIR)/go.mod $(E2E_DIR)/go.sum
+	cd $(E2E_DIR) && CGO_ENABLED=0 $(GO) build -o bin/nnp -ldflags '-s -w' k8s.io/kubernetes/test/images/nonewprivs
 
 CONFORMANCE_RUN = $(GO) run ./tests/conformance/harness --bin-dir $(E2E_BIN) \
 	--kube-src "$$(cd $(E2E_DIR) && $(GO) list -m -f '{{.Dir}}' k8s.io/kubernetes)" --e2e-version $(E2E_VERSION)

@@ -2,7 +2,8 @@
 /* Socket-level service load balancing, attached to the cgroup under which the node's pods
  * run: connect() and unconnected sendmsg() to a Service frontend are sent straight to one of
  * its backends, so no packet ever carries the ClusterIP and no per-packet NAT or conntrack is
- * needed; getpeername() and recvmsg() show the application the address it asked for. */
+ * needed; getpeername() and recvmsg() show the application the address it asked for. Pods'
+ * hostPorts are frontends too, those on 127.0.0.1 only in the node's own network namespace. */
 #include "skiff.h"
 
 #ifndef IPPROTO_TCP
@@ -11,6 +12,23 @@
 #ifndef IPPROTO_UDP
 #define IPPROTO_UDP 17
 #endif
+
+/* The node's own network namespace (entry 0: its cookie), written by the agent; the lab's
+ * nodes share a kernel, each its own namespace. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} skiff_host_netns SEC(".maps");
+
+static __always_inline int in_host_netns(struct bpf_sock_addr *ctx)
+{
+	__u32 k = 0;
+	__u64 *cookie = bpf_map_lookup_elem(&skiff_host_netns, &k);
+	return cookie && *cookie && *cookie == bpf_get_netns_cookie(ctx);
+}
 
 static __always_inline __u32 pick_slot(struct bpf_sock_addr *ctx, struct svc_value *svc)
 {
@@ -36,6 +54,8 @@ static __always_inline int translate(struct bpf_sock_addr *ctx)
 	struct svc_key key = { .addr = ctx->user_ip4, .port = (__u16)ctx->user_port, .proto = proto };
 	struct svc_value *svc = bpf_map_lookup_elem(&skiff_services, &key);
 	if (!svc)
+		return 1;
+	if ((svc->flags & SVC_FLAG_HOST_NETNS) && !in_host_netns(ctx))
 		return 1;
 	if (svc->count == 0)
 		return 0;

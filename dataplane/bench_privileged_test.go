@@ -74,7 +74,7 @@ func BenchmarkProgramServices(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.StartTimer()
-				if err := d.Maps.Apply(Compile(svcs, slices, map[string]uint32{}, Node{})); err != nil {
+				if err := d.Maps.Apply(Compile(svcs, slices, nil, map[string]uint32{}, Node{})); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -99,19 +99,19 @@ func BenchmarkProgramChange(b *testing.B) {
 			c := &Compiler{IDs: map[string]uint32{}}
 			var full, delta time.Duration
 			for i := 0; i < b.N; i++ {
-				if err := p.Apply(c.Compile(svcs[:n], slices[:n]), true); err != nil {
+				if err := p.Apply(c.Compile(svcs[:n], slices[:n], nil), true); err != nil {
 					b.Fatal(err)
 				}
 				start := time.Now()
-				if err := p.Apply(c.Compile(svcs, slices), false); err != nil {
+				if err := p.Apply(c.Compile(svcs, slices, nil), false); err != nil {
 					b.Fatal(err)
 				}
 				delta += time.Since(start)
-				if err := p.Apply(c.Compile(svcs[:n], slices[:n]), true); err != nil {
+				if err := p.Apply(c.Compile(svcs[:n], slices[:n], nil), true); err != nil {
 					b.Fatal(err)
 				}
 				start = time.Now()
-				if err := p.Apply(Compile(svcs, slices, map[string]uint32{}, Node{}), true); err != nil {
+				if err := p.Apply(Compile(svcs, slices, nil, map[string]uint32{}, Node{}), true); err != nil {
 					b.Fatal(err)
 				}
 				full += time.Since(start)
@@ -171,7 +171,7 @@ func BenchmarkConnect(b *testing.B) {
 	}
 	for _, n := range []int{1, 1000, 10000} {
 		svcs, slices := synthetic(n)
-		compiled := Compile(svcs, slices, map[string]uint32{}, Node{})
+		compiled := Compile(svcs, slices, nil, map[string]uint32{}, Node{})
 		// The measured service points at the local listener.
 		compiled = append(compiled, Service{Name: "default/target:80/TCP", ID: 1, Frontend: Frontend{Addr: netip.MustParseAddr("10.255.0.1"), Port: 80, Proto: corev1.ProtocolTCP},
 			Backends: []Backend{{Addr: backendAP.Addr(), Port: backendAP.Port()}}})

@@ -42,6 +42,9 @@ type Service struct {
 	// ExternalLocal marks a NodePort frontend of externalTrafficPolicy Local: only local
 	// backends, no SNAT, so the client's address is kept.
 	ExternalLocal bool
+	// HostNetnsOnly marks a frontend only the node's own network namespace has (a hostPort
+	// on 127.0.0.1): in a pod's namespace that address is the pod's own loopback.
+	HostNetnsOnly bool
 }
 
 // Node is the node the maps are compiled for.
@@ -64,9 +67,12 @@ const defaultAffinityTimeout = 10800 * time.Second
 // internalTrafficPolicy Local gets only its endpoints (none means refused, as upstream); and
 // NodePort and LoadBalancer Services get a frontend on its address per nodePort, with only
 // local backends when externalTrafficPolicy is Local.
-func Compile(services []*corev1.Service, epSlices []*discoveryv1.EndpointSlice, ids map[string]uint32, node Node) []Service {
+//
+// pods are the cluster's pods (nil: none): the hostPorts of those on node become frontends
+// too (see HostPorts).
+func Compile(services []*corev1.Service, epSlices []*discoveryv1.EndpointSlice, pods []*corev1.Pod, ids map[string]uint32, node Node) []Service {
 	c := Compiler{Node: node, IDs: ids}
-	return c.Compile(services, epSlices)
+	return c.Compile(services, epSlices, pods)
 }
 
 // Compiler is Compile with a memory: a Service whose object and EndpointSlices carry the
@@ -86,7 +92,7 @@ type compiled struct {
 }
 
 // Compile is the package's Compile, remembering each Service's result for the next call.
-func (c *Compiler) Compile(services []*corev1.Service, epSlices []*discoveryv1.EndpointSlice) []Service {
+func (c *Compiler) Compile(services []*corev1.Service, epSlices []*discoveryv1.EndpointSlice, pods []*corev1.Pod) []Service {
 	bySvc := map[string][]*discoveryv1.EndpointSlice{}
 	for _, s := range epSlices {
 		if s.AddressType != discoveryv1.AddressTypeIPv4 {
@@ -114,6 +120,19 @@ func (c *Compiler) Compile(services []*corev1.Service, epSlices []*discoveryv1.E
 		out = append(out, m.out...)
 	}
 	c.memo = memo
+	// A hostPort that a Service frontend (or an older pod's hostPort) already holds is left
+	// out: the agent admits no two pods on one host port, but a Service's external address or
+	// NodePort may name the same address and port, and the Service keeps it.
+	taken := map[Frontend]bool{}
+	for _, s := range out {
+		taken[s.Frontend] = true
+	}
+	for _, hp := range HostPorts(pods, c.Node) {
+		if !taken[hp.Frontend] {
+			taken[hp.Frontend] = true
+			out = append(out, hp)
+		}
+	}
 	// In name order, so two new names whose ids collide get the same ids on every node.
 	slices.SortFunc(out, func(a, b Service) int { return cmp.Compare(a.Name, b.Name) })
 
@@ -235,6 +254,114 @@ func compileService(svc *corev1.Service, slicesOf []*discoveryv1.EndpointSlice, 
 		}
 	}
 	return out
+}
+
+// loopback is where a hostPort without a hostIP is also served on the node, as the CNI portmap
+// plugin serves it for clients on the node.
+var loopback = netip.MustParseAddr("127.0.0.1")
+
+// HostPorts makes the hostPorts of node's pods into frontends, as the CNI portmap plugin maps
+// them for the kubelet: hostIP:hostPort/protocol goes to the pod's address and containerPort,
+// with the pod as the one, local, backend and the client's address kept. A port without a
+// hostIP (or 0.0.0.0) is served on the node's address and on 127.0.0.1 (for the node's own
+// processes and host-network pods). Pods that have no IPv4 address yet, that have finished,
+// that share the node's network (their ports are the node's already) or that run on other
+// nodes have none. When two pods name one frontend (the agent admits only one; the other is
+// being replaced), the older pod keeps it.
+func HostPorts(pods []*corev1.Pod, node Node) []Service {
+	var candidates []*corev1.Pod
+	for _, p := range pods {
+		if p.Spec.NodeName != node.Name || node.Name == "" || p.Spec.HostNetwork ||
+			p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || !podIPv4(p).IsValid() {
+			continue
+		}
+		candidates = append(candidates, p)
+	}
+	slices.SortFunc(candidates, func(a, b *corev1.Pod) int {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	var out []Service
+	seen := map[Frontend]bool{}
+	for _, p := range candidates {
+		podIP := podIPv4(p)
+		for _, port := range podPorts(p) {
+			if port.HostPort <= 0 || port.HostPort > 65535 || port.ContainerPort <= 0 || port.ContainerPort > 65535 {
+				continue
+			}
+			proto := port.Protocol
+			if proto == "" {
+				proto = corev1.ProtocolTCP
+			}
+			if proto != corev1.ProtocolTCP && proto != corev1.ProtocolUDP {
+				continue
+			}
+			for _, addr := range hostPortAddrs(port.HostIP, node.IP) {
+				f := Frontend{Addr: addr, Port: uint16(port.HostPort), Proto: proto}
+				if seen[f] {
+					continue
+				}
+				seen[f] = true
+				out = append(out, Service{
+					Name:          fmt.Sprintf("%s/%s:%d/%s@hostport@%s", p.Namespace, p.Name, port.HostPort, proto, addr),
+					Frontend:      f,
+					Backends:      []Backend{{Addr: podIP, Port: uint16(port.ContainerPort), Local: true}},
+					ExternalLocal: true,
+					HostNetnsOnly: addr.IsLoopback(),
+				})
+			}
+		}
+	}
+	return out
+}
+
+// podPorts are the ports of a pod's containers and of its sidecars (restartable init
+// containers), which run beside them.
+func podPorts(p *corev1.Pod) []corev1.ContainerPort {
+	var out []corev1.ContainerPort
+	for _, c := range p.Spec.InitContainers {
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			out = append(out, c.Ports...)
+		}
+	}
+	for _, c := range p.Spec.Containers {
+		out = append(out, c.Ports...)
+	}
+	return out
+}
+
+// hostPortAddrs are the addresses a hostIP names on the node: itself when it is an IPv4
+// address, the node's address and 127.0.0.1 when it is empty or 0.0.0.0, none otherwise.
+func hostPortAddrs(hostIP string, node netip.Addr) []netip.Addr {
+	if hostIP != "" {
+		a, err := netip.ParseAddr(hostIP)
+		if err != nil || !a.Is4() {
+			return nil
+		}
+		if !a.IsUnspecified() {
+			return []netip.Addr{a}
+		}
+	}
+	if node.Is4() {
+		return []netip.Addr{node, loopback}
+	}
+	return []netip.Addr{loopback}
+}
+
+// podIPv4 is the pod's IPv4 address (invalid: none yet).
+func podIPv4(p *corev1.Pod) netip.Addr {
+	texts := []string{p.Status.PodIP}
+	for _, ip := range p.Status.PodIPs {
+		texts = append(texts, ip.IP)
+	}
+	for _, t := range texts {
+		if a, err := netip.ParseAddr(t); err == nil && a.Is4() {
+			return a
+		}
+	}
+	return netip.Addr{}
 }
 
 // externalAddrs are the Service's IPv4 LoadBalancer and external addresses, once each.

@@ -60,6 +60,9 @@ func show(out []Service) string {
 		if x.Maglev {
 			local += " maglev"
 		}
+		if x.HostNetnsOnly {
+			local += " hostns"
+		}
 		s += fmt.Sprintf("%s %s:%d/%s %v aff=%s%s; ", x.Name, x.Frontend.Addr, x.Frontend.Port, x.Frontend.Proto, bs, x.Affinity, local)
 	}
 	return s
@@ -162,7 +165,7 @@ func TestCompile(t *testing.T) {
 		}()}, "default/web:http/TCP 10.96.0.10:80/TCP [] aff=0s; "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := show(Compile(tc.svcs, tc.slices, map[string]uint32{}, Node{Name: "n1", IP: netip.MustParseAddr("198.18.0.2")})); got != tc.want {
+			if got := show(Compile(tc.svcs, tc.slices, nil, map[string]uint32{}, Node{Name: "n1", IP: netip.MustParseAddr("198.18.0.2")})); got != tc.want {
 				t.Errorf("Compile =\n%s\nwant\n%s", got, tc.want)
 			}
 		})
@@ -173,12 +176,12 @@ func TestCompileIDsStable(t *testing.T) {
 	ids := map[string]uint32{}
 	a := svc("a", "10.96.0.1", port("", 80, corev1.ProtocolTCP))
 	b := svc("b", "10.96.0.2", port("", 80, corev1.ProtocolTCP))
-	first := Compile([]*corev1.Service{a, b}, nil, ids, Node{})
-	second := Compile([]*corev1.Service{b, a}, nil, ids, Node{})
+	first := Compile([]*corev1.Service{a, b}, nil, nil, ids, Node{})
+	second := Compile([]*corev1.Service{b, a}, nil, nil, ids, Node{})
 	if first[0].ID != second[0].ID || first[1].ID != second[1].ID || first[0].ID == first[1].ID || first[0].ID == 0 {
 		t.Errorf("ids %v then %v", first, second)
 	}
-	Compile([]*corev1.Service{a}, nil, ids, Node{})
+	Compile([]*corev1.Service{a}, nil, nil, ids, Node{})
 	if _, ok := ids["default/b:80/TCP"]; ok || len(ids) != 1 {
 		t.Errorf("a deleted service keeps its id: %v", ids)
 	}
@@ -227,7 +230,7 @@ func TestCompilerMemo(t *testing.T) {
 	c := &Compiler{Node: node, IDs: memoIDs}
 	step := func(what string, svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice) {
 		t.Helper()
-		got, want := show(c.Compile(svcs, eps)), show(Compile(svcs, eps, freshIDs, node))
+		got, want := show(c.Compile(svcs, eps, nil)), show(Compile(svcs, eps, nil, freshIDs, node))
 		if got != want {
 			t.Errorf("%s: remembered %q, fresh %q", what, got, want)
 		}
@@ -252,5 +255,116 @@ func TestCompilerMemo(t *testing.T) {
 	step("no resourceVersion: compiled afresh", []*corev1.Service{unversioned, db}, []*discoveryv1.EndpointSlice{webEPs2})
 	if len(c.memo) != 1 {
 		t.Errorf("remembered %d Services, want only db (versioned)", len(c.memo))
+	}
+}
+
+// hpPod is a pod on node with one container's ports, created at minute created.
+func hpPod(name, node, ip string, created int, ports ...corev1.ContainerPort) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, CreationTimestamp: metav1.NewTime(time.Date(2026, 1, 1, 0, created, 0, 0, time.UTC))},
+		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Ports: ports}}},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip},
+	}
+}
+
+func hp(hostIP string, hostPort, containerPort int32, proto corev1.Protocol) corev1.ContainerPort {
+	return corev1.ContainerPort{HostIP: hostIP, HostPort: hostPort, ContainerPort: containerPort, Protocol: proto}
+}
+
+func TestHostPorts(t *testing.T) {
+	node := Node{Name: "n1", IP: netip.MustParseAddr("198.18.0.2")}
+	with := func(p *corev1.Pod, f func(*corev1.Pod)) *corev1.Pod { f(p); return p }
+	for _, tc := range []struct {
+		name string
+		pods []*corev1.Pod
+		want string
+	}{
+		{"no hostIP: the node's address and loopback, the pod the one local backend",
+			[]*corev1.Pod{hpPod("a", "n1", "10.0.0.5", 0, hp("", 8080, 80, corev1.ProtocolTCP))},
+			"ns/a:8080/TCP@hostport@198.18.0.2 198.18.0.2:8080/TCP [10.0.0.5:80(local)] aff=0s etp=Local; " +
+				"ns/a:8080/TCP@hostport@127.0.0.1 127.0.0.1:8080/TCP [10.0.0.5:80(local)] aff=0s etp=Local hostns; "},
+		{"0.0.0.0 is no hostIP; an empty protocol is TCP",
+			[]*corev1.Pod{hpPod("a", "n1", "10.0.0.5", 0, hp("0.0.0.0", 8080, 80, ""))},
+			"ns/a:8080/TCP@hostport@198.18.0.2 198.18.0.2:8080/TCP [10.0.0.5:80(local)] aff=0s etp=Local; " +
+				"ns/a:8080/TCP@hostport@127.0.0.1 127.0.0.1:8080/TCP [10.0.0.5:80(local)] aff=0s etp=Local hostns; "},
+		{"the conformance spec: one port, 127.0.0.1/TCP, the node's address/TCP and /UDP, three pods",
+			[]*corev1.Pod{
+				hpPod("pod1", "n1", "10.0.0.1", 0, hp("127.0.0.1", 54323, 8080, corev1.ProtocolTCP)),
+				hpPod("pod2", "n1", "10.0.0.2", 1, hp("198.18.0.2", 54323, 8080, corev1.ProtocolTCP)),
+				hpPod("pod3", "n1", "10.0.0.3", 2, hp("198.18.0.2", 54323, 8080, corev1.ProtocolUDP)),
+			},
+			"ns/pod1:54323/TCP@hostport@127.0.0.1 127.0.0.1:54323/TCP [10.0.0.1:8080(local)] aff=0s etp=Local hostns; " +
+				"ns/pod2:54323/TCP@hostport@198.18.0.2 198.18.0.2:54323/TCP [10.0.0.2:8080(local)] aff=0s etp=Local; " +
+				"ns/pod3:54323/UDP@hostport@198.18.0.2 198.18.0.2:54323/UDP [10.0.0.3:8080(local)] aff=0s etp=Local; "},
+		{"another address of the node's is served as named",
+			[]*corev1.Pod{hpPod("a", "n1", "10.0.0.5", 0, hp("192.0.2.7", 53, 5353, corev1.ProtocolUDP))},
+			"ns/a:53/UDP@hostport@192.0.2.7 192.0.2.7:53/UDP [10.0.0.5:5353(local)] aff=0s etp=Local; "},
+		{"pods without a hostPort, on other nodes, sharing the node's network, finished or without an address have none",
+			[]*corev1.Pod{
+				hpPod("plain", "n1", "10.0.0.1", 0, corev1.ContainerPort{ContainerPort: 80}),
+				hpPod("elsewhere", "n2", "10.0.1.1", 0, hp("", 80, 80, corev1.ProtocolTCP)),
+				with(hpPod("hostnet", "n1", "198.18.0.2", 0, hp("", 81, 81, corev1.ProtocolTCP)), func(p *corev1.Pod) { p.Spec.HostNetwork = true }),
+				with(hpPod("done", "n1", "10.0.0.2", 0, hp("", 82, 80, corev1.ProtocolTCP)), func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }),
+				with(hpPod("failed", "n1", "10.0.0.3", 0, hp("", 83, 80, corev1.ProtocolTCP)), func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }),
+				hpPod("pending", "n1", "", 0, hp("", 84, 80, corev1.ProtocolTCP)),
+			}, ""},
+		{"SCTP and IPv6 host addresses are not served (the programs are IPv4 TCP/UDP)",
+			[]*corev1.Pod{hpPod("a", "n1", "10.0.0.5", 0, hp("", 90, 90, corev1.ProtocolSCTP), hp("fd00::1", 91, 91, corev1.ProtocolTCP))}, ""},
+		{"the pod's IPv4 address is found among podIPs",
+			[]*corev1.Pod{with(hpPod("dual", "n1", "fd00::5", 0, hp("127.0.0.1", 9000, 90, corev1.ProtocolTCP)), func(p *corev1.Pod) {
+				p.Status.PodIPs = []corev1.PodIP{{IP: "fd00::5"}, {IP: "10.0.0.9"}}
+			})},
+			"ns/dual:9000/TCP@hostport@127.0.0.1 127.0.0.1:9000/TCP [10.0.0.9:90(local)] aff=0s etp=Local hostns; "},
+		{"a sidecar's ports are mapped, a plain init container's are not",
+			[]*corev1.Pod{with(hpPod("a", "n1", "10.0.0.5", 0), func(p *corev1.Pod) {
+				p.Spec.InitContainers = []corev1.Container{
+					{Name: "side", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways), Ports: []corev1.ContainerPort{hp("127.0.0.1", 7000, 70, corev1.ProtocolTCP)}},
+					{Name: "init", Ports: []corev1.ContainerPort{hp("127.0.0.1", 7001, 71, corev1.ProtocolTCP)}},
+				}
+			})},
+			"ns/a:7000/TCP@hostport@127.0.0.1 127.0.0.1:7000/TCP [10.0.0.5:70(local)] aff=0s etp=Local hostns; "},
+		{"two pods on one frontend (one being replaced): the older keeps it, whatever the order given",
+			[]*corev1.Pod{
+				hpPod("new", "n1", "10.0.0.2", 5, hp("127.0.0.1", 8080, 80, corev1.ProtocolTCP)),
+				hpPod("old", "n1", "10.0.0.1", 1, hp("127.0.0.1", 8080, 80, corev1.ProtocolTCP)),
+			},
+			"ns/old:8080/TCP@hostport@127.0.0.1 127.0.0.1:8080/TCP [10.0.0.1:80(local)] aff=0s etp=Local hostns; "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := show(HostPorts(tc.pods, node)); got != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+	t.Run("a node without an address serves a hostIP-less port on loopback only", func(t *testing.T) {
+		got := show(HostPorts([]*corev1.Pod{hpPod("a", "n1", "10.0.0.5", 0, hp("", 8080, 80, corev1.ProtocolTCP))}, Node{Name: "n1"}))
+		if want := "ns/a:8080/TCP@hostport@127.0.0.1 127.0.0.1:8080/TCP [10.0.0.5:80(local)] aff=0s etp=Local hostns; "; got != want {
+			t.Errorf("got  %s\nwant %s", got, want)
+		}
+	})
+}
+
+// A Service that holds an address and port keeps it against a pod's hostPort; the pod's other
+// frontends stay, and each frontend gets an id.
+func TestCompileHostPortYieldsToService(t *testing.T) {
+	node := Node{Name: "n1", IP: netip.MustParseAddr("198.18.0.2")}
+	lb := svc("web", "10.96.0.10", port("http", 80, corev1.ProtocolTCP))
+	lb.Spec.ExternalIPs = []string{"198.18.0.2"}
+	pods := []*corev1.Pod{hpPod("a", "n1", "10.0.0.5", 0, hp("", 80, 8080, corev1.ProtocolTCP))}
+	out := Compile([]*corev1.Service{lb}, nil, pods, map[string]uint32{}, node)
+	got := map[string]string{}
+	for _, s := range out {
+		if s.ID == 0 {
+			t.Errorf("%s has no id", s.Name)
+		}
+		got[netip.AddrPortFrom(s.Frontend.Addr, s.Frontend.Port).String()] = s.Name
+	}
+	want := map[string]string{
+		"198.18.0.2:80": "default/web:80/TCP@198.18.0.2",
+		"10.96.0.10:80": "default/web:http/TCP",
+		"127.0.0.1:80":  "ns/a:80/TCP@hostport@127.0.0.1",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("frontends: got %v, want %v", got, want)
 	}
 }

@@ -219,7 +219,7 @@ func attached(l link.Link) error {
 }
 
 // pinnedMaps are the maps the proxy and `skiff bpf` find by their pins.
-var pinnedMaps = []string{"skiff_services", "skiff_backends", "skiff_svc_names", "skiff_sock_nat", "skiff_affinity", "skiff_ct", "skiff_maglev", "skiff_meta"}
+var pinnedMaps = []string{"skiff_services", "skiff_backends", "skiff_svc_names", "skiff_sock_nat", "skiff_affinity", "skiff_ct", "skiff_maglev", "skiff_meta", "skiff_host_netns"}
 
 // Check says what, if anything, is no longer as Load left it: a pinned map or link removed
 // (rm under /sys/fs/bpf, a remounted bpffs), or a program detached from its hook. The proxy

@@ -21,7 +21,9 @@ const (
 	svcFlagAffinity = 1
 	svcFlagLocal    = 2
 	svcFlagMaglev   = 4
-	beFlagLocal     = 1
+	// svcFlagHostNetns is SVC_FLAG_HOST_NETNS.
+	svcFlagHostNetns = 8
+	beFlagLocal      = 1
 	// ctReverse is CT_REVERSE.
 	ctReverse = 2
 )
@@ -100,6 +102,9 @@ func encode(services []Service) entries {
 		val := sockSvcValue{Id: s.ID, Count: uint16(n)}
 		if s.ExternalLocal {
 			val.Flags |= svcFlagLocal
+		}
+		if s.HostNetnsOnly {
+			val.Flags |= svcFlagHostNetns
 		}
 		if s.Maglev && n > 0 {
 			val.Flags |= svcFlagMaglev

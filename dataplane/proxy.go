@@ -18,6 +18,9 @@ import (
 type ProxyOptions struct {
 	// Node is this node: its name (local endpoints) and address (NodePorts).
 	Node Node
+	// Netns is the node's network namespace (/run/netns/NAME, as the agent's --netns), whose
+	// processes and host-network pods reach hostPorts on 127.0.0.1; empty is the agent's own.
+	Netns string
 	// Uplink is the interface NodePort traffic arrives on (the one with the node's address);
 	// empty serves no NodePorts.
 	Uplink string
@@ -51,6 +54,13 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 		return err
 	}
 	defer d.Close()
+	cookie, err := NetnsCookie(o.Netns)
+	if err != nil {
+		return err
+	}
+	if err := d.SetHostNetns(cookie); err != nil {
+		return err
+	}
 	if o.Started != nil {
 		o.Started(d)
 	}
@@ -63,8 +73,11 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 	factory, start := sharedinformers.Factory(ctx, o.Informers, client)
 	services := factory.Core().V1().Services()
 	slices := factory.Discovery().V1().EndpointSlices()
+	// Pods for their hostPorts: the agent's factory watches them all already (cluster DNS,
+	// network policy), so this adds no watch.
+	pods := factory.Core().V1().Pods()
 	kick := make(chan struct{}, 1)
-	watched := []cache.SharedIndexInformer{services.Informer(), slices.Informer()}
+	watched := []cache.SharedIndexInformer{services.Informer(), slices.Informer(), pods.Informer()}
 	start() // after asking for the informers: Start starts only those
 	release, err := sharedinformers.Watch(ctx, sharedinformers.Trigger(kick), watched...)
 	if err != nil {
@@ -100,7 +113,8 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 		start := time.Now()
 		svcs, _ := services.Lister().List(labels.Everything())
 		eps, _ := slices.Lister().List(labels.Everything())
-		compiled := compiler.Compile(svcs, eps)
+		podList, _ := pods.Lister().List(labels.Everything())
+		compiled := compiler.Compile(svcs, eps, podList)
 		if err := programmer.Apply(compiled, full); err != nil {
 			// Not a log line: a table that cannot be written is a proxy that is down (the
 			// supervisor restarts it and the node says so).

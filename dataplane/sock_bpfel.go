@@ -107,6 +107,7 @@ const (
 	sockMapSkiffAffinity      = "skiff_affinity"
 	sockMapSkiffBackends      = "skiff_backends"
 	sockMapSkiffCt            = "skiff_ct"
+	sockMapSkiffHostNetns     = "skiff_host_netns"
 	sockMapSkiffMaglev        = "skiff_maglev"
 	sockMapSkiffMeta          = "skiff_meta"
 	sockMapSkiffServices      = "skiff_services"
@@ -173,14 +174,15 @@ type sockProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sockMapSpecs struct {
-	SkiffAffinity *ebpf.MapSpec `ebpf:"skiff_affinity"`
-	SkiffBackends *ebpf.MapSpec `ebpf:"skiff_backends"`
-	SkiffCt       *ebpf.MapSpec `ebpf:"skiff_ct"`
-	SkiffMaglev   *ebpf.MapSpec `ebpf:"skiff_maglev"`
-	SkiffMeta     *ebpf.MapSpec `ebpf:"skiff_meta"`
-	SkiffServices *ebpf.MapSpec `ebpf:"skiff_services"`
-	SkiffSockNat  *ebpf.MapSpec `ebpf:"skiff_sock_nat"`
-	SkiffSvcNames *ebpf.MapSpec `ebpf:"skiff_svc_names"`
+	SkiffAffinity  *ebpf.MapSpec `ebpf:"skiff_affinity"`
+	SkiffBackends  *ebpf.MapSpec `ebpf:"skiff_backends"`
+	SkiffCt        *ebpf.MapSpec `ebpf:"skiff_ct"`
+	SkiffHostNetns *ebpf.MapSpec `ebpf:"skiff_host_netns"`
+	SkiffMaglev    *ebpf.MapSpec `ebpf:"skiff_maglev"`
+	SkiffMeta      *ebpf.MapSpec `ebpf:"skiff_meta"`
+	SkiffServices  *ebpf.MapSpec `ebpf:"skiff_services"`
+	SkiffSockNat   *ebpf.MapSpec `ebpf:"skiff_sock_nat"`
+	SkiffSvcNames  *ebpf.MapSpec `ebpf:"skiff_svc_names"`
 }
 
 // sockVariableSpecs contains global variables before they are loaded into the kernel.
@@ -210,14 +212,15 @@ func (o *sockObjects) Close() error {
 //
 // It can be passed to loadSockObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sockMaps struct {
-	SkiffAffinity *ebpf.Map `ebpf:"skiff_affinity"`
-	SkiffBackends *ebpf.Map `ebpf:"skiff_backends"`
-	SkiffCt       *ebpf.Map `ebpf:"skiff_ct"`
-	SkiffMaglev   *ebpf.Map `ebpf:"skiff_maglev"`
-	SkiffMeta     *ebpf.Map `ebpf:"skiff_meta"`
-	SkiffServices *ebpf.Map `ebpf:"skiff_services"`
-	SkiffSockNat  *ebpf.Map `ebpf:"skiff_sock_nat"`
-	SkiffSvcNames *ebpf.Map `ebpf:"skiff_svc_names"`
+	SkiffAffinity  *ebpf.Map `ebpf:"skiff_affinity"`
+	SkiffBackends  *ebpf.Map `ebpf:"skiff_backends"`
+	SkiffCt        *ebpf.Map `ebpf:"skiff_ct"`
+	SkiffHostNetns *ebpf.Map `ebpf:"skiff_host_netns"`
+	SkiffMaglev    *ebpf.Map `ebpf:"skiff_maglev"`
+	SkiffMeta      *ebpf.Map `ebpf:"skiff_meta"`
+	SkiffServices  *ebpf.Map `ebpf:"skiff_services"`
+	SkiffSockNat   *ebpf.Map `ebpf:"skiff_sock_nat"`
+	SkiffSvcNames  *ebpf.Map `ebpf:"skiff_svc_names"`
 }
 
 func (m *sockMaps) Close() error {
@@ -225,6 +228,7 @@ func (m *sockMaps) Close() error {
 		m.SkiffAffinity,
 		m.SkiffBackends,
 		m.SkiffCt,
+		m.SkiffHostNetns,
 		m.SkiffMaglev,
 		m.SkiffMeta,
 		m.SkiffServices,

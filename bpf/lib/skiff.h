@@ -21,6 +21,9 @@
 #define SVC_FLAG_AFFINITY 1 /* sessionAffinity: ClientIP */
 #define SVC_FLAG_LOCAL 2    /* externalTrafficPolicy: Local: no SNAT, local backends only */
 #define SVC_FLAG_MAGLEV 4   /* backends picked by Maglev consistent hashing of the flow */
+/* Only the node's own network namespace has this frontend: a hostPort on 127.0.0.1, which in
+ * a pod's namespace is the pod's own loopback (skiff_host_netns says which namespace). */
+#define SVC_FLAG_HOST_NETNS 8
 
 /* Entries of every Maglev lookup table (a prime). */
 #define SKIFF_MAGLEV_SIZE 1021

@@ -26,6 +26,8 @@ type Sources struct {
 	Busybox, Pause string
 	// SampleAPIServer is a static build of k8s.io/sample-apiserver; Etcd Debian's etcd.
 	SampleAPIServer, Etcd string
+	// Nonewprivs is a static build of k8s.io/kubernetes/test/images/nonewprivs (nnp).
+	Nonewprivs string
 }
 
 // builder makes the image for one repository (the reference without registry and tag).
@@ -40,6 +42,7 @@ var builders = map[string]builder{
 	"e2e-test-images/nautilus":          agnhostImage(pages("nautilus")),
 	"e2e-test-images/busybox":           busyboxImage(""),
 	"e2e-test-images/nonroot":           busyboxImage("1234"),
+	"e2e-test-images/nonewprivs":        nonewprivsImage,
 	"e2e-test-images/nginx":             nginxImage,
 	"e2e-test-images/glibc-dns-testing": glibcDNSImage,
 	"e2e-test-images/sample-apiserver":  sampleAPIServerImage,
@@ -300,6 +303,22 @@ func busyboxImage(user string) builder {
 		files = dedupe(append(append(bash, oci.File{Path: "/bin/sh", Link: "/bin/bash"}), files...))
 		return oci.Image{Cmd: []string{"sh"}, Env: []string{imagePath}, User: user, Files: files}, nil
 	}
+}
+
+// nonewprivsImage is upstream's nonewprivs: nnp, which prints its effective uid, installed
+// setuid root as /usr/local/bin/nnp and run by default, over busybox (upstream's is Alpine). Run
+// as a user, it prints 0 unless the container has no_new_privs (allowPrivilegeEscalation false).
+func nonewprivsImage(src Sources, ref string) (oci.Image, error) {
+	nnp, err := os.ReadFile(src.Nonewprivs)
+	if err != nil {
+		return oci.Image{}, fmt.Errorf("nnp (make conformance-bin builds it): %w", err)
+	}
+	files, err := base(src)
+	if err != nil {
+		return oci.Image{}, err
+	}
+	files = append(files, oci.File{Path: "/usr/local/bin/nnp", Mode: 0o4755, Data: nnp})
+	return oci.Image{Cmd: []string{"nnp"}, Env: []string{imagePath}, Files: files}, nil
 }
 
 // nginxConf serves /usr/share/nginx/html on port 80 in the foreground, logging to the

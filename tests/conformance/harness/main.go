@@ -110,7 +110,7 @@ func run(o options) error {
 		return fmt.Errorf("e2e.test --list-images: %w", err)
 	}
 	src := Sources{Agnhost: filepath.Join(o.binDir, "agnhost"), KubeSrc: o.kubeSrc, Busybox: o.busybox, Pause: o.pause,
-		SampleAPIServer: filepath.Join(o.binDir, "sample-apiserver"), Etcd: o.etcd}
+		SampleAPIServer: filepath.Join(o.binDir, "sample-apiserver"), Etcd: o.etcd, Nonewprivs: filepath.Join(o.binDir, "nnp")}
 	archives, notBuilt, err := BuildImages(src, strings.Fields(string(listed)), filepath.Join(o.work, "images"))
 	if err != nil {
 		return err
