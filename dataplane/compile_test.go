@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 )
 
@@ -366,5 +367,25 @@ func TestCompileHostPortYieldsToService(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("frontends: got %v, want %v", got, want)
+	}
+}
+
+// The proxy resyncs on a pod change only for this node's pods with host ports.
+func TestHasHostPorts(t *testing.T) {
+	withPort := hpPod("a", "n1", "10.0.0.5", 0, hp("", 8080, 80, corev1.ProtocolTCP))
+	for _, tc := range []struct {
+		name string
+		obj  any
+		want bool
+	}{
+		{"this node's, with a host port", withPort, true},
+		{"another node's", hpPod("b", "n2", "10.0.1.5", 0, hp("", 8080, 80, corev1.ProtocolTCP)), false},
+		{"no host port", hpPod("c", "n1", "10.0.0.6", 0, corev1.ContainerPort{ContainerPort: 80}), false},
+		{"not scheduled yet", hpPod("d", "", "", 0, hp("", 8080, 80, corev1.ProtocolTCP)), false},
+		{"a tombstone (its last state unknown)", cache.DeletedFinalStateUnknown{Key: "ns/a", Obj: withPort}, true},
+	} {
+		if got := hasHostPorts(tc.obj, "n1"); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

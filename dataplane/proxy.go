@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -77,13 +78,22 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 	// network policy), so this adds no watch.
 	pods := factory.Core().V1().Pods()
 	kick := make(chan struct{}, 1)
-	watched := []cache.SharedIndexInformer{services.Informer(), slices.Informer(), pods.Informer()}
+	watched := []cache.SharedIndexInformer{services.Informer(), slices.Informer()}
 	start() // after asking for the informers: Start starts only those
 	release, err := sharedinformers.Watch(ctx, sharedinformers.Trigger(kick), watched...)
 	if err != nil {
 		return err
 	}
 	defer release()
+	// Of the pods, only this node's with host ports change the maps.
+	releasePods, err := sharedinformers.Watch(ctx, cache.FilteringResourceEventHandler{
+		FilterFunc: func(obj any) bool { return hasHostPorts(obj, o.Node.Name) },
+		Handler:    sharedinformers.Trigger(kick),
+	}, pods.Informer())
+	if err != nil {
+		return err
+	}
+	defer releasePods()
 	go func() {
 		// Idle NodePort flows go after 10 minutes (upstream's TCP established timeout is
 		// longer, but the table is also an LRU: nothing live is lost to this).
@@ -161,4 +171,22 @@ func Monotonic() time.Duration {
 	var ts unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	return time.Duration(ts.Nano())
+}
+
+// hasHostPorts is whether obj is a pod of node's that asks for a host port (a deleted pod whose
+// last state is unknown may have: yes).
+func hasHostPorts(obj any, node string) bool {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return true
+	}
+	if p.Spec.NodeName != node {
+		return false
+	}
+	for _, port := range podPorts(p) {
+		if port.HostPort > 0 {
+			return true
+		}
+	}
+	return false
 }
