@@ -278,6 +278,15 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		}
 		return nil
 	})
+	srv.AddPostStartHookOrDie("skiff-clusterip-repair", func(hc genericapiserver.PostStartHookContext) error {
+		client, err := kubernetes.NewForConfig(hc.LoopbackClientConfig)
+		if err != nil {
+			return err
+		}
+		repair := &ipRepair{client: client, legacy: allocator.EtcdStore{Client: etcdClient}, r: ipRange, log: log.With("component", "clusterip-repair")}
+		go repair.run(ctx) // hc ends when the hooks have run; the loop lives as long as the server
+		return nil
+	})
 	prepared, err := agg.PrepareRun()
 	if err != nil {
 		return err
@@ -432,7 +441,8 @@ func newServer(o Options, log *slog.Logger, layout pki.Layout, etcdTLS storageba
 		return nil, nil, nil, err
 	}
 	allocs := registry.Allocators{
-		IPs:       allocator.New(ipRange, allocator.EtcdStore{Client: etcdClient}, "/registry/skiff/ranges/serviceips/"),
+		IPRange:   ipRange,
+		LegacyIPs: allocator.EtcdStore{Client: etcdClient},
 		NodePorts: allocator.New(portRange, allocator.EtcdStore{Client: etcdClient}, "/registry/skiff/ranges/servicenodeports/"),
 	}
 	nodeTLS, err := kubeletClientTLS(layout)

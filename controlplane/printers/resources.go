@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Pods prints NAME READY STATUS RESTARTS AGE, wide: IP NODE NOMINATED NODE READINESS GATES.
@@ -446,6 +447,21 @@ var ServiceCIDRs = New(func(o runtime.Object) []any {
 	sc := o.(*networkingv1.ServiceCIDR)
 	return []any{strings.Join(sc.Spec.CIDRs, ","), Age(sc.CreationTimestamp)}
 }, Column{Name: "CIDRs"}, AgeColumn)
+
+// IPAddresses prints NAME PARENTREF AGE, the parent as resource.group/namespace/name
+// ("services/default/kubernetes").
+var IPAddresses = New(func(o runtime.Object) []any {
+	ip := o.(*networkingv1.IPAddress)
+	parent := "<none>"
+	if r := ip.Spec.ParentRef; r != nil {
+		parent = strings.ToLower(schema.GroupResource{Group: r.Group, Resource: r.Resource}.String())
+		if r.Namespace != "" {
+			parent += "/" + r.Namespace
+		}
+		parent += "/" + r.Name
+	}
+	return []any{parent, Age(ip.CreationTimestamp)}
+}, Column{Name: "ParentRef"}, AgeColumn)
 
 // NetworkPolicies prints NAME POD-SELECTOR AGE.
 var NetworkPolicies = New(func(o runtime.Object) []any {

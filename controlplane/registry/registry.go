@@ -2,6 +2,8 @@ package registry
 
 import (
 	"crypto/tls"
+	"fmt"
+
 	storagemigrationv1 "k8s.io/api/storagemigration/v1"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -27,6 +29,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/skiff-sh/skiff/controlplane/allocator"
 )
 
 // Options are what the registry's stores need.
@@ -78,7 +82,25 @@ func Storage(o Options) (map[schema.GroupVersion]map[string]rest.Storage, error)
 			}
 			return add(core, m, err)
 		},
-		func() error { m, err := services(opts, o.Allocators); return add(core, m, err) },
+		func() error {
+			// IPAddresses first: they are the ClusterIP allocator's reservations.
+			ips, err := ipAddresses(opts)
+			if err != nil {
+				return err
+			}
+			alloc := o.Allocators
+			if alloc.IPs == nil {
+				if alloc.IPRange == nil {
+					return fmt.Errorf("the Service registry needs a ClusterIP allocator or range")
+				}
+				alloc.IPs = allocator.New(alloc.IPRange, &ipAddressStore{store: ips["ipaddresses"].(*REST).Store, legacy: alloc.LegacyIPs}, "")
+			}
+			if err := add(networkingv1.SchemeGroupVersion, ips, nil); err != nil {
+				return err
+			}
+			m, err := services(opts, alloc)
+			return add(core, m, err)
+		},
 		func() error { m, err := endpointsAndEvents(opts); return add(core, m, err) },
 		func() error {
 			return add(core, map[string]rest.Storage{"services/proxy": &ServiceProxyREST{

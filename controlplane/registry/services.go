@@ -23,7 +23,11 @@ import (
 
 // Allocators are what the Service registry reserves ClusterIPs and NodePorts from.
 type Allocators struct {
+	// IPs reserves ClusterIPs. Left nil, Storage makes it: addresses of IPRange reserved as
+	// IPAddress objects (ipAddressStore), honouring LegacyIPs' reservations too.
 	IPs       *allocator.Allocator
+	IPRange   allocator.Range
+	LegacyIPs LegacyStore
 	NodePorts *allocator.Allocator
 }
 
@@ -135,11 +139,11 @@ func (h serviceHooks) allocIP(ctx context.Context, t *txn, svc *corev1.Service, 
 	case dryRun:
 		return nil
 	case svc.Spec.ClusterIP != "":
-		if err := h.alloc.IPs.Allocate(ctx, svc.Spec.ClusterIP, svc.Namespace); err != nil {
+		if err := h.alloc.IPs.Allocate(ctx, svc.Spec.ClusterIP, svc.Namespace+"/"+svc.Name); err != nil {
 			return allocError(svc, fld, svc.Spec.ClusterIP, err)
 		}
 	default:
-		ip, err := h.alloc.IPs.AllocateNext(ctx, svc.Namespace)
+		ip, err := h.alloc.IPs.AllocateNext(ctx, svc.Namespace+"/"+svc.Name)
 		if err != nil {
 			return allocError(svc, fld, "", err)
 		}

@@ -81,3 +81,52 @@ func TestNetworkPolicyPortsAndBlocks(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+func TestIPAddress(t *testing.T) {
+	ref := func() *networkingv1.ParentReference {
+		return &networkingv1.ParentReference{Resource: "services", Namespace: "default", Name: "web"}
+	}
+	ip := func(name string, r *networkingv1.ParentReference) *networkingv1.IPAddress {
+		return &networkingv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: networkingv1.IPAddressSpec{ParentRef: r}}
+	}
+	for _, tc := range []struct {
+		name string
+		in   *networkingv1.IPAddress
+		want string // a fragment of the error; empty means valid
+	}{
+		{"a Service's address", ip("10.96.0.10", ref()), ""},
+		{"IPv6, any group, cluster-scoped parent, broadcast", ip("255.255.255.255", &networkingv1.ParentReference{Group: "mygroup", Resource: "myresources", Name: "bar"}), ""},
+		{"link-local IPv6", ip("fe80::42:1dff:fe84:f9e2", ref()), ""},
+		{"not an address", ip("web", ref()), "must be a valid IP address"},
+		{"not canonical", ip("10.096.0.10", ref()), "metadata.name"},
+		{"IPv6 not canonical", ip("FD00::0:1", ref()), `must be in canonical form ("fd00::1")`},
+		{"no parent", ip("10.96.0.10", nil), "spec.parentRef: Required value"},
+		{"no resource", ip("10.96.0.10", &networkingv1.ParentReference{Name: "x"}), "spec.parentRef.resource: Required value"},
+		{"no name", ip("10.96.0.10", &networkingv1.ParentReference{Resource: "services"}), "spec.parentRef.name: Required value"},
+		{"a name with a slash", ip("10.96.0.10", &networkingv1.ParentReference{Resource: "services", Name: "a/b"}), "spec.parentRef.name: Invalid value"},
+		{"a bad group", ip("10.96.0.10", &networkingv1.ParentReference{Group: "Bad_Group", Resource: "services", Name: "x"}), "spec.parentRef.group: Invalid value"},
+	} {
+		errs := IPAddress(tc.in)
+		switch {
+		case tc.want == "" && len(errs) > 0:
+			t.Errorf("%s: unexpected errors %v", tc.name, errs)
+		case tc.want != "" && !strings.Contains(errs.ToAggregate().Error(), tc.want):
+			t.Errorf("%s: errors %v, want one with %q", tc.name, errs, tc.want)
+		}
+	}
+	old := ip("10.96.0.10", ref())
+	old.ResourceVersion = "1"
+	upd := old.DeepCopy()
+	upd.Annotations = map[string]string{"updated": "true"}
+	if errs := IPAddressUpdate(upd, old); len(errs) > 0 {
+		t.Errorf("annotating: %v", errs)
+	}
+	upd.Spec.ParentRef.Name = "other"
+	if errs := IPAddressUpdate(upd, old); !strings.Contains(errs.ToAggregate().Error(), "spec.parentRef: Invalid value") {
+		t.Errorf("changing the parent: %v, want it immutable", errs)
+	}
+	upd.Spec.ParentRef = nil
+	if errs := IPAddressUpdate(upd, old); len(errs) == 0 {
+		t.Error("removing the parent was accepted")
+	}
+}
