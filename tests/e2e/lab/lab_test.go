@@ -252,6 +252,27 @@ print(ok, s.getpeername()[0])
 		t.Errorf("skiff bpf conntrack shows no NodePort flow: %v\n%s", err, out)
 	}
 
+	// A hostPort (pod hp on node1, 18080 → its 8080), as the CNI portmap plugin would map it:
+	// from outside (the ToR) through node1's address with the client's address kept, from a
+	// pod on the other node through the socket programs; a pod's own 127.0.0.1 stays its own.
+	hp := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "hp"}, Spec: corev1.PodSpec{NodeName: name + "-node1",
+		Containers: []corev1.Container{{Name: "c", Image: "localhost/skiff/netutil:1", ImagePullPolicy: corev1.PullIfNotPresent,
+			Ports: []corev1.ContainerPort{{ContainerPort: 8080, HostPort: 18080}}}}}}
+	if _, err := l.client.CoreV1().Pods("default").Create(ctx, hp, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 60*time.Second, "the hostPort from the ToR, the client's address kept", func() (bool, string) {
+		host, err1 := l.in("tor", netutil, "fetch", "http://198.18.0.2:18080/hostname")
+		client, err2 := l.in("tor", netutil, "fetch", "http://198.18.0.2:18080/clientip")
+		return err1 == nil && err2 == nil && strings.TrimSpace(host) == "hp" && strings.HasPrefix(client, "198.18.0.254:"), fmt.Sprint(host, err1, client, err2)
+	})
+	if got := strings.TrimSpace(l.fetch("c2", "http://198.18.0.2:18080/hostname")); got != "hp" {
+		t.Errorf("the hostPort from a pod on node2: %q", got)
+	}
+	if got := l.fetchErr("c1", "http://127.0.0.1:18080/hostname"); strings.Contains(got, "hp") || !strings.Contains(strings.ToLower(got), "refused") {
+		t.Errorf("127.0.0.1:18080 inside a pod on node1 is the pod's own loopback (refused), got %q", got)
+	}
+
 	// Inspection: bpftool shows the maps with field names, skiff bpf in Service terms.
 	pins := "/sys/fs/bpf/skiff/" + name + "-node1"
 	if out, err := exec.Command("bpftool", "map", "dump", "pinned", pins+"/skiff_services").CombinedOutput(); err != nil || !strings.Contains(string(out), `"affinity_timeout"`) {
