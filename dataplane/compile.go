@@ -123,14 +123,16 @@ func (c *Compiler) Compile(services []*corev1.Service, epSlices []*discoveryv1.E
 	// A hostPort that a Service frontend (or an older pod's hostPort) already holds is left
 	// out: the agent admits no two pods on one host port, but a Service's external address or
 	// NodePort may name the same address and port, and the Service keeps it.
-	taken := map[Frontend]bool{}
-	for _, s := range out {
-		taken[s.Frontend] = true
-	}
-	for _, hp := range HostPorts(pods, c.Node) {
-		if !taken[hp.Frontend] {
-			taken[hp.Frontend] = true
-			out = append(out, hp)
+	if hostPorts := HostPorts(pods, c.Node); len(hostPorts) > 0 {
+		taken := make(map[Frontend]bool, len(out))
+		for _, s := range out {
+			taken[s.Frontend] = true
+		}
+		for _, hp := range hostPorts {
+			if !taken[hp.Frontend] {
+				taken[hp.Frontend] = true
+				out = append(out, hp)
+			}
 		}
 	}
 	// In name order, so two new names whose ids collide get the same ids on every node.
