@@ -8,8 +8,13 @@ cd "$(dirname "$0")/.."
 start=$(date +%s)
 log=$(mktemp)
 go vet ./... || { echo "SUMMARY: FAIL (go vet)"; exit 1; }
-go test -count=1 -timeout 45m ./... 2>&1 | tee "$log"
+# Unit and privileged package tests two at a time; the end-to-end packages one at a time: each
+# brings up API servers or a whole lab with BFD at 4 x 300 ms, and two beside each other on 2
+# cores starved the BFD sessions through an agent restart (TestLabMesh lost 109 of 176 pings).
+go test -count=1 -timeout 45m $(go list ./... | grep -v '/tests/e2e/') 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
+go test -count=1 -timeout 45m -p 1 ./tests/e2e/... 2>&1 | tee -a "$log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
 pkgs_ok=$(grep -c '^ok ' "$log")
 pkgs_fail=$(grep -c '^FAIL\s' "$log")
 rm -f "$log"
