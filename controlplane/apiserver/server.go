@@ -21,6 +21,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -276,15 +277,6 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		if o.NodeName != "" {
 			go b.markControlPlane(ctx, o.NodeName)
 		}
-		return nil
-	})
-	srv.AddPostStartHookOrDie("skiff-clusterip-repair", func(hc genericapiserver.PostStartHookContext) error {
-		client, err := kubernetes.NewForConfig(hc.LoopbackClientConfig)
-		if err != nil {
-			return err
-		}
-		repair := &ipRepair{client: client, legacy: allocator.EtcdStore{Client: etcdClient}, r: ipRange, log: log.With("component", "clusterip-repair")}
-		go repair.run(ctx) // hc ends when the hooks have run; the loop lives as long as the server
 		return nil
 	})
 	prepared, err := agg.PrepareRun()
@@ -576,6 +568,14 @@ func newServer(o Options, log *slog.Logger, layout pki.Layout, etcdTLS storageba
 		return nil, nil, nil, err
 	}
 	runCRDOpenAPI(srv, crds)
+	repair := &ipRepair{services: stores[corev1.SchemeGroupVersion]["services"].(rest.Lister),
+		addrs:  stores[networkingv1.SchemeGroupVersion]["ipaddresses"].(rest.Lister),
+		writer: stores[networkingv1.SchemeGroupVersion]["ipaddresses"].(ipAddressWriter),
+		legacy: allocator.EtcdStore{Client: etcdClient}, r: ipRange, log: log.With("component", "clusterip-repair")}
+	srv.AddPostStartHookOrDie("skiff-clusterip-repair", func(hc genericapiserver.PostStartHookContext) error {
+		go repair.run(hc) // hc lives as long as the server (the quota informers' hook starts them on it too)
+		return nil
+	})
 	srv.AddPostStartHookOrDie("skiff-quota-informers", func(hc genericapiserver.PostStartHookContext) error {
 		quotaInformers.Start(hc.Done())
 		return nil
