@@ -111,10 +111,12 @@ type Server struct {
 	CgroupRoot string
 	// SchedulerAddr and ControllerManagerAddr serve health and metrics over HTTPS.
 	SchedulerAddr, ControllerManagerAddr string
-	args                                 []string
-	cmd                                  *exec.Cmd
-	log                                  *os.File
-	tb                                   testing.TB
+	// Env is added to the test's environment for the server process (e.g. GOGC=100).
+	Env  []string
+	args []string
+	cmd  *exec.Cmd
+	log  *os.File
+	tb   testing.TB
 }
 
 // StartServer starts `skiff server --disable-agent` on free loopback ports and waits until
@@ -163,6 +165,7 @@ func (s *Server) Start() time.Duration {
 	}
 	s.log = log
 	s.cmd = exec.Command(Binary(s.tb), s.args...)
+	s.cmd.Env = append(os.Environ(), s.Env...)
 	s.cmd.Stdout, s.cmd.Stderr = log, log
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	start := time.Now()
