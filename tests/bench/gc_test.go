@@ -69,9 +69,10 @@ func gcTargetRun(b *testing.B, env []string) gcRun {
 
 	c := protobufClient(b, s)
 	ctx := context.Background()
+	payload := map[string]string{"v": strings.Repeat("x", 1024)}
 	// A namespace of 100 objects to list (from the watch cache, as informers and kubectl get do).
 	for i := 0; i < 100; i++ {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("l", i)}, Data: map[string]string{"v": strings.Repeat("x", 1024)}}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("l", i)}, Data: payload}
 		if _, err := c.CoreV1().ConfigMaps("kube-public").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}
@@ -91,7 +92,7 @@ func gcTargetRun(b *testing.B, env []string) gcRun {
 			cms := c.CoreV1().ConfigMaps("default")
 			for j := 0; j < each; j++ {
 				name := fmt.Sprintf("burst-%d-%d", w, j)
-				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"v": strings.Repeat("y", 1024)}}
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: payload}
 				if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 					errs <- err
 					return
@@ -134,7 +135,10 @@ func cpuSeconds(b *testing.B, pid int) float64 {
 		b.Fatal(err)
 	}
 	// The command name (field 2) may hold spaces; the fields after its closing paren are fixed.
-	fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+	fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+	if len(fields) < 13 {
+		b.Fatalf("/proc/%d/stat: %d fields after the command name, want at least 13", pid, len(fields))
+	}
 	var utime, stime float64
 	if _, err := fmt.Sscan(fields[11], &utime); err != nil {
 		b.Fatal(err)
