@@ -116,7 +116,14 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 		case <-time.After(5 * time.Second):
 		}
 	}
-	global := Global{ASN: cfg.ASN, RouterID: cfg.RouterID, ListenPort: cfg.ListenPort, APIAddress: o.APIAddress, GracefulRestart: cfg.GracefulRestart}
+	// Routes a previous speaker installed are still in the kernel: the agent restarted, not
+	// the node, and this node still forwards to what it learned. Its peers are told so.
+	kept, err := o.Kernel.Installed()
+	if err != nil {
+		return err
+	}
+	global := Global{ASN: cfg.ASN, RouterID: cfg.RouterID, ListenPort: cfg.ListenPort, APIAddress: o.APIAddress, GracefulRestart: cfg.GracefulRestart,
+		Restarting: len(kept) > 0}
 	sp, err := Start(ctx, global, log)
 	if err != nil {
 		return err
@@ -124,7 +131,8 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 	if o.Started != nil {
 		o.Started(sp)
 	}
-	log.Info("BGP speaker started", "asn", cfg.ASN, "routerID", cfg.RouterID, "nodeMesh", cfg.NodeMesh, "peers", len(cfg.Peers))
+	log.Info("BGP speaker started", "asn", cfg.ASN, "routerID", cfg.RouterID, "nodeMesh", cfg.NodeMesh, "peers", len(cfg.Peers),
+		"restarting", global.Restarting && cfg.GracefulRestart.Enabled, "keptRoutes", len(kept))
 
 	r := &reconciler{sp: sp, kernel: o.Kernel, self: cfg.RouterID, started: time.Now(), log: log, kicks: make(chan struct{}, 1),
 		staleFor: min(cfg.GracefulRestart.RestartTime, 30*time.Second), lost: map[netip.Addr]bool{}}

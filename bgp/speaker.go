@@ -29,7 +29,20 @@ type Global struct {
 	// empty serves none.
 	APIAddress      string
 	GracefulRestart config.GracefulRestart
+	// Restarting says the node kept its forwarding state through this speaker's restart
+	// (the kernel still holds the routes the last speaker installed). The first peers then
+	// get OPENs with the Restart State and Forwarding State bits set (RFC 4724 3): without
+	// the F bit a helper drops this node's stale routes the moment the session comes back
+	// (BIRD's and FRR's bgpd do), and forwards nothing to it until its UPDATE follows,
+	// where with it the helper keeps them until this speaker's End-of-RIB.
+	Restarting bool
 }
+
+// restartDeferral bounds how long a restarting speaker holds its own UPDATEs back waiting
+// for its peers' End-of-RIB (RFC 4724 4.1's selection deferral; GoBGP's default is
+// 360 s). Peers keep this node's stale routes meanwhile, so a peer that is slow to send
+// its table only delays what changed during the restart.
+const restartDeferral = 5 * time.Second
 
 // Speaker is an embedded GoBGP server with skiff's peers and advertisement.
 type Speaker struct {
@@ -41,6 +54,16 @@ type Speaker struct {
 	peers map[netip.Addr]config.Peer
 	// advertised holds each originated prefix's path id.
 	advertised map[netip.Prefix][]byte
+	// restarting holds Global.Restarting until the first SetPeers has used it: peers
+	// added later meet a speaker that is no longer restarting.
+	restarting bool
+
+	// eorMu guards eor: which peers have sent End-of-RIB in their current session, as
+	// Watch saw the messages arrive. GoBGP's own EndOfRibReceived is also set without one
+	// when both ends restart (RFC 4724 4.1 lets it stop waiting), which says nothing about
+	// whether the peer's routes are in.
+	eorMu sync.Mutex
+	eor   map[netip.Addr]bool
 }
 
 // ipv4Unicast is the one family skiff speaks today.
@@ -67,7 +90,7 @@ func Start(ctx context.Context, g Global, log *slog.Logger) (*Speaker, error) {
 		srv.Stop()
 		return nil, fmt.Errorf("start BGP (AS %d, router-id %s): %w", g.ASN, g.RouterID, err)
 	}
-	return &Speaker{srv: srv, global: g, log: log, peers: map[netip.Addr]config.Peer{}}, nil
+	return &Speaker{srv: srv, global: g, log: log, peers: map[netip.Addr]config.Peer{}, restarting: g.Restarting && g.GracefulRestart.Enabled}, nil
 }
 
 // Server exposes the GoBGP server (metrics collectors read it).
@@ -78,6 +101,7 @@ func (s *Speaker) Server() *server.BgpServer { return s.srv }
 func (s *Speaker) SetPeers(ctx context.Context, peers []config.Peer) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer func() { s.restarting = false }()
 	want := map[netip.Addr]config.Peer{}
 	for _, p := range peers {
 		want[p.Address] = p
@@ -133,6 +157,13 @@ func (s *Speaker) apiPeer(p config.Peer) *api.Peer {
 	if gr := s.global.GracefulRestart; gr.Enabled {
 		ap.GracefulRestart = &api.GracefulRestart{Enabled: true, RestartTime: uint32(gr.RestartTime / time.Second)}
 		ap.AfiSafis[0].MpGracefulRestart = &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}}
+		if s.restarting {
+			// GoBGP sets the F bit exactly when it sets the R bit, and then holds this
+			// speaker's UPDATEs until every peer's End-of-RIB or the deferral: the table
+			// and End-of-RIB go out together, so the helper swaps stale for fresh at once.
+			ap.GracefulRestart.LocalRestarting = true
+			ap.GracefulRestart.DeferralTime = uint32(restartDeferral / time.Second)
+		}
 	}
 	return ap
 }
@@ -252,8 +283,9 @@ func PathOf(prefix netip.Prefix, p *api.Path) (Path, bool) {
 // PeerStatus is a peer's session state and whether it has sent its whole table.
 type PeerStatus struct {
 	State api.PeerState_SessionState
-	// EndOfRIB is true once the peer sent End-of-RIB for IPv4 unicast (graceful restart
-	// negotiated); peers without graceful restart never send one.
+	// EndOfRIB is true once the peer sent End-of-RIB for IPv4 unicast in its current
+	// session, as Watch saw it (graceful restart negotiated); peers without graceful
+	// restart never send one.
 	EndOfRIB bool
 	// GracefulRestart is true when the peer negotiated graceful restart.
 	GracefulRestart bool
@@ -271,20 +303,54 @@ func (s *Speaker) PeerStates(ctx context.Context) (map[netip.Addr]PeerStatus, er
 		for _, af := range p.AfiSafis {
 			if gr := af.MpGracefulRestart; gr != nil && gr.State != nil {
 				st.GracefulRestart = st.GracefulRestart || gr.State.Received
-				st.EndOfRIB = st.EndOfRIB || gr.State.EndOfRibReceived
 			}
 		}
+		s.eorMu.Lock()
+		st.EndOfRIB = s.eor[a]
+		s.eorMu.Unlock()
 		out[a] = st
 	})
 	return out, err
 }
 
-// Watch calls fn whenever the best paths or a peer's state change, until ctx ends.
+// Watch calls fn whenever the best paths or a peer's state change or a peer sends
+// End-of-RIB, until ctx ends. It is what PeerStates learns End-of-RIB from, so it runs for
+// as long as the speaker does (a peer's End-of-RIB before it started is never seen; the
+// reconciler's 5 s fallback covers that).
 func (s *Speaker) Watch(ctx context.Context, fn func()) error {
 	return s.srv.WatchEvent(ctx, &api.WatchEventRequest{
-		Table: &api.WatchEventRequest_Table{Filters: []*api.WatchEventRequest_Table_Filter{{Type: api.WatchEventRequest_Table_Filter_BEST}}},
-		Peer:  &api.WatchEventRequest_Peer{},
-	}, func(*api.WatchEventResponse) { fn() })
+		Table: &api.WatchEventRequest_Table{Filters: []*api.WatchEventRequest_Table_Filter{
+			{Type: api.WatchEventRequest_Table_Filter_BEST}, {Type: api.WatchEventRequest_Table_Filter_EOR}}},
+		Peer: &api.WatchEventRequest_Peer{},
+	}, func(ev *api.WatchEventResponse) {
+		s.noteEndOfRIB(ev)
+		fn()
+	})
+}
+
+// noteEndOfRIB keeps eor: a peer's End-of-RIB for IPv4 unicast counts until its session
+// next changes state (down, or up again: a new session owes a new End-of-RIB).
+func (s *Speaker) noteEndOfRIB(ev *api.WatchEventResponse) {
+	s.eorMu.Lock()
+	defer s.eorMu.Unlock()
+	if s.eor == nil {
+		s.eor = map[netip.Addr]bool{}
+	}
+	if pe := ev.GetPeer(); pe != nil && pe.Type == api.WatchEventResponse_PeerEvent_STATE && pe.Peer.GetConf() != nil {
+		if a, err := netip.ParseAddr(pe.Peer.Conf.NeighborAddress); err == nil {
+			delete(s.eor, a.Unmap())
+		}
+		return
+	}
+	for _, p := range ev.GetTable().GetPaths() {
+		// An End-of-RIB is a path without NLRI, from a neighbor; best paths have NLRI.
+		if p.Nlri != nil || p.NeighborIp == "" || p.Family.GetAfi() != ipv4Unicast.Afi || p.Family.GetSafi() != ipv4Unicast.Safi {
+			continue
+		}
+		if a, err := netip.ParseAddr(p.NeighborIp); err == nil {
+			s.eor[a.Unmap()] = true
+		}
+	}
 }
 
 // logAdapter sends GoBGP's logs to slog; GoBGP's Info is mostly peer state, worth keeping.

@@ -1,0 +1,247 @@
+package bgp
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	api "github.com/osrg/gobgp/v3/api"
+	"github.com/osrg/gobgp/v3/pkg/packet/bgp"
+
+	"github.com/skiff-sh/skiff/bgp/config"
+)
+
+// grFlags is what a speaker's OPEN says about graceful restart: the Restart State bit, and
+// the Forwarding State bit of IPv4 unicast.
+type grFlags struct{ restart, forwarding bool }
+
+// openFrom connects to the speaker at addr from local (a configured passive peer's
+// address) and decodes the OPEN the speaker sends. A peer just added is Idle for a moment,
+// and GoBGP closes connections from it until it is Active: those are retried.
+func openFrom(t *testing.T, local netip.Addr, addr string) grFlags {
+	t.Helper()
+	var open *bgp.BGPOpen
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if open, err = readOpen(local, addr); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("the speaker's OPEN to %s: %v", local, err)
+	}
+	for _, p := range open.OptParams {
+		caps, ok := p.(*bgp.OptionParameterCapability)
+		if !ok {
+			continue
+		}
+		for _, c := range caps.Capability {
+			gr, ok := c.(*bgp.CapGracefulRestart)
+			if !ok {
+				continue
+			}
+			out := grFlags{restart: gr.Flags&0x08 != 0}
+			for _, tu := range gr.Tuples {
+				if tu.AFI == bgp.AFI_IP && tu.SAFI == bgp.SAFI_UNICAST {
+					out.forwarding = tu.Flags&0x80 != 0
+				}
+			}
+			return out
+		}
+	}
+	t.Fatalf("the speaker's OPEN to %s has no graceful restart capability", local)
+	return grFlags{}
+}
+
+func readOpen(local netip.Addr, addr string) (*bgp.BGPOpen, error) {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: local.AsSlice()}, Timeout: 5 * time.Second}
+	conn, err := d.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	header := make([]byte, bgp.BGP_HEADER_LENGTH)
+	if _, err := io.ReadFull(conn, header); err != nil {
+		return nil, err
+	}
+	msg := make([]byte, binary.BigEndian.Uint16(header[16:18]))
+	copy(msg, header)
+	if _, err := io.ReadFull(conn, msg[len(header):]); err != nil {
+		return nil, err
+	}
+	m, err := bgp.ParseBGPMessage(msg)
+	if err != nil {
+		return nil, err
+	}
+	open, ok := m.Body.(*bgp.BGPOpen)
+	if !ok {
+		return nil, fmt.Errorf("the speaker sent %T first, want an OPEN", m.Body)
+	}
+	return open, nil
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// A speaker that kept its forwarding state through a restart says so (R and F bits) to the
+// peers it starts with, so helpers keep its routes until its End-of-RIB; a peer added
+// after that meets a speaker that is no longer restarting, and a fresh start says neither.
+func TestRestartingSpeakerOpen(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		restarting bool
+		first      grFlags
+	}{
+		{"restarted with routes kept", true, grFlags{restart: true, forwarding: true}},
+		{"fresh start", false, grFlags{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			port := freePort(t)
+			g := Global{ASN: 64512, RouterID: netip.MustParseAddr("127.0.0.1"), ListenPort: int32(port),
+				GracefulRestart: config.GracefulRestart{Enabled: true, RestartTime: 120 * time.Second}, Restarting: tc.restarting}
+			sp, err := Start(ctx, g, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sp.srv.Stop()
+			peer := func(a string) config.Peer {
+				return config.Peer{Address: netip.MustParseAddr(a), ASN: 64512, HoldTime: 9 * time.Second, KeepaliveTime: 3 * time.Second, Passive: true}
+			}
+			first, later := peer("127.0.0.2"), peer("127.0.0.3")
+			if err := sp.SetPeers(ctx, []config.Peer{first}); err != nil {
+				t.Fatal(err)
+			}
+			if err := sp.SetPeers(ctx, []config.Peer{first, later}); err != nil {
+				t.Fatal(err)
+			}
+			addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(port))
+			if got := openFrom(t, first.Address, addr); got != tc.first {
+				t.Errorf("OPEN to the first peer: %+v, want %+v", got, tc.first)
+			}
+			if got := openFrom(t, later.Address, addr); got != (grFlags{}) {
+				t.Errorf("OPEN to a peer added later: %+v, want neither bit", got)
+			}
+		})
+	}
+}
+
+// A restarting speaker whose peer restarts too (its OPEN has the R bit, as FRR's does when
+// skiff's has) may send its table without waiting for the peer's End-of-RIB (RFC 4724
+// 4.1), and GoBGP marks the peer's End-of-RIB received at the OPEN. PeerStates must not:
+// the reconciler drops the routes it kept through the restart at the End-of-RIB, and until
+// the peer really sent one its routes are not in yet.
+func TestEndOfRIBOnlyWhenSent(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	port := freePort(t)
+	g := Global{ASN: 64512, RouterID: netip.MustParseAddr("127.0.0.1"), ListenPort: int32(port),
+		GracefulRestart: config.GracefulRestart{Enabled: true, RestartTime: 120 * time.Second}, Restarting: true}
+	sp, err := Start(ctx, g, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.srv.Stop()
+	go func() { _ = sp.Watch(ctx, func() {}) }()
+	peer := netip.MustParseAddr("127.0.0.4")
+	if err := sp.SetPeers(ctx, []config.Peer{{Address: peer, ASN: 64512, HoldTime: 9 * time.Second, KeepaliveTime: 3 * time.Second, Passive: true}}); err != nil {
+		t.Fatal(err)
+	}
+	addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(port))
+	var conn net.Conn
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: peer.AsSlice()}, Timeout: 5 * time.Second}
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			continue
+		}
+		// The speaker's OPEN; a connection it closes at once is from a peer still Idle.
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		header := make([]byte, bgp.BGP_HEADER_LENGTH)
+		if _, err := io.ReadFull(c, header); err != nil {
+			c.Close()
+			continue
+		}
+		rest := make([]byte, int(binary.BigEndian.Uint16(header[16:18]))-len(header))
+		if _, err := io.ReadFull(c, rest); err != nil {
+			c.Close()
+			continue
+		}
+		conn = c
+		break
+	}
+	if conn == nil {
+		t.Fatal("no OPEN from the speaker")
+	}
+	defer conn.Close()
+	// Keep reading (KEEPALIVEs, the speaker's table) so its writes never block.
+	go func() { _, _ = io.Copy(io.Discard, conn) }()
+	send := func(m *bgp.BGPMessage) {
+		t.Helper()
+		b, err := m.Serialize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	caps := []bgp.ParameterCapabilityInterface{
+		bgp.NewCapMultiProtocol(bgp.RF_IPv4_UC),
+		bgp.NewCapFourOctetASNumber(64512),
+		bgp.NewCapGracefulRestart(true, false, 120, []*bgp.CapGracefulRestartTuple{bgp.NewCapGracefulRestartTuple(bgp.RF_IPv4_UC, true)}),
+	}
+	send(bgp.NewBGPOpenMessage(64512, 9, peer.String(), []bgp.OptionParameterInterface{bgp.NewOptionParameterCapability(caps)}))
+	send(bgp.NewBGPKeepAliveMessage())
+
+	state := func() PeerStatus {
+		st, err := sp.PeerStates(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st[peer]
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for state().State != api.PeerState_ESTABLISHED {
+		if time.Now().After(deadline) {
+			t.Fatalf("the session did not come up: %+v", state())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// GoBGP itself already counts the End-of-RIB as received here.
+	faked := false
+	_ = sp.srv.ListPeer(ctx, &api.ListPeerRequest{Address: peer.String()}, func(p *api.Peer) {
+		for _, af := range p.AfiSafis {
+			faked = faked || af.GetMpGracefulRestart().GetState().GetEndOfRibReceived()
+		}
+	})
+	if !faked {
+		t.Log("GoBGP no longer marks the End-of-RIB received at a restarting peer's OPEN; this test still checks PeerStates")
+	}
+	time.Sleep(300 * time.Millisecond)
+	if st := state(); !st.GracefulRestart || st.EndOfRIB {
+		t.Fatalf("before the peer's End-of-RIB: %+v, want graceful restart and no End-of-RIB", st)
+	}
+	send(bgp.NewEndOfRib(bgp.RF_IPv4_UC))
+	for !state().EndOfRIB {
+		if time.Now().After(deadline) {
+			t.Fatalf("the End-of-RIB sent was not seen: %+v", state())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
