@@ -26,16 +26,8 @@ type grFlags struct{ restart, forwarding bool }
 // and GoBGP closes connections from it until it is Active: those are retried.
 func openFrom(t *testing.T, local netip.Addr, addr string) grFlags {
 	t.Helper()
-	var open *bgp.BGPOpen
-	var err error
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if open, err = readOpen(local, addr); err == nil {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatalf("the speaker's OPEN to %s: %v", local, err)
-	}
+	conn, open := dialOpen(t, local, addr)
+	conn.Close()
 	for _, p := range open.OptParams {
 		caps, ok := p.(*bgp.OptionParameterCapability)
 		if !ok {
@@ -59,32 +51,55 @@ func openFrom(t *testing.T, local netip.Addr, addr string) grFlags {
 	return grFlags{}
 }
 
-func readOpen(local netip.Addr, addr string) (*bgp.BGPOpen, error) {
+// dialOpen connects to the speaker at addr from local until the speaker answers with its
+// OPEN, and returns the connection and the OPEN.
+func dialOpen(t *testing.T, local netip.Addr, addr string) (net.Conn, *bgp.BGPOpen) {
+	t.Helper()
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		var conn net.Conn
+		var open *bgp.BGPOpen
+		if conn, open, err = readOpen(local, addr); err == nil {
+			return conn, open
+		}
+	}
+	t.Fatalf("the speaker's OPEN to %s: %v", local, err)
+	return nil, nil
+}
+
+func readOpen(local netip.Addr, addr string) (net.Conn, *bgp.BGPOpen, error) {
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: local.AsSlice()}, Timeout: 5 * time.Second}
 	conn, err := d.Dial("tcp", addr)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-	header := make([]byte, bgp.BGP_HEADER_LENGTH)
-	if _, err := io.ReadFull(conn, header); err != nil {
-		return nil, err
-	}
-	msg := make([]byte, binary.BigEndian.Uint16(header[16:18]))
-	copy(msg, header)
-	if _, err := io.ReadFull(conn, msg[len(header):]); err != nil {
-		return nil, err
-	}
-	m, err := bgp.ParseBGPMessage(msg)
+	open, err := func() (*bgp.BGPOpen, error) {
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		defer func() { _ = conn.SetReadDeadline(time.Time{}) }()
+		header := make([]byte, bgp.BGP_HEADER_LENGTH)
+		if _, err := io.ReadFull(conn, header); err != nil {
+			return nil, err
+		}
+		msg := make([]byte, binary.BigEndian.Uint16(header[16:18]))
+		copy(msg, header)
+		if _, err := io.ReadFull(conn, msg[len(header):]); err != nil {
+			return nil, err
+		}
+		m, err := bgp.ParseBGPMessage(msg)
+		if err != nil {
+			return nil, err
+		}
+		open, ok := m.Body.(*bgp.BGPOpen)
+		if !ok {
+			return nil, fmt.Errorf("the speaker sent %T first, want an OPEN", m.Body)
+		}
+		return open, nil
+	}()
 	if err != nil {
-		return nil, err
+		conn.Close()
+		return nil, nil, err
 	}
-	open, ok := m.Body.(*bgp.BGPOpen)
-	if !ok {
-		return nil, fmt.Errorf("the speaker sent %T first, want an OPEN", m.Body)
-	}
-	return open, nil
+	return conn, open, nil
 }
 
 func freePort(t *testing.T) int {
@@ -162,32 +177,7 @@ func TestEndOfRIBOnlyWhenSent(t *testing.T) {
 	if err := sp.SetPeers(ctx, []config.Peer{{Address: peer, ASN: 64512, HoldTime: 9 * time.Second, KeepaliveTime: 3 * time.Second, Passive: true}}); err != nil {
 		t.Fatal(err)
 	}
-	addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(port))
-	var conn net.Conn
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: peer.AsSlice()}, Timeout: 5 * time.Second}
-		c, err := d.Dial("tcp", addr)
-		if err != nil {
-			continue
-		}
-		// The speaker's OPEN; a connection it closes at once is from a peer still Idle.
-		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		header := make([]byte, bgp.BGP_HEADER_LENGTH)
-		if _, err := io.ReadFull(c, header); err != nil {
-			c.Close()
-			continue
-		}
-		rest := make([]byte, int(binary.BigEndian.Uint16(header[16:18]))-len(header))
-		if _, err := io.ReadFull(c, rest); err != nil {
-			c.Close()
-			continue
-		}
-		conn = c
-		break
-	}
-	if conn == nil {
-		t.Fatal("no OPEN from the speaker")
-	}
+	conn, _ := dialOpen(t, peer, net.JoinHostPort("127.0.0.1", fmt.Sprint(port)))
 	defer conn.Close()
 	// Keep reading (KEEPALIVEs, the speaker's table) so its writes never block.
 	go func() { _, _ = io.Copy(io.Discard, conn) }()
