@@ -151,16 +151,16 @@ func TestLocalPathProvisioning(t *testing.T) {
 func TestProvisioningRefusals(t *testing.T) {
 	external := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "csi"}, Provisioner: "csi.example.com",
 		VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate)}
-	f := newFixture(t, claim("ext", "csi", "1Gi"), claim("immediate", "local-path", "1Gi"), claim("nowhere", "local-path-wffc", "1Gi"),
+	// The claim on a node without a local-path root has its node selected from the start: an
+	// Update from the test would race the controller's own writes of the claim, which the
+	// fake clientset does not refuse as stale (CI once lost the annotation that way).
+	nowhere := claim("nowhere", "local-path-wffc", "1Gi")
+	nowhere.Annotations = map[string]string{AnnSelectedNode: "bare"}
+	f := newFixture(t, claim("ext", "csi", "1Gi"), claim("immediate", "local-path", "1Gi"), nowhere,
 		external, localPath(storagev1.VolumeBindingImmediate),
 		&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "local-path-wffc"}, Provisioner: LocalPathProvisioner,
 			VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer)},
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "bare"}})
-	cl := claim("nowhere", "local-path-wffc", "1Gi")
-	cl.Annotations = map[string]string{AnnSelectedNode: "bare"}
-	if _, err := f.client.CoreV1().PersistentVolumeClaims("default").Update(f.ctx, cl, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	f.eventually("external annotation", func() bool {
 		cl := f.claim("ext")
 		return cl.Annotations[AnnStorageProvisioner] == "csi.example.com" && cl.Annotations[AnnBetaProvisioner] == "csi.example.com"
