@@ -64,7 +64,25 @@ func New(client kubernetes.Interface, quotas coreinformers.ResourceQuotaInformer
 	}
 	c.registry = generic.NewRegistry(skiffquota.Evaluators(listerFor, clock.RealClock{}))
 	c.loop = loop.New(Name, c.sync, log)
-	_, _ = quotas.Informer().AddEventHandler(c.loop.Handler())
+	// A quota is recalculated when it is new or its hard limits changed, not when only its
+	// usage did: the admission plugin charges a pod to the quota's status before the pod is
+	// stored, and a recalculation at that write, from a pod informer that cannot have the pod
+	// yet, took the charge back, so the next pod was admitted over the limit (seen in the
+	// conformance spec "ResourceQuota should create a ResourceQuota and capture the life of a
+	// pod"). Upstream's controller ignores usage-only updates the same way; the counted
+	// resources' own events and the periodic resync catch the rest.
+	_, _ = quotas.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.loop.Enqueue,
+		DeleteFunc: c.loop.Enqueue,
+		UpdateFunc: func(old, cur any) {
+			o, ok1 := old.(*corev1.ResourceQuota)
+			n, ok2 := cur.(*corev1.ResourceQuota)
+			if ok1 && ok2 && apiequality.Semantic.DeepEqual(o.Spec, n.Spec) && apiequality.Semantic.DeepEqual(n.Spec.Hard, n.Status.Hard) {
+				return
+			}
+			c.loop.Enqueue(cur)
+		},
+	})
 	namespaceOf := func(obj any) {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
@@ -78,8 +96,13 @@ func New(client kubernetes.Interface, quotas coreinformers.ResourceQuotaInformer
 		if err != nil {
 			return nil, err
 		}
-		_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: namespaceOf,
-			UpdateFunc: func(_, obj any) { namespaceOf(obj) }, DeleteFunc: namespaceOf})
+		update := func(_, obj any) { namespaceOf(obj) }
+		if gvr.Resource == "resourcequotas" && gvr.Group == "" {
+			// Quotas are counted too (count/resourcequotas), but only their creation and
+			// deletion change the count; an update is the quota's own (see above).
+			update = func(_, _ any) {}
+		}
+		_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: namespaceOf, UpdateFunc: update, DeleteFunc: namespaceOf})
 		c.synced = append(c.synced, inf.Informer().HasSynced)
 	}
 	return c, nil

@@ -72,4 +72,27 @@ func TestQuotaStatus(t *testing.T) {
 	if h := got.Status.Hard[corev1.ResourcePods]; h.String() != "10" {
 		t.Errorf("status.hard %v", got.Status.Hard)
 	}
+
+	// The admission plugin charges a pod to status.used before the pod is stored. That
+	// usage-only write must not make the controller recount from its pod informer, which
+	// cannot have the pod yet: the recount would take the charge back and let the next pod
+	// over the limit. (The controller recounted on every update before; this failed then.)
+	got.Status.Used[corev1.ResourcePods] = resource.MustParse("2")
+	got.Status.Used[corev1.ResourceRequestsCPU] = resource.MustParse("1250m")
+	if _, err := client.CoreV1().ResourceQuotas("ns").UpdateStatus(ctx, got, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // the recount, had the update triggered one, is done by now
+	if u := used(); !is(u, corev1.ResourcePods, "2") || !is(u, corev1.ResourceRequestsCPU, "1250m") {
+		t.Errorf("the admission's charge was taken back by a recount: used %v", u)
+	}
+	// A change of the limits still recounts (and so would the pod's own event).
+	got, _ = client.CoreV1().ResourceQuotas("ns").Get(ctx, "q", metav1.GetOptions{})
+	got.Spec.Hard[corev1.ResourcePods] = resource.MustParse("20")
+	if _, err := client.CoreV1().ResourceQuotas("ns").Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wait("after the limits changed", func(u corev1.ResourceList) bool {
+		return is(u, corev1.ResourcePods, "1") && is(u, corev1.ResourceRequestsCPU, "250m")
+	})
 }
