@@ -123,7 +123,7 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 		return err
 	}
 	global := Global{ASN: cfg.ASN, RouterID: cfg.RouterID, ListenPort: cfg.ListenPort, APIAddress: o.APIAddress, GracefulRestart: cfg.GracefulRestart,
-		Restarting: len(kept) > 0}
+		Restarting: len(kept) > 0 && cfg.GracefulRestart.Enabled}
 	sp, err := Start(ctx, global, log)
 	if err != nil {
 		return err
@@ -132,7 +132,7 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 		o.Started(sp)
 	}
 	log.Info("BGP speaker started", "asn", cfg.ASN, "routerID", cfg.RouterID, "nodeMesh", cfg.NodeMesh, "peers", len(cfg.Peers),
-		"restarting", global.Restarting && cfg.GracefulRestart.Enabled, "keptRoutes", len(kept))
+		"restarting", global.Restarting, "keptRoutes", len(kept))
 
 	r := &reconciler{sp: sp, kernel: o.Kernel, self: cfg.RouterID, started: time.Now(), log: log, kicks: make(chan struct{}, 1),
 		staleFor: min(cfg.GracefulRestart.RestartTime, 30*time.Second), lost: map[netip.Addr]bool{}}

@@ -29,7 +29,7 @@ type Global struct {
 	// empty serves none.
 	APIAddress      string
 	GracefulRestart config.GracefulRestart
-	// Restarting says the node kept its forwarding state through this speaker's restart
+	// Restarting (only with GracefulRestart enabled) says the node kept its forwarding state through this speaker's restart
 	// (the kernel still holds the routes the last speaker installed). The first peers then
 	// get OPENs with the Restart State and Forwarding State bits set (RFC 4724 3): without
 	// the F bit a helper drops this node's stale routes the moment the session comes back
@@ -90,7 +90,7 @@ func Start(ctx context.Context, g Global, log *slog.Logger) (*Speaker, error) {
 		srv.Stop()
 		return nil, fmt.Errorf("start BGP (AS %d, router-id %s): %w", g.ASN, g.RouterID, err)
 	}
-	return &Speaker{srv: srv, global: g, log: log, peers: map[netip.Addr]config.Peer{}, restarting: g.Restarting && g.GracefulRestart.Enabled}, nil
+	return &Speaker{srv: srv, global: g, log: log, peers: map[netip.Addr]config.Peer{}, restarting: g.Restarting}, nil
 }
 
 // Server exposes the GoBGP server (metrics collectors read it).
