@@ -443,7 +443,16 @@ func missingRoutes(hosts []Host, cidrs map[string]string, routesOf func(netns st
 	return missing
 }
 
+// ready says a node is Ready and no longer carries the taints that stand for a condition
+// (not-ready, unreachable). The node lifecycle controller lifts those only after the agent
+// reports Ready; a lab declared up in between would have the scheduler put every pod of a
+// Deployment created at once on the nodes that were quicker.
 func ready(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable {
+			return false
+		}
+	}
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
 			return c.Status == corev1.ConditionTrue

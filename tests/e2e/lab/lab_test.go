@@ -62,6 +62,12 @@ func TestLabServices(t *testing.T) {
 		out := l.kubectl("get", "endpointslices", "-l", "kubernetes.io/service-name=web", "-o", "jsonpath={.items[*].endpoints[*].addresses[0]}")
 		return len(strings.Fields(out)) == 3, out
 	})
+	// The checks of externalTrafficPolicy Local below go through node1 and need a replica
+	// there: the scheduler spreads the three over both workers once the lab is up (the lab
+	// waits for the not-ready taints to be lifted, not only for Ready).
+	if out := l.kubectl("get", "endpointslices", "-l", "kubernetes.io/service-name=web", "-o", "jsonpath={.items[*].endpoints[*].nodeName}"); !strings.Contains(out, "node1") || !strings.Contains(out, "node2") {
+		t.Fatalf("web's replicas are on %q, want both workers", out)
+	}
 	web, err := l.client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
