@@ -146,7 +146,8 @@ func (s *Speaker) apiPeer(p config.Peer) *api.Peer {
 		Timers: &api.Timers{Config: &api.TimersConfig{HoldTime: uint64(hold / time.Second), KeepaliveInterval: uint64(keepalive / time.Second),
 			// GoBGP's defaults (120 s between attempts, 30 s idle after a reset, during which
 			// it refuses the peer's own connections) would keep a restarted node cut off
-			// from its mesh for half a minute.
+			// from its mesh for half a minute. The fork (hack/gobgpfork) also uses the idle
+			// time for a session the peer ended, where GoBGP would wait a fixed 5 s.
 			ConnectRetry: 1, IdleHoldTimeAfterReset: 1}},
 		Transport: &api.Transport{LocalAddress: s.global.RouterID.String(), PassiveMode: p.Passive},
 		AfiSafis:  []*api.AfiSafi{{Config: &api.AfiSafiConfig{Family: ipv4Unicast, Enabled: true}}},

@@ -1,14 +1,21 @@
 // Command gobgpfork writes third_party/gobgp: the packages of GoBGP that skiff builds, copied
-// unchanged from the module cache, with one edit (below). go.mod replaces
+// unchanged from the module cache, with two edits (below). go.mod replaces
 // github.com/osrg/gobgp/v3 with that directory, and `make verify` (go generate) rewrites it
-// and fails on a difference, so the tree is always upstream's release plus exactly this edit.
+// and fails on a difference, so the tree is always upstream's release plus exactly these edits.
 //
-// The edit: GoBGP v3 waits a random 1-2 s before its first connection attempt to a newly
+// The first edit: GoBGP v3 waits a random 1-2 s before its first connection attempt to a newly
 // added peer (pkg/server/fsm.go, connectLoop), and has no setting for it (v4 waits
 // 0.75-1 s). RFC 4271 section 8.2.2 has a speaker in Idle initiate the TCP connection at its
 // start event and only then start the ConnectRetryTimer. That wait was most of the time a
 // new node's pod block took to reach the other nodes (1.7-1.9 s of it). The fork dials at
 // once the first time and keeps upstream's jittered interval for every retry.
+//
+// The second edit: after a session ends for any reason but a local reset (the peer's
+// NOTIFICATION, a closed connection, an expired hold timer), GoBGP stays Idle for a fixed
+// 5 s, refusing the peer's connections and not dialing; only a local reset uses the
+// configured IdleHoldTimeAfterReset. A node whose BFD reset one session, or whose agent
+// restarted, was cut off from a GoBGP peer for 5-6 s. The fork uses the configured time
+// (skiff sets 1 s, as FRR's first start timer) whenever it is shorter than the 5 s.
 //
 // Usage: go run ./hack/gobgpfork -out third_party/gobgp
 package main
@@ -67,6 +74,17 @@ var edits = []edit{{
 		}
 		timer := time.NewTimer(wait)
 `,
+}, {
+	file: "pkg/server/fsm.go",
+	old: `				fsm.idleHoldTime = holdtimeIdle
+`,
+	new: `				fsm.idleHoldTime = holdtimeIdle
+				// skiff: the next idle hold, after a session ends for any reason, is the
+				// configured IdleHoldTimeAfterReset when that is shorter than the fixed 5 s.
+				if t := fsm.pConf.Timers.Config.IdleHoldTimeAfterReset; t > 0 && t < holdtimeIdle {
+					fsm.idleHoldTime = t
+				}
+`,
 }}
 
 func main() {
@@ -112,7 +130,7 @@ func main() {
 			log.Fatal(err)
 		}
 	}
-	readme := fmt.Sprintf("This is %s %s with one edit, written by hack/gobgpfork (read it for why).\n"+
+	readme := fmt.Sprintf("This is %s %s with two edits, written by hack/gobgpfork (read it for why).\n"+
 		"Do not change it by hand: `go generate ./bgp` rewrites it and `make verify` fails on a difference.\n", module, version)
 	if err := os.WriteFile(filepath.Join(*out, "README.skiff"), []byte(readme), 0o644); err != nil {
 		log.Fatal(err)

@@ -462,6 +462,11 @@ func (h *fsmHandler) idle(ctx context.Context) (bgp.FSMState, *fsmStateReason) {
 						"Key":      fsm.pConf.State.NeighborAddress,
 						"Duration": fsm.idleHoldTime})
 				fsm.idleHoldTime = holdtimeIdle
+				// skiff: the next idle hold, after a session ends for any reason, is the
+				// configured IdleHoldTimeAfterReset when that is shorter than the fixed 5 s.
+				if t := fsm.pConf.Timers.Config.IdleHoldTimeAfterReset; t > 0 && t < holdtimeIdle {
+					fsm.idleHoldTime = t
+				}
 				fsm.lock.Unlock()
 				return bgp.BGP_FSM_ACTIVE, newfsmStateReason(fsmIdleTimerExpired, nil, nil)
 			} else {
