@@ -13,5 +13,5 @@
 //     declares lost, unless the peer is only restarting (graceful restart).
 package bgp
 
-// GoBGP is built from third_party/gobgp, upstream's release with two edits (hack/gobgpfork).
+// GoBGP is built from third_party/gobgp, upstream's release with three edits (hack/gobgpfork).
 //go:generate go run ../hack/gobgpfork -out ../third_party/gobgp

@@ -1,5 +1,5 @@
 // Command gobgpfork writes third_party/gobgp: the packages of GoBGP that skiff builds, copied
-// unchanged from the module cache, with two edits (below). go.mod replaces
+// unchanged from the module cache, with three edits (below). go.mod replaces
 // github.com/osrg/gobgp/v3 with that directory, and `make verify` (go generate) rewrites it
 // and fails on a difference, so the tree is always upstream's release plus exactly these edits.
 //
@@ -16,6 +16,14 @@
 // configured IdleHoldTimeAfterReset. A node whose BFD reset one session, or whose agent
 // restarted, was cut off from a GoBGP peer for 5-6 s. The fork uses the configured time
 // (skiff sets 1 s, as FRR's first start timer) whenever it is shorter than the 5 s.
+//
+// The third edit: as graceful-restart helper, GoBGP dropped a restarting peer's stale routes
+// whenever the peer's state went to Idle, taking every such transition for the restart timer's
+// expiry — also a reconnection attempt that failed (the restarted speaker refused it because
+// it had not configured its peers yet). RFC 4724 4.2 keeps them until the restart timer
+// expires or the session is back. The fork drops them only at that expiry. The 5 s idle time
+// hid this in skiff's mesh; with 1 s a node's block vanished from its peers for a second
+// during its agent's restart.
 //
 // Usage: go run ./hack/gobgpfork -out third_party/gobgp
 package main
@@ -85,6 +93,15 @@ var edits = []edit{{
 					fsm.idleHoldTime = t
 				}
 `,
+}, {
+	file: "pkg/server/server.go",
+	old: `		nextStateIdle := peer.fsm.pConf.GracefulRestart.State.PeerRestarting && nextState == bgp.BGP_FSM_IDLE
+`,
+	new: `		// skiff: only the restart timer's expiry ends a peer's restart, not any way to Idle
+		// (a reconnection attempt that failed).
+		nextStateIdle := peer.fsm.pConf.GracefulRestart.State.PeerRestarting && nextState == bgp.BGP_FSM_IDLE &&
+			e.StateReason != nil && e.StateReason.Type == fsmRestartTimerExpired
+`,
 }}
 
 func main() {
@@ -130,7 +147,7 @@ func main() {
 			log.Fatal(err)
 		}
 	}
-	readme := fmt.Sprintf("This is %s %s with two edits, written by hack/gobgpfork (read it for why).\n"+
+	readme := fmt.Sprintf("This is %s %s with three edits, written by hack/gobgpfork (read it for why).\n"+
 		"Do not change it by hand: `go generate ./bgp` rewrites it and `make verify` fails on a difference.\n", module, version)
 	if err := os.WriteFile(filepath.Join(*out, "README.skiff"), []byte(readme), 0o644); err != nil {
 		log.Fatal(err)

@@ -1550,7 +1550,10 @@ func (s *BgpServer) handleFSMMessage(peer *peer, e *fsmMsg) {
 		peer.fsm.StateChange(nextState)
 
 		peer.fsm.lock.RLock()
-		nextStateIdle := peer.fsm.pConf.GracefulRestart.State.PeerRestarting && nextState == bgp.BGP_FSM_IDLE
+		// skiff: only the restart timer's expiry ends a peer's restart, not any way to Idle
+		// (a reconnection attempt that failed).
+		nextStateIdle := peer.fsm.pConf.GracefulRestart.State.PeerRestarting && nextState == bgp.BGP_FSM_IDLE &&
+			e.StateReason != nil && e.StateReason.Type == fsmRestartTimerExpired
 		peer.fsm.lock.RUnlock()
 
 		// PeerDown
