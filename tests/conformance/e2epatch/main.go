@@ -1,0 +1,135 @@
+// Command e2epatch prepares the k8s.io/kubernetes sources upstream's e2e test binary is built
+// from: the pinned module, hard-linked from the module cache (Go refuses to overlay files
+// there), with fixes to bugs in the e2e framework itself that upstream has accepted or has
+// under review, as exact edits. Nothing a spec checks of the cluster changes; each edit names
+// its upstream issue. An edit that no longer matches exactly once fails the build, so a new
+// e2e version is looked at again. It also writes a go.mod for the build (-modfile) that
+// replaces k8s.io/kubernetes with the prepared tree.
+//
+// Usage: go run ./tests/conformance/e2epatch -e2e-dir tests/conformance/e2e -out DIR
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// edit is one exact replacement in one file of the k8s.io/kubernetes module.
+type edit struct{ file, why, old, new string }
+
+var edits = []edit{{
+	file: "test/e2e/framework/websocket/websocket_util.go",
+	why: "kubernetes#142284 (fix under review in #142285): OpenWebSocketForURL rewrote its caller's URL, " +
+		"https to wss and on a second call wss to ws, so every retry of 'Pods should support retrieving logs " +
+		"from the container over websockets' after a first read that came before the container's output " +
+		"dialled plaintext to the TLS port and failed with 'bad status' until the spec timed out",
+	old: `	if url.Scheme == "https" {
+		url.Scheme = "wss"
+	} else {
+		url.Scheme = "ws"
+	}
+`,
+	new: `	// skiff (e2epatch): a copy of the caller's URL, so a retry with it dials TLS again.
+	copied := *url
+	url = &copied
+	if url.Scheme == "https" || url.Scheme == "wss" {
+		url.Scheme = "wss"
+	} else {
+		url.Scheme = "ws"
+	}
+`,
+}}
+
+func main() {
+	e2eDir := flag.String("e2e-dir", "tests/conformance/e2e", "the throwaway module that builds e2e.test (its go.mod and go.sum)")
+	src := flag.String("kube-src", "", "the k8s.io/kubernetes module directory (go list -m -f '{{.Dir}}' k8s.io/kubernetes)")
+	out := flag.String("out", "", "directory for the prepared tree (out/kubernetes) and out/go.mod, out/go.sum")
+	flag.Parse()
+	if *src == "" || *out == "" {
+		log.Fatal("e2epatch: -kube-src and -out are required")
+	}
+	if err := write(*src, *out); err != nil {
+		log.Fatalf("e2epatch: %v", err)
+	}
+	if err := writeModfile(*e2eDir, *out); err != nil {
+		log.Fatalf("e2epatch: %v", err)
+	}
+}
+
+// write makes out/kubernetes a copy of src whose files are hard links, except the edited ones.
+func write(src, out string) error {
+	tree := filepath.Join(out, "kubernetes")
+	if err := writableDirs(tree); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := os.RemoveAll(tree); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	if out, err := exec.Command("cp", "-al", src, tree).CombinedOutput(); err != nil {
+		return fmt.Errorf("cp -al %s %s: %v: %s", src, tree, err, out)
+	}
+	// The module cache's directories are read-only, and so are their copies. Only the
+	// directories are made writable: a file's mode is its inode's, shared with the cache.
+	if err := writableDirs(tree); err != nil {
+		return err
+	}
+	for _, e := range edits {
+		path := filepath.Join(tree, e.file)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if n := bytes.Count(b, []byte(e.old)); n != 1 {
+			return fmt.Errorf("%s: the text to edit occurs %d times (want 1); has the e2e version changed? (%s)", e.file, n, e.why)
+		}
+		// A new file, not a write through the hard link into the module cache.
+		if err := os.Remove(path); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, bytes.Replace(b, []byte(e.old), []byte(e.new), 1), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writableDirs(root string) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		return os.Chmod(path, 0o755)
+	})
+}
+
+// writeModfile writes out/go.mod (e2eDir's, replacing k8s.io/kubernetes with out/kubernetes)
+// and out/go.sum (e2eDir's).
+func writeModfile(e2eDir, out string) error {
+	mod, err := os.ReadFile(filepath.Join(e2eDir, "go.mod"))
+	if err != nil {
+		return err
+	}
+	sum, err := os.ReadFile(filepath.Join(e2eDir, "go.sum"))
+	if err != nil {
+		return err
+	}
+	tree, err := filepath.Abs(filepath.Join(out, "kubernetes"))
+	if err != nil {
+		return err
+	}
+	mod = append(mod, fmt.Sprintf("\nreplace k8s.io/kubernetes => %s\n", tree)...)
+	if err := os.WriteFile(filepath.Join(out, "go.mod"), mod, 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(out, "go.sum"), sum, 0o644)
+}
