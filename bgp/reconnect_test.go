@@ -2,7 +2,6 @@ package bgp
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -52,62 +51,23 @@ func (h *idleHolds) list() []string {
 // GoBGP's fixed 5 s during which it refuses the peer's connections (third_party/gobgp's
 // second edit): the session is back a second later.
 func TestIdleHoldAfterPeerEnds(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	port := freePort(t)
 	holds := &idleHolds{}
-	g := Global{ASN: 64512, RouterID: netip.MustParseAddr("127.0.0.1"), ListenPort: int32(port)}
-	sp, err := Start(ctx, g, slog.New(holds))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sp.srv.Stop()
+	sp, addr := startSpeaker(t, Global{}, slog.New(holds))
 	peer := netip.MustParseAddr("127.0.0.5")
-	if err := sp.SetPeers(ctx, []config.Peer{{Address: peer, ASN: 64512, HoldTime: 9 * time.Second, KeepaliveTime: 3 * time.Second, Passive: true}}); err != nil {
+	if err := sp.SetPeers(context.Background(), []config.Peer{passivePeer(peer.String())}); err != nil {
 		t.Fatal(err)
-	}
-	addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(port))
-	established := func() {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			st, err := sp.PeerStates(ctx)
-			if err == nil && st[peer].State == api.PeerState_ESTABLISHED {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the session did not come up: %+v %v", st[peer], err)
-			}
-		}
 	}
 	open := func() net.Conn {
 		t.Helper()
 		conn, _ := dialOpen(t, peer, addr)
 		go func() { _, _ = io.Copy(io.Discard, conn) }()
-		for _, m := range []*bgp.BGPMessage{
-			bgp.NewBGPOpenMessage(64512, 9, peer.String(), []bgp.OptionParameterInterface{bgp.NewOptionParameterCapability(
-				[]bgp.ParameterCapabilityInterface{bgp.NewCapMultiProtocol(bgp.RF_IPv4_UC), bgp.NewCapFourOctetASNumber(64512)})}),
-			bgp.NewBGPKeepAliveMessage(),
-		} {
-			b, err := m.Serialize()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := conn.Write(b); err != nil {
-				t.Fatal(err)
-			}
-		}
-		established()
+		sendMsgs(t, conn, openFromPeer(peer), bgp.NewBGPKeepAliveMessage())
+		waitFor(t, "the session up", func() bool { return peerState(t, sp, peer).State == api.PeerState_ESTABLISHED })
 		return conn
 	}
 	conn := open()
 	before := len(holds.list()) // the first Idle, when the peer was added
-	b, err := bgp.NewBGPNotificationMessage(bgp.BGP_ERROR_CEASE, bgp.BGP_ERROR_SUB_ADMINISTRATIVE_RESET, nil).Serialize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Write(b); err != nil {
-		t.Fatal(err)
-	}
+	sendMsgs(t, conn, bgp.NewBGPNotificationMessage(bgp.BGP_ERROR_CEASE, bgp.BGP_ERROR_SUB_ADMINISTRATIVE_RESET, nil))
 	conn.Close()
 	ended := time.Now()
 	conn = open()
@@ -123,36 +83,14 @@ func TestIdleHoldAfterPeerEnds(t *testing.T) {
 // agent refuses connections until it has configured its peers): only the restart timer's
 // expiry, or the peer's End-of-RIB, ends them (RFC 4724 4.2; third_party/gobgp's third edit).
 func TestHelperKeepsRoutesThroughFailedReconnect(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	port := freePort(t)
-	g := Global{ASN: 64512, RouterID: netip.MustParseAddr("127.0.0.1"), ListenPort: int32(port),
-		GracefulRestart: config.GracefulRestart{Enabled: true, RestartTime: 120 * time.Second}}
-	sp, err := Start(ctx, g, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sp.srv.Stop()
+	sp, addr := startSpeaker(t, Global{GracefulRestart: config.GracefulRestart{Enabled: true, RestartTime: 120 * time.Second}}, nil)
 	peer := netip.MustParseAddr("127.0.0.6")
-	if err := sp.SetPeers(ctx, []config.Peer{{Address: peer, ASN: 64512, HoldTime: 9 * time.Second, KeepaliveTime: 3 * time.Second, Passive: true}}); err != nil {
+	if err := sp.SetPeers(context.Background(), []config.Peer{passivePeer(peer.String())}); err != nil {
 		t.Fatal(err)
 	}
-	addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(port))
 	block := netip.MustParsePrefix("10.9.0.0/24")
-	send := func(conn net.Conn, msgs ...*bgp.BGPMessage) {
-		t.Helper()
-		for _, m := range msgs {
-			b, err := m.Serialize()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := conn.Write(b); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	hasBlock := func() bool {
-		paths, err := sp.Paths(ctx)
+		paths, err := sp.Paths(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,29 +101,14 @@ func TestHelperKeepsRoutesThroughFailedReconnect(t *testing.T) {
 		}
 		return false
 	}
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 10s", what)
-			}
-		}
-	}
-	state := func() api.PeerState_SessionState {
-		st, _ := sp.PeerStates(ctx)
-		return st[peer].State
-	}
+	state := func() api.PeerState_SessionState { return peerState(t, sp, peer).State }
+	// Graceful restart, forwarding kept for IPv4 unicast.
+	gr := bgp.NewCapGracefulRestart(false, false, 120, []*bgp.CapGracefulRestartTuple{bgp.NewCapGracefulRestartTuple(bgp.RF_IPv4_UC, true)})
 
-	// A session with graceful restart (forwarding kept for IPv4 unicast) and one route.
+	// A session and one route.
 	conn, _ := dialOpen(t, peer, addr)
 	go func() { _, _ = io.Copy(io.Discard, conn) }()
-	caps := []bgp.ParameterCapabilityInterface{
-		bgp.NewCapMultiProtocol(bgp.RF_IPv4_UC),
-		bgp.NewCapFourOctetASNumber(64512),
-		bgp.NewCapGracefulRestart(false, false, 120, []*bgp.CapGracefulRestartTuple{bgp.NewCapGracefulRestartTuple(bgp.RF_IPv4_UC, true)}),
-	}
-	send(conn, bgp.NewBGPOpenMessage(64512, 9, peer.String(), []bgp.OptionParameterInterface{bgp.NewOptionParameterCapability(caps)}),
-		bgp.NewBGPKeepAliveMessage(),
+	sendMsgs(t, conn, openFromPeer(peer, gr), bgp.NewBGPKeepAliveMessage(),
 		bgp.NewBGPUpdateMessage(nil, []bgp.PathAttributeInterface{
 			bgp.NewPathAttributeOrigin(bgp.BGP_ORIGIN_ATTR_TYPE_IGP),
 			bgp.NewPathAttributeAsPath(nil),
@@ -193,27 +116,26 @@ func TestHelperKeepsRoutesThroughFailedReconnect(t *testing.T) {
 			bgp.NewPathAttributeLocalPref(100),
 		}, []*bgp.IPAddrPrefix{bgp.NewIPAddrPrefix(24, block.Addr().String())}),
 		bgp.NewEndOfRib(bgp.RF_IPv4_UC))
-	waitFor("the peer's route", hasBlock)
+	waitFor(t, "the peer's route", hasBlock)
 
 	// The peer's process goes (the connection closes without a NOTIFICATION): its routes
 	// stay, as stale.
 	conn.Close()
-	waitFor("the session ending", func() bool { return state() != api.PeerState_ESTABLISHED })
+	waitFor(t, "the session ending", func() bool { return state() != api.PeerState_ESTABLISHED })
 	// Its first attempt to come back fails: the connection closes after the speaker's OPEN.
 	failed, _ := dialOpen(t, peer, addr)
 	failed.Close()
-	waitFor("the failed attempt ending", func() bool { return state() != api.PeerState_OPENSENT })
+	waitFor(t, "the failed attempt ending", func() bool { return state() != api.PeerState_OPENSENT })
 	time.Sleep(200 * time.Millisecond)
 	if !hasBlock() {
 		t.Fatal("the restarting peer's route was dropped when a reconnection attempt failed")
 	}
-	// The next attempt succeeds and the peer sends its table again.
+	// The next attempt succeeds.
 	conn, _ = dialOpen(t, peer, addr)
 	defer conn.Close()
 	go func() { _, _ = io.Copy(io.Discard, conn) }()
-	send(conn, bgp.NewBGPOpenMessage(64512, 9, peer.String(), []bgp.OptionParameterInterface{bgp.NewOptionParameterCapability(caps)}),
-		bgp.NewBGPKeepAliveMessage())
-	waitFor("the session back", func() bool { return state() == api.PeerState_ESTABLISHED })
+	sendMsgs(t, conn, openFromPeer(peer, gr), bgp.NewBGPKeepAliveMessage())
+	waitFor(t, "the session back", func() bool { return state() == api.PeerState_ESTABLISHED })
 	if !hasBlock() {
 		t.Fatal("the restarting peer's route was dropped before its End-of-RIB")
 	}

@@ -112,6 +112,74 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// startSpeaker starts a speaker on 127.0.0.1 and a free port (g's ASN 64512 unless set),
+// stopped when the test ends, and returns it with the address raw peers dial.
+func startSpeaker(t *testing.T, g Global, log *slog.Logger) (*Speaker, string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	port := freePort(t)
+	if g.ASN == 0 {
+		g.ASN = 64512
+	}
+	g.RouterID, g.ListenPort = netip.MustParseAddr("127.0.0.1"), int32(port)
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	sp, err := Start(ctx, g, log)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sp.srv.Stop(); cancel() })
+	return sp, net.JoinHostPort("127.0.0.1", fmt.Sprint(port))
+}
+
+// passivePeer is an iBGP peer at addr that dials the speaker (9 s hold time).
+func passivePeer(addr string) config.Peer {
+	return config.Peer{Address: netip.MustParseAddr(addr), ASN: 64512, HoldTime: 9 * time.Second, KeepaliveTime: 3 * time.Second, Passive: true}
+}
+
+// sendMsgs writes BGP messages to a raw peer's connection.
+func sendMsgs(t *testing.T, conn net.Conn, msgs ...*bgp.BGPMessage) {
+	t.Helper()
+	for _, m := range msgs {
+		b, err := m.Serialize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// openFromPeer is a raw peer's OPEN (AS 64512, 9 s hold time) with the given capabilities
+// besides IPv4 unicast and four-octet AS numbers.
+func openFromPeer(peer netip.Addr, caps ...bgp.ParameterCapabilityInterface) *bgp.BGPMessage {
+	caps = append([]bgp.ParameterCapabilityInterface{bgp.NewCapMultiProtocol(bgp.RF_IPv4_UC), bgp.NewCapFourOctetASNumber(64512)}, caps...)
+	return bgp.NewBGPOpenMessage(64512, 9, peer.String(), []bgp.OptionParameterInterface{bgp.NewOptionParameterCapability(caps)})
+}
+
+// waitFor polls cond until it holds, failing the test after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10s", what)
+		}
+	}
+}
+
+// peerState is the session state of one configured peer.
+func peerState(t *testing.T, sp *Speaker, peer netip.Addr) PeerStatus {
+	t.Helper()
+	st, err := sp.PeerStates(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st[peer]
+}
+
 // A speaker that kept its forwarding state through a restart says so (R and F bits) to the
 // peers it starts with, so helpers keep its routes until its End-of-RIB; a peer added
 // after that meets a speaker that is no longer restarting, and a fresh start says neither.
@@ -125,27 +193,15 @@ func TestRestartingSpeakerOpen(t *testing.T) {
 		{"fresh start", false, grFlags{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			port := freePort(t)
-			g := Global{ASN: 64512, RouterID: netip.MustParseAddr("127.0.0.1"), ListenPort: int32(port),
-				GracefulRestart: config.GracefulRestart{Enabled: true, RestartTime: 120 * time.Second}, Restarting: tc.restarting}
-			sp, err := Start(ctx, g, slog.New(slog.NewTextHandler(io.Discard, nil)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sp.srv.Stop()
-			peer := func(a string) config.Peer {
-				return config.Peer{Address: netip.MustParseAddr(a), ASN: 64512, HoldTime: 9 * time.Second, KeepaliveTime: 3 * time.Second, Passive: true}
-			}
-			first, later := peer("127.0.0.2"), peer("127.0.0.3")
+			ctx := context.Background()
+			sp, addr := startSpeaker(t, Global{GracefulRestart: config.GracefulRestart{Enabled: true, RestartTime: 120 * time.Second}, Restarting: tc.restarting}, nil)
+			first, later := passivePeer("127.0.0.2"), passivePeer("127.0.0.3")
 			if err := sp.SetPeers(ctx, []config.Peer{first}); err != nil {
 				t.Fatal(err)
 			}
 			if err := sp.SetPeers(ctx, []config.Peer{first, later}); err != nil {
 				t.Fatal(err)
 			}
-			addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(port))
 			if got := openFrom(t, first.Address, addr); got != tc.first {
 				t.Errorf("OPEN to the first peer: %+v, want %+v", got, tc.first)
 			}
@@ -164,55 +220,19 @@ func TestRestartingSpeakerOpen(t *testing.T) {
 func TestEndOfRIBOnlyWhenSent(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	port := freePort(t)
-	g := Global{ASN: 64512, RouterID: netip.MustParseAddr("127.0.0.1"), ListenPort: int32(port),
-		GracefulRestart: config.GracefulRestart{Enabled: true, RestartTime: 120 * time.Second}, Restarting: true}
-	sp, err := Start(ctx, g, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sp.srv.Stop()
+	sp, addr := startSpeaker(t, Global{GracefulRestart: config.GracefulRestart{Enabled: true, RestartTime: 120 * time.Second}, Restarting: true}, nil)
 	go func() { _ = sp.Watch(ctx, func() {}) }()
 	peer := netip.MustParseAddr("127.0.0.4")
-	if err := sp.SetPeers(ctx, []config.Peer{{Address: peer, ASN: 64512, HoldTime: 9 * time.Second, KeepaliveTime: 3 * time.Second, Passive: true}}); err != nil {
+	if err := sp.SetPeers(ctx, []config.Peer{passivePeer(peer.String())}); err != nil {
 		t.Fatal(err)
 	}
-	conn, _ := dialOpen(t, peer, net.JoinHostPort("127.0.0.1", fmt.Sprint(port)))
+	conn, _ := dialOpen(t, peer, addr)
 	defer conn.Close()
 	// Keep reading (KEEPALIVEs, the speaker's table) so its writes never block.
 	go func() { _, _ = io.Copy(io.Discard, conn) }()
-	send := func(m *bgp.BGPMessage) {
-		t.Helper()
-		b, err := m.Serialize()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.Write(b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	caps := []bgp.ParameterCapabilityInterface{
-		bgp.NewCapMultiProtocol(bgp.RF_IPv4_UC),
-		bgp.NewCapFourOctetASNumber(64512),
-		bgp.NewCapGracefulRestart(true, false, 120, []*bgp.CapGracefulRestartTuple{bgp.NewCapGracefulRestartTuple(bgp.RF_IPv4_UC, true)}),
-	}
-	send(bgp.NewBGPOpenMessage(64512, 9, peer.String(), []bgp.OptionParameterInterface{bgp.NewOptionParameterCapability(caps)}))
-	send(bgp.NewBGPKeepAliveMessage())
-
-	state := func() PeerStatus {
-		st, err := sp.PeerStates(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st[peer]
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for state().State != api.PeerState_ESTABLISHED {
-		if time.Now().After(deadline) {
-			t.Fatalf("the session did not come up: %+v", state())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	sendMsgs(t, conn, openFromPeer(peer, bgp.NewCapGracefulRestart(true, false, 120, []*bgp.CapGracefulRestartTuple{bgp.NewCapGracefulRestartTuple(bgp.RF_IPv4_UC, true)})),
+		bgp.NewBGPKeepAliveMessage())
+	waitFor(t, "the session up", func() bool { return peerState(t, sp, peer).State == api.PeerState_ESTABLISHED })
 	// GoBGP itself already counts the End-of-RIB as received here.
 	faked := false
 	_ = sp.srv.ListPeer(ctx, &api.ListPeerRequest{Address: peer.String()}, func(p *api.Peer) {
@@ -224,14 +244,9 @@ func TestEndOfRIBOnlyWhenSent(t *testing.T) {
 		t.Log("GoBGP no longer marks the End-of-RIB received at a restarting peer's OPEN; this test still checks PeerStates")
 	}
 	time.Sleep(300 * time.Millisecond)
-	if st := state(); !st.GracefulRestart || st.EndOfRIB {
+	if st := peerState(t, sp, peer); !st.GracefulRestart || st.EndOfRIB {
 		t.Fatalf("before the peer's End-of-RIB: %+v, want graceful restart and no End-of-RIB", st)
 	}
-	send(bgp.NewEndOfRib(bgp.RF_IPv4_UC))
-	for !state().EndOfRIB {
-		if time.Now().After(deadline) {
-			t.Fatalf("the End-of-RIB sent was not seen: %+v", state())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	sendMsgs(t, conn, bgp.NewEndOfRib(bgp.RF_IPv4_UC))
+	waitFor(t, "the End-of-RIB sent seen", func() bool { return peerState(t, sp, peer).EndOfRIB })
 }
