@@ -75,6 +75,31 @@ func TestWriteTree(t *testing.T) {
 	}
 }
 
+// Where hard links fail (the module cache on another file system), the tree is a copy.
+func TestWriteCopiesWithoutHardLinks(t *testing.T) {
+	saved := copyCommands
+	defer func() { copyCommands = saved }()
+	copyCommands = [][]string{{"false"}, {"cp", "-a"}}
+	src, out := fakeSource(t, 1), t.TempDir()
+	t.Cleanup(func() { _ = writableDirs(out) })
+	if err := write(src, out); err != nil {
+		t.Fatal(err)
+	}
+	tree := filepath.Join(out, "kubernetes")
+	if inode(t, filepath.Join(src, "go.mod")) == inode(t, filepath.Join(tree, "go.mod")) {
+		t.Error("the fallback made a hard link")
+	}
+	for _, e := range edits {
+		if got, err := os.ReadFile(filepath.Join(tree, e.file)); err != nil || !strings.Contains(string(got), e.new) {
+			t.Errorf("%s: %v, the edit not applied:\n%s", e.file, err, got)
+		}
+	}
+	copyCommands = [][]string{{"false"}, {"false"}}
+	if err := write(src, out); err == nil || !strings.Contains(err.Error(), "false") {
+		t.Errorf("every copy failing: %v, want the commands' errors", err)
+	}
+}
+
 func TestWriteRefusesAmbiguousOrMissingText(t *testing.T) {
 	for _, n := range []int{0, 2} {
 		out := t.TempDir()
