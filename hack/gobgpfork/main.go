@@ -29,7 +29,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -39,6 +38,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/skiff-sh/skiff/internal/srcedit"
 )
 
 const module, version = "github.com/osrg/gobgp/v3", "v3.37.0"
@@ -61,17 +62,15 @@ var packages = []string{
 	"pkg/zebra",
 }
 
-// edit is one exact replacement in one file; it must match exactly once.
-type edit struct{ file, old, new string }
-
-var edits = []edit{{
-	file: "pkg/server/fsm.go",
-	old: `	tick := minConnectRetryInterval
+// edits are exact replacements; each must match exactly once (srcedit.Apply).
+var edits = []srcedit.Edit{{
+	File: "pkg/server/fsm.go",
+	Old: `	tick := minConnectRetryInterval
 	for {
 		r := rand.New(rand.NewSource(time.Now().UnixNano()))
 		timer := time.NewTimer(time.Duration(r.Intn(tick*1000)+tick*1000) * time.Millisecond)
 `,
-	new: `	tick := minConnectRetryInterval
+	New: `	tick := minConnectRetryInterval
 	// skiff: the first attempt is made at once (RFC 4271 8.2.2); retries keep the jitter.
 	first := true
 	for {
@@ -83,10 +82,10 @@ var edits = []edit{{
 		timer := time.NewTimer(wait)
 `,
 }, {
-	file: "pkg/server/fsm.go",
-	old: `				fsm.idleHoldTime = holdtimeIdle
+	File: "pkg/server/fsm.go",
+	Old: `				fsm.idleHoldTime = holdtimeIdle
 `,
-	new: `				fsm.idleHoldTime = holdtimeIdle
+	New: `				fsm.idleHoldTime = holdtimeIdle
 				// skiff: the next idle hold, after a session ends for any reason, is the
 				// configured IdleHoldTimeAfterReset when that is shorter than the fixed 5 s.
 				if t := fsm.pConf.Timers.Config.IdleHoldTimeAfterReset; t > 0 && t < holdtimeIdle {
@@ -94,10 +93,10 @@ var edits = []edit{{
 				}
 `,
 }, {
-	file: "pkg/server/server.go",
-	old: `		nextStateIdle := peer.fsm.pConf.GracefulRestart.State.PeerRestarting && nextState == bgp.BGP_FSM_IDLE
+	File: "pkg/server/server.go",
+	Old: `		nextStateIdle := peer.fsm.pConf.GracefulRestart.State.PeerRestarting && nextState == bgp.BGP_FSM_IDLE
 `,
-	new: `		// skiff: only the restart timer's expiry ends a peer's restart, not any way to Idle
+	New: `		// skiff: only the restart timer's expiry ends a peer's restart, not any way to Idle
 		// (a reconnection attempt that failed).
 		nextStateIdle := peer.fsm.pConf.GracefulRestart.State.PeerRestarting && nextState == bgp.BGP_FSM_IDLE &&
 			e.StateReason != nil && e.StateReason.Type == fsmRestartTimerExpired
@@ -134,18 +133,8 @@ func main() {
 			}
 		}
 	}
-	for _, e := range edits {
-		path := filepath.Join(*out, e.file)
-		b, err := os.ReadFile(path)
-		if err != nil {
-			log.Fatal(err)
-		}
-		if n := bytes.Count(b, []byte(e.old)); n != 1 {
-			log.Fatalf("%s: the text to edit occurs %d times (want 1): has %s %s changed?", e.file, n, module, version)
-		}
-		if err := os.WriteFile(path, bytes.Replace(b, []byte(e.old), []byte(e.new), 1), 0o644); err != nil {
-			log.Fatal(err)
-		}
+	if err := srcedit.Apply(*out, edits); err != nil {
+		log.Fatalf("%v (%s %s)", err, module, version)
 	}
 	readme := fmt.Sprintf("This is %s %s with three edits, written by hack/gobgpfork (read it for why).\n"+
 		"Do not change it by hand: `go generate ./bgp` rewrites it and `make verify` fails on a difference.\n", module, version)

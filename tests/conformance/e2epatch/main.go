@@ -19,24 +19,24 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+
+	"github.com/skiff-sh/skiff/internal/srcedit"
 )
 
-// edit is one exact replacement in one file of the k8s.io/kubernetes module.
-type edit struct{ file, why, old, new string }
-
-var edits = []edit{{
-	file: "test/e2e/framework/websocket/websocket_util.go",
-	why: "kubernetes#142284 (fix under review in #142285): OpenWebSocketForURL rewrote its caller's URL, " +
+// edits are exact replacements in files of the k8s.io/kubernetes module (srcedit.Apply).
+var edits = []srcedit.Edit{{
+	File: "test/e2e/framework/websocket/websocket_util.go",
+	Why: "kubernetes#142284 (fix under review in #142285): OpenWebSocketForURL rewrote its caller's URL, " +
 		"https to wss and on a second call wss to ws, so every retry of 'Pods should support retrieving logs " +
 		"from the container over websockets' after a first read that came before the container's output " +
 		"dialled plaintext to the TLS port and failed with 'bad status' until the spec timed out",
-	old: `	if url.Scheme == "https" {
+	Old: `	if url.Scheme == "https" {
 		url.Scheme = "wss"
 	} else {
 		url.Scheme = "ws"
 	}
 `,
-	new: `	// skiff (e2epatch): a copy of the caller's URL, so a retry with it dials TLS again.
+	New: `	// skiff (e2epatch): a copy of the caller's URL, so a retry with it dials TLS again.
 	copied := *url
 	url = &copied
 	if url.Scheme == "https" || url.Scheme == "wss" {
@@ -84,24 +84,7 @@ func write(src, out string) error {
 	if err := writableDirs(tree); err != nil {
 		return err
 	}
-	for _, e := range edits {
-		path := filepath.Join(tree, e.file)
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		if n := bytes.Count(b, []byte(e.old)); n != 1 {
-			return fmt.Errorf("%s: the text to edit occurs %d times (want 1); has the e2e version changed? (%s)", e.file, n, e.why)
-		}
-		// A new file, not a write through the hard link into the module cache.
-		if err := os.Remove(path); err != nil {
-			return err
-		}
-		if err := os.WriteFile(path, bytes.Replace(b, []byte(e.old), []byte(e.new), 1), 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
+	return srcedit.Apply(tree, edits)
 }
 
 // copyCommands are tried in turn to copy the module: hard links first (no space, instant),

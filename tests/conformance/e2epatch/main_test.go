@@ -14,11 +14,11 @@ func fakeSource(t *testing.T, n int) string {
 	t.Helper()
 	src := t.TempDir()
 	for _, e := range edits {
-		p := filepath.Join(src, e.file)
+		p := filepath.Join(src, e.File)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		body := "package x\n\nfunc f() {\n" + strings.Repeat(e.old, n) + "}\n"
+		body := "package x\n\nfunc f() {\n" + strings.Repeat(e.Old, n) + "}\n"
 		if err := os.WriteFile(p, []byte(body), 0o444); err != nil {
 			t.Fatal(err)
 		}
@@ -55,19 +55,19 @@ func TestWriteTree(t *testing.T) {
 	}
 	tree := filepath.Join(out, "kubernetes")
 	for _, e := range edits {
-		got, err := os.ReadFile(filepath.Join(tree, e.file))
+		got, err := os.ReadFile(filepath.Join(tree, e.File))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.Contains(string(got), e.old) || !strings.Contains(string(got), e.new) {
-			t.Errorf("%s: the edit was not applied:\n%s", e.file, got)
+		if strings.Contains(string(got), e.Old) || !strings.Contains(string(got), e.New) {
+			t.Errorf("%s: the edit was not applied:\n%s", e.File, got)
 		}
-		orig, err := os.ReadFile(filepath.Join(src, e.file))
+		orig, err := os.ReadFile(filepath.Join(src, e.File))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(string(orig), e.old) {
-			t.Errorf("%s: the source was changed through a hard link:\n%s", e.file, orig)
+		if !strings.Contains(string(orig), e.Old) {
+			t.Errorf("%s: the source was changed through a hard link:\n%s", e.File, orig)
 		}
 	}
 	if inode(t, filepath.Join(src, "go.mod")) != inode(t, filepath.Join(tree, "go.mod")) {
@@ -90,8 +90,8 @@ func TestWriteCopiesWithoutHardLinks(t *testing.T) {
 		t.Error("the fallback made a hard link")
 	}
 	for _, e := range edits {
-		if got, err := os.ReadFile(filepath.Join(tree, e.file)); err != nil || !strings.Contains(string(got), e.new) {
-			t.Errorf("%s: %v, the edit not applied:\n%s", e.file, err, got)
+		if got, err := os.ReadFile(filepath.Join(tree, e.File)); err != nil || !strings.Contains(string(got), e.New) {
+			t.Errorf("%s: %v, the edit not applied:\n%s", e.File, err, got)
 		}
 	}
 	copyCommands = [][]string{{"false"}, {"false"}}
