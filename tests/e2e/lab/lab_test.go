@@ -692,8 +692,8 @@ func runLab(t *testing.T, name, tor string) {
 
 	// Restarting node1's agent loses no packet of a continuous ping from p1 to p2. The ping
 	// starts from a settled fabric: on CI's loaded VMs a BFD session has been seen to time
-	// out while node3's agent started, and the reset session took 6 s to return, all before
-	// the restart this step is about.
+	// out while node3's agent started, and the reset session takes a second to return (6 s
+	// before the GoBGP fork's idle-hold edit), all before the restart this step is about.
 	step("node3 reachable")
 	l.sessionsEstablished("node1", "before the restart")
 	l.routesInstalled()
