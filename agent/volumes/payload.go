@@ -184,6 +184,8 @@ func (m *Manager) projectedProjections(ctx context.Context, pod *corev1.Pod, v c
 			part, err = downwardProjections(pod, src.DownwardAPI.Items, mode, m.nodeInfo())
 		case src.ServiceAccountToken != nil:
 			part, err = m.tokenProjection(ctx, pod, v.Name, src.ServiceAccountToken, mode, own)
+		case src.ClusterTrustBundle != nil:
+			part, err = m.trustBundleProjection(ctx, src.ClusterTrustBundle, mode)
 		default:
 			err = errors.New("this projection is not supported by skiff's agent")
 		}

@@ -551,7 +551,7 @@ func newServer(o Options, log *slog.Logger, layout pki.Layout, etcdTLS storageba
 	}}, admissionClasses(stores), admission.LimitRanger{List: limitRanges(coreStores["limitranges"].(rest.Lister))},
 		// Upstream's order: CEL policies, then webhooks, mutate after the built-in plugins;
 		// CEL policies, then webhooks, validate last but quota.
-		podSecurity, extensions.mutatingPolicies, extensions.mutatingWebhooks, extensions.policies, extensions.validatingWebhooks, quotaAdmission)
+		podSecurity, admission.Signers{Authorizer: az.authorizer}, extensions.mutatingPolicies, extensions.mutatingWebhooks, extensions.policies, extensions.validatingWebhooks, quotaAdmission)
 
 	// CustomResourceDefinitions: apiextensions-apiserver behind the main server, sharing its
 	// aggregated discovery.

@@ -27,6 +27,14 @@ var CertificateSigningRequests = New(func(o runtime.Object) []any {
 	Column{Name: "Condition", Description: "The request's true conditions, Issued once signed, or Pending."},
 )
 
+// ClusterTrustBundles prints NAME SIGNERNAME, as upstream's printer does for
+// `kubectl get clustertrustbundles` (a bundle's age says nothing about its anchors).
+var ClusterTrustBundles = New(func(o runtime.Object) []any {
+	return []any{o.(*certificatesv1.ClusterTrustBundle).Spec.SignerName}
+},
+	Column{Name: "SignerName", Description: "The signer the trust bundle's anchors belong to, if any."},
+)
+
 // CSRCondition is the CONDITION cell: "Approved,Issued", "Denied", "Pending".
 func CSRCondition(csr *certificatesv1.CertificateSigningRequest) string {
 	var parts []string

@@ -135,3 +135,35 @@ func certificateSigningRequests(opts generic.RESTOptionsGetter) (map[string]rest
 		"certificatesigningrequests/approval": newStatusREST(main, csrApprovalStrategy{status}),
 	}, nil
 }
+
+// clusterTrustBundles serves ClusterTrustBundles: cluster-scoped sets of CA certificates
+// that pods mount (projected clusterTrustBundle volumes), selectable by spec.signerName as the
+// agent lists a signer's bundles. Who may link a bundle to a signer is admission's check
+// (ClusterTrustBundleAttest), not the strategy's.
+func clusterTrustBundles(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
+	s := newStrategy(false, false)
+	s.validate = func(_ context.Context, obj runtime.Object) field.ErrorList {
+		return validation.ClusterTrustBundle(obj.(*certificatesv1.ClusterTrustBundle))
+	}
+	main, err := newREST(opts, resource{
+		gr: certificatesv1.Resource("clustertrustbundles"), singular: "clustertrustbundle",
+		newObj:   func() runtime.Object { return &certificatesv1.ClusterTrustBundle{} },
+		newList:  func() runtime.Object { return &certificatesv1.ClusterTrustBundleList{} },
+		strategy: s, printer: printers.ClusterTrustBundles,
+		fields: func(obj runtime.Object) fields.Set {
+			return fields.Set{"spec.signerName": obj.(*certificatesv1.ClusterTrustBundle).Spec.SignerName}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	main.Store.UpdateStrategy = ctbStrategy{s}
+	return map[string]rest.Storage{"clustertrustbundles": main}, nil
+}
+
+// ctbStrategy validates an update on its own terms: an unchanged bundle is not parsed again.
+type ctbStrategy struct{ *strategy }
+
+func (ctbStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
+	return validation.ClusterTrustBundleUpdate(obj.(*certificatesv1.ClusterTrustBundle), old.(*certificatesv1.ClusterTrustBundle))
+}

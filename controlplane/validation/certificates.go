@@ -3,6 +3,7 @@ package validation
 import (
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"strings"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -160,4 +161,116 @@ func certificatePEM(data []byte) string {
 		return "contains data that is not a PEM block"
 	}
 	return ""
+}
+
+// maxTrustBundleSize is upstream's limit on a ClusterTrustBundle's spec.trustBundle (1 MiB).
+const maxTrustBundleSize = 1 << 20
+
+// ClusterTrustBundle validates a trust bundle: a bundle linked to a signer is named
+// "<signerName with / as :>:<name>" (so the name alone says whose anchors these are and
+// RBAC can match them), an unlinked one has no ":" in its name; the bundle is PEM CA
+// certificates, at least one, none twice.
+func ClusterTrustBundle(b *certificatesv1.ClusterTrustBundle) field.ErrorList {
+	errs := ObjectMeta(&b.ObjectMeta, false, trustBundleName(b.Spec.SignerName))
+	if b.Spec.SignerName != "" {
+		errs = append(errs, signerName(b.Spec.SignerName, specPath.Child("signerName"))...)
+	}
+	return append(errs, TrustBundlePEM(b.Spec.TrustBundle, specPath.Child("trustBundle"))...)
+}
+
+// ClusterTrustBundleUpdate checks an update: the signer never changes, and a bundle that
+// did not change is not parsed again (a newer Go that parses X.509 more strictly must not
+// make an old object unwritable, as upstream).
+func ClusterTrustBundleUpdate(b, old *certificatesv1.ClusterTrustBundle) field.ErrorList {
+	errs := ObjectMeta(&b.ObjectMeta, false, trustBundleName(b.Spec.SignerName))
+	errs = append(errs, ObjectMetaUpdate(&b.ObjectMeta, &old.ObjectMeta)...)
+	if b.Spec.SignerName != old.Spec.SignerName {
+		errs = append(errs, field.Invalid(specPath.Child("signerName"), b.Spec.SignerName, "field is immutable"))
+	} else if b.Spec.SignerName != "" {
+		errs = append(errs, signerName(b.Spec.SignerName, specPath.Child("signerName"))...)
+	}
+	if b.Spec.TrustBundle != old.Spec.TrustBundle {
+		errs = append(errs, TrustBundlePEM(b.Spec.TrustBundle, specPath.Child("trustBundle"))...)
+	}
+	return errs
+}
+
+// TrustBundleNamePrefix is the prefix the name of a bundle linked to signer must have.
+func TrustBundleNamePrefix(signer string) string {
+	return strings.ReplaceAll(signer, "/", ":") + ":"
+}
+
+func trustBundleName(signer string) func(name string, prefix bool) []string {
+	return func(name string, prefix bool) []string {
+		if signer == "" {
+			if strings.Contains(name, ":") {
+				return []string{`ClusterTrustBundle without signer name must not have ":" in its name`}
+			}
+			return DNSSubdomain(name, prefix)
+		}
+		want := TrustBundleNamePrefix(signer)
+		if !strings.HasPrefix(name, want) {
+			return []string{fmt.Sprintf("ClusterTrustBundle for signerName %s must begin with %q", signer, want)}
+		}
+		return DNSSubdomain(strings.TrimPrefix(name, want), prefix)
+	}
+}
+
+// TrustBundlePEM checks a trust bundle: only CERTIFICATE blocks without headers, each an
+// X.509 CA certificate with valid basic constraints, at least one, none repeated. The
+// messages are upstream's, with each entry's index.
+func TrustBundlePEM(bundle string, p *field.Path) field.ErrorList {
+	if len(bundle) > maxTrustBundleSize {
+		return field.ErrorList{field.TooLong(p, "", maxTrustBundleSize)}
+	}
+	var errs field.ErrorList
+	invalid := func(format string, args ...any) {
+		errs = append(errs, field.Invalid(p, "<value omitted>", fmt.Sprintf(format, args...)))
+	}
+	seen := map[string][]int{}
+	var order []string
+	rest := []byte(bundle)
+	for i := 0; ; i++ {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			invalid("entry %d has bad block type: %v", i, b.Type)
+			continue
+		}
+		if len(b.Headers) != 0 {
+			invalid("entry %d has PEM block headers", i)
+			continue
+		}
+		cert, err := x509.ParseCertificate(b.Bytes)
+		switch {
+		case err != nil:
+			invalid("entry %d does not parse as X.509", i)
+			continue
+		case !cert.IsCA:
+			invalid("entry %d does not have the CA bit set", i)
+			continue
+		case !cert.BasicConstraintsValid:
+			invalid("entry %d has invalid basic constraints", i)
+			continue
+		}
+		if _, ok := seen[string(b.Bytes)]; !ok {
+			order = append(order, string(b.Bytes))
+		}
+		seen[string(b.Bytes)] = append(seen[string(b.Bytes)], i)
+	}
+	// A malformed block says enough; duplicates or emptiness would only repeat it.
+	if len(errs) != 0 {
+		return errs
+	}
+	if len(order) == 0 {
+		invalid("at least one trust anchor must be provided")
+	}
+	for _, der := range order {
+		if idx := seen[der]; len(idx) > 1 {
+			invalid("duplicate trust anchor (indices %v)", idx)
+		}
+	}
+	return errs
 }

@@ -88,6 +88,10 @@ func SkiffClusterRoleBindings() []rbacv1.ClusterRoleBinding {
 			"system:certificates.k8s.io:certificatesigningrequests:nodeclient", group(bootstraptoken.NodeGroup)),
 		namedClusterRoleBinding("skiff:node-autoapprove-certificate-rotation",
 			"system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", group(nodesGroup)),
+		// skiff's CSR approver also approves nodes' serving certificates (upstream leaves
+		// them to an add-on); admission requires "approve" on that signer.
+		namedClusterRoleBinding("skiff:certificate-controller:kubelet-serving-approver",
+			"system:certificates.k8s.io:kubelet-serving-approver", serviceAccount(metav1.NamespaceSystem, "certificate-controller")),
 		// See SkiffClusterRoles.
 		namedClusterRoleBinding(skiffEndpointsRole, skiffEndpointsRole,
 			serviceAccount(metav1.NamespaceSystem, "endpointslice-controller")),
