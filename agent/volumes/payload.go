@@ -24,7 +24,7 @@ const tokenMode int32 = 0o600
 type projection struct {
 	data []byte
 	mode int32
-	user *int64 // owner, for the service-account token only
+	user *int64 // owner: the pod's shared user, for tokens, keys and trust anchors
 }
 
 func modeOr(mode *int32, fallback int32) int32 {
@@ -185,7 +185,9 @@ func (m *Manager) projectedProjections(ctx context.Context, pod *corev1.Pod, v c
 		case src.ServiceAccountToken != nil:
 			part, err = m.tokenProjection(ctx, pod, v.Name, src.ServiceAccountToken, mode, own)
 		case src.ClusterTrustBundle != nil:
-			part, err = m.trustBundleProjection(ctx, src.ClusterTrustBundle, mode)
+			part, err = m.trustBundleProjection(ctx, src.ClusterTrustBundle, mode, own)
+		case src.PodCertificate != nil:
+			part, err = m.podCertProjection(ctx, pod, v.Name, i, src.PodCertificate, mode, own)
 		default:
 			err = errors.New("this projection is not supported by skiff's agent")
 		}

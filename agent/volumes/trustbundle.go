@@ -18,7 +18,7 @@ import (
 // ClusterTrustBundle by name, or every bundle of a signer whose labels match the selector (a
 // nil selector matches none, an empty one all, as the API documents). Nothing found is an
 // empty file if the source is optional and an error otherwise, so the pod does not start.
-func (m *Manager) trustBundleProjection(ctx context.Context, p *corev1.ClusterTrustBundleProjection, mode int32) (map[string]projection, error) {
+func (m *Manager) trustBundleProjection(ctx context.Context, p *corev1.ClusterTrustBundleProjection, mode int32, own ownership) (map[string]projection, error) {
 	optional := isOptional(p.Optional)
 	var bundles []string
 	switch {
@@ -43,7 +43,10 @@ func (m *Manager) trustBundleProjection(ctx context.Context, p *corev1.ClusterTr
 	default:
 		return nil, errors.New("clustertrustbundle source names neither a bundle nor a signer")
 	}
-	return map[string]projection{p.Path: {data: trustAnchors(bundles), mode: mode}}, nil
+	if own.fsUser != nil || own.fsGroup != nil {
+		mode = tokenMode // as the kubelet writes it for a pod with a shared user or an fsGroup
+	}
+	return map[string]projection{p.Path: {data: trustAnchors(bundles), mode: mode, user: own.fsUser}}, nil
 }
 
 // signerBundles lists the trust bundles of signer that selector matches.

@@ -79,7 +79,7 @@ func TestTrustBundleProjection(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.src.Path = "ca.pem"
-			got, err := m.trustBundleProjection(context.Background(), &tc.src, 0o644)
+			got, err := m.trustBundleProjection(context.Background(), &tc.src, 0o644, ownership{})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("want error %q, got %v", tc.wantErr, err)

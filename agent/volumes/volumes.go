@@ -40,10 +40,13 @@ type Manager struct {
 	root   string
 
 	mu     sync.Mutex
-	tokens map[string]token          // pod uid/volume/path -> token
-	claims map[string]string         // pod uid/volume -> host directory of its bound volume
-	pods   map[types.UID]*sync.Mutex // serializes Prepare and Cleanup of one pod
-	node   nodeInfo
+	tokens map[string]token   // pod uid/volume/path -> token
+	certs  map[string]podCert // pod uid/volume/source index -> pod certificate
+	// nodeUIDs caches Node UIDs by name, which pod certificate requests name.
+	nodeUIDs map[string]types.UID
+	claims   map[string]string         // pod uid/volume -> host directory of its bound volume
+	pods     map[types.UID]*sync.Mutex // serializes Prepare and Cleanup of one pod
+	node     nodeInfo
 	// localPathRoot holds this node's local-path volumes (SetLocalPathRoot).
 	localPathRoot string
 }
@@ -61,7 +64,7 @@ type nodeInfo struct {
 
 // New returns a manager writing under root (<agent-data-dir>/pods).
 func New(client kubernetes.Interface, root string) *Manager {
-	return &Manager{client: client, root: root, tokens: map[string]token{}, claims: map[string]string{}, pods: map[types.UID]*sync.Mutex{}}
+	return &Manager{client: client, root: root, tokens: map[string]token{}, certs: map[string]podCert{}, nodeUIDs: map[string]types.UID{}, claims: map[string]string{}, pods: map[types.UID]*sync.Mutex{}}
 }
 
 // SetNode records the node's address and allocatable resources: downwardAPI files read
@@ -371,6 +374,11 @@ func (m *Manager) Teardown(uid string) error {
 	for k := range m.claims {
 		if strings.HasPrefix(k, uid+"/") {
 			delete(m.claims, k)
+		}
+	}
+	for k := range m.certs {
+		if strings.HasPrefix(k, uid+"/") {
+			delete(m.certs, k)
 		}
 	}
 	delete(m.pods, types.UID(uid))

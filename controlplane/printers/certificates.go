@@ -6,6 +6,7 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
 )
@@ -33,6 +34,25 @@ var ClusterTrustBundles = New(func(o runtime.Object) []any {
 	return []any{o.(*certificatesv1.ClusterTrustBundle).Spec.SignerName}
 },
 	Column{Name: "SignerName", Description: "The signer the trust bundle's anchors belong to, if any."},
+)
+
+// PodCertificateRequests prints NAME AGE SIGNERNAME POD SERVICEACCOUNT STATE, the state
+// being the terminal condition (Issued, Denied, Failed) or Pending.
+var PodCertificateRequests = New(func(o runtime.Object) []any {
+	r := o.(*certificatesv1.PodCertificateRequest)
+	state := "Pending"
+	for _, c := range r.Status.Conditions {
+		if c.Status == metav1.ConditionTrue {
+			state = c.Type
+		}
+	}
+	return []any{Age(r.CreationTimestamp), r.Spec.SignerName, r.Spec.PodName, r.Spec.ServiceAccountName, state}
+},
+	AgeColumn,
+	Column{Name: "SignerName", Description: "The signer asked for the certificate."},
+	Column{Name: "Pod", Description: "The pod the certificate is for."},
+	Column{Name: "ServiceAccount", Description: "The pod's service account."},
+	Column{Name: "State", Description: "Issued, Denied or Failed once the signer answered, else Pending."},
 )
 
 // CSRCondition is the CONDITION cell: "Approved,Issued", "Denied", "Pending".

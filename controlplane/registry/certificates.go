@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -166,4 +167,46 @@ type ctbStrategy struct{ *strategy }
 
 func (ctbStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
 	return validation.ClusterTrustBundleUpdate(obj.(*certificatesv1.ClusterTrustBundle), old.(*certificatesv1.ClusterTrustBundle))
+}
+
+// podCertificateRequests serves PodCertificateRequests: a node's agent asks a signer for a
+// pod's certificate (NodeRestriction checks the pod, node and service account it names), and
+// the signer answers through /status (admission checks it may "sign" for the signer). The
+// spec never changes after create; the status once, to Issued, Denied or Failed.
+func podCertificateRequests(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
+	s := newStrategy(true, true)
+	s.prepareForCreate = func(obj runtime.Object) {
+		obj.(*certificatesv1.PodCertificateRequest).Status = certificatesv1.PodCertificateRequestStatus{}
+	}
+	s.validate = func(_ context.Context, obj runtime.Object) field.ErrorList {
+		return validation.PodCertificateRequest(obj.(*certificatesv1.PodCertificateRequest))
+	}
+	main, err := newREST(opts, resource{
+		gr: certificatesv1.Resource("podcertificaterequests"), singular: "podcertificaterequest",
+		newObj:   func() runtime.Object { return &certificatesv1.PodCertificateRequest{} },
+		newList:  func() runtime.Object { return &certificatesv1.PodCertificateRequestList{} },
+		strategy: s, printer: printers.PodCertificateRequests,
+		fields: func(obj runtime.Object) fields.Set {
+			r := obj.(*certificatesv1.PodCertificateRequest)
+			return fields.Set{"spec.signerName": r.Spec.SignerName, "spec.podName": r.Spec.PodName, "spec.nodeName": string(r.Spec.NodeName)}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	main.Store.UpdateStrategy = pcrStrategy{s}
+	status := statusStrategy{strategy: s, validateStatus: func(obj, old runtime.Object) field.ErrorList {
+		return validation.PodCertificateRequestStatus(obj.(*certificatesv1.PodCertificateRequest), old.(*certificatesv1.PodCertificateRequest), time.Now())
+	}}
+	return map[string]rest.Storage{
+		"podcertificaterequests":        main,
+		"podcertificaterequests/status": newStatusREST(main, status),
+	}, nil
+}
+
+// pcrStrategy validates an update of the main resource on its own terms: metadata only.
+type pcrStrategy struct{ *strategy }
+
+func (pcrStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
+	return validation.PodCertificateRequestUpdate(obj.(*certificatesv1.PodCertificateRequest), old.(*certificatesv1.PodCertificateRequest))
 }

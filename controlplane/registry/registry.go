@@ -167,6 +167,10 @@ func Storage(o Options) (map[schema.GroupVersion]map[string]rest.Storage, error)
 			return add(certificatesv1.SchemeGroupVersion, m, err)
 		},
 		func() error {
+			m, err := podCertificateRequests(opts)
+			return add(certificatesv1.SchemeGroupVersion, m, err)
+		},
+		func() error {
 			return add(eventsv1.SchemeGroupVersion, map[string]rest.Storage{"events": &EventsV1REST{core: out[core]["events"].(*REST)}}, nil)
 		},
 		func() error {

@@ -49,6 +49,14 @@ func addDefaultingFuncs(s *runtime.Scheme) error {
 			}
 		}
 	})
+	// A pod certificate request that names no lifetime asks for 24 hours, as upstream's
+	// v1 defaulting.
+	s.AddTypeDefaultingFunc(&certificatesv1.PodCertificateRequest{}, func(o any) {
+		r := o.(*certificatesv1.PodCertificateRequest)
+		if r.Spec.MaxExpirationSeconds == nil {
+			r.Spec.MaxExpirationSeconds = ptr.To[int32](24 * 60 * 60)
+		}
+	})
 	// RBAC: a binding's roleRef and its User and Group subjects are in the RBAC API group.
 	s.AddTypeDefaultingFunc(&rbacv1.RoleBinding{}, func(o any) {
 		b := o.(*rbacv1.RoleBinding)

@@ -33,6 +33,7 @@ var fieldLabels = map[schema.GroupVersionKind][]string{
 	{Group: "apps", Version: "v1", Kind: "ReplicaSet"}:                               {"status.replicas"},
 	{Group: "certificates.k8s.io", Version: "v1", Kind: "CertificateSigningRequest"}: {"spec.signerName"},
 	{Group: "certificates.k8s.io", Version: "v1", Kind: "ClusterTrustBundle"}:        {"spec.signerName"},
+	{Group: "certificates.k8s.io", Version: "v1", Kind: "PodCertificateRequest"}:     {"spec.signerName", "spec.podName", "spec.nodeName"},
 	corev1.SchemeGroupVersion.WithKind("ReplicationController"):                      {"status.replicas"},
 	{Group: "batch", Version: "v1", Kind: "Job"}:                                     {"status.successful"},
 	{Group: "resource.k8s.io", Version: "v1", Kind: "ResourceSlice"}:                 {"spec.nodeName", "spec.driver"},

@@ -131,6 +131,9 @@ func PodSpec(s *corev1.PodSpec, fld *field.Path) field.ErrorList {
 			}
 		}
 		volumes.Insert(v.Name)
+		if v.Projected != nil {
+			errs = append(errs, projectedVolume(v.Projected, vp.Child("projected"))...)
+		}
 	}
 	if len(s.Containers) == 0 {
 		errs = append(errs, field.Required(fld.Child("containers"), ""))

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
@@ -16,9 +17,9 @@ import (
 
 // Signers guards what a user may do in a signer's name, as upstream's CertificateApproval,
 // CertificateSigning, CertificateSubjectRestriction and ClusterTrustBundleAttest plugins do:
-// approving a CSR takes "approve" on the signer, issuing its certificate "sign", and linking a
-// ClusterTrustBundle to a signer "attest" — each the verb on certificates.k8s.io "signers"
-// named after the signer or "<domain>/*". Without these, anyone who may update a CSR's
+// approving a CSR takes "approve" on the signer, issuing its certificate (or answering a
+// PodCertificateRequest) "sign", and linking a ClusterTrustBundle to a signer "attest" —
+// each the verb on certificates.k8s.io "signers" named after the signer or "<domain>/*". Without these, anyone who may update a CSR's
 // approval could approve requests for any signer, and anyone who may write a trust bundle
 // could plant anchors for one; RBAC alone cannot say which signer an object names.
 type Signers struct {
@@ -28,6 +29,7 @@ type Signers struct {
 var (
 	csrResource = certificatesv1.Resource("certificatesigningrequests")
 	ctbResource = certificatesv1.Resource("clustertrustbundles")
+	pcrResource = certificatesv1.Resource("podcertificaterequests")
 )
 
 // Handles implements admission.Interface.
@@ -55,6 +57,13 @@ func (s Signers) Validate(ctx context.Context, a admission.Attributes, _ admissi
 			}
 			return s.authorize(ctx, a, "sign", old.Spec.SignerName, "sign requests")
 		}
+	case pcrResource:
+		r, ok := a.GetObject().(*certificatesv1.PodCertificateRequest)
+		old, oldOK := a.GetOldObject().(*certificatesv1.PodCertificateRequest)
+		if !ok || !oldOK || a.GetSubresource() != "status" || apiequality.Semantic.DeepEqual(r.Status, old.Status) {
+			return nil
+		}
+		return s.authorize(ctx, a, "sign", old.Spec.SignerName, "sign requests")
 	case ctbResource:
 		ctb, ok := a.GetObject().(*certificatesv1.ClusterTrustBundle)
 		if !ok || a.GetSubresource() != "" || ctb.Spec.SignerName == "" {

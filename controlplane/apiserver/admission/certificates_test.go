@@ -14,6 +14,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
@@ -50,6 +51,11 @@ func TestSigners(t *testing.T) {
 		return &certificatesv1.ClusterTrustBundle{ObjectMeta: metav1.ObjectMeta{Name: "b", Labels: labels},
 			Spec: certificatesv1.ClusterTrustBundleSpec{SignerName: signer, TrustBundle: bundle}}
 	}
+	pcr := func(signer, chain string) *certificatesv1.PodCertificateRequest {
+		return &certificatesv1.PodCertificateRequest{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "ns"},
+			Spec:   certificatesv1.PodCertificateRequestSpec{SignerName: signer},
+			Status: certificatesv1.PodCertificateRequestStatus{CertificateChain: chain}}
+	}
 	plain, masters := csrRequest(t, "team"), csrRequest(t, "system:masters")
 	csrs := certificatesv1.SchemeGroupVersion.WithResource("certificatesigningrequests")
 	ctbs := certificatesv1.SchemeGroupVersion.WithResource("clustertrustbundles")
@@ -57,7 +63,7 @@ func TestSigners(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		obj, old runtime.Object
-		gvr      string // "csr" or "ctb"
+		gvr      string // "csr", "ctb" or "pcr"
 		sub      string
 		op       admission.Operation
 		want     string // "" allowed, else a substring of the refusal
@@ -73,6 +79,10 @@ func TestSigners(t *testing.T) {
 			want: "use of kubernetes.io/kube-apiserver-client signer with system:masters group is not allowed"},
 		{name: "system:masters for another signer", obj: csr("example.com/a", masters, ""), gvr: "csr", op: admission.Create},
 		{name: "ordinary client certificate", obj: csr(certificatesv1.KubeAPIServerClientSignerName, plain, ""), gvr: "csr", op: admission.Create},
+		{name: "answer a pod certificate request", obj: pcr("example.com/b", "CERT"), old: pcr("example.com/b", ""), gvr: "pcr", sub: "status", op: admission.Update},
+		{name: "answer another domain's request", obj: pcr("other.io/b", "CERT"), old: pcr("other.io/b", ""), gvr: "pcr", sub: "status", op: admission.Update,
+			want: `user not permitted to sign requests with signerName "other.io/b"`},
+		{name: "status unchanged", obj: pcr("other.io/b", ""), old: pcr("other.io/b", ""), gvr: "pcr", sub: "status", op: admission.Update},
 		{name: "attest a granted signer", obj: ctb("example.com/a", "x", nil), gvr: "ctb", op: admission.Create},
 		{name: "attest another signer", obj: ctb("example.com/b", "x", nil), gvr: "ctb", op: admission.Create,
 			want: `user not permitted to attest for signerName "example.com/b"`},
@@ -82,10 +92,7 @@ func TestSigners(t *testing.T) {
 			want: "user not permitted to attest"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			gvr := csrs
-			if tc.gvr == "ctb" {
-				gvr = ctbs
-			}
+			gvr := map[string]schema.GroupVersionResource{"csr": csrs, "ctb": ctbs, "pcr": certificatesv1.SchemeGroupVersion.WithResource("podcertificaterequests")}[tc.gvr]
 			a := admission.NewAttributesRecord(tc.obj, tc.old, gvr.GroupVersion().WithKind(""), "", "c", gvr, tc.sub, tc.op, nil, false, &user.DefaultInfo{Name: "bob"})
 			err := Signers{Authorizer: grants}.Validate(context.Background(), a, nil)
 			switch {
