@@ -42,6 +42,7 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/controllers/nodelifecycle"
 	"github.com/skiff-sh/skiff/controlplane/controllers/persistentvolume"
 	"github.com/skiff-sh/skiff/controlplane/controllers/podautoscaler"
+	"github.com/skiff-sh/skiff/controlplane/controllers/pcrcleaner"
 	"github.com/skiff-sh/skiff/controlplane/controllers/podgc"
 	"github.com/skiff-sh/skiff/controlplane/controllers/replicaset"
 	"github.com/skiff-sh/skiff/controlplane/controllers/replicationcontroller"
@@ -219,6 +220,9 @@ func runControllers(ctx context.Context, cfg *rest.Config, root kubernetes.Inter
 		}},
 		{resourcequota.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
 			return resourcequota.New(c, core.ResourceQuotas(), factory, log)
+		}},
+		{pcrcleaner.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
+			return pcrcleaner.New(c, log), nil
 		}},
 		{podgc.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
 			return podgc.New(c, core.Pods(), core.Nodes(), log), nil
