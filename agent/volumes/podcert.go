@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -53,7 +54,7 @@ func (m *Manager) podCertProjection(ctx context.Context, pod *corev1.Pod, volume
 	now := time.Now()
 
 	if st.pending != "" {
-		r, err := m.client.CertificatesV1().PodCertificateRequests(pod.Namespace).Get(ctx, st.pending, metav1.GetOptions{})
+		r, err := m.pendingRequest(ctx, pod, st.pending)
 		switch {
 		case apierrors.IsNotFound(err):
 			st.pending, st.pendingKey = "", nil // deleted before it was answered: ask again
@@ -151,6 +152,23 @@ func (m *Manager) requestPodCert(ctx context.Context, pod *corev1.Pod, p *corev1
 		return "", nil, fmt.Errorf("creating a PodCertificateRequest: %w", err)
 	}
 	return created.Name, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+// pendingRequest reads one of this node's requests. It lists by spec.nodeName, as the
+// kubelet's informer does: that is what the Node authorizer lets a node read (it keeps no
+// graph of requests to allow a GET by name).
+func (m *Manager) pendingRequest(ctx context.Context, pod *corev1.Pod, name string) (*certificatesv1.PodCertificateRequest, error) {
+	sel := fields.AndSelectors(fields.OneTermEqualSelector("spec.nodeName", pod.Spec.NodeName), fields.OneTermEqualSelector("metadata.name", name))
+	l, err := m.client.CertificatesV1().PodCertificateRequests(pod.Namespace).List(ctx, metav1.ListOptions{FieldSelector: sel.String()})
+	if err != nil {
+		return nil, err
+	}
+	for i := range l.Items {
+		if l.Items[i].Name == name {
+			return &l.Items[i], nil
+		}
+	}
+	return nil, apierrors.NewNotFound(certificatesv1.Resource("podcertificaterequests"), name)
 }
 
 // nodeUID is the UID of this node's Node object, read once.

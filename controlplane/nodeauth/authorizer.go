@@ -365,7 +365,8 @@ func (a *Authorizer) pod(node string, attrs authorizer.Attributes) decision {
 func (a *Authorizer) reaches(node string, k kind, namespace, name string) (bool, error) {
 	switch k {
 	case kindVolumeAttachment, kindResourceSlice, kindPodCertificateRequest:
-		// Not served by skiff: nothing can be related to a node.
+		// No graph of these is kept: a node reads its own by listing with its
+		// spec.nodeName (skiff's agent does, as the kubelet's informers do), not by name.
 		return false, nil
 	}
 	pods, err := a.src.PodsOnNode(node)
