@@ -208,7 +208,7 @@ var owners = []struct {
 	issue string
 	re    *regexp.Regexp
 }{
-	{"unassigned: certificates.k8s.io ClusterTrustBundles and PodCertificateRequests are not served (no issue yet)", regexp.MustCompile(`(?i)ClusterTrustBundle|PodCertificate`)},
+	{"unassigned: certificates.k8s.io ClusterTrustBundles and PodCertificateRequests (served since 2026-12-04; no issue owns them)", regexp.MustCompile(`(?i)ClusterTrustBundle|PodCertificate`)},
 	// The OIDC discovery spec's pod fetches https://kubernetes.default.svc.cluster.local: DNS.
 	{"#16 DNS and LoadBalancer", regexp.MustCompile(`ServiceAccountIssuerDiscovery`)},
 	// The Ingress API specs name the group's other resources (networkpolicies) in their error.

@@ -101,7 +101,7 @@ func TestOwner(t *testing.T) {
 		// An API that is not served belongs to the issue that serves it, a SIG's agent behaviour to 13.
 		{"[sig-node] [DRA] CRUD Tests resource.k8s.io/v1 DeviceClass [Conformance]", "get resource API: the server could not find the requested resource", "#17 workloads and core APIs"},
 		{"[sig-node] Container Lifecycle Hook when create a pod with lifecycle hook should execute poststart exec hook properly [Conformance]", "Timed out", "#13 agent behaviour (node, volumes)"},
-		{"[sig-auth] Projected ClusterTrustBundle x", "Error while creating ClusterTrustBundle", "unassigned: certificates.k8s.io ClusterTrustBundles and PodCertificateRequests are not served (no issue yet)"},
+		{"[sig-auth] Projected ClusterTrustBundle x", "Error while creating ClusterTrustBundle", "unassigned: certificates.k8s.io ClusterTrustBundles and PodCertificateRequests (served since 2026-12-04; no issue owns them)"},
 	} {
 		if got := Owner(c.name, c.err); got != c.want {
 			t.Errorf("Owner(%q, %q) = %q, want %q", c.name, c.err, got, c.want)
