@@ -2,7 +2,13 @@ package rbac
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -282,6 +288,52 @@ spec:
 			t.Errorf("node n1 listing every pod:\n%s", out)
 		}
 	})
+
+	// Signers: RBAC on the objects is not enough to act in a signer's name; the verb on
+	// certificates.k8s.io "signers" is (upstream's CertificateApproval and
+	// ClusterTrustBundleAttest).
+	t.Run("signers", func(t *testing.T) {
+		admin.ok("create", "clusterrole", "bundle-writer", "--verb=create,get,list", "--resource=clustertrustbundles.certificates.k8s.io")
+		admin.ok("create", "clusterrolebinding", "carol-writes-bundles", "--clusterrole=bundle-writer", "--user=carol")
+		carol := kubectl{t: t, bin: bin, kubeconfig: user(t, s, "carol")}
+		ca := caPEM(t)
+		bundle := func(name, signer string) string {
+			return writeFile(t, fmt.Sprintf("apiVersion: certificates.k8s.io/v1\nkind: ClusterTrustBundle\nmetadata: {name: %q}\nspec:\n  signerName: %q\n  trustBundle: %q\n", name, signer, ca))
+		}
+		carol.eventually("created", "create", "-f", bundle("roots", ""))
+		out, err := carol.run("create", "-f", bundle("example.com:issuer:roots", "example.com/issuer"))
+		if want := `user not permitted to attest for signerName "example.com/issuer"`; err == nil || !strings.Contains(out, want) {
+			t.Fatalf("a signer-linked bundle without attest: %v\n%s\nwant %q", err, out, want)
+		}
+		// "signers" is no served resource, so kubectl create clusterrole refuses it: as a manifest.
+		admin.ok("apply", "-f", writeFile(t, `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: example-attester}
+rules:
+- {apiGroups: [certificates.k8s.io], resources: [signers], verbs: [attest], resourceNames: ["example.com/*"]}
+`))
+		admin.ok("create", "clusterrolebinding", "carol-attests", "--clusterrole=example-attester", "--user=carol")
+		carol.eventually("created", "create", "-f", bundle("example.com:issuer:roots", "example.com/issuer"))
+		out = carol.ok("get", "clustertrustbundles", "--field-selector", "spec.signerName=example.com/issuer")
+		if !strings.Contains(out, "SIGNERNAME") || !strings.Contains(out, "example.com:issuer:roots   example.com/issuer") || strings.Contains(out, "\nroots ") {
+			t.Errorf("bundles of signer example.com/issuer:\n%s", out)
+		}
+		if out, err := carol.run("create", "-f", bundle("wrong-name", "example.com/issuer")); err == nil || !strings.Contains(out, `must begin with "example.com:issuer:"`) {
+			t.Errorf("a linked bundle's name must carry its signer: %v\n%s", err, out)
+		}
+	})
+}
+
+// caPEM is a self-signed CA certificate, PEM.
+func caPEM(t *testing.T) string {
+	t.Helper()
+	pub, key, _ := ed25519.GenerateKey(rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "e2e root"}, IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, pub, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 }
 
 func saToken(t *testing.T, c kubernetes.Interface, ns, name string) string {
