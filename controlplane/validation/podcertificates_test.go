@@ -62,7 +62,9 @@ func TestPodCertificateRequest(t *testing.T) {
 		{"bad signature", func(r *certificatesv1.PodCertificateRequest) {
 			r.Spec.StubPKCS10Request[len(r.Spec.StubPKCS10Request)-1] ^= 1
 		}, "invalid signature"},
-		{"bad annotation", func(r *certificatesv1.PodCertificateRequest) { r.Spec.UnverifiedUserAnnotations = map[string]string{"nodomain": "x"} }, "spec.unverifiedUserAnnotations"},
+		{"bad annotation", func(r *certificatesv1.PodCertificateRequest) {
+			r.Spec.UnverifiedUserAnnotations = map[string]string{"nodomain": "x"}
+		}, "spec.unverifiedUserAnnotations"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, _ := validPCR(t)
@@ -196,8 +198,8 @@ func TestProjectedVolume(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}, Spec: corev1.PodSpec{
-				Containers: []corev1.Container{{Name: "c", Image: "i", ImagePullPolicy: corev1.PullIfNotPresent, TerminationMessagePolicy: corev1.TerminationMessageReadFile}},
-				Volumes:    []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: tc.sources}}}},
+				Containers:    []corev1.Container{{Name: "c", Image: "i", ImagePullPolicy: corev1.PullIfNotPresent, TerminationMessagePolicy: corev1.TerminationMessageReadFile}},
+				Volumes:       []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: tc.sources}}}},
 				RestartPolicy: corev1.RestartPolicyAlways, DNSPolicy: corev1.DNSClusterFirst}}
 			errs := projectedVolume(pod.Spec.Volumes[0].Projected, field.NewPath("spec", "volumes").Index(0).Child("projected"))
 			if tc.want == "" {
