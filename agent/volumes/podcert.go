@@ -74,18 +74,23 @@ func (m *Manager) podCertProjection(ctx context.Context, pod *corev1.Pod, volume
 			}
 		}
 	}
+	var requestErr error
 	if (st.chain == nil || !now.Before(st.refresh)) && st.pending == "" && !now.Before(st.retryAt) {
-		name, keyPEM, err := m.requestPodCert(ctx, pod, p)
-		if err != nil {
-			return nil, fmt.Errorf("podCertificate for signer %q: %w", p.SignerName, err)
+		if name, keyPEM, err := m.requestPodCert(ctx, pod, p); err != nil {
+			// Tried again at the next call; a certificate still valid is written meanwhile.
+			requestErr = fmt.Errorf("podCertificate for signer %q: %w", p.SignerName, err)
+		} else {
+			st.pending, st.pendingKey = name, keyPEM
 		}
-		st.pending, st.pendingKey = name, keyPEM
 	}
 	m.mu.Lock()
 	m.certs[key] = st
 	m.mu.Unlock()
 
 	if st.chain == nil || !now.Before(st.notAfter) {
+		if requestErr != nil {
+			return nil, requestErr
+		}
 		if st.refusal != "" {
 			return nil, fmt.Errorf("podCertificate for signer %q: %s", p.SignerName, st.refusal)
 		}

@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"strings"
@@ -194,5 +195,40 @@ func TestNewKey(t *testing.T) {
 	}
 	if _, err := newKey("DSA"); err == nil {
 		t.Fatal("unknown key type accepted")
+	}
+}
+
+// A request that cannot be sent is said when there is no certificate, and does not take the
+// current one away when it was only its refresh.
+func TestPodCertRequestFailure(t *testing.T) {
+	ctx := context.Background()
+	pod := testPod()
+	pod.Spec.NodeName, pod.Spec.ServiceAccountName = "n1", "app"
+	c := fake.NewClientset(
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "ns", UID: "sa-uid"}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid"}},
+	)
+	refuse := true
+	c.PrependReactor("create", "podcertificaterequests", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if refuse {
+			return true, nil, errors.New("admission says no")
+		}
+		a.(k8stesting.CreateAction).GetObject().(*certificatesv1.PodCertificateRequest).Name = "req-1"
+		return false, nil, nil
+	})
+	m := New(c, t.TempDir())
+	src := &corev1.PodCertificateProjection{SignerName: "example.com/s", KeyType: "ED25519", KeyPath: "k", CertificateChainPath: "c"}
+	if _, err := m.podCertProjection(ctx, pod, "tls", 0, src, 0o644, ownership{}); err == nil || !strings.Contains(err.Error(), "admission says no") {
+		t.Fatalf("first request refused: %v", err)
+	}
+	refuse = false
+	if _, err := m.podCertProjection(ctx, pod, "tls", 0, src, 0o644, ownership{}); err == nil {
+		t.Fatal("want waiting")
+	}
+	issue(t, c, "req-1", time.Now().Add(-time.Second)) // due for refresh at once
+	refuse = true
+	files, err := m.podCertProjection(ctx, pod, "tls", 0, src, 0o644, ownership{})
+	if err != nil || len(files["c"].data) == 0 {
+		t.Fatalf("a refused refresh took the certificate away: %v", err)
 	}
 }
