@@ -1,9 +1,11 @@
 // Package admission holds skiff's admission plugins, run by the API server after
 // authentication and authorization: the mutating ones (ServiceAccount, TaintNodesByCondition,
 // DefaultTolerationSeconds, Priority, StorageObjectInUseProtection, ...) fill in objects
-// before validation, and the validating one
-// (NamespaceLifecycle) rejects writes into namespaces that are missing or being deleted. They
-// behave as upstream's plugins of the same names.
+// before validation, and the validating ones reject what may not be written:
+// NamespaceLifecycle writes into namespaces that are missing or being deleted, Signers acts
+// in a signer's name without its verb (CertificateApproval, CertificateSigning,
+// CertificateSubjectRestriction, ClusterTrustBundleAttest). They behave as upstream's plugins
+// of the same names.
 package admission
 
 import (

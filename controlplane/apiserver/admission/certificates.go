@@ -82,7 +82,7 @@ func (s Signers) Validate(ctx context.Context, a admission.Attributes, _ admissi
 // authorize allows the request if the user may verb the signer; upstream's message names
 // what was refused ("user not permitted to approve requests with signerName ...").
 func (s Signers) authorize(ctx context.Context, a admission.Attributes, verb, signer, what string) error {
-	if SignerAllows(ctx, s.Authorizer, a.GetUserInfo(), verb, signer) {
+	if signerAllows(ctx, s.Authorizer, a.GetUserInfo(), verb, signer) {
 		return nil
 	}
 	if verb == "attest" {
@@ -91,9 +91,9 @@ func (s Signers) authorize(ctx context.Context, a admission.Attributes, verb, si
 	return admission.NewForbidden(a, fmt.Errorf("user not permitted to %s with signerName %q", what, signer))
 }
 
-// SignerAllows says whether u may verb the signer: the signer by name, else every signer of
+// signerAllows says whether u may verb the signer: the signer by name, else every signer of
 // its domain ("example.com/*").
-func SignerAllows(ctx context.Context, az authorizer.Authorizer, u user.Info, verb, signer string) bool {
+func signerAllows(ctx context.Context, az authorizer.Authorizer, u user.Info, verb, signer string) bool {
 	if az == nil || u == nil {
 		return false
 	}
