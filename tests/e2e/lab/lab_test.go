@@ -1072,6 +1072,11 @@ spec:
 				framework.Eventually(l.t, 20*time.Second, fmt.Sprintf("the ToR reaches mg from port %d via %s", p, via), func() (bool, string) {
 					o, err := l.in("tor", netutil, "fetch", "http://198.18.200.50/hostname", "--source-port", fmt.Sprint(p), "--timeout", "2s")
 					out = o
+					if strings.Contains(o, "address already in use") {
+						// Who holds the port (netutil resets its own flows): say so if this repeats.
+						held, _ := l.in("tor", "ss", "-tanp", fmt.Sprintf("sport = :%d", p))
+						o += "\nsockets on the port:\n" + held
+					}
 					return err == nil && strings.HasPrefix(o, "mg-"), o
 				})
 				got[p] = append(got[p], out)
