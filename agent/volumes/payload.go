@@ -16,9 +16,19 @@ import (
 // volumes; the API server fills it in, the agent falls back to it for objects that lack it.
 const defaultMode int32 = 0o644
 
-// tokenMode is the mode of a projected service-account token when the pod has a shared
-// runAsUser or an fsGroup: only that user (and, by fsGroup's group read, the group) reads it.
+// tokenMode is the mode of a projected service-account token, trust anchors or pod
+// certificate when the pod has a shared runAsUser or an fsGroup: only that user (and, by
+// fsGroup's group read, the group) reads it.
 const tokenMode int32 = 0o600
+
+// ownedProjection is a file the kubelet gives the pod's shared user, 0600, when the pod has
+// one or an fsGroup (tokens, trust anchors, pod certificates), and mode otherwise.
+func ownedProjection(data []byte, mode int32, own ownership) projection {
+	if own.fsUser != nil || own.fsGroup != nil {
+		return projection{data: data, mode: tokenMode, user: own.fsUser}
+	}
+	return projection{data: data, mode: mode}
+}
 
 // projection is one file a volume source asks for, before ownership is applied.
 type projection struct {
@@ -206,12 +216,7 @@ func (m *Manager) tokenProjection(ctx context.Context, pod *corev1.Pod, volume s
 	if err != nil {
 		return nil, err
 	}
-	f := projection{data: []byte(t), mode: mode}
-	if own.fsUser != nil || own.fsGroup != nil {
-		f.mode = tokenMode
-		f.user = own.fsUser
-	}
-	return map[string]projection{p.Path: f}, nil
+	return map[string]projection{p.Path: ownedProjection([]byte(t), mode, own)}, nil
 }
 
 // files applies the pod's ownership to projections.

@@ -63,7 +63,7 @@ func (m *Manager) podCertProjection(ctx context.Context, pod *corev1.Pod, volume
 		default:
 			if c, done := pcrAnswer(r); done {
 				if c.Type == certificatesv1.PodCertificateRequestConditionTypeIssued {
-					st.key, st.chain = st.pendingKey, cleanChain(r.Status.CertificateChain)
+					st.key, st.chain = st.pendingKey, encodeCertificates(certificateDERs(r.Status.CertificateChain))
 					st.refresh, st.notAfter = timeOf(r.Status.BeginRefreshAt), timeOf(r.Status.NotAfter)
 					st.refusal = ""
 				} else {
@@ -96,10 +96,7 @@ func (m *Manager) podCertProjection(ctx context.Context, pod *corev1.Pod, volume
 		}
 		return nil, fmt.Errorf("podCertificate for signer %q: waiting for the signer to issue PodCertificateRequest %s", p.SignerName, st.pending)
 	}
-	if own.fsUser != nil || own.fsGroup != nil {
-		mode = tokenMode // the key is as secret as a token: only its owner (and fsGroup) reads it
-	}
-	f := func(data []byte) projection { return projection{data: data, mode: mode, user: own.fsUser} }
+	f := func(data []byte) projection { return ownedProjection(data, mode, own) }
 	out := map[string]projection{}
 	if p.CredentialBundlePath != "" {
 		out[p.CredentialBundlePath] = f(append(append([]byte{}, st.key...), st.chain...))
@@ -226,19 +223,6 @@ func pcrAnswer(r *certificatesv1.PodCertificateRequest) (metav1.Condition, bool)
 		}
 	}
 	return metav1.Condition{}, false
-}
-
-// cleanChain re-encodes a chain's certificates, dropping text between blocks and headers.
-func cleanChain(chain string) []byte {
-	var out []byte
-	rest := []byte(chain)
-	for {
-		var b *pem.Block
-		if b, rest = pem.Decode(rest); b == nil {
-			return out
-		}
-		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: b.Bytes})...)
-	}
 }
 
 func timeOf(t *metav1.Time) time.Time {

@@ -65,14 +65,19 @@ func requests(t *testing.T, c *fake.Clientset) []certificatesv1.PodCertificateRe
 	return l.Items
 }
 
-func TestPodCertProjection(t *testing.T) {
-	ctx := context.Background()
+// certPod is a pod on node n1 with service account app, and a clientset holding both.
+func certPod() (*corev1.Pod, *fake.Clientset) {
 	pod := testPod()
 	pod.Spec.NodeName, pod.Spec.ServiceAccountName = "n1", "app"
-	c := fake.NewClientset(
+	return pod, fake.NewClientset(
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "ns", UID: "sa-uid"}},
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid"}},
 	)
+}
+
+func TestPodCertProjection(t *testing.T) {
+	ctx := context.Background()
+	pod, c := certPod()
 	// The fake clientset does not generate names.
 	n := 0
 	c.PrependReactor("create", "podcertificaterequests", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -202,12 +207,7 @@ func TestNewKey(t *testing.T) {
 // current one away when it was only its refresh.
 func TestPodCertRequestFailure(t *testing.T) {
 	ctx := context.Background()
-	pod := testPod()
-	pod.Spec.NodeName, pod.Spec.ServiceAccountName = "n1", "app"
-	c := fake.NewClientset(
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "ns", UID: "sa-uid"}},
-		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid"}},
-	)
+	pod, c := certPod()
 	refuse := true
 	c.PrependReactor("create", "podcertificaterequests", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if refuse {

@@ -43,10 +43,7 @@ func (m *Manager) trustBundleProjection(ctx context.Context, p *corev1.ClusterTr
 	default:
 		return nil, errors.New("clustertrustbundle source names neither a bundle nor a signer")
 	}
-	if own.fsUser != nil || own.fsGroup != nil {
-		mode = tokenMode // as the kubelet writes it for a pod with a shared user or an fsGroup
-	}
-	return map[string]projection{p.Path: {data: trustAnchors(bundles), mode: mode, user: own.fsUser}}, nil
+	return map[string]projection{p.Path: ownedProjection(trustAnchors(bundles), mode, own)}, nil
 }
 
 // signerBundles lists the trust bundles of signer that selector matches.
@@ -77,19 +74,28 @@ func (m *Manager) signerBundles(ctx context.Context, signer string, selector *me
 func trustAnchors(bundles []string) []byte {
 	var ders [][]byte
 	for _, b := range bundles {
-		rest := []byte(b)
-		for {
-			var block *pem.Block
-			if block, rest = pem.Decode(rest); block == nil {
-				break
-			}
-			if block.Type == "CERTIFICATE" { // all there is: the API server validates bundles
-				ders = append(ders, block.Bytes)
-			}
-		}
+		ders = append(ders, certificateDERs(b)...)
 	}
 	slices.SortFunc(ders, bytes.Compare)
-	ders = slices.CompactFunc(ders, bytes.Equal)
+	return encodeCertificates(slices.CompactFunc(ders, bytes.Equal))
+}
+
+// certificateDERs is the DER of each PEM block in s, in order, whatever lies between them;
+// the API server has checked that they are certificates.
+func certificateDERs(s string) [][]byte {
+	var ders [][]byte
+	rest := []byte(s)
+	for {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			return ders
+		}
+		ders = append(ders, block.Bytes)
+	}
+}
+
+// encodeCertificates writes each DER as a bare CERTIFICATE block.
+func encodeCertificates(ders [][]byte) []byte {
 	var out []byte
 	for _, der := range ders {
 		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
