@@ -46,8 +46,11 @@ type File struct {
 // Image describes an image to build.
 type Image struct {
 	// Name is the fully normalized reference, e.g. localhost/skiff/netutil:1.
-	Name       string
-	Files      []File
+	Name  string
+	Files []File
+	// Layers are more layers above the one of Files, lowest first (tests of layered root
+	// filesystems; skiff's own images are one layer).
+	Layers     [][]File
 	Entrypoint []string
 	Cmd        []string
 	Env        []string
@@ -155,19 +158,27 @@ func Write(w io.Writer, img Image) error {
 	if img.Arch == "" {
 		img.Arch = "amd64"
 	}
-	layerGz, diffID, err := layer(img.Files)
-	if err != nil {
-		return err
+	var layers []Descriptor
+	var diffIDs []string
+	blobs := map[string][]byte{}
+	for _, files := range append([][]File{img.Files}, img.Layers...) {
+		gz, diffID, err := layer(files)
+		if err != nil {
+			return err
+		}
+		layers = append(layers, Descriptor{MediaType: MediaTypeLayer, Digest: digest(gz), Size: int64(len(gz))})
+		diffIDs = append(diffIDs, diffID)
+		blobs[digest(gz)] = gz
 	}
 	config, _ := json.Marshal(map[string]any{
 		"architecture": img.Arch, "os": "linux", "created": epoch.Format(time.RFC3339),
 		"config": imageConfig(img),
-		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{diffID}},
+		"rootfs": map[string]any{"type": "layers", "diff_ids": diffIDs},
 	})
 	manifest, _ := json.Marshal(map[string]any{
 		"schemaVersion": 2, "mediaType": MediaTypeManifest,
 		"config": Descriptor{MediaType: MediaTypeConfig, Digest: digest(config), Size: int64(len(config))},
-		"layers": []Descriptor{{MediaType: MediaTypeLayer, Digest: digest(layerGz), Size: int64(len(layerGz))}},
+		"layers": layers,
 	})
 	tag := img.Name[strings.LastIndex(img.Name, ":")+1:]
 	index, _ := json.Marshal(map[string]any{
@@ -183,7 +194,7 @@ func Write(w io.Writer, img Image) error {
 		_, err := tw.Write(b)
 		return err
 	}
-	for _, e := range []struct {
+	entries := []struct {
 		name string
 		b    []byte
 	}{
@@ -191,8 +202,17 @@ func Write(w io.Writer, img Image) error {
 		{"index.json", index},
 		{"blobs/sha256/" + strings.TrimPrefix(digest(config), "sha256:"), config},
 		{"blobs/sha256/" + strings.TrimPrefix(digest(manifest), "sha256:"), manifest},
-		{"blobs/sha256/" + strings.TrimPrefix(digest(layerGz), "sha256:"), layerGz},
-	} {
+	}
+	for _, l := range layers {
+		if b, ok := blobs[l.Digest]; ok { // two identical layers are one blob
+			entries = append(entries, struct {
+				name string
+				b    []byte
+			}{"blobs/sha256/" + strings.TrimPrefix(l.Digest, "sha256:"), b})
+			delete(blobs, l.Digest)
+		}
+	}
+	for _, e := range entries {
 		if err := add(e.name, e.b); err != nil {
 			return err
 		}

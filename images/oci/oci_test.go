@@ -181,3 +181,68 @@ func TestLayerLinksDirsAndUser(t *testing.T) {
 		}
 	}
 }
+
+// TestLayers: Layers stack above Files in order, each with its diff_id, and a layer given twice
+// is one blob.
+func TestLayers(t *testing.T) {
+	same := []File{{Path: "/etc/os-release", Mode: 0o644, Data: []byte("ID=test\n")}}
+	img := Image{Name: "localhost/skiff/layers:1", Files: []File{{Path: "/a", Mode: 0o644, Data: []byte("a")}},
+		Layers: [][]File{same, {{Path: "/b", Mode: 0o644, Data: []byte("b")}}, same}}
+	var buf bytes.Buffer
+	if err := Write(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	files := readArchive(t, buf.Bytes())
+	var index struct {
+		Manifests []Descriptor `json:"manifests"`
+	}
+	if err := json.Unmarshal(files["index.json"], &index); err != nil {
+		t.Fatal(err)
+	}
+	blob := func(d string) []byte { return files["blobs/sha256/"+strings.TrimPrefix(d, "sha256:")] }
+	var manifest struct {
+		Config Descriptor   `json:"config"`
+		Layers []Descriptor `json:"layers"`
+	}
+	if err := json.Unmarshal(blob(index.Manifests[0].Digest), &manifest); err != nil {
+		t.Fatal(err)
+	}
+	var config struct {
+		RootFS struct {
+			DiffIDs []string `json:"diff_ids"`
+		} `json:"rootfs"`
+	}
+	if err := json.Unmarshal(blob(manifest.Config.Digest), &config); err != nil {
+		t.Fatal(err)
+	}
+	if len(manifest.Layers) != 4 || len(config.RootFS.DiffIDs) != 4 {
+		t.Fatalf("want 4 layers and diff_ids, got %d and %d", len(manifest.Layers), len(config.RootFS.DiffIDs))
+	}
+	if manifest.Layers[1].Digest != manifest.Layers[3].Digest || manifest.Layers[1].Digest == manifest.Layers[2].Digest {
+		t.Fatalf("layer digests %+v", manifest.Layers)
+	}
+	for i, want := range []string{"a", "etc/os-release", "b", "etc/os-release"} {
+		zr, err := gzip.NewReader(bytes.NewReader(blob(manifest.Layers[i].Digest)))
+		if err != nil {
+			t.Fatalf("layer %d: %v", i, err)
+		}
+		raw, _ := io.ReadAll(zr)
+		if digest(raw) != config.RootFS.DiffIDs[i] {
+			t.Fatalf("layer %d: diff_id does not match", i)
+		}
+		if _, ok := readArchive(t, raw)[want]; !ok {
+			t.Fatalf("layer %d lacks %s", i, want)
+		}
+	}
+	if n := strings.Count(strings.Join(keys(files), " "), "blobs/"); n != 5 {
+		t.Fatalf("want 5 blobs (manifest, config, 3 distinct layers), got %d", n)
+	}
+}
+
+func keys(m map[string][]byte) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
