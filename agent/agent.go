@@ -34,6 +34,7 @@ import (
 	"github.com/skiff-sh/skiff/agent/clusterdns"
 	"github.com/skiff-sh/skiff/agent/cniserver"
 	"github.com/skiff-sh/skiff/agent/hostprep"
+	"github.com/skiff-sh/skiff/agent/imagemount"
 	"github.com/skiff-sh/skiff/agent/ipam"
 	"github.com/skiff-sh/skiff/agent/node"
 	"github.com/skiff-sh/skiff/agent/pods"
@@ -282,6 +283,12 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	vols := volumes.New(client, dirs.Pods())
 	vols.SetNode(o.InternalIP, allocatable)
 	vols.SetLocalPathRoot(dirs.Storage())
+	// Image volumes are mounted through containerd's snapshots (its 1.6 CRI cannot mount
+	// images); views whose pod is gone are released at start and every 10 minutes.
+	vols.SetImageMounter(imagemount.New(conn))
+	sup.Go(supervisor.Part{Name: "image-volume-cleanup", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
+		return releaseOrphanImages(ctx, vols, 10*time.Minute, log)
+	}})
 	sup.Go(supervisor.Part{Name: "local-path-cleanup", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
 		return volumes.CleanLocalPath(ctx, client, dirs.Storage(), time.Minute, log)
 	}})
@@ -571,4 +578,23 @@ func uplinkOf(ip string) string {
 		}
 	}
 	return ""
+}
+
+// releaseOrphanImages releases image volume views no pod uses, now and every period. A failed
+// round is logged and tried again the next period (the runtime may be restarting).
+func releaseOrphanImages(ctx context.Context, vols *volumes.Manager, period time.Duration, log *slog.Logger) error {
+	for {
+		released, err := vols.ReleaseOrphanImages(ctx)
+		if len(released) > 0 {
+			log.Info("released image volume views of pods that are gone", "views", released)
+		}
+		if err != nil && ctx.Err() == nil {
+			log.Warn("releasing image volume views", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(period):
+		}
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -714,51 +715,51 @@ const (
 	imagePullBackoffMax     = 5 * time.Minute
 )
 
-// ensureImage makes the container's image present per its imagePullPolicy, with the kubelet's
-// events: Pulling, then Pulled ("Successfully pulled image ... Image size: N bytes.") or a
+// ensureImage makes an image present per its pull policy (a container's imagePullPolicy, an
+// image volume's pullPolicy), with the kubelet's events: Pulling, then Pulled ("Successfully pulled image ... Image size: N bytes.") or a
 // Warning Failed "Failed to pull image ..." and "Error: ErrImagePull"; while the pod's pull of
 // the image backs off, BackOff "Back-off pulling image ..." and "Error: ImagePullBackOff". Its
 // error is an *waitingError.
-func (m *Manager) ensureImage(ctx context.Context, pod *corev1.Pod, c corev1.Container) error {
-	st, err := m.images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: c.Image}})
+func (m *Manager) ensureImage(ctx context.Context, pod *corev1.Pod, image string, policy corev1.PullPolicy) error {
+	st, err := m.images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: image}})
 	if err != nil {
-		msg := fmt.Sprintf("Failed to inspect image %q: %v", c.Image, err)
+		msg := fmt.Sprintf("Failed to inspect image %q: %v", image, err)
 		m.recorder.Event(pod, corev1.EventTypeWarning, "InspectFailed", msg)
 		return m.imageFailed(pod, "ImageInspectError", msg)
 	}
 	present := st.Image != nil
-	if present && c.ImagePullPolicy != corev1.PullAlways {
-		m.recorder.Eventf(pod, corev1.EventTypeNormal, "Pulled", "Container image %q already present on machine", c.Image)
+	if present && policy != corev1.PullAlways {
+		m.recorder.Eventf(pod, corev1.EventTypeNormal, "Pulled", "Container image %q already present on machine", image)
 		return nil
 	}
-	if c.ImagePullPolicy == corev1.PullNever {
-		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+	if policy == corev1.PullNever {
+		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", image)
 		m.recorder.Event(pod, corev1.EventTypeWarning, "ErrImageNeverPull", msg)
 		return m.imageFailed(pod, "ErrImageNeverPull", msg)
 	}
-	key := pullBackoffKey(pod, c.Image)
+	key := pullBackoffKey(pod, image)
 	if m.inPullBackoff(key, time.Now()) {
-		msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
+		msg := fmt.Sprintf("Back-off pulling image %q", image)
 		m.recorder.Event(pod, corev1.EventTypeNormal, "BackOff", msg)
 		return m.imageFailed(pod, "ImagePullBackOff", msg)
 	}
-	m.recorder.Eventf(pod, corev1.EventTypeNormal, "Pulling", "Pulling image %q", c.Image)
+	m.recorder.Eventf(pod, corev1.EventTypeNormal, "Pulling", "Pulling image %q", image)
 	start := time.Now()
-	if _, err := m.images.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: c.Image}}); err != nil {
+	if _, err := m.images.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: image}}); err != nil {
 		if present {
 			// Always, but no registry: run what is here, as a kubelet with a cached image would
 			// after a failed pull? Upstream fails; skiff's nodes reach no registry by design.
-			m.recorder.Eventf(pod, corev1.EventTypeNormal, "Pulled", "Container image %q already present on machine", c.Image)
+			m.recorder.Eventf(pod, corev1.EventTypeNormal, "Pulled", "Container image %q already present on machine", image)
 			return nil
 		}
 		err = pullError(err)
-		m.recorder.Eventf(pod, corev1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", c.Image, err)
+		m.recorder.Eventf(pod, corev1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", image, err)
 		m.pullFailed(key, time.Now())
 		return m.imageFailed(pod, "ErrImagePull", err.Error())
 	}
 	// The size is the image's as the runtime reports it after the pull (best effort, as upstream).
 	var size uint64
-	if st, err := m.images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: c.Image}}); err == nil && st.Image != nil {
+	if st, err := m.images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: image}}); err == nil && st.Image != nil {
 		size = st.Image.GetSize()
 	}
 	m.pullSucceeded(key)
@@ -766,7 +767,50 @@ func (m *Manager) ensureImage(ctx context.Context, pod *corev1.Pod, c corev1.Con
 	// pull queue; skiff pulls at once, so the two are the same.
 	d := time.Since(start).Truncate(time.Millisecond)
 	m.recorder.Eventf(pod, corev1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %v (%v including waiting). Image size: %v bytes.",
-		c.Image, d, d, size)
+		image, d, d, size)
+	return nil
+}
+
+// imageVolumes are the image volumes c mounts that are not mounted yet.
+func (m *Manager) imageVolumes(pod *corev1.Pod, c corev1.Container) []corev1.Volume {
+	if m.opts.Volumes == nil {
+		return nil
+	}
+	var out []corev1.Volume
+	for _, vm := range c.VolumeMounts {
+		for _, v := range pod.Spec.Volumes {
+			if v.Name == vm.Name && v.Image != nil && !m.opts.Volumes.ImageMounted(pod, v.Name) &&
+				!slices.ContainsFunc(out, func(o corev1.Volume) bool { return o.Name == v.Name }) {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+// pullImageVolumes makes the images of c's image volumes present per their pullPolicy, as the
+// kubelet does before it starts a container that mounts them. A volume whose image cannot be
+// had keeps c waiting with the pull's reason (ErrImagePull, ImagePullBackOff, ErrImageNeverPull)
+// and message; the others are still pulled.
+func (m *Manager) pullImageVolumes(ctx context.Context, pod *corev1.Pod, c corev1.Container) error {
+	var last error
+	for _, v := range m.imageVolumes(pod, c) {
+		if err := m.ensureImage(ctx, pod, v.Image.Reference, v.Image.PullPolicy); err != nil {
+			last = err
+		}
+	}
+	return last
+}
+
+// mountImageVolumes mounts c's image volumes that are not mounted yet, their images pulled.
+// A mount that fails is a CreateContainerError (upstream's runtime fails the container's
+// creation the same way), retried with the container's start backoff.
+func (m *Manager) mountImageVolumes(ctx context.Context, pod *corev1.Pod, c corev1.Container) error {
+	for _, v := range m.imageVolumes(pod, c) {
+		if err := m.opts.Volumes.MountImage(ctx, pod, v.Name, v.Image.Reference); err != nil {
+			return &waitingError{Reason: "CreateContainerError", Message: fmt.Sprintf("failed to mount image volume %q: %v", v.Name, err)}
+		}
+	}
 	return nil
 }
 
@@ -830,7 +874,10 @@ func (m *Manager) pullSucceeded(key string) {
 // whose configuration or start fails is an error of type *waitingError, and its next try
 // backs off.
 func (m *Manager) start(ctx context.Context, pod *corev1.Pod, pc *podContext, c corev1.Container, prev *runtimeapi.Container) error {
-	if err := m.ensureImage(ctx, pod, c); err != nil {
+	if err := m.ensureImage(ctx, pod, c.Image, c.ImagePullPolicy); err != nil {
+		return err
+	}
+	if err := m.pullImageVolumes(ctx, pod, c); err != nil {
 		return err
 	}
 	key := string(pod.UID) + "/start/" + c.Name
@@ -873,6 +920,9 @@ func (m *Manager) createAndStart(ctx context.Context, pod *corev1.Pod, pc *podCo
 	env := envMap(envs)
 	var mounts []*runtimeapi.Mount
 	if m.opts.Volumes != nil {
+		if err := m.mountImageVolumes(ctx, pod, c); err != nil {
+			return err
+		}
 		if mounts, err = m.opts.Volumes.MountsFor(pod, c, env); err != nil {
 			return &waitingError{Reason: "CreateContainerConfigError", Message: err.Error()}
 		}

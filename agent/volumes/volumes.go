@@ -9,6 +9,8 @@
 //     the projected service-account token is requested through TokenRequest, bound to the
 //     pod and renewed before it expires;
 //   - emptyDir is a 0777 directory, or a tmpfs for medium Memory, set up once per pod;
+//   - an image volume is the image's root filesystem, mounted read-only through the runtime
+//     (ImageMounter) when the first container that mounts it starts (see image.go);
 //   - the pod's fsGroup owns these volumes, with the group bits the kubelet adds;
 //   - subPath and subPathExpr mounts are validated, created when missing and resolved so
 //     they cannot leave their volume;
@@ -49,7 +51,12 @@ type Manager struct {
 	node     nodeInfo
 	// localPathRoot holds this node's local-path volumes (SetLocalPathRoot).
 	localPathRoot string
+	// imageMounter mounts image volumes (SetImageMounter).
+	imageMounter ImageMounter
 }
+
+// releaseTimeout bounds the runtime calls of a teardown.
+const releaseTimeout = 30 * time.Second
 
 type token struct {
 	value   string
@@ -143,6 +150,8 @@ func (m *Manager) prepareVolume(ctx context.Context, pod *corev1.Pod, v corev1.V
 		return checkHostPath(v.HostPath)
 	case v.PersistentVolumeClaim != nil:
 		return m.prepareClaim(ctx, pod, v)
+	case v.Image != nil:
+		return nil // pulled and mounted when a container first needs it (MountImage)
 	case v.ConfigMap != nil:
 		ps, err := m.configMapProjections(ctx, pod.Namespace, v.ConfigMap.Name, v.ConfigMap.Items,
 			modeOr(v.ConfigMap.DefaultMode, defaultMode), v.ConfigMap.Optional)
@@ -273,6 +282,9 @@ func (m *Manager) volumeRoot(pod *corev1.Pod, v corev1.Volume) (string, bool, er
 		return m.dir(pod, "downward-api", v.Name), true, nil
 	case v.Projected != nil:
 		return m.dir(pod, "projected", v.Name), true, nil
+	case v.Image != nil:
+		path, err := m.imageRoot(pod, v)
+		return path, true, err
 	}
 	return "", false, fmt.Errorf("volume %q: this volume type is not supported by skiff's agent", v.Name)
 }
@@ -397,8 +409,14 @@ func (m *Manager) Teardown(uid string) error {
 	if err := unmountAll(dir); err != nil {
 		return fmt.Errorf("pod %s volumes: %w", uid, err)
 	}
+	// A backing that cannot be released now (the runtime is down) is found again by
+	// ReleaseOrphanImages; the directories go regardless.
+	releaseErr := m.releaseImages(uid, dir)
 	if err := removeTree(dir); err != nil {
-		return fmt.Errorf("pod %s volumes: %w", uid, err)
+		return fmt.Errorf("pod %s volumes: %w", uid, errors.Join(err, releaseErr))
+	}
+	if releaseErr != nil {
+		return fmt.Errorf("pod %s image volumes: %w", uid, releaseErr)
 	}
 	return nil
 }

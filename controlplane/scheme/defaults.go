@@ -229,6 +229,9 @@ func defaultVolume(v *corev1.Volume) {
 		v.DownwardAPI.DefaultMode = mode
 	case v.HostPath != nil && v.HostPath.Type == nil:
 		v.HostPath.Type = ptr.To(corev1.HostPathUnset)
+	case v.Image != nil && v.Image.PullPolicy == "":
+		// As a container's image: Always for untagged or :latest references.
+		v.Image.PullPolicy = DefaultImagePullPolicy(v.Image.Reference)
 	case v.EmptyDir == nil && v.VolumeSource == (corev1.VolumeSource{}):
 		v.EmptyDir = &corev1.EmptyDirVolumeSource{}
 	}

@@ -58,12 +58,20 @@ func TestDefaultPod(t *testing.T) {
 			{Name: "cm", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{}}},
 			{Name: "sec", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{DefaultMode: ptr.To[int32](0o400)}}},
 			{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp"}}},
+			{Name: "img", VolumeSource: corev1.VolumeSource{Image: &corev1.ImageVolumeSource{Reference: "registry.example/tools"}}},
+			{Name: "img-tagged", VolumeSource: corev1.VolumeSource{Image: &corev1.ImageVolumeSource{Reference: "registry.example/tools:1.2"}}},
 		},
 		Tolerations:              []corev1.Toleration{{Key: "k", Value: "v"}, {Operator: corev1.TolerationOpExists}},
 		DeprecatedServiceAccount: "builder",
 	}}
 	DefaultPod(p)
 	s := p.Spec
+	if got := s.Volumes[4].Image.PullPolicy; got != corev1.PullAlways {
+		t.Errorf("untagged image volume pullPolicy = %q, want Always", got)
+	}
+	if got := s.Volumes[5].Image.PullPolicy; got != corev1.PullIfNotPresent {
+		t.Errorf("tagged image volume pullPolicy = %q, want IfNotPresent", got)
+	}
 
 	if s.RestartPolicy != corev1.RestartPolicyAlways {
 		t.Errorf("restartPolicy = %q", s.RestartPolicy)

@@ -115,6 +115,20 @@ func PodTemplateObject(t *corev1.PodTemplate) field.ErrorList {
 	return append(errs, PodSpec(&t.Template.Spec, tmpl.Child("spec"))...)
 }
 
+// imageVolume checks an image volume as upstream: a reference, and a known pull policy.
+func imageVolume(v *corev1.ImageVolumeSource, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if v.Reference == "" {
+		errs = append(errs, field.Required(p.Child("reference"), ""))
+	}
+	if v.PullPolicy == "" {
+		errs = append(errs, field.Required(p.Child("pullPolicy"), ""))
+	} else if !pullPolicies.Has(v.PullPolicy) {
+		errs = append(errs, field.NotSupported(p.Child("pullPolicy"), v.PullPolicy, sets.List(pullPolicies)))
+	}
+	return errs
+}
+
 // PodSpec validates the rules shared by pods and templates.
 func PodSpec(s *corev1.PodSpec, fld *field.Path) field.ErrorList {
 	var errs field.ErrorList
@@ -133,6 +147,9 @@ func PodSpec(s *corev1.PodSpec, fld *field.Path) field.ErrorList {
 		volumes.Insert(v.Name)
 		if v.Projected != nil {
 			errs = append(errs, projectedVolume(v.Projected, vp.Child("projected"))...)
+		}
+		if v.Image != nil {
+			errs = append(errs, imageVolume(v.Image, vp.Child("image"))...)
 		}
 	}
 	if len(s.Containers) == 0 {

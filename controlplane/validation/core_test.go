@@ -117,6 +117,18 @@ func TestPod(t *testing.T) {
 		}, want: []fe{duplicate("spec.containers[0].name")}},
 		{name: "bad pull policy", mutate: func(p *corev1.Pod) { p.Spec.Containers[0].ImagePullPolicy = "Sometimes" },
 			want: []fe{notSupported("spec.containers[0].imagePullPolicy")}},
+		{name: "image volume", mutate: func(p *corev1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "img", VolumeSource: corev1.VolumeSource{
+				Image: &corev1.ImageVolumeSource{Reference: "registry.k8s.io/e2e-test-images/kitten:1.7", PullPolicy: corev1.PullAlways}}})
+		}},
+		{name: "image volume without reference or pull policy", mutate: func(p *corev1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "img", VolumeSource: corev1.VolumeSource{
+				Image: &corev1.ImageVolumeSource{}}})
+		}, want: []fe{required("spec.volumes[1].image.reference"), required("spec.volumes[1].image.pullPolicy")}},
+		{name: "image volume bad pull policy", mutate: func(p *corev1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "img", VolumeSource: corev1.VolumeSource{
+				Image: &corev1.ImageVolumeSource{Reference: "kitten", PullPolicy: "Sometimes"}}})
+		}, want: []fe{notSupported("spec.volumes[1].image.pullPolicy")}},
 		{name: "container port 0", mutate: func(p *corev1.Pod) { p.Spec.Containers[0].Ports[0].ContainerPort = 0 },
 			want: []fe{invalid("spec.containers[0].ports[0].containerPort")}},
 		{name: "container port too big", mutate: func(p *corev1.Pod) { p.Spec.Containers[0].Ports[0].ContainerPort = 65536 },
