@@ -271,10 +271,22 @@ func glibcDNSImage(src Sources, ref string) (oci.Image, error) {
 	return oci.Image{Cmd: []string{"sh"}, Env: []string{imagePath}, Files: dedupe(append(files, b...))}, nil
 }
 
-// pages are kitten's or nautilus's two files, served from / as upstream's images do.
+// alpineOSRelease is the /etc/os-release of upstream's kitten and nautilus, which are agnhost
+// and so Alpine: the ImageVolume spec mounts kitten as a volume and reads it. The substitutes
+// are not Alpine; this one file is what the spec checks came through the volume from the image.
+const alpineOSRelease = `NAME="Alpine Linux"
+ID=alpine
+VERSION_ID=3.21.3
+PRETTY_NAME="Alpine Linux v3.21"
+HOME_URL="https://alpinelinux.org/"
+BUG_REPORT_URL="https://gitlab.alpinelinux.org/alpine/aports/-/issues"
+`
+
+// pages are kitten's or nautilus's two files, served from / as upstream's images do, and
+// their os-release.
 func pages(name string) func(Sources) ([]oci.File, error) {
 	return func(src Sources) ([]oci.File, error) {
-		var files []oci.File
+		files := []oci.File{{Path: "/etc/os-release", Mode: 0o644, Data: []byte(alpineOSRelease)}}
 		for _, f := range []string{name + ".jpg", "data.json"} {
 			b, err := os.ReadFile(filepath.Join(src.KubeSrc, "test/images", name, "html", f))
 			if err != nil {
