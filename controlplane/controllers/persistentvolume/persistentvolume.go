@@ -327,11 +327,11 @@ func (c *Controller) claimStatus(ctx context.Context, pvc *corev1.PersistentVolu
 	return err
 }
 
-// syncVolume keeps a volume's phase and reclaims it once its claim is gone.
+// syncVolume keeps a volume's phase and reclaims it once its claim is gone. A volume being
+// deleted still has its phase kept: pv-protection takes its finalizer off only once it is no
+// longer Bound, and a volume deleted right after its claim, before this controller saw the
+// claim go, would otherwise stay Bound and undeletable. It is not reclaimed: it is going.
 func (c *Controller) syncVolume(ctx context.Context, pv *corev1.PersistentVolume) error {
-	if pv.DeletionTimestamp != nil {
-		return nil
-	}
 	var claim *corev1.PersistentVolumeClaim
 	if ref := pv.Spec.ClaimRef; ref != nil {
 		got, err := c.claims.PersistentVolumeClaims(ref.Namespace).Get(ref.Name)
@@ -355,7 +355,7 @@ func (c *Controller) syncVolume(ctx context.Context, pv *corev1.PersistentVolume
 		}
 	}
 	phase := VolumePhase(pv, claim)
-	if phase == corev1.VolumeReleased {
+	if phase == corev1.VolumeReleased && pv.DeletionTimestamp == nil {
 		return c.reclaim(ctx, pv)
 	}
 	return c.volumeStatus(ctx, pv, phase, "", "")

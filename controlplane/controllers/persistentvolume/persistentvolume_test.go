@@ -111,6 +111,39 @@ func TestStaticBinding(t *testing.T) {
 	f.eventually("volume released", func() bool { return f.volume("small").Status.Phase == corev1.VolumeReleased })
 }
 
+// A volume deleted while still Bound (its claim went a moment before, and the controller had
+// not seen it yet) is still Released once the claim is gone, so pv-protection can let it go;
+// it is not reclaimed (no delete of a local-path volume being deleted).
+func TestDeletingVolumeIsReleased(t *testing.T) {
+	c := claim("data", "manual", "1Gi")
+	pv := volume("held", "manual", "1Gi")
+	pv.Finalizers = []string{"kubernetes.io/pv-protection"}
+	pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
+	f := newFixture(t, c, pv)
+	f.eventually("volume bound", func() bool { pv := f.volume("held"); return pv != nil && pv.Status.Phase == corev1.VolumeBound })
+	// The fake clientset keeps an object with finalizers on delete only if told: mark it deleting.
+	deleting := f.volume("held")
+	now := metav1.Now()
+	deleting.DeletionTimestamp = &now
+	if _, err := f.client.CoreV1().PersistentVolumes().Update(f.ctx, deleting, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The controller sees the deletion before the claim goes (the race this is about).
+	f.eventually("the controller's cache sees the deletion", func() bool {
+		pv, err := f.c.volumes.Get("held")
+		return err == nil && pv.DeletionTimestamp != nil
+	})
+	if err := f.client.CoreV1().PersistentVolumeClaims("default").Delete(f.ctx, "data", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.eventually("deleting volume released", func() bool { pv := f.volume("held"); return pv != nil && pv.Status.Phase == corev1.VolumeReleased })
+	for _, a := range f.client.Actions() {
+		if a.GetVerb() == "delete" && a.GetResource().Resource == "persistentvolumes" {
+			t.Errorf("a volume being deleted was reclaimed: %v", a)
+		}
+	}
+}
+
 // A local-path claim waits for its first consumer, then gets a volume on the selected node
 // under that node's root, and binds to it; deleting the claim deletes the volume.
 func TestLocalPathProvisioning(t *testing.T) {
