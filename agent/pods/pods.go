@@ -38,6 +38,7 @@ import (
 	"github.com/skiff-sh/skiff/agent/cgroups"
 	"github.com/skiff-sh/skiff/agent/downward"
 	"github.com/skiff-sh/skiff/agent/netnsdial"
+	"github.com/skiff-sh/skiff/agent/pullsecrets"
 	"github.com/skiff-sh/skiff/agent/volumes"
 	"github.com/skiff-sh/skiff/controlplane/controllers/loop"
 	sharedinformers "github.com/skiff-sh/skiff/internal/informers"
@@ -745,14 +746,15 @@ func (m *Manager) ensureImage(ctx context.Context, pod *corev1.Pod, image string
 	}
 	m.recorder.Eventf(pod, corev1.EventTypeNormal, "Pulling", "Pulling image %q", image)
 	start := time.Now()
-	if _, err := m.images.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: image}}); err != nil {
-		if present {
-			// Always, but no registry: run what is here, as a kubelet with a cached image would
-			// after a failed pull? Upstream fails; skiff's nodes reach no registry by design.
+	if err := m.pull(ctx, pod, image); err != nil {
+		if present && !authRefused(err) {
+			// Always, but the registry cannot be reached: run what is here. Upstream fails;
+			// skiff's lab nodes reach no registry by design. A registry that refused the pod's
+			// credentials is another matter: Always is how a pod proves it may use a private
+			// image, so a refusal fails the pod as upstream, even with the image cached.
 			m.recorder.Eventf(pod, corev1.EventTypeNormal, "Pulled", "Container image %q already present on machine", image)
 			return nil
 		}
-		err = pullError(err)
 		m.recorder.Eventf(pod, corev1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", image, err)
 		m.pullFailed(key, time.Now())
 		return m.imageFailed(pod, "ErrImagePull", err.Error())
@@ -769,6 +771,73 @@ func (m *Manager) ensureImage(ctx context.Context, pod *corev1.Pod, image string
 	m.recorder.Eventf(pod, corev1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %v (%v including waiting). Image size: %v bytes.",
 		image, d, d, size)
 	return nil
+}
+
+// pull pulls image with the credentials the pod's image pull secrets hold for its registry,
+// trying each in turn (the most specific registry key first) as the kubelet does, or with none
+// when none match. Its error is the runtime's, as the kubelet reports it (pullError); with
+// several credentials tried, all of theirs.
+func (m *Manager) pull(ctx context.Context, pod *corev1.Pod, image string) error {
+	creds, err := m.pullCredentials(ctx, pod, image)
+	if err != nil {
+		return err
+	}
+	req := &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: image}}
+	if len(creds) == 0 {
+		_, err := m.images.PullImage(ctx, req)
+		if err != nil {
+			return pullError(err)
+		}
+		return nil
+	}
+	var msgs []string
+	for _, c := range creds {
+		req.Auth = &runtimeapi.AuthConfig{Username: c.Username, Password: c.Password}
+		_, err := m.images.PullImage(ctx, req)
+		if err == nil {
+			return nil
+		}
+		msgs = append(msgs, pullError(err).Error())
+	}
+	if len(msgs) == 1 {
+		return errors.New(msgs[0])
+	}
+	return fmt.Errorf("[%s]", strings.Join(msgs, ", "))
+}
+
+// authRefused says whether a pull failed because the registry refused the credentials (or
+// their absence): containerd reports the registry's 401 or 403, or a failed authorization.
+func authRefused(err error) bool {
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "401 unauthorized") || strings.Contains(msg, "403 forbidden") || strings.Contains(msg, "failed to authorize")
+}
+
+// pullCredentials are the credentials the pod's image pull secrets hold for image's registry.
+// A secret that cannot be read is said in the kubelet's event and the pull goes on without it;
+// one whose docker config does not parse fails the pull, naming it.
+func (m *Manager) pullCredentials(ctx context.Context, pod *corev1.Pod, image string) ([]pullsecrets.Credential, error) {
+	if len(pod.Spec.ImagePullSecrets) == 0 {
+		return nil, nil
+	}
+	var secrets []*corev1.Secret
+	var missing []string
+	for _, ref := range pod.Spec.ImagePullSecrets {
+		s, err := m.client.CoreV1().Secrets(pod.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		if err != nil {
+			missing = append(missing, ref.Name)
+			continue
+		}
+		secrets = append(secrets, s)
+	}
+	if len(missing) > 0 {
+		m.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedToRetrieveImagePullSecret",
+			"Unable to retrieve some image pull secrets (%s); attempting to pull the image may not succeed.", strings.Join(missing, ", "))
+	}
+	keyring, err := pullsecrets.FromSecrets(secrets)
+	if err != nil {
+		return nil, err
+	}
+	return keyring.Lookup(image), nil
 }
 
 // imageVolumes are the image volumes c mounts that are not mounted yet.

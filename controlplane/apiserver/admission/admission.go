@@ -50,9 +50,10 @@ func isPodCreate(a admission.Attributes) (*corev1.Pod, bool) {
 	return pod, ok
 }
 
-// ServiceAccount sets a pod's service account to "default" and mounts a projected volume
-// with its token, the cluster CA (kube-root-ca.crt) and the namespace — unless the pod, or
-// else its service account, sets automountServiceAccountToken: false.
+// ServiceAccount sets a pod's service account to "default", gives a pod that names no image
+// pull secrets its account's, and mounts a projected volume with its token, the cluster CA
+// (kube-root-ca.crt) and the namespace — unless the pod, or else its service account, sets
+// automountServiceAccountToken: false.
 type ServiceAccount struct {
 	// Accounts, if set, reads the pod's service account for its automount setting; a pod
 	// whose account cannot be read yet is mounted (the account's own default).
@@ -65,16 +66,13 @@ const TokenPath = "/var/run/secrets/kubernetes.io/serviceaccount"
 // Handles implements admission.Interface.
 func (ServiceAccount) Handles(op admission.Operation) bool { return op == admission.Create }
 
-// automount says whether the pod gets the token volume: its own setting, else its account's.
-func (s ServiceAccount) automount(ctx context.Context, pod *corev1.Pod) bool {
+// automount says whether the pod gets the token volume: its own setting, else its account's
+// (sa, nil when it cannot be read).
+func automount(pod *corev1.Pod, sa *corev1.ServiceAccount) bool {
 	if pod.Spec.AutomountServiceAccountToken != nil {
 		return *pod.Spec.AutomountServiceAccountToken
 	}
-	if s.Accounts == nil {
-		return true
-	}
-	sa, err := s.Accounts(ctx, pod.Namespace, pod.Spec.ServiceAccountName)
-	if err != nil || sa.AutomountServiceAccountToken == nil {
+	if sa == nil || sa.AutomountServiceAccountToken == nil {
 		return true
 	}
 	return *sa.AutomountServiceAccountToken
@@ -92,7 +90,19 @@ func (s ServiceAccount) Admit(ctx context.Context, a admission.Attributes, _ adm
 	if pod.Spec.ServiceAccountName == "" {
 		pod.Spec.ServiceAccountName = "default"
 	}
-	if !s.automount(ctx, pod) {
+	var sa *corev1.ServiceAccount
+	if s.Accounts != nil {
+		if got, err := s.Accounts(ctx, pod.Namespace, pod.Spec.ServiceAccountName); err == nil {
+			sa = got
+		}
+	}
+	// A pod naming no pull secrets pulls with its account's, as upstream's plugin gives them.
+	if len(pod.Spec.ImagePullSecrets) == 0 && sa != nil {
+		for _, ref := range sa.ImagePullSecrets {
+			pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: ref.Name})
+		}
+	}
+	if !automount(pod, sa) {
 		return nil
 	}
 	mounted := func(c *corev1.Container) bool {

@@ -495,6 +495,30 @@ func TestServiceAccountAutomountFromAccount(t *testing.T) {
 	}
 }
 
+// A pod that names no image pull secrets gets its account's (even when it mounts no token); one
+// that names its own keeps them.
+func TestServiceAccountImagePullSecrets(t *testing.T) {
+	accounts := func(ctx context.Context, ns, name string) (*corev1.ServiceAccount, error) {
+		return &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}, AutomountServiceAccountToken: ptr.To(false),
+			ImagePullSecrets: []corev1.LocalObjectReference{{Name: "regcred"}, {Name: "mirror"}}}, nil
+	}
+	p := newPod()
+	if err := mutate(t, ServiceAccount{Accounts: accounts}, podCreate(p)); err != nil {
+		t.Fatal(err)
+	}
+	if want := []corev1.LocalObjectReference{{Name: "regcred"}, {Name: "mirror"}}; !reflect.DeepEqual(p.Spec.ImagePullSecrets, want) {
+		t.Errorf("pull secrets %v, want the account's %v", p.Spec.ImagePullSecrets, want)
+	}
+	own := newPod()
+	own.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "mine"}}
+	if err := mutate(t, ServiceAccount{Accounts: accounts}, podCreate(own)); err != nil {
+		t.Fatal(err)
+	}
+	if len(own.Spec.ImagePullSecrets) != 1 || own.Spec.ImagePullSecrets[0].Name != "mine" {
+		t.Errorf("the pod's own pull secrets became %v", own.Spec.ImagePullSecrets)
+	}
+}
+
 func TestTaintNodesByCondition(t *testing.T) {
 	nodeGVR, nodeGVK := corev1.SchemeGroupVersion.WithResource("nodes"), corev1.SchemeGroupVersion.WithKind("Node")
 	cp := corev1.Taint{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}

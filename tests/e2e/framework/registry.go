@@ -36,6 +36,8 @@ type Registry struct {
 	// its images reach, the only blobs served under that name.
 	repos    map[string]*repository
 	requests []string
+	// login, when set (RequireLogin), is the one user:password every request must carry.
+	login string
 }
 
 type repository struct {
@@ -204,6 +206,15 @@ func (r *Registry) HostsTOML() string {
 	return fmt.Sprintf("server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n", u, u)
 }
 
+// RequireLogin makes the registry private: every request must carry HTTP Basic credentials
+// for user and password, or is answered 401 with a Basic challenge, as a registry with
+// htpasswd authentication does.
+func (r *Registry) RequireLogin(user, password string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.login = user + ":" + password
+}
+
 // Requests lists the requests served so far ("GET /v2/...").
 func (r *Registry) Requests() []string {
 	r.mu.RLock()
@@ -235,8 +246,14 @@ func digestOf(b []byte) string {
 func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	r.requests = append(r.requests, req.Method+" "+req.URL.Path)
+	login := r.login
 	r.mu.Unlock()
 	w.Header().Set("Docker-Distribution-API-Version", "registry/2.0")
+	if user, pass, ok := req.BasicAuth(); login != "" && (!ok || user+":"+pass != login) {
+		w.Header().Set("WWW-Authenticate", `Basic realm="skiff-test-registry"`)
+		registryError(w, http.StatusUnauthorized, "UNAUTHORIZED", "authentication required")
+		return
+	}
 	if req.Method != http.MethodGet && req.Method != http.MethodHead {
 		registryError(w, http.StatusMethodNotAllowed, "UNSUPPORTED", "this registry is read-only")
 		return

@@ -1,0 +1,143 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/skiff-sh/skiff/tests/e2e/framework"
+)
+
+// TestImagePullSecrets pulls from a private registry (HTTP Basic, as an htpasswd registry) the
+// test runs, as a user does with the real kubectl: a pod without credentials is refused; one
+// whose imagePullSecrets hold the login runs (a missing secret beside it said in the kubelet's
+// event); one with a wrong password and pullPolicy Always is refused even though the image is
+// now on the node; a pod naming no secrets gets its service account's and runs.
+func TestImagePullSecrets(t *testing.T) {
+	_, nsPath := framework.Netns(t)
+	dir := t.TempDir()
+	s := framework.NewServerWithAgent(t, dir, nsPath)
+	s.Start()
+	c := s.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	kc := framework.Kubectl(t, 33)
+	kubectl := func(stdin string, args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, kc, append([]string{"--kubeconfig", s.Kubeconfig}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+
+	reg := framework.StartRegistry(t, nsPath)
+	_, images := framework.AgentArtifacts(t)
+	if _, err := reg.AddArchive(filepath.Join(images, "netutil.tar"), "private/netutil", "v1"); err != nil {
+		t.Fatal(err)
+	}
+	reg.RequireLogin("skiff", "s3cret")
+	reg.WriteHostsTOML(t, filepath.Join(dir, "agent", "containerd", "certs.d"))
+	image := reg.Ref("private/netutil", "v1")
+
+	eventually(t, 90*time.Second, "the agent's node Ready and the default service account", func() (bool, string) {
+		list, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil || len(list.Items) != 1 {
+			return false, fmt.Sprint(err)
+		}
+		if _, err := c.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{}); err != nil {
+			return false, err.Error()
+		}
+		for _, cond := range list.Items[0].Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				return true, ""
+			}
+		}
+		return false, "not ready"
+	})
+	kubectl("", "create", "secret", "docker-registry", "regcred", "--docker-server="+reg.Addr, "--docker-username=skiff", "--docker-password=s3cret")
+	kubectl("", "create", "secret", "docker-registry", "wrong", "--docker-server="+reg.Addr, "--docker-username=skiff", "--docker-password=nope")
+
+	pod := func(name string, secrets ...string) string {
+		m := `apiVersion: v1
+kind: Pod
+metadata: {name: ` + name + `}
+spec:
+  terminationGracePeriodSeconds: 1
+  tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists}]
+  containers:
+  - {name: c, image: "` + image + `", imagePullPolicy: Always, command: [/bin/netutil, sleep, 1h]}
+`
+		if len(secrets) > 0 {
+			m += "  imagePullSecrets:\n"
+			for _, s := range secrets {
+				m += "  - {name: " + s + "}\n"
+			}
+		}
+		return m
+	}
+	waiting := func(name string) {
+		t.Helper()
+		eventually(t, 60*time.Second, name+" refused: waiting with ErrImagePull or ImagePullBackOff, the registry's 401 said", func() (bool, string) {
+			p, err := c.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			if len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].State.Waiting == nil {
+				return false, fmt.Sprintf("%s %+v", p.Status.Phase, p.Status.ContainerStatuses)
+			}
+			w := p.Status.ContainerStatuses[0].State.Waiting
+			failed := false
+			for _, e := range podEvents(ctx, c, name) {
+				failed = failed || (e.Reason == "Failed" && strings.Contains(e.Message, "401 Unauthorized"))
+			}
+			return (w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff") && failed,
+				fmt.Sprintf("waiting %s: %s\n%s", w.Reason, w.Message, podEvents(ctx, c, name))
+		})
+	}
+	running := func(name string) {
+		t.Helper()
+		eventually(t, 90*time.Second, name+" Running", func() (bool, string) {
+			p, err := c.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return p.Status.Phase == corev1.PodRunning, fmt.Sprintf("%s %+v\n%s", p.Status.Phase, p.Status.ContainerStatuses, podEvents(ctx, c, name))
+		})
+	}
+	t.Cleanup(func() { deletePods(t, c, "anonymous", "with-secret", "wrong-password", "via-account") })
+
+	kubectl(pod("anonymous"), "apply", "-f", "-")
+	waiting("anonymous")
+
+	kubectl(pod("with-secret", "absent", "regcred"), "apply", "-f", "-")
+	running("with-secret")
+	missing := false
+	for _, e := range podEvents(ctx, c, "with-secret") {
+		missing = missing || (e.Reason == "FailedToRetrieveImagePullSecret" && e.Type == corev1.EventTypeWarning &&
+			e.Message == "Unable to retrieve some image pull secrets (absent); attempting to pull the image may not succeed.")
+	}
+	if !missing {
+		t.Errorf("no FailedToRetrieveImagePullSecret event for the missing secret:\n%s", podEvents(ctx, c, "with-secret"))
+	}
+
+	// The image is on the node now; pullPolicy Always still asks the registry, which refuses.
+	kubectl(pod("wrong-password", "wrong"), "apply", "-f", "-")
+	waiting("wrong-password")
+
+	kubectl("", "patch", "serviceaccount", "default", "-p", `{"imagePullSecrets":[{"name":"regcred"}]}`)
+	kubectl(pod("via-account"), "apply", "-f", "-")
+	if out := kubectl("", "get", "pod", "via-account", "-o", "jsonpath={.spec.imagePullSecrets[*].name}"); out != "regcred" {
+		t.Errorf("via-account's imagePullSecrets = %q, want its service account's regcred", out)
+	}
+	running("via-account")
+}
