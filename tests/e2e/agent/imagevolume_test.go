@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/skiff-sh/skiff/images/oci"
-	"github.com/skiff-sh/skiff/tests/e2e/framework"
 )
 
 // TestImageVolume mounts an image as a volume, as a user does with the real kubectl: the image
@@ -24,24 +22,8 @@ import (
 // (pullPolicy Never, image absent) keeps the container waiting with the kubelet's reason and
 // message; deleting the pod unmounts the volume and releases containerd's view of the image.
 func TestImageVolume(t *testing.T) {
-	_, nsPath := framework.Netns(t)
-	dir := t.TempDir()
-	s := framework.NewServerWithAgent(t, dir, nsPath)
-	s.Start()
-	c := s.Client(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	kc := framework.Kubectl(t, 33)
-	kubectl := func(stdin string, args ...string) string {
-		t.Helper()
-		cmd := exec.CommandContext(ctx, kc, append([]string{"--kubeconfig", s.Kubeconfig}, args...)...)
-		cmd.Stdin = strings.NewReader(stdin)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
-		}
-		return string(out)
-	}
+	n := newRegistryNode(t)
+	c, ctx, kubectl, reg, dir := n.c, n.ctx, n.kubectl, n.reg, n.dir
 
 	data := oci.Image{Name: "localhost/skiff/data:1",
 		Files: []oci.File{{Path: "/data.json", Mode: 0o644, Data: []byte(`{"image":"kitten.jpg"}`)},
@@ -51,25 +33,10 @@ func TestImageVolume(t *testing.T) {
 	if err := oci.WriteFile(archive, data); err != nil {
 		t.Fatal(err)
 	}
-	reg := framework.StartRegistry(t, nsPath)
 	if _, err := reg.AddArchive(archive, "test/data", "v1"); err != nil {
 		t.Fatal(err)
 	}
-	reg.WriteHostsTOML(t, filepath.Join(dir, "agent", "containerd", "certs.d"))
 	image := reg.Ref("test/data", "v1")
-
-	eventually(t, 90*time.Second, "the agent's node Ready", func() (bool, string) {
-		list, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err != nil || len(list.Items) != 1 {
-			return false, fmt.Sprint(err)
-		}
-		for _, cond := range list.Items[0].Status.Conditions {
-			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-				return true, ""
-			}
-		}
-		return false, "not ready"
-	})
 
 	manifest := `apiVersion: v1
 kind: Pod

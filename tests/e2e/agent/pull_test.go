@@ -24,35 +24,14 @@ import (
 // runs, and the events are the kubelet's; an image the registry lacks fails to pull with the
 // kubelet's events and waiting reasons.
 func TestImagePull(t *testing.T) {
-	_, nsPath := framework.Netns(t)
-	dir := t.TempDir()
-	s := framework.NewServerWithAgent(t, dir, nsPath)
-	s.Start()
-	c := s.Client(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-
+	n := newRegistryNode(t)
+	c, ctx, reg := n.c, n.ctx, n.reg
 	// The registry serves skiff's netutil image under another name, as 127.0.0.1:PORT/test/netutil:pulled.
-	reg := framework.StartRegistry(t, nsPath)
 	_, images := framework.AgentArtifacts(t)
 	if _, err := reg.AddArchive(filepath.Join(images, "netutil.tar"), "test/netutil", "pulled"); err != nil {
 		t.Fatal(err)
 	}
-	reg.WriteHostsTOML(t, filepath.Join(dir, "agent", "containerd", "certs.d"))
 	image, missing := reg.Ref("test/netutil", "pulled"), reg.Ref("test/netutil", "missing")
-
-	eventually(t, 90*time.Second, "the agent's node Ready", func() (bool, string) {
-		list, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err != nil || len(list.Items) != 1 {
-			return false, fmt.Sprint(err)
-		}
-		for _, cond := range list.Items[0].Status.Conditions {
-			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-				return true, ""
-			}
-		}
-		return false, "not ready"
-	})
 
 	// The server's node keeps its control-plane taint: the pods tolerate it.
 	pod := func(name, image string) *corev1.Pod {

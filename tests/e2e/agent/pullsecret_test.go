@@ -1,9 +1,7 @@
 package agent
 
 import (
-	"context"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,49 +19,15 @@ import (
 // event); one with a wrong password and pullPolicy Always is refused even though the image is
 // now on the node; a pod naming no secrets gets its service account's and runs.
 func TestImagePullSecrets(t *testing.T) {
-	_, nsPath := framework.Netns(t)
-	dir := t.TempDir()
-	s := framework.NewServerWithAgent(t, dir, nsPath)
-	s.Start()
-	c := s.Client(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	kc := framework.Kubectl(t, 33)
-	kubectl := func(stdin string, args ...string) string {
-		t.Helper()
-		cmd := exec.CommandContext(ctx, kc, append([]string{"--kubeconfig", s.Kubeconfig}, args...)...)
-		cmd.Stdin = strings.NewReader(stdin)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
-		}
-		return string(out)
-	}
-
-	reg := framework.StartRegistry(t, nsPath)
+	n := newRegistryNode(t)
+	c, ctx, kubectl, reg := n.c, n.ctx, n.kubectl, n.reg
 	_, images := framework.AgentArtifacts(t)
 	if _, err := reg.AddArchive(filepath.Join(images, "netutil.tar"), "private/netutil", "v1"); err != nil {
 		t.Fatal(err)
 	}
 	reg.RequireLogin("skiff", "s3cret")
-	reg.WriteHostsTOML(t, filepath.Join(dir, "agent", "containerd", "certs.d"))
 	image := reg.Ref("private/netutil", "v1")
 
-	eventually(t, 90*time.Second, "the agent's node Ready and the default service account", func() (bool, string) {
-		list, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err != nil || len(list.Items) != 1 {
-			return false, fmt.Sprint(err)
-		}
-		if _, err := c.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{}); err != nil {
-			return false, err.Error()
-		}
-		for _, cond := range list.Items[0].Status.Conditions {
-			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-				return true, ""
-			}
-		}
-		return false, "not ready"
-	})
 	kubectl("", "create", "secret", "docker-registry", "regcred", "--docker-server="+reg.Addr, "--docker-username=skiff", "--docker-password=s3cret")
 	kubectl("", "create", "secret", "docker-registry", "wrong", "--docker-server="+reg.Addr, "--docker-username=skiff", "--docker-password=nope")
 
