@@ -295,7 +295,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	pm := pods.New(client, runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn),
 		pods.Options{NodeName: o.NodeName, HostIP: o.InternalIP, PodLogDir: o.PodLogDir, Netns: o.Netns, CgroupRoot: o.CgroupRoot,
 			ClusterDNS: o.ClusterDNS, ClusterDNSService: o.DNS, ClusterDomain: o.ClusterDomain, ResolvConf: o.ResolvConf, Informers: shared,
-			Volumes: vols, PodsDir: dirs.Pods(), Allocatable: allocatable}, log)
+			Volumes: vols, PodsDir: dirs.Pods(), Allocatable: allocatable, RegistryLogins: dirs.RegistryLogins()}, log)
 	if o.HealthzAddress != "" {
 		sup.Go(supervisor.Part{Name: "healthz", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
 			return serveHealthz(ctx, o.HealthzAddress, ctr, sup, &speaker, &proxy, policyEnforcer, dnsServer)

@@ -79,6 +79,11 @@ type Options struct {
 	// Allocatable is the node's allocatable resources: the downward API reports them for
 	// limits a container does not set.
 	Allocatable corev1.ResourceList
+	// RegistryLogins is the node's docker config file (<agent-data-dir>/config.json, as the
+	// kubelet's config.json): its logins serve every pod after the pod's own pull secrets. It
+	// is read at each pull, so logins can change without a restart; "" or a missing file means
+	// none.
+	RegistryLogins string
 }
 
 // Manager runs this node's pods.
@@ -816,8 +821,9 @@ func authRefused(err error) bool {
 // A secret that cannot be read is said in the kubelet's event and the pull goes on without it;
 // one whose docker config does not parse fails the pull, naming it.
 func (m *Manager) pullCredentials(ctx context.Context, pod *corev1.Pod, image string) ([]pullsecrets.Credential, error) {
+	node := m.nodeLogins()
 	if len(pod.Spec.ImagePullSecrets) == 0 {
-		return nil, nil
+		return node.Lookup(image), nil
 	}
 	var secrets []*corev1.Secret
 	var missing []string
@@ -837,7 +843,27 @@ func (m *Manager) pullCredentials(ctx context.Context, pod *corev1.Pod, image st
 	if err != nil {
 		return nil, err
 	}
-	return keyring.Lookup(image), nil
+	return pullsecrets.Union{keyring, node}.Lookup(image), nil
+}
+
+// nodeLogins reads the node's docker config (Options.RegistryLogins); one that cannot be read
+// or parsed is logged and serves no logins, as the kubelet does with its config.json.
+func (m *Manager) nodeLogins() *pullsecrets.Keyring {
+	if m.opts.RegistryLogins == "" {
+		return nil
+	}
+	b, err := os.ReadFile(m.opts.RegistryLogins)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err == nil {
+		var k *pullsecrets.Keyring
+		if k, err = pullsecrets.FromDockerConfig(b); err == nil {
+			return k
+		}
+	}
+	m.log.Warn("node registry logins not used", "file", m.opts.RegistryLogins, "err", err)
+	return nil
 }
 
 // imageVolumes are the image volumes c mounts that are not mounted yet.

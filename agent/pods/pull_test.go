@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -107,5 +109,43 @@ func TestAuthRefused(t *testing.T) {
 		if got := authRefused(errors.New(msg)); got != want {
 			t.Errorf("authRefused(%q) = %v, want %v", msg, got, want)
 		}
+	}
+}
+
+// TestPullWithNodeLogins: the node's docker config serves pods after their own secrets; one that
+// does not parse serves none, and the pull goes without.
+func TestPullWithNodeLogins(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "config.json")
+	client := fake.NewClientset(dockerSecret("site", "reg.example:5000", "site", "s"))
+	m := func(puller *fakePuller) *Manager {
+		return New(client, nil, puller, Options{NodeName: "n", RegistryLogins: file}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
+	withSecret := pod.DeepCopy()
+	withSecret.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "site"}}
+
+	// No file yet: no login.
+	p := &fakePuller{accept: ""}
+	if err := m(p).pull(context.Background(), pod, "reg.example:5000/app"); err != nil || !reflect.DeepEqual(p.tried, []string{""}) {
+		t.Errorf("without a node config: %v, tried %q", err, p.tried)
+	}
+	auth := base64.StdEncoding.EncodeToString([]byte("node:n"))
+	if err := os.WriteFile(file, []byte(`{"auths":{"reg.example:5000":{"auth":"`+auth+`"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p = &fakePuller{accept: "node:n"}
+	if err := m(p).pull(context.Background(), pod, "reg.example:5000/app"); err != nil || !reflect.DeepEqual(p.tried, []string{"node:n"}) {
+		t.Errorf("with the node's login: %v, tried %q", err, p.tried)
+	}
+	p = &fakePuller{accept: "node:n"}
+	if err := m(p).pull(context.Background(), withSecret, "reg.example:5000/app"); err != nil || !reflect.DeepEqual(p.tried, []string{"site:s", "node:n"}) {
+		t.Errorf("the pod's secret, then the node's: %v, tried %q", err, p.tried)
+	}
+	if err := os.WriteFile(file, []byte(`{`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p = &fakePuller{accept: ""}
+	if err := m(p).pull(context.Background(), pod, "reg.example:5000/app"); err != nil || !reflect.DeepEqual(p.tried, []string{""}) {
+		t.Errorf("with a broken node config: %v, tried %q", err, p.tried)
 	}
 }

@@ -6,7 +6,8 @@
 // client does); an image gets the credentials of every key that matches it, the most specific
 // key first, and the pull tries them in turn. Docker Hub's key ("https://index.docker.io/v1/")
 // serves images of the default registry ("nginx", "docker.io/library/nginx") when no other key
-// matches. It decides only: the caller reads the secrets and pulls.
+// matches. FromDockerConfig reads a node's own logins (the kubelet's config.json), which Union
+// puts after a pod's. It decides only: the caller reads the secrets and files, and pulls.
 package pullsecrets
 
 import (
@@ -85,30 +86,78 @@ func FromSecrets(secrets []*corev1.Secret) (*Keyring, error) {
 		default:
 			continue
 		}
-		// In key order, so two entries a secret gives for one key keep a stable order.
-		locs := make([]string, 0, len(entries))
-		for loc := range entries {
-			locs = append(locs, loc)
-		}
-		sort.Strings(locs)
-		for _, loc := range locs {
-			cred, err := entries[loc].credential()
-			if err != nil {
-				return nil, fmt.Errorf("image pull secret %s/%s: registry %q: %w", s.Namespace, s.Name, loc, err)
-			}
-			key, err := registryKey(loc)
-			if err != nil {
-				return nil, fmt.Errorf("image pull secret %s/%s: registry %q: %w", s.Namespace, s.Name, loc, err)
-			}
-			if _, ok := k.creds[key]; !ok {
-				k.keys = append(k.keys, key)
-			}
-			k.creds[key] = append(k.creds[key], cred)
+		if err := k.add(entries); err != nil {
+			return nil, fmt.Errorf("image pull secret %s/%s: %w", s.Namespace, s.Name, err)
 		}
 	}
-	// Reverse lexical order puts a longer key (a path under a host) before its prefix.
-	sort.Sort(sort.Reverse(sort.StringSlice(k.keys)))
+	k.sort()
 	return k, nil
+}
+
+// FromDockerConfig builds the keyring of a docker config file, as the kubelet reads its node's
+// (config.json: {"auths": {KEY: entry}}, or the older .dockercfg: {KEY: entry}).
+func FromDockerConfig(data []byte) (*Keyring, error) {
+	var cfg struct {
+		Auths map[string]dockerConfigEntry `json:"auths"`
+	}
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		return nil, err
+	}
+	entries := cfg.Auths
+	if entries == nil {
+		// No "auths": the older format, entries at the top level.
+		if err := json.Unmarshal(data, &entries); err != nil {
+			return nil, fmt.Errorf("neither config.json nor .dockercfg: %w", err)
+		}
+	}
+	k := &Keyring{creds: map[string][]Credential{}}
+	if err := k.add(entries); err != nil {
+		return nil, err
+	}
+	k.sort()
+	return k, nil
+}
+
+// add files a docker config's entries by key, in key order, so two entries of one config for
+// the same key keep a stable order.
+func (k *Keyring) add(entries map[string]dockerConfigEntry) error {
+	locs := make([]string, 0, len(entries))
+	for loc := range entries {
+		locs = append(locs, loc)
+	}
+	sort.Strings(locs)
+	for _, loc := range locs {
+		cred, err := entries[loc].credential()
+		if err != nil {
+			return fmt.Errorf("registry %q: %w", loc, err)
+		}
+		key, err := registryKey(loc)
+		if err != nil {
+			return fmt.Errorf("registry %q: %w", loc, err)
+		}
+		if _, ok := k.creds[key]; !ok {
+			k.keys = append(k.keys, key)
+		}
+		k.creds[key] = append(k.creds[key], cred)
+	}
+	return nil
+}
+
+// sort orders the keys most specific first: reverse lexical order puts a longer key (a path
+// under a host) before its prefix.
+func (k *Keyring) sort() { sort.Sort(sort.Reverse(sort.StringSlice(k.keys))) }
+
+// Union looks up in each keyring in turn: a pod's secrets first, then the node's logins, as
+// the kubelet joins them. Nil keyrings are skipped.
+type Union []*Keyring
+
+// Lookup returns every keyring's credentials for image, in the union's order.
+func (u Union) Lookup(image string) []Credential {
+	var out []Credential
+	for _, k := range u {
+		out = append(out, k.Lookup(image)...)
+	}
+	return out
 }
 
 // registryKey is the key a docker config location is filed under: its host and, when it has

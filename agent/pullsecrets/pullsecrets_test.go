@@ -96,3 +96,31 @@ func FuzzFromSecrets(f *testing.F) {
 		_ = k.Lookup(image)
 	})
 }
+
+// TestNodeConfig: a node's docker config, in either format, joins a pod's secrets after them.
+func TestNodeConfig(t *testing.T) {
+	node, err := FromDockerConfig([]byte(`{"auths":{"registry.example.com":{"auth":"` + b64("node:n") + `"}},"credsStore":"ignored"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy, err := FromDockerConfig([]byte(`{"mirror.example":{"username":"old","password":"o"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, err := FromSecrets([]*corev1.Secret{jsonSecret("s", `{"auths":{"registry.example.com":{"username":"pod","password":"p"}}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := Union{pod, nil, node, legacy}
+	if got, want := u.Lookup("registry.example.com/app:1"), []Credential{{"pod", "p"}, {"node", "n"}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Lookup = %v, want the pod's then the node's %v", got, want)
+	}
+	if got, want := u.Lookup("mirror.example/app"), []Credential{{"old", "o"}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("legacy format: %v, want %v", got, want)
+	}
+	for _, bad := range []string{`{`, `[]`, `{"r.example":{"auth":"%"}}`} {
+		if _, err := FromDockerConfig([]byte(bad)); err == nil {
+			t.Errorf("FromDockerConfig(%s) accepted", bad)
+		}
+	}
+}

@@ -54,6 +54,10 @@ func (a Agent) Containerd() string { return filepath.Join(a.Dir, "containerd") }
 // RegistryConfig is containerd's hosts.toml directory (certs.d).
 func (a Agent) RegistryConfig() string { return filepath.Join(a.Containerd(), "certs.d") }
 
+// RegistryLogins is the node's docker config (config.json format): registry logins every pod
+// pulls with after its own image pull secrets, as the kubelet's <root-dir>/config.json.
+func (a Agent) RegistryLogins() string { return filepath.Join(a.Dir, "config.json") }
+
 // CNIBin and CNIConf are the plugin and network-config directories containerd reads.
 func (a Agent) CNIBin() string  { return filepath.Join(a.Dir, "cni", "bin") }
 func (a Agent) CNIConf() string { return filepath.Join(a.Dir, "cni", "net.d") }

@@ -20,6 +20,7 @@ func TestPathsStayPut(t *testing.T) {
 		a.PKI().AgentServing().Key:  "/var/lib/skiff/agent/pki/agent.key",
 		a.Containerd():              "/var/lib/skiff/agent/containerd",
 		a.RegistryConfig():          "/var/lib/skiff/agent/containerd/certs.d",
+		a.RegistryLogins():          "/var/lib/skiff/agent/config.json",
 		a.CNIBin():                  "/var/lib/skiff/agent/cni/bin",
 		a.CNIConf():                 "/var/lib/skiff/agent/cni/net.d",
 		a.CNISocket():               "/var/lib/skiff/agent/cni.sock",

@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"encoding/base64"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,7 +19,8 @@ import (
 // test runs, as a user does with the real kubectl: a pod without credentials is refused; one
 // whose imagePullSecrets hold the login runs (a missing secret beside it said in the kubelet's
 // event); one with a wrong password and pullPolicy Always is refused even though the image is
-// now on the node; a pod naming no secrets gets its service account's and runs.
+// now on the node; a pod naming no secrets gets its service account's and runs; the node's own
+// docker config serves after a pod's secrets.
 func TestImagePullSecrets(t *testing.T) {
 	n := newRegistryNode(t)
 	c, ctx, kubectl, reg := n.c, n.ctx, n.kubectl, n.reg
@@ -78,7 +81,7 @@ spec:
 			return p.Status.Phase == corev1.PodRunning, fmt.Sprintf("%s %+v\n%s", p.Status.Phase, p.Status.ContainerStatuses, podEvents(ctx, c, name))
 		})
 	}
-	t.Cleanup(func() { deletePods(t, c, "anonymous", "with-secret", "wrong-password", "via-account") })
+	t.Cleanup(func() { deletePods(t, c, "anonymous", "with-secret", "wrong-password", "via-account", "node-login") })
 
 	kubectl(pod("anonymous"), "apply", "-f", "-")
 	waiting("anonymous")
@@ -104,4 +107,13 @@ spec:
 		t.Errorf("via-account's imagePullSecrets = %q, want its service account's regcred", out)
 	}
 	running("via-account")
+
+	// The node's own logins (<agent-data-dir>/config.json, read at each pull) serve after the
+	// pod's: the wrong password is tried first, then the node's.
+	auth := base64.StdEncoding.EncodeToString([]byte("skiff:s3cret"))
+	if err := os.WriteFile(filepath.Join(n.dir, "agent", "config.json"), []byte(`{"auths":{"`+reg.Addr+`":{"auth":"`+auth+`"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(pod("node-login", "wrong"), "apply", "-f", "-")
+	running("node-login")
 }
