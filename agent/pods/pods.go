@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -722,8 +721,8 @@ const (
 )
 
 // ensureImage makes an image present per its pull policy (a container's imagePullPolicy, an
-// image volume's pullPolicy), with the kubelet's events: Pulling, then Pulled ("Successfully pulled image ... Image size: N bytes.") or a
-// Warning Failed "Failed to pull image ..." and "Error: ErrImagePull"; while the pod's pull of
+// image volume's pullPolicy), with the kubelet's events: Pulling, then Pulled ("Successfully
+// pulled image ... Image size: N bytes.") or a Warning Failed "Failed to pull image ..." and "Error: ErrImagePull"; while the pod's pull of
 // the image backs off, BackOff "Back-off pulling image ..." and "Error: ImagePullBackOff". Its
 // error is an *waitingError.
 func (m *Manager) ensureImage(ctx context.Context, pod *corev1.Pod, image string, policy corev1.PullPolicy) error {
@@ -787,18 +786,16 @@ func (m *Manager) pull(ctx context.Context, pod *corev1.Pod, image string) error
 	if err != nil {
 		return err
 	}
-	req := &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: image}}
-	if len(creds) == 0 {
-		_, err := m.images.PullImage(ctx, req)
-		if err != nil {
-			return pullError(err)
+	auths := []*runtimeapi.AuthConfig{nil} // no login matches: pull without
+	if len(creds) > 0 {
+		auths = auths[:0]
+		for _, c := range creds {
+			auths = append(auths, &runtimeapi.AuthConfig{Username: c.Username, Password: c.Password})
 		}
-		return nil
 	}
 	var msgs []string
-	for _, c := range creds {
-		req.Auth = &runtimeapi.AuthConfig{Username: c.Username, Password: c.Password}
-		_, err := m.images.PullImage(ctx, req)
+	for _, auth := range auths {
+		_, err := m.images.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: image}, Auth: auth})
 		if err == nil {
 			return nil
 		}
@@ -871,13 +868,14 @@ func (m *Manager) imageVolumes(pod *corev1.Pod, c corev1.Container) []corev1.Vol
 	if m.opts.Volumes == nil {
 		return nil
 	}
-	var out []corev1.Volume
+	mounted := map[string]bool{}
 	for _, vm := range c.VolumeMounts {
-		for _, v := range pod.Spec.Volumes {
-			if v.Name == vm.Name && v.Image != nil && !m.opts.Volumes.ImageMounted(pod, v.Name) &&
-				!slices.ContainsFunc(out, func(o corev1.Volume) bool { return o.Name == v.Name }) {
-				out = append(out, v)
-			}
+		mounted[vm.Name] = true
+	}
+	var out []corev1.Volume
+	for _, v := range pod.Spec.Volumes {
+		if v.Image != nil && mounted[v.Name] && !m.opts.Volumes.ImageMounted(pod, v.Name) {
+			out = append(out, v)
 		}
 	}
 	return out

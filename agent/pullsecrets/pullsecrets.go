@@ -45,6 +45,11 @@ type dockerConfigEntry struct {
 	Auth     string `json:"auth,omitempty"`
 }
 
+// dockerConfigJSON is a config.json or .dockerconfigjson: the entries under "auths".
+type dockerConfigJSON struct {
+	Auths map[string]dockerConfigEntry `json:"auths"`
+}
+
 func (e dockerConfigEntry) credential() (Credential, error) {
 	c := Credential{Username: e.Username, Password: e.Password}
 	if e.Auth == "" {
@@ -72,9 +77,7 @@ func FromSecrets(secrets []*corev1.Secret) (*Keyring, error) {
 		var entries map[string]dockerConfigEntry
 		switch b := s.Data[corev1.DockerConfigJsonKey]; {
 		case s.Type == corev1.SecretTypeDockerConfigJson && len(b) > 0:
-			var cfg struct {
-				Auths map[string]dockerConfigEntry `json:"auths"`
-			}
+			var cfg dockerConfigJSON
 			if err := json.Unmarshal(b, &cfg); err != nil {
 				return nil, fmt.Errorf("image pull secret %s/%s: %s: %w", s.Namespace, s.Name, corev1.DockerConfigJsonKey, err)
 			}
@@ -97,9 +100,7 @@ func FromSecrets(secrets []*corev1.Secret) (*Keyring, error) {
 // FromDockerConfig builds the keyring of a docker config file, as the kubelet reads its node's
 // (config.json: {"auths": {KEY: entry}}, or the older .dockercfg: {KEY: entry}).
 func FromDockerConfig(data []byte) (*Keyring, error) {
-	var cfg struct {
-		Auths map[string]dockerConfigEntry `json:"auths"`
-	}
+	var cfg dockerConfigJSON
 	if err := json.Unmarshal(data, &cfg); err != nil {
 		return nil, err
 	}
