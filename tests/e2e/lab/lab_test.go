@@ -583,6 +583,12 @@ func runLab(t *testing.T, name, tor string) {
 	start := time.Now()
 	step := func(what string) { t.Logf("%6.1fs %s", time.Since(start).Seconds(), what) }
 	l.skiff("up", "--nodes", "2", "--tor", tor, "--timeout", "3m")
+	// The maglev step's fixed source ports (41000-41015) lie in the ephemeral range: an earlier
+	// step's connection from the ToR once took 41004 and its TIME-WAIT held the port past that
+	// step's 20 s (CI; ss showed it). Reserved from the start, no ephemeral connection takes them.
+	if out, err := l.in("tor", "sysctl", "-w", "net.ipv4.ip_local_reserved_ports=41000-41015"); err != nil {
+		t.Fatalf("reserve the ToR's probe ports: %v %s", err, out)
+	}
 	step("lab up")
 	cfg, err := clientcmd.BuildConfigFromFlags("", skifflab.Kubeconfig(name))
 	if err != nil {
