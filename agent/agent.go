@@ -36,6 +36,7 @@ import (
 	"github.com/skiff-sh/skiff/agent/hostprep"
 	"github.com/skiff-sh/skiff/agent/imagemount"
 	"github.com/skiff-sh/skiff/agent/ipam"
+	"github.com/skiff-sh/skiff/agent/logrotate"
 	"github.com/skiff-sh/skiff/agent/node"
 	"github.com/skiff-sh/skiff/agent/pods"
 	"github.com/skiff-sh/skiff/agent/runtime"
@@ -99,6 +100,9 @@ type Options struct {
 	DNS          bool
 	DNSAddress   string
 	DNSUpstreams []string
+	// ContainerLogs is how large a container's log grows before it is rotated and how many
+	// files it keeps (logrotate's defaults, 10 MiB and 5, when zero).
+	ContainerLogs logrotate.Policy
 }
 
 // Run runs the agent until ctx ends.
@@ -289,6 +293,12 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	sup.Go(supervisor.Part{Name: "image-volume-cleanup", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
 		return releaseOrphanImages(ctx, vols, 10*time.Minute, log)
 	}})
+	logs := o.ContainerLogs
+	if logs == (logrotate.Policy{}) {
+		logs = logrotate.Policy{MaxSize: logrotate.DefaultMaxSize, MaxFiles: logrotate.DefaultMaxFiles}
+	}
+	sup.Go(supervisor.Part{Name: "container-log-rotation", Policy: supervisor.Restart, Run: (&logrotate.Manager{
+		Runtime: runtimeapi.NewRuntimeServiceClient(conn), Policy: logs, Log: log}).Run})
 	sup.Go(supervisor.Part{Name: "local-path-cleanup", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
 		return volumes.CleanLocalPath(ctx, client, dirs.Storage(), time.Minute, log)
 	}})

@@ -149,7 +149,7 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return
 	}
-	defer f.Close()
+	defer func() { f.Close() }()
 	w.Header().Set("Content-Type", "text/plain")
 	n, cut, err := WriteLogs(f, w, o, true)
 	if err != nil || cut || !o.Follow {
@@ -183,10 +183,37 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 		if err != nil || cut {
 			return
 		}
-		if k == 0 && !s.running(r.Context(), id) {
+		if k > 0 {
+			continue
+		}
+		// The log was rotated (see agent/logrotate): the runtime writes into a new file at
+		// the path. What it wrote into the old one before reopening was read above.
+		if next := reopened(f, path); next != nil {
+			f.Close()
+			f = next
+			continue
+		}
+		if !s.running(r.Context(), id) {
 			return
 		}
 	}
+}
+
+// reopened opens the file now at path if it is not the one f reads, else returns nil.
+func reopened(f *os.File, path string) *os.File {
+	cur, err := f.Stat()
+	if err != nil {
+		return nil
+	}
+	now, err := os.Stat(path)
+	if err != nil || os.SameFile(cur, now) {
+		return nil
+	}
+	next, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	return next
 }
 
 func (s *Server) running(ctx context.Context, id string) bool {

@@ -16,13 +16,16 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/skiff-sh/skiff/agent"
 	"github.com/skiff-sh/skiff/agent/apiservers"
 	"github.com/skiff-sh/skiff/agent/join"
+	"github.com/skiff-sh/skiff/agent/logrotate"
 	"github.com/skiff-sh/skiff/bgp"
 	bgpconfig "github.com/skiff-sh/skiff/bgp/config"
 	"github.com/skiff-sh/skiff/internal/hostaddr"
@@ -53,6 +56,11 @@ type Agent struct {
 	BGPPeers    []string
 	BGPNodeMesh string
 	BGPAPI      string
+	// ContainerLogMaxSize (a quantity, "10Mi") and ContainerLogMaxFiles bound each
+	// container's log files, as the kubelet's settings of those names.
+	ContainerLogMaxSize         string
+	ContainerLogMaxFiles        int
+	ContainerLogMonitorInterval time.Duration
 }
 
 // Join is how `skiff agent` reaches the API server: a kubeconfig, or a server URL and a
@@ -113,6 +121,28 @@ func (a Agent) BGPOptions() (*bgp.Options, error) {
 	return &bgp.Options{Overrides: o, APIAddress: a.BGPAPI}, nil
 }
 
+// LogPolicy is the container log rotation asked for; empty flags take logrotate's defaults.
+func (a Agent) LogPolicy() (logrotate.Policy, error) {
+	p := logrotate.Policy{MaxSize: logrotate.DefaultMaxSize, MaxFiles: logrotate.DefaultMaxFiles}
+	if a.ContainerLogMaxSize != "" {
+		q, err := resource.ParseQuantity(a.ContainerLogMaxSize)
+		if err != nil {
+			return p, fmt.Errorf("--container-log-max-size %q: want a quantity such as 10Mi: %w", a.ContainerLogMaxSize, err)
+		}
+		p.MaxSize = q.Value()
+	}
+	if a.ContainerLogMaxFiles != 0 {
+		p.MaxFiles = a.ContainerLogMaxFiles
+	}
+	if a.ContainerLogMonitorInterval != 0 {
+		p.Interval = a.ContainerLogMonitorInterval
+	}
+	if err := p.Validate(); err != nil {
+		return p, fmt.Errorf("--container-log-max-size/--container-log-max-files/--container-log-monitor-interval: %w", err)
+	}
+	return p, nil
+}
+
 // Options are the agent's options, with its node's taints.
 func (a Agent) Options(taints []corev1.Taint) (agent.Options, error) {
 	dirs := a.ImageDirs
@@ -123,7 +153,11 @@ func (a Agent) Options(taints []corev1.Taint) (agent.Options, error) {
 	if err != nil {
 		return agent.Options{}, err
 	}
-	return agent.Options{DataDir: a.DataDir, NodeName: a.NodeName, InternalIP: NodeAddress(a.NodeIP), Taints: taints, Netns: a.Netns,
+	logs, err := a.LogPolicy()
+	if err != nil {
+		return agent.Options{}, err
+	}
+	return agent.Options{ContainerLogs: logs, DataDir: a.DataDir, NodeName: a.NodeName, InternalIP: NodeAddress(a.NodeIP), Taints: taints, Netns: a.Netns,
 		CNIPlugin: a.CNIPlugin, ImageDirs: dirs, PodLogDir: a.PodLogDir, PodManifestPath: a.PodManifestPath, HealthzAddress: a.HealthzAddress,
 		APIAddress: fmt.Sprintf(":%d", a.Port), APIPort: a.Port, ServingCert: a.ServingCert, ServingKey: a.ServingKey, ClientCA: a.ClientCA,
 		ClusterDNS: a.ClusterDNS, ClusterDomain: a.ClusterDomain, ResolvConf: a.ResolvConf, RuntimeEndpoint: a.RuntimeEndpoint,

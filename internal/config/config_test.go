@@ -51,6 +51,22 @@ func TestAgentOptions(t *testing.T) {
 	}
 }
 
+func TestLogPolicy(t *testing.T) {
+	p, err := Agent{}.LogPolicy()
+	if err != nil || p.MaxSize != 10<<20 || p.MaxFiles != 5 {
+		t.Errorf("defaults: %+v %v", p, err)
+	}
+	p, err = Agent{ContainerLogMaxSize: "1Mi", ContainerLogMaxFiles: 2}.LogPolicy()
+	if err != nil || p.MaxSize != 1<<20 || p.MaxFiles != 2 {
+		t.Errorf("1Mi x 2: %+v %v", p, err)
+	}
+	for _, bad := range []Agent{{ContainerLogMaxSize: "ten megs"}, {ContainerLogMaxSize: "0"}, {ContainerLogMaxFiles: 1}, {ContainerLogMaxFiles: -3}} {
+		if _, err := bad.LogPolicy(); err == nil || !strings.HasPrefix(err.Error(), "--container-log-max-") {
+			t.Errorf("%+v accepted or unclear: %v", bad, err)
+		}
+	}
+}
+
 func TestServerOptions(t *testing.T) {
 	s := Server{DataDir: "/d", BindAddress: "0.0.0.0", TLSSANs: []string{"10.0.0.5", "api.example"}, Agent: Agent{NodeName: "m", NodeIP: "192.0.2.1"}}
 	o, err := s.APIServerOptions(true)
