@@ -33,12 +33,14 @@ import (
 	"github.com/skiff-sh/skiff/agent/cgroups"
 	"github.com/skiff-sh/skiff/agent/clusterdns"
 	"github.com/skiff-sh/skiff/agent/cniserver"
+	"github.com/skiff-sh/skiff/agent/eviction"
 	"github.com/skiff-sh/skiff/agent/hostprep"
 	"github.com/skiff-sh/skiff/agent/imagemount"
 	"github.com/skiff-sh/skiff/agent/ipam"
 	"github.com/skiff-sh/skiff/agent/logrotate"
 	"github.com/skiff-sh/skiff/agent/node"
 	"github.com/skiff-sh/skiff/agent/pods"
+	"github.com/skiff-sh/skiff/agent/pressure"
 	"github.com/skiff-sh/skiff/agent/runtime"
 	"github.com/skiff-sh/skiff/agent/static"
 	"github.com/skiff-sh/skiff/agent/stats"
@@ -103,6 +105,11 @@ type Options struct {
 	// ContainerLogs is how large a container's log grows before it is rotated and how many
 	// files it keeps (logrotate's defaults, 10 MiB and 5, when zero).
 	ContainerLogs logrotate.Policy
+	// EvictionHard are the node-pressure eviction thresholds (none: the node never reports
+	// pressure or evicts); EvictionPressureTransitionPeriod holds a pressure condition after
+	// the last crossing (agent/eviction's default when zero).
+	EvictionHard                     []eviction.Threshold
+	EvictionPressureTransitionPeriod time.Duration
 }
 
 // Run runs the agent until ctx ends.
@@ -183,8 +190,18 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	sharedCtx, stopShared := context.WithCancel(ctx)
 	defer stopShared()
 	shared := sharedinformers.NewShared(sharedCtx, client)
+	// Node pressure is observed once the runtime's connection and the pod manager exist;
+	// until then the node reports none.
+	var pressureMgr atomic.Pointer[pressure.Manager]
+	pressureNow := func() eviction.Conditions {
+		if p := pressureMgr.Load(); p != nil {
+			return p.Conditions()
+		}
+		return nil
+	}
+	pressureChanged := make(chan struct{}, 1)
 	nopts := node.Options{Name: o.NodeName, InternalIP: o.InternalIP, RuntimeVersion: "containerd://" + v.RuntimeVersion, Taints: o.Taints,
-		Labels: o.Labels, APIPort: o.APIPort, Health: sup.Health,
+		Labels: o.Labels, APIPort: o.APIPort, Health: sup.Health, Pressure: pressureNow, PressureChanged: pressureChanged,
 		// The PV binder provisions local-path volumes under this directory of the node.
 		Annotations: map[string]string{volumes.LocalPathRootAnnotation: dirs.Storage()}}
 	if _, err := node.Register(ctx, client, nopts, log); err != nil {
@@ -305,7 +322,16 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	pm := pods.New(client, runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn),
 		pods.Options{NodeName: o.NodeName, HostIP: o.InternalIP, PodLogDir: o.PodLogDir, Netns: o.Netns, CgroupRoot: o.CgroupRoot,
 			ClusterDNS: o.ClusterDNS, ClusterDNSService: o.DNS, ClusterDomain: o.ClusterDomain, ResolvConf: o.ResolvConf, Informers: shared,
-			Volumes: vols, PodsDir: dirs.Pods(), Allocatable: allocatable, RegistryLogins: dirs.RegistryLogins()}, log)
+			Volumes: vols, PodsDir: dirs.Pods(), Allocatable: allocatable, RegistryLogins: dirs.RegistryLogins(), Pressure: pressureNow}, log)
+	transition := o.EvictionPressureTransitionPeriod
+	if transition == 0 {
+		transition = eviction.DefaultTransitionPeriod
+	}
+	pmgr := pressure.New(pressure.Options{Thresholds: o.EvictionHard, TransitionPeriod: transition, NodeFs: o.DataDir,
+		PodLogDir: o.PodLogDir, PodsDir: dirs.Pods(), CgroupPath: filepath.Join(cgroups.Unified(), o.CgroupRoot), Changed: pressureChanged},
+		runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn), pm, log)
+	pressureMgr.Store(pmgr)
+	sup.Go(supervisor.Part{Name: "eviction", Policy: supervisor.Restart, Run: pmgr.Run})
 	if o.HealthzAddress != "" {
 		sup.Go(supervisor.Part{Name: "healthz", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
 			return serveHealthz(ctx, o.HealthzAddress, ctr, sup, &speaker, &proxy, policyEnforcer, dnsServer)

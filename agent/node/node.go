@@ -25,6 +25,7 @@ import (
 	"k8s.io/component-helpers/apimachinery/lease"
 	"k8s.io/utils/clock"
 
+	"github.com/skiff-sh/skiff/agent/eviction"
 	"github.com/skiff-sh/skiff/internal/version"
 )
 
@@ -47,6 +48,10 @@ type Options struct {
 	// Health, if set, says why the agent cannot do its job (a part of it is down): the node
 	// is then NotReady with that message, as the kubelet reports a broken runtime.
 	Health func() error
+	// Pressure, if set, is the node's pressure conditions now (agent/pressure), and
+	// PressureChanged receives when they change; without them the node reports none.
+	Pressure        func() eviction.Conditions
+	PressureChanged <-chan struct{}
 }
 
 // Capacity reads CPUs and memory of this machine.
@@ -101,6 +106,17 @@ func Status(o Options) corev1.NodeStatus {
 	cond := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason, msg string) corev1.NodeCondition {
 		return corev1.NodeCondition{Type: t, Status: s, Reason: reason, Message: msg, LastHeartbeatTime: now, LastTransitionTime: now}
 	}
+	var pressure eviction.Conditions
+	if o.Pressure != nil {
+		pressure = o.Pressure()
+	}
+	// The kubelet's reasons and messages for each pressure condition, off and on.
+	pressureCond := func(t corev1.NodeConditionType, offReason, offMsg, onReason, onMsg string) corev1.NodeCondition {
+		if pressure[t] {
+			return cond(t, corev1.ConditionTrue, onReason, onMsg)
+		}
+		return cond(t, corev1.ConditionFalse, offReason, offMsg)
+	}
 	readyCond := cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "skiff agent is posting ready status")
 	if o.Health != nil {
 		if err := o.Health(); err != nil {
@@ -113,9 +129,12 @@ func Status(o Options) corev1.NodeStatus {
 		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: o.InternalIP},
 			{Type: corev1.NodeHostName, Address: o.Name}},
 		Conditions: []corev1.NodeCondition{
-			cond(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
-			cond(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-			cond(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+			pressureCond(corev1.NodeMemoryPressure, "KubeletHasSufficientMemory", "kubelet has sufficient memory available",
+				"KubeletHasInsufficientMemory", "kubelet has insufficient memory available"),
+			pressureCond(corev1.NodeDiskPressure, "KubeletHasNoDiskPressure", "kubelet has no disk pressure",
+				"KubeletHasDiskPressure", "kubelet has disk pressure"),
+			pressureCond(corev1.NodePIDPressure, "KubeletHasSufficientPID", "kubelet has sufficient PID available",
+				"KubeletHasInsufficientPID", "kubelet has insufficient PID available"),
 			cond(corev1.NodeNetworkUnavailable, corev1.ConditionFalse, "SkiffCNIReady", "skiff-cni is installed and pod addresses come from the node's block"),
 			readyCond,
 		},
@@ -178,7 +197,9 @@ func Register(ctx context.Context, c kubernetes.Interface, o Options, log *slog.
 		if n, err = c.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
 			return err
 		}
-		n.Status = Status(o)
+		st := Status(o)
+		st.Conditions = MergeConditions(n.Status.Conditions, st.Conditions)
+		n.Status = st
 		out, err = c.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
 		return err
 	})
@@ -216,25 +237,49 @@ func Heartbeat(ctx context.Context, c kubernetes.Interface, o Options, log *slog
 		}
 		return ""
 	}
-	lastHealth := health()
+	pressure := func() string {
+		if o.Pressure == nil {
+			return ""
+		}
+		return fmt.Sprint(o.Pressure().Pressures())
+	}
+	lastHealth, lastPressure := health(), pressure()
 	t := time.NewTicker(10 * time.Second)
 	defer t.Stop()
 	for {
-		// Re-post the conditions every minute, at once when the agent's health changed, and
-		// when the control plane marked the node otherwise while this agent was unreachable.
-		h := health()
-		if n, err := c.CoreV1().Nodes().Get(ctx, o.Name, metav1.GetOptions{}); err == nil && (time.Since(lastStatus) > time.Minute || h != lastHealth || ready(n) != (h == "")) {
-			n.Status.Conditions = Status(o).Conditions
+		// Re-post the conditions every minute, at once when the agent's health or the node's
+		// pressure changed, and when the control plane marked the node otherwise while this
+		// agent was unreachable.
+		h, p := health(), pressure()
+		if n, err := c.CoreV1().Nodes().Get(ctx, o.Name, metav1.GetOptions{}); err == nil &&
+			(time.Since(lastStatus) > time.Minute || h != lastHealth || p != lastPressure || ready(n) != (h == "")) {
+			n.Status.Conditions = MergeConditions(n.Status.Conditions, Status(o).Conditions)
 			if _, err := c.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err == nil {
-				lastStatus, lastHealth = time.Now(), h
+				lastStatus, lastHealth, lastPressure = time.Now(), h, p
 			}
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-o.PressureChanged:
 		}
 	}
+}
+
+// MergeConditions is the new conditions, each keeping its old lastTransitionTime when its
+// status did not change (the heartbeat time moves on; the transition stays when it happened).
+func MergeConditions(old, next []corev1.NodeCondition) []corev1.NodeCondition {
+	out := make([]corev1.NodeCondition, len(next))
+	for i, c := range next {
+		for _, o := range old {
+			if o.Type == c.Type && o.Status == c.Status {
+				c.LastTransitionTime = o.LastTransitionTime
+			}
+		}
+		out[i] = c
+	}
+	return out
 }
 
 func ready(n *corev1.Node) bool {

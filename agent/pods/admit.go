@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/skiff-sh/skiff/agent/eviction"
 )
 
 // Rejection is why the node refuses a pod, as the kubelet's admission says it: the reason
@@ -130,7 +132,17 @@ func (m *Manager) admit(ctx context.Context, pod *corev1.Pod) (bool, error) {
 			running = append(running, p)
 		}
 	}
-	rej := Admit(pod, running, m.opts.Allocatable)
+	var rej *Rejection
+	if m.opts.Pressure != nil {
+		// A node under pressure refuses what would make it worse: the kubelet's eviction
+		// admission, its first admission handler.
+		if r := eviction.Admit(pod, m.opts.Pressure()); r != nil {
+			rej = &Rejection{Reason: r.Reason, Message: r.Message}
+		}
+	}
+	if rej == nil {
+		rej = Admit(pod, running, m.opts.Allocatable)
+	}
 	if rej == nil {
 		m.admitted[pod.UID] = true
 	}

@@ -36,6 +36,7 @@ import (
 
 	"github.com/skiff-sh/skiff/agent/cgroups"
 	"github.com/skiff-sh/skiff/agent/downward"
+	"github.com/skiff-sh/skiff/agent/eviction"
 	"github.com/skiff-sh/skiff/agent/netnsdial"
 	"github.com/skiff-sh/skiff/agent/pullsecrets"
 	"github.com/skiff-sh/skiff/agent/volumes"
@@ -83,6 +84,9 @@ type Options struct {
 	// is read at each pull, so logins can change without a restart; "" or a missing file means
 	// none.
 	RegistryLogins string
+	// Pressure, if set, is the node's pressure conditions now; a node under pressure admits
+	// pods as agent/eviction says.
+	Pressure func() eviction.Conditions
 }
 
 // Manager runs this node's pods.
@@ -113,6 +117,9 @@ type Manager struct {
 	// applied is the resources each running container was started or last resized with
 	// ("<uid>/<name>"), to see a pods/resize through.
 	applied map[string]corev1.ResourceRequirements
+	// evictions are the pods node-pressure eviction asked to end (see Evict).
+	evictions map[types.UID]*evictionRequest
+	evicted   map[types.UID]bool
 
 	staticMu sync.Mutex
 	static   map[string]*corev1.Pod // namespace/name -> static pod from a manifest file
@@ -267,10 +274,15 @@ func (m *Manager) sync(ctx context.Context, key string) error {
 			Preconditions: &metav1.Preconditions{UID: &pod.UID}})
 		return m.cleanupOrphans(ctx, ns, name)
 	}
+	if req := m.takeEviction(pod.UID); req != nil {
+		err := m.evict(ctx, pod, req)
+		req.done <- err
+		return err
+	}
 	if pod.DeletionTimestamp != nil {
 		return m.terminate(ctx, pod)
 	}
-	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || m.wasEvicted(pod.UID) {
 		// A finished pod keeps its containers (and logs) until it is deleted, but gives its
 		// network back at once, as the kubelet does.
 		m.forgetAdmitted(pod.UID)
@@ -1256,7 +1268,7 @@ func (m *Manager) containerSpec(pod *corev1.Pod, name string) corev1.Container {
 
 // writeTerminal reports the pod finished: phase (with reason and message, if any), every
 // container terminated with its exit code, nothing ready.
-func (m *Manager) writeTerminal(ctx context.Context, pod *corev1.Pod, codes map[string]int32, phase corev1.PodPhase, reason, message string) error {
+func (m *Manager) writeTerminal(ctx context.Context, pod *corev1.Pod, codes map[string]int32, phase corev1.PodPhase, reason, message string, conds ...corev1.PodCondition) error {
 	if isStatic(pod) {
 		return nil
 	}
@@ -1286,6 +1298,9 @@ func (m *Manager) writeTerminal(ctx context.Context, pod *corev1.Pod, codes map[
 	}
 	setCond(&cp.Status, corev1.ContainersReady, false)
 	setCond(&cp.Status, corev1.PodReady, false)
+	for _, c := range conds {
+		setCondReason(&cp.Status, c.Type, c.Status == corev1.ConditionTrue, c.Reason, c.Message)
+	}
 	_, err := m.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
@@ -1346,6 +1361,7 @@ func (m *Manager) stopAll(ctx context.Context, uid types.UID, grace int64, pod *
 	m.mu.Lock()
 	delete(m.prepared, uid)
 	delete(m.hosts, uid)
+	delete(m.evicted, uid)
 	for k := range m.backoff {
 		if strings.HasPrefix(k, string(uid)) {
 			delete(m.backoff, k)

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/skiff-sh/skiff/agent/eviction"
 	"github.com/skiff-sh/skiff/cni"
 	"github.com/skiff-sh/skiff/controlplane/allocator"
 	"github.com/skiff-sh/skiff/controlplane/controllermanager"
@@ -137,6 +138,8 @@ func addAgentFlags(fs *pflag.FlagSet, f *config.Agent, prefix string) {
 	fs.StringVar(&f.ContainerLogMaxSize, "container-log-max-size", "10Mi", "size at which a container's log is rotated, as the kubelet's containerLogMaxSize")
 	fs.IntVar(&f.ContainerLogMaxFiles, "container-log-max-files", 5, "log files kept per container, the live one included (at least 2), as the kubelet's containerLogMaxFiles")
 	fs.DurationVar(&f.ContainerLogMonitorInterval, "container-log-monitor-interval", 10*time.Second, "how often container logs are checked for rotation, as the kubelet's containerLogMonitorInterval")
+	fs.StringVar(&f.EvictionHard, "eviction-hard", eviction.DefaultHard, "hard node-pressure eviction thresholds SIGNAL<QUANTITY|PERCENT%, comma-separated, as the kubelet's (a signal at 0 is off; empty: none)")
+	fs.DurationVar(&f.EvictionPressureTransitionPeriod, "eviction-pressure-transition-period", eviction.DefaultTransitionPeriod, "how long a pressure condition stays after its threshold was last crossed, as the kubelet's")
 	fs.IntVar(&f.Port, prefix+"port", 10250, "HTTPS port of the agent API (container logs)")
 	fs.StringVar(&f.PodManifestPath, "pod-manifest-path", "/etc/skiff/manifests", "directory of static pod manifests")
 	fs.StringVar(&f.HealthzAddress, prefix+"healthz-address", "127.0.0.1:10248", "plain-HTTP /healthz of the agent (empty to disable)")

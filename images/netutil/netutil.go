@@ -42,6 +42,7 @@ const usage = `usage: netutil [serve [--port 8080]]
        netutil echo [--port 7] [--udp]
        netutil cat FILE...
        netutil write FILE TEXT
+       netutil fill FILE MEBIBYTES
        netutil tick [INTERVAL]
        netutil env NAME...
        netutil probe CIDR [--port 8080] [--for 10s]
@@ -187,6 +188,22 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return fmt.Errorf("burn: %q is not a number of millicores from 1 to 1000", pos[0])
 		}
 		Burn(ctx, m)
+		return nil
+	case "fill":
+		// Writes MEBIBYTES of data to FILE, then holds it until stopped: a pod that uses
+		// disk, for eviction tests.
+		if len(pos) != 2 {
+			return fmt.Errorf("fill: FILE MEBIBYTES\n%s", usage)
+		}
+		n, err := strconv.Atoi(pos[1])
+		if err != nil || n < 0 {
+			return fmt.Errorf("fill: %q is not a number of mebibytes", pos[1])
+		}
+		if err := Fill(pos[0], n); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "filled %s with %d MiB\n", pos[0], n)
+		<-ctx.Done()
 		return nil
 	case "sleep":
 		d := time.Duration(1<<63 - 1)
@@ -410,4 +427,24 @@ func Probe(ctx context.Context, prefix netip.Prefix, port int, d time.Duration, 
 	}
 	wg.Wait()
 	return nil
+}
+
+// Fill writes mib mebibytes of non-zero data to path (making its directory) and syncs it, so
+// the blocks are allocated, not a sparse file's holes.
+func Fill(path string, mib int) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	chunk := []byte(strings.Repeat("skiff fill\n", 1<<20/11+1)[:1<<20])
+	for i := 0; i < mib; i++ {
+		if _, err := f.Write(chunk); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return errors.Join(f.Sync(), f.Close())
 }

@@ -121,6 +121,19 @@ func TestMain_CommandLine(t *testing.T) {
 	if code := Main([]string{"cat", file}, &out, &errb); code != 0 || out.String() != "web-0" {
 		t.Errorf("cat after write: %d %q", code, out.String())
 	}
+	fill := t.TempDir() + "/sub/fill"
+	if err := Fill(fill, 3); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(fill); err != nil || fi.Size() != 3<<20 {
+		t.Errorf("fill 3 MiB: %v %v", fi, err)
+	}
+	for _, bad := range [][]string{{"fill", fill}, {"fill", fill, "-1"}, {"fill", fill, "ten"}} {
+		errb.Reset()
+		if code := Main(bad, &out, &errb); code != 1 || !strings.Contains(errb.String(), "fill") {
+			t.Errorf("%v: %d %q", bad, code, errb.String())
+		}
+	}
 	for _, bad := range [][]string{{"burn"}, {"burn", "0"}, {"burn", "1001"}, {"burn", "lots"}} {
 		errb.Reset()
 		if code := Main(bad, &out, &errb); code != 1 || !strings.Contains(errb.String(), "burn") {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/skiff-sh/skiff/agent"
 	"github.com/skiff-sh/skiff/agent/apiservers"
+	"github.com/skiff-sh/skiff/agent/eviction"
 	"github.com/skiff-sh/skiff/agent/join"
 	"github.com/skiff-sh/skiff/agent/logrotate"
 	"github.com/skiff-sh/skiff/bgp"
@@ -61,6 +62,10 @@ type Agent struct {
 	ContainerLogMaxSize         string
 	ContainerLogMaxFiles        int
 	ContainerLogMonitorInterval time.Duration
+	// EvictionHard is the kubelet's --eviction-hard ("memory.available<100Mi,…"; empty: no
+	// eviction); EvictionPressureTransitionPeriod its --eviction-pressure-transition-period.
+	EvictionHard                     string
+	EvictionPressureTransitionPeriod time.Duration
 }
 
 // Join is how `skiff agent` reaches the API server: a kubeconfig, or a server URL and a
@@ -157,7 +162,14 @@ func (a Agent) Options(taints []corev1.Taint) (agent.Options, error) {
 	if err != nil {
 		return agent.Options{}, err
 	}
-	return agent.Options{ContainerLogs: logs, DataDir: a.DataDir, NodeName: a.NodeName, InternalIP: NodeAddress(a.NodeIP), Taints: taints, Netns: a.Netns,
+	hard, err := eviction.ParseHard(a.EvictionHard)
+	if err != nil {
+		return agent.Options{}, fmt.Errorf("--eviction-hard: %w", err)
+	}
+	if a.EvictionPressureTransitionPeriod < 0 {
+		return agent.Options{}, fmt.Errorf("--eviction-pressure-transition-period %s: must not be negative", a.EvictionPressureTransitionPeriod)
+	}
+	return agent.Options{ContainerLogs: logs, EvictionHard: hard, EvictionPressureTransitionPeriod: a.EvictionPressureTransitionPeriod, DataDir: a.DataDir, NodeName: a.NodeName, InternalIP: NodeAddress(a.NodeIP), Taints: taints, Netns: a.Netns,
 		CNIPlugin: a.CNIPlugin, ImageDirs: dirs, PodLogDir: a.PodLogDir, PodManifestPath: a.PodManifestPath, HealthzAddress: a.HealthzAddress,
 		APIAddress: fmt.Sprintf(":%d", a.Port), APIPort: a.Port, ServingCert: a.ServingCert, ServingKey: a.ServingKey, ClientCA: a.ClientCA,
 		ClusterDNS: a.ClusterDNS, ClusterDomain: a.ClusterDomain, ResolvConf: a.ResolvConf, RuntimeEndpoint: a.RuntimeEndpoint,

@@ -38,8 +38,43 @@ func WantedTaints(ready corev1.ConditionStatus) []corev1.Taint {
 	return []corev1.Taint{UnreachableNoSched, UnreachableNoExecute}
 }
 
+// conditionTaints are the NoSchedule taints a node carries while a condition has the status
+// (upstream's TaintNodesByCondition): the scheduler keeps new pods off a node under pressure,
+// unless they tolerate it (DaemonSet pods do).
+var conditionTaints = []struct {
+	condition corev1.NodeConditionType
+	status    corev1.ConditionStatus
+	key       string
+}{
+	{corev1.NodeMemoryPressure, corev1.ConditionTrue, corev1.TaintNodeMemoryPressure},
+	{corev1.NodeDiskPressure, corev1.ConditionTrue, corev1.TaintNodeDiskPressure},
+	{corev1.NodePIDPressure, corev1.ConditionTrue, corev1.TaintNodePIDPressure},
+	{corev1.NodeNetworkUnavailable, corev1.ConditionTrue, corev1.TaintNodeNetworkUnavailable},
+}
+
+// ConditionTaints are the NoSchedule taints the node's conditions call for.
+func ConditionTaints(n *corev1.Node) []corev1.Taint {
+	var out []corev1.Taint
+	for _, ct := range conditionTaints {
+		for _, c := range n.Status.Conditions {
+			if c.Type == ct.condition && c.Status == ct.status {
+				out = append(out, corev1.Taint{Key: ct.key, Effect: corev1.TaintEffectNoSchedule})
+			}
+		}
+	}
+	return out
+}
+
 func isLifecycleTaint(t corev1.Taint) bool {
-	return t.Key == corev1.TaintNodeUnreachable || t.Key == corev1.TaintNodeNotReady
+	if t.Key == corev1.TaintNodeUnreachable || t.Key == corev1.TaintNodeNotReady {
+		return true
+	}
+	for _, ct := range conditionTaints {
+		if t.Key == ct.key && t.Effect == corev1.TaintEffectNoSchedule {
+			return true
+		}
+	}
+	return false
 }
 
 // ReconcileTaints returns the node's taints with the lifecycle ones replaced by wanted (a

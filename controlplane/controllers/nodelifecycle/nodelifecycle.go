@@ -1,7 +1,8 @@
 // Package nodelifecycle watches node heartbeats (Leases in kube-node-lease): a node whose
 // Lease is not renewed within the grace period (40 s) is marked Ready=Unknown and tainted
 // unreachable; a node reporting Ready=False is tainted not-ready; the NoExecute taints evict
-// pods once their tolerationSeconds run out; a recovered node loses the taints.
+// pods once their tolerationSeconds run out; a recovered node loses the taints. Pressure
+// conditions (memory, disk, PID) and NetworkUnavailable taint the node NoSchedule while true.
 package nodelifecycle
 
 import (
@@ -149,7 +150,7 @@ func (c *Controller) monitorNode(ctx context.Context, n *corev1.Node, now time.T
 		ready = corev1.ConditionUnknown
 		c.recorder.Eventf(n, corev1.EventTypeNormal, "NodeNotReady", "Node %s status is now: NodeNotReady", n.Name)
 	}
-	taints, changed := ReconcileTaints(n.Spec.Taints, WantedTaints(ready), now)
+	taints, changed := ReconcileTaints(n.Spec.Taints, append(WantedTaints(ready), ConditionTaints(n)...), now)
 	if changed {
 		cp := n.DeepCopy()
 		cp.Spec.Taints = taints

@@ -204,6 +204,27 @@ func TestWantedTaints(t *testing.T) {
 	}
 }
 
+func TestConditionTaints(t *testing.T) {
+	n := &corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+		{Type: corev1.NodeReady, Status: corev1.ConditionTrue},
+		{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse},
+		{Type: corev1.NodeDiskPressure, Status: corev1.ConditionTrue},
+		{Type: corev1.NodePIDPressure, Status: corev1.ConditionUnknown},
+		{Type: corev1.NodeNetworkUnavailable, Status: corev1.ConditionTrue},
+	}}}
+	if got := taintKeys(ConditionTaints(n)); got != "node.kubernetes.io/disk-pressure:NoSchedule,node.kubernetes.io/network-unavailable:NoSchedule" {
+		t.Fatalf("ConditionTaints = %s", got)
+	}
+	// Relieved: the pressure taint goes, a user's taint of another effect on the same key stays.
+	mine := corev1.Taint{Key: corev1.TaintNodeDiskPressure, Effect: corev1.TaintEffectNoExecute}
+	current := append(ConditionTaints(n), mine)
+	n.Status.Conditions[2].Status = corev1.ConditionFalse
+	got, changed := ReconcileTaints(current, ConditionTaints(n), t0)
+	if !changed || taintKeys(got) != "node.kubernetes.io/disk-pressure:NoExecute,node.kubernetes.io/network-unavailable:NoSchedule" {
+		t.Fatalf("after relief: %s changed=%v", taintKeys(got), changed)
+	}
+}
+
 func TestReconcileTaints(t *testing.T) {
 	now := t0.Add(time.Hour)
 	old := metav1.NewTime(t0)

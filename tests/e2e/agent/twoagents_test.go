@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/skiff-sh/skiff/agent/cgroups"
+	"github.com/skiff-sh/skiff/lab"
 	"github.com/skiff-sh/skiff/tests/e2e/framework"
 )
 
@@ -70,7 +71,7 @@ func TestTwoAgents(t *testing.T) {
 		t.Cleanup(func() { framework.KillUnder(dir) })
 		root := fmt.Sprintf("/skiff/e2e-%s-%d", node, os.Getpid())
 		t.Cleanup(func() { _ = cgroups.KillAll(cgroups.Mounts(), root) })
-		agent := exec.Command(framework.Binary(t), "agent", "--server", server, "--token", token, "--data-dir", dir, "--netns", nsPath, "--bgp=false", "--service-proxy=false", "--dns=false",
+		agent := exec.Command(framework.Binary(t), "agent", "--server", server, "--token", token, "--data-dir", dir, "--netns", nsPath, "--bgp=false", "--service-proxy=false", "--dns=false", "--eviction-hard="+lab.EvictionHard,
 			"--cgroup-root", root,
 			"--node-name", node, "--node-ip", "127.0.0.1", "--port", strconv.Itoa(framework.FreePort(t)),
 			"--healthz-address", "127.0.0.1:"+strconv.Itoa(framework.FreePort(t)),

@@ -14,6 +14,7 @@ import (
 
 	"github.com/skiff-sh/skiff/agent/cgroups"
 	agentruntime "github.com/skiff-sh/skiff/agent/runtime"
+	"github.com/skiff-sh/skiff/lab"
 )
 
 // AgentArtifacts returns the skiff-cni binary and the directory of skiff's image archives that
@@ -99,7 +100,9 @@ func NewServerWithAgent(tb testing.TB, dir, netnsPath string, extra ...string) *
 		"--service-proxy=false",
 		// Cluster DNS answers at the node's address, which pods reach in the lab and on a
 		// real host; here the node's address is loopback, which no pod reaches.
-		"--dns=false"}, extra...)...)
+		"--dns=false",
+		// The test's node shares the machine's disk (see lab.EvictionHard).
+		"--eviction-hard=" + lab.EvictionHard}, extra...)...)
 	// Its own cgroup root, so whatever its pods leave behind is removed with it.
 	s.CgroupRoot = fmt.Sprintf("/skiff/e2e-%d-%d", os.Getpid(), rand.IntN(1<<30))
 	s.args = append(s.args, "--cgroup-root", s.CgroupRoot)

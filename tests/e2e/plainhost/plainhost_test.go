@@ -24,6 +24,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/skiff-sh/skiff/agent/cgroups"
+	"github.com/skiff-sh/skiff/lab"
 	"github.com/skiff-sh/skiff/tests/e2e/framework"
 )
 
@@ -147,7 +148,11 @@ func TestRunningSkiffYourself(t *testing.T) {
 	// skiff on a machine: /var/lib/skiff, /var/log/pods, /etc/skiff/manifests, /skiff).
 	server.start("server", "--data-dir", server.dir, "--node-name", server.node,
 		"--agent-data-dir", filepath.Join(server.dir, "agent"), "--pod-log-dir", filepath.Join(server.dir, "logs"),
-		"--pod-manifest-path", filepath.Join(server.dir, "manifests"), "--cgroup-root", server.cgroupRoot)
+		"--pod-manifest-path", filepath.Join(server.dir, "manifests"), "--cgroup-root", server.cgroupRoot,
+		// Both nodes share this machine's disk (see lab.EvictionHard); CI's machines also
+		// keep most of it reserved for root, leaving about 16% available to the kubelet's
+		// imagefs.available<15% default.
+		"--eviction-hard="+lab.EvictionHard)
 	tokenFile := filepath.Join(server.dir, "token")
 	framework.Eventually(t, 2*time.Minute, "the server's join token", func() (bool, string) {
 		_, err := os.Stat(tokenFile)
@@ -167,7 +172,8 @@ func TestRunningSkiffYourself(t *testing.T) {
 	defer hold.Close()
 	worker.start("agent", "--server", "https://"+server.ip+":6443", "--token", strings.TrimSpace(string(token)),
 		"--node-name", worker.node, "--data-dir", worker.dir, "--pod-log-dir", filepath.Join(worker.dir, "logs"),
-		"--pod-manifest-path", filepath.Join(worker.dir, "manifests"), "--cgroup-root", worker.cgroupRoot)
+		"--pod-manifest-path", filepath.Join(worker.dir, "manifests"), "--cgroup-root", worker.cgroupRoot,
+		"--eviction-hard="+lab.EvictionHard)
 
 	kubectl := func(args ...string) (string, error) {
 		return server.run(ctx, framework.Kubectl(t, 33), append([]string{"--kubeconfig", filepath.Join(server.dir, "admin.kubeconfig")}, args...)...)

@@ -1,0 +1,378 @@
+// Package eviction is the decision core of node-pressure eviction, as the kubelet's eviction
+// manager decides it: which hard thresholds (--eviction-hard, "memory.available<100Mi,…") the
+// node's observed signals cross, which pressure conditions the node reports (held for a
+// transition period after the last crossing so they do not flap), which pods a node under
+// pressure still admits, and which pod goes first and with what message. It does no I/O: the
+// agent observes the node and its pods and acts on what this package returns.
+package eviction
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/klog/v2"
+)
+
+// Signal is an eviction signal, named as the kubelet names it.
+type Signal string
+
+// The signals skiff observes.
+const (
+	MemoryAvailable   Signal = "memory.available"
+	NodeFsAvailable   Signal = "nodefs.available"
+	NodeFsInodesFree  Signal = "nodefs.inodesFree"
+	ImageFsAvailable  Signal = "imagefs.available"
+	ImageFsInodesFree Signal = "imagefs.inodesFree"
+	PIDAvailable      Signal = "pid.available"
+)
+
+// signals maps each signal to the node condition it raises and the resource it reclaims
+// (the name in eviction messages).
+var signals = map[Signal]struct {
+	condition corev1.NodeConditionType
+	resource  corev1.ResourceName
+}{
+	MemoryAvailable:   {corev1.NodeMemoryPressure, corev1.ResourceMemory},
+	NodeFsAvailable:   {corev1.NodeDiskPressure, corev1.ResourceEphemeralStorage},
+	NodeFsInodesFree:  {corev1.NodeDiskPressure, ResourceInodes},
+	ImageFsAvailable:  {corev1.NodeDiskPressure, corev1.ResourceEphemeralStorage},
+	ImageFsInodesFree: {corev1.NodeDiskPressure, ResourceInodes},
+	PIDAvailable:      {corev1.NodePIDPressure, ResourcePIDs},
+}
+
+// Resources the kubelet's messages name that are not API resources.
+const (
+	ResourceInodes corev1.ResourceName = "inodes"
+	ResourcePIDs   corev1.ResourceName = "pids"
+)
+
+// DefaultHard is the kubelet's default --eviction-hard on Linux.
+const DefaultHard = "memory.available<100Mi,nodefs.available<10%,nodefs.inodesFree<5%,imagefs.available<15%,imagefs.inodesFree<5%"
+
+// DefaultTransitionPeriod is how long a pressure condition stays after its last crossing
+// (the kubelet's --eviction-pressure-transition-period).
+const DefaultTransitionPeriod = 5 * time.Minute
+
+// Threshold is one hard threshold: the signal is below Quantity, or below Percentage of its
+// capacity (0 < Percentage ≤ 1) when Quantity is nil.
+type Threshold struct {
+	Signal     Signal
+	Quantity   *resource.Quantity
+	Percentage float64
+}
+
+func (t Threshold) String() string {
+	if t.Quantity != nil {
+		return string(t.Signal) + "<" + t.Quantity.String()
+	}
+	return string(t.Signal) + "<" + strconv.FormatFloat(t.Percentage*100, 'f', -1, 64) + "%"
+}
+
+// Min is the least the signal may be for a capacity before the threshold is crossed.
+func (t Threshold) Min(capacity int64) int64 {
+	if t.Quantity != nil {
+		return t.Quantity.Value()
+	}
+	return int64(math.Ceil(float64(capacity) * t.Percentage))
+}
+
+// minQuantity is Min as a quantity, as eviction messages print it.
+func (t Threshold) minQuantity(capacity int64) *resource.Quantity {
+	if t.Quantity != nil {
+		return t.Quantity
+	}
+	return resource.NewQuantity(t.Min(capacity), resource.BinarySI)
+}
+
+// ParseHard parses --eviction-hard: comma-separated "SIGNAL<QUANTITY" or "SIGNAL<N%"
+// statements, as the kubelet's flag. A statement of 0 or 0% turns its signal off; an empty
+// string means no thresholds.
+func ParseHard(s string) ([]Threshold, error) {
+	var out []Threshold
+	seen := map[Signal]bool{}
+	for _, stmt := range strings.Split(s, ",") {
+		stmt = strings.TrimSpace(stmt)
+		if stmt == "" {
+			continue
+		}
+		name, value, ok := strings.Cut(stmt, "<")
+		if !ok {
+			return nil, fmt.Errorf("eviction threshold %q: want SIGNAL<QUANTITY or SIGNAL<PERCENT%% (only < is supported)", stmt)
+		}
+		sig := Signal(strings.TrimSpace(name))
+		if _, known := signals[sig]; !known {
+			return nil, fmt.Errorf("eviction threshold %q: unknown signal %q (known: %s)", stmt, sig, knownSignals())
+		}
+		if seen[sig] {
+			return nil, fmt.Errorf("eviction threshold %q: signal %q given twice", stmt, sig)
+		}
+		seen[sig] = true
+		value = strings.TrimSpace(value)
+		if p, isPercent := strings.CutSuffix(value, "%"); isPercent {
+			f, err := strconv.ParseFloat(p, 64)
+			if err != nil || f < 0 || f > 100 || math.IsNaN(f) {
+				return nil, fmt.Errorf("eviction threshold %q: %q is not a percentage between 0%% and 100%%", stmt, value)
+			}
+			if f > 0 {
+				out = append(out, Threshold{Signal: sig, Percentage: f / 100})
+			}
+			continue
+		}
+		q, err := resource.ParseQuantity(value)
+		if err != nil {
+			return nil, fmt.Errorf("eviction threshold %q: %q is not a quantity (e.g. 100Mi) or a percentage", stmt, value)
+		}
+		if q.Sign() < 0 {
+			return nil, fmt.Errorf("eviction threshold %q: must not be negative", stmt)
+		}
+		if !q.IsZero() {
+			out = append(out, Threshold{Signal: sig, Quantity: &q})
+		}
+	}
+	return out, nil
+}
+
+func knownSignals() string {
+	var names []string
+	for s := range signals {
+		names = append(names, string(s))
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// Observation is a signal's value now and its capacity.
+type Observation struct{ Available, Capacity int64 }
+
+// Observations are the node's signals; a signal that could not be read is absent.
+type Observations map[Signal]Observation
+
+// Met returns the thresholds the observations cross, in the order given.
+func Met(thresholds []Threshold, obs Observations) []Threshold {
+	var out []Threshold
+	for _, t := range thresholds {
+		o, ok := obs[t.Signal]
+		if ok && o.Available < t.Min(o.Capacity) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Conditions are the node's pressure conditions: true when under pressure.
+type Conditions map[corev1.NodeConditionType]bool
+
+// Pressures lists the conditions under pressure in a stable order (as the kubelet's
+// messages print them).
+func (c Conditions) Pressures() []corev1.NodeConditionType {
+	var out []corev1.NodeConditionType
+	for _, t := range []corev1.NodeConditionType{corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure} {
+		if c[t] {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Tracker holds pressure conditions for a transition period after the thresholds that
+// raised them were last crossed, so a node hovering at a threshold does not flap.
+type Tracker struct {
+	Period   time.Duration
+	lastSeen map[corev1.NodeConditionType]time.Time
+}
+
+// Observe records the thresholds met at now and returns the conditions.
+func (t *Tracker) Observe(now time.Time, met []Threshold) Conditions {
+	if t.lastSeen == nil {
+		t.lastSeen = map[corev1.NodeConditionType]time.Time{}
+	}
+	for _, th := range met {
+		t.lastSeen[signals[th.Signal].condition] = now
+	}
+	out := Conditions{corev1.NodeMemoryPressure: false, corev1.NodeDiskPressure: false, corev1.NodePIDPressure: false}
+	for cond, at := range t.lastSeen {
+		if now.Sub(at) < t.Period || at.Equal(now) {
+			out[cond] = true
+		}
+	}
+	return out
+}
+
+// Rejection is why a node under pressure refuses a pod (the kubelet's reason and message).
+type Rejection struct{ Reason, Message string }
+
+// Admit says whether a node with these pressure conditions runs a new pod: critical pods
+// always; under memory pressure alone every pod but a BestEffort one that does not tolerate
+// the memory-pressure taint; under disk or PID pressure none.
+func Admit(pod *corev1.Pod, c Conditions) *Rejection {
+	under := c.Pressures()
+	if len(under) == 0 || IsCritical(pod) {
+		return nil
+	}
+	if len(under) == 1 && under[0] == corev1.NodeMemoryPressure {
+		if !bestEffort(pod) {
+			return nil
+		}
+		taint := corev1.Taint{Key: corev1.TaintNodeMemoryPressure, Effect: corev1.TaintEffectNoSchedule}
+		for _, tol := range pod.Spec.Tolerations {
+			if tol.ToleratesTaint(klog.Background(), &taint, false) {
+				return nil
+			}
+		}
+	}
+	return &Rejection{Reason: Reason, Message: fmt.Sprintf("The node had condition: %v. ", under)}
+}
+
+// bestEffort says whether the pod is of the BestEffort QoS class: status.qosClass as the API
+// server set it, else no container (init containers included) requests or limits CPU or memory.
+func bestEffort(p *corev1.Pod) bool {
+	if p.Status.QOSClass != "" {
+		return p.Status.QOSClass == corev1.PodQOSBestEffort
+	}
+	for _, c := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
+		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			if q, ok := c.Resources.Requests[r]; ok && !q.IsZero() {
+				return false
+			}
+			if q, ok := c.Resources.Limits[r]; ok && !q.IsZero() {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Reason is the pod status reason of an evicted or pressure-rejected pod.
+const Reason = "Evicted"
+
+// systemCritical is the priority of system-cluster-critical (2 × the highest user one).
+const systemCritical = 2000000000
+
+// IsCritical says whether the kubelet would never evict or refuse the pod: a static pod, a
+// static pod's mirror, or one of system-critical priority.
+func IsCritical(p *corev1.Pod) bool {
+	if p.Annotations[corev1.MirrorPodAnnotationKey] != "" || p.Annotations["kubernetes.io/config.source"] == "file" {
+		return true
+	}
+	return p.Spec.Priority != nil && *p.Spec.Priority >= systemCritical
+}
+
+// PodUsage is what a pod uses of the resources eviction ranks by; Containers is each
+// container's share of Memory and Disk, for the message.
+type PodUsage struct {
+	Pod       *corev1.Pod
+	Memory    int64 // working set bytes
+	Disk      int64 // writable layers, logs and disk-backed emptyDirs, bytes
+	Inodes    int64
+	Processes int64
+	// ContainerMemory and ContainerDisk are each container's share, by name.
+	ContainerMemory, ContainerDisk map[string]int64
+}
+
+// Victim picks the pod to evict for a crossed threshold, as the kubelet ranks them: for
+// memory and disk, pods using more than they request first, then lower priority, then the
+// most used beyond the request; for inodes the same with no request to compare; for PIDs
+// lower priority, then the most processes. Critical pods are never picked. ok is false when
+// nothing can be evicted.
+func Victim(t Threshold, pods []PodUsage) (PodUsage, bool) {
+	res := signals[t.Signal].resource
+	var cand []PodUsage
+	for _, p := range pods {
+		if !IsCritical(p.Pod) {
+			cand = append(cand, p)
+		}
+	}
+	if len(cand) == 0 {
+		return PodUsage{}, false
+	}
+	usage := func(p PodUsage) int64 {
+		switch res {
+		case corev1.ResourceMemory:
+			return p.Memory
+		case corev1.ResourceEphemeralStorage:
+			return p.Disk
+		case ResourceInodes:
+			return p.Inodes
+		}
+		return p.Processes
+	}
+	request := func(p PodUsage) int64 {
+		if res != corev1.ResourceMemory && res != corev1.ResourceEphemeralStorage {
+			return 0
+		}
+		q := resourcehelper.PodRequests(p.Pod, resourcehelper.PodResourcesOptions{})[res]
+		return q.Value()
+	}
+	sort.SliceStable(cand, func(i, j int) bool {
+		a, b := cand[i], cand[j]
+		if res != ResourcePIDs {
+			ea, eb := usage(a) > request(a), usage(b) > request(b)
+			if ea != eb {
+				return ea
+			}
+		}
+		if pa, pb := priority(a.Pod), priority(b.Pod); pa != pb {
+			return pa < pb
+		}
+		if res == ResourcePIDs {
+			return usage(a) > usage(b)
+		}
+		return usage(a)-request(a) > usage(b)-request(b)
+	})
+	return cand[0], true
+}
+
+func priority(p *corev1.Pod) int32 {
+	if p.Spec.Priority == nil {
+		return 0
+	}
+	return *p.Spec.Priority
+}
+
+// Message is the evicted pod's status message, as the kubelet words it: the resource, the
+// threshold and what was available, and each container using more than it requests.
+func Message(t Threshold, obs Observations, p PodUsage) string {
+	res := signals[t.Signal].resource
+	msg := fmt.Sprintf("The node was low on resource: %v. ", res)
+	if o, ok := obs[t.Signal]; ok {
+		msg += fmt.Sprintf("Threshold quantity: %v, available: %v. ", t.minQuantity(o.Capacity), available(res, o.Available))
+	}
+	var per map[string]int64
+	switch res {
+	case corev1.ResourceMemory:
+		per = p.ContainerMemory
+	case corev1.ResourceEphemeralStorage:
+		per = p.ContainerDisk
+	}
+	if per == nil {
+		return msg
+	}
+	for _, c := range p.Pod.Spec.Containers {
+		used, ok := per[c.Name]
+		if !ok {
+			continue
+		}
+		req := c.Resources.Requests[res]
+		if used > req.Value() {
+			msg += fmt.Sprintf("Container %s was using %s, request is %s, has larger consumption of %v. ",
+				c.Name, resource.NewQuantity(used, resource.BinarySI), req.String(), res)
+		}
+	}
+	return msg
+}
+
+// available formats an observed value: bytes as binary quantities (the kubelet prints
+// "available: 1234Ki"), counts as numbers.
+func available(res corev1.ResourceName, v int64) *resource.Quantity {
+	if res == ResourceInodes || res == ResourcePIDs {
+		return resource.NewQuantity(v, resource.DecimalSI)
+	}
+	return resource.NewQuantity(v, resource.BinarySI)
+}

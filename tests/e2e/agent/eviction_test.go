@@ -1,0 +1,199 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+
+	"github.com/skiff-sh/skiff/tests/e2e/framework"
+)
+
+// TestDiskPressureEviction gives the agent a node file system of its own (a 192 MiB tmpfs as
+// its data directory: containerd's images, the pods' emptyDirs) and the threshold
+// nodefs.available<40Mi. A pod filling its emptyDir until less than that is left puts the
+// node under DiskPressure: the Node says so and is tainted NoSchedule, a BestEffort pod bound
+// to it meanwhile is rejected with the kubelet's message, the filling pod — not its quiet
+// neighbour — is evicted with reason Evicted, the kubelet's message and a DisruptionTarget
+// condition, its emptyDir is freed, and once the transition period has passed the pressure
+// and the taint are gone.
+func TestDiskPressureEviction(t *testing.T) {
+	_, nsPath := framework.Netns(t)
+	dir := t.TempDir()
+	agentDir := filepath.Join(dir, "agent")
+	if err := os.MkdirAll(agentDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", agentDir, "tmpfs", 0, "size=192m"); err != nil {
+		t.Fatalf("tmpfs for the agent's data: %v", err)
+	}
+	// Registered first, so it runs after the server's cleanup has stopped what uses it.
+	t.Cleanup(func() { _ = unix.Unmount(agentDir, unix.MNT_DETACH) })
+
+	s := framework.NewServerWithAgent(t, dir, nsPath, "--eviction-hard", "nodefs.available<40Mi",
+		"--eviction-pressure-transition-period", "15s")
+	s.Start()
+	c := s.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	kc := framework.Kubectl(t, 33)
+	kubectl := func(args ...string) string {
+		t.Helper()
+		out, err := s.Run(ctx, kc, args...)
+		if err != nil {
+			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+		}
+		return out
+	}
+	var nodeName string
+	eventually(t, 90*time.Second, "the agent's node Ready without pressure", func() (bool, string) {
+		list, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil || len(list.Items) != 1 {
+			return false, fmt.Sprint(err)
+		}
+		n := list.Items[0]
+		nodeName = n.Name
+		return condition(&n, corev1.NodeReady) == corev1.ConditionTrue && condition(&n, corev1.NodeDiskPressure) == corev1.ConditionFalse,
+			fmt.Sprint(n.Status.Conditions)
+	})
+	kubectl("taint", "nodes", nodeName, "node-role.kubernetes.io/control-plane-")
+
+	// A quiet pod first, then the one that fills the file system to 20 MiB short of the
+	// threshold's 40.
+	quiet := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "quiet"}, Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "quiet", Image: "localhost/skiff/netutil:1", ImagePullPolicy: corev1.PullNever, Args: []string{"sleep"}}}}}
+	if _, err := c.CoreV1().Pods("default").Create(ctx, quiet, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPhase(t, ctx, s, "quiet", corev1.PodRunning)
+	var st unix.Statfs_t
+	if err := unix.Statfs(agentDir, &st); err != nil {
+		t.Fatal(err)
+	}
+	fillMiB := int64(st.Bavail)*st.Bsize>>20 - 20
+	if fillMiB < 10 {
+		t.Fatalf("only %d MiB available on the agent's 192 MiB tmpfs before the fill", fillMiB+20)
+	}
+	hog := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "hog"}, Spec: corev1.PodSpec{
+		Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+		Containers: []corev1.Container{{Name: "hog", Image: "localhost/skiff/netutil:1", ImagePullPolicy: corev1.PullNever,
+			Args: []string{"fill", "/data/fill", fmt.Sprint(fillMiB)}, VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}}}}
+	if _, err := c.CoreV1().Pods("default").Create(ctx, hog, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The node reports the pressure, with the kubelet's reason.
+	eventually(t, 90*time.Second, "DiskPressure on the node", func() (bool, string) {
+		n, err := c.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeDiskPressure {
+				return cond.Status == corev1.ConditionTrue && cond.Reason == "KubeletHasDiskPressure", fmt.Sprint(cond)
+			}
+		}
+		return false, "no DiskPressure condition"
+	})
+	// A BestEffort pod bound to the node by name (past the scheduler's taint check) is
+	// refused by the node itself.
+	late := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "late"}, Spec: corev1.PodSpec{NodeName: nodeName,
+		Containers: []corev1.Container{{Name: "late", Image: "localhost/skiff/netutil:1", ImagePullPolicy: corev1.PullNever, Args: []string{"sleep"}}}}}
+	if _, err := c.CoreV1().Pods("default").Create(ctx, late, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tainted := false
+	eventually(t, 60*time.Second, "late rejected and hog evicted", func() (bool, string) {
+		if n, err := c.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{}); err == nil {
+			for _, taint := range n.Spec.Taints {
+				tainted = tainted || (taint.Key == corev1.TaintNodeDiskPressure && taint.Effect == corev1.TaintEffectNoSchedule)
+			}
+		}
+		l, err1 := c.CoreV1().Pods("default").Get(ctx, "late", metav1.GetOptions{})
+		h, err2 := c.CoreV1().Pods("default").Get(ctx, "hog", metav1.GetOptions{})
+		if err1 != nil || err2 != nil {
+			return false, fmt.Sprint(err1, err2)
+		}
+		return l.Status.Phase == corev1.PodFailed && h.Status.Phase == corev1.PodFailed,
+			fmt.Sprintf("late %s %s, hog %s %s", l.Status.Phase, l.Status.Reason, h.Status.Phase, h.Status.Reason)
+	})
+	l, _ := c.CoreV1().Pods("default").Get(ctx, "late", metav1.GetOptions{})
+	if l.Status.Reason != "Evicted" || l.Status.Message != "Pod was rejected: The node had condition: [DiskPressure]. " {
+		t.Errorf("late pod: reason %q message %q", l.Status.Reason, l.Status.Message)
+	}
+	h, _ := c.CoreV1().Pods("default").Get(ctx, "hog", metav1.GetOptions{})
+	if h.Status.Reason != "Evicted" || !strings.HasPrefix(h.Status.Message, "The node was low on resource: ephemeral-storage. Threshold quantity: 40Mi, available: ") ||
+		!strings.Contains(h.Status.Message, "Container hog was using ") {
+		t.Errorf("hog: reason %q message %q", h.Status.Reason, h.Status.Message)
+	}
+	t.Logf("hog evicted: %s", h.Status.Message)
+	disrupted := false
+	for _, cond := range h.Status.Conditions {
+		disrupted = disrupted || (cond.Type == corev1.DisruptionTarget && cond.Status == corev1.ConditionTrue && cond.Reason == "TerminationByKubelet")
+	}
+	if !disrupted {
+		t.Errorf("hog has no DisruptionTarget condition: %v", h.Status.Conditions)
+	}
+	events, err := c.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: fields.Set{
+		"involvedObject.name": "hog", "reason": "Evicted"}.String()})
+	if err != nil || len(events.Items) == 0 || events.Items[0].Type != corev1.EventTypeWarning {
+		t.Errorf("no Warning Evicted event for hog: %v %v", events, err)
+	}
+	if q, err := c.CoreV1().Pods("default").Get(ctx, "quiet", metav1.GetOptions{}); err != nil || q.Status.Phase != corev1.PodRunning {
+		t.Errorf("the quiet pod was not left running: %v %v", q.Status.Phase, err)
+	}
+	if err := unix.Statfs(agentDir, &st); err != nil || int64(st.Bavail)*st.Bsize < 40<<20 {
+		t.Errorf("the evicted pod's disk was not freed: %d MiB available (%v)", int64(st.Bavail)*st.Bsize>>20, err)
+	}
+
+	// The transition period passes: no pressure, no taint.
+	eventually(t, 60*time.Second, "DiskPressure gone with its taint", func() (bool, string) {
+		n, err := c.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		if !tainted {
+			for _, taint := range n.Spec.Taints {
+				tainted = tainted || taint.Key == corev1.TaintNodeDiskPressure
+			}
+		}
+		for _, taint := range n.Spec.Taints {
+			if taint.Key == corev1.TaintNodeDiskPressure {
+				return false, "still tainted"
+			}
+		}
+		return condition(n, corev1.NodeDiskPressure) == corev1.ConditionFalse, fmt.Sprint(n.Status.Conditions)
+	})
+	if !tainted {
+		t.Error("the node was never tainted node.kubernetes.io/disk-pressure:NoSchedule while under pressure")
+	}
+}
+
+func condition(n *corev1.Node, t corev1.NodeConditionType) corev1.ConditionStatus {
+	for _, c := range n.Status.Conditions {
+		if c.Type == t {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+func waitPhase(t *testing.T, ctx context.Context, s *framework.Server, name string, phase corev1.PodPhase) {
+	t.Helper()
+	c := s.Client(t)
+	eventually(t, 60*time.Second, name+" "+string(phase), func() (bool, string) {
+		p, err := c.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.Status.Phase == phase, string(p.Status.Phase)
+	})
+}
