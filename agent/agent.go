@@ -202,6 +202,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	pressureChanged := make(chan struct{}, 1)
 	nopts := node.Options{Name: o.NodeName, InternalIP: o.InternalIP, RuntimeVersion: "containerd://" + v.RuntimeVersion, Taints: o.Taints,
 		Labels: o.Labels, APIPort: o.APIPort, Health: sup.Health, Pressure: pressureNow, PressureChanged: pressureChanged,
+		NodeFs: o.DataDir, EvictionHard: o.EvictionHard,
 		// The PV binder provisions local-path volumes under this directory of the node.
 		Annotations: map[string]string{volumes.LocalPathRootAnnotation: dirs.Storage()}}
 	if _, err := node.Register(ctx, client, nopts, log); err != nil {

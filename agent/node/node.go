@@ -48,14 +48,21 @@ type Options struct {
 	// Health, if set, says why the agent cannot do its job (a part of it is down): the node
 	// is then NotReady with that message, as the kubelet reports a broken runtime.
 	Health func() error
+	// NodeFs is a directory on the node's file system (the agent's data directory), whose
+	// size is the node's ephemeral storage; EvictionHard are the thresholds allocatable
+	// keeps back.
+	NodeFs       string
+	EvictionHard []eviction.Threshold
 	// Pressure, if set, is the node's pressure conditions now (agent/pressure), and
 	// PressureChanged receives when they change; without them the node reports none.
 	Pressure        func() eviction.Conditions
 	PressureChanged <-chan struct{}
 }
 
-// Capacity reads CPUs and memory of this machine.
-func Capacity(maxPods int) corev1.ResourceList {
+// Capacity reads CPUs and memory of this machine, and the size of the file system holding
+// nodeFs ("/" when empty) as its ephemeral storage, as the kubelet reports its root
+// directory's.
+func Capacity(maxPods int, nodeFs string) corev1.ResourceList {
 	mem := int64(0)
 	if f, err := os.Open("/proc/meminfo"); err == nil {
 		sc := bufio.NewScanner(f)
@@ -67,12 +74,47 @@ func Capacity(maxPods int) corev1.ResourceList {
 		}
 		f.Close()
 	}
-	return corev1.ResourceList{
-		corev1.ResourceCPU:              *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI),
-		corev1.ResourceMemory:           *resource.NewQuantity(mem, resource.BinarySI),
-		corev1.ResourcePods:             *resource.NewQuantity(int64(maxPods), resource.DecimalSI),
-		corev1.ResourceEphemeralStorage: *resource.NewQuantity(10<<30, resource.BinarySI),
+	out := corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(mem, resource.BinarySI),
+		corev1.ResourcePods:   *resource.NewQuantity(int64(maxPods), resource.DecimalSI),
 	}
+	if nodeFs == "" {
+		nodeFs = "/"
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(nodeFs, &st); err == nil {
+		out[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(int64(st.Blocks)*st.Bsize, resource.BinarySI)
+	}
+	return out
+}
+
+// Allocatable is the capacity less what the hard eviction thresholds of memory.available
+// and nodefs.available hold back, as the kubelet computes it (skiff reserves nothing for
+// system daemons): the scheduler never fills a node to its eviction threshold.
+func Allocatable(capacity corev1.ResourceList, hard []eviction.Threshold) corev1.ResourceList {
+	out := capacity.DeepCopy()
+	for _, th := range hard {
+		var name corev1.ResourceName
+		switch th.Signal {
+		case eviction.MemoryAvailable:
+			name = corev1.ResourceMemory
+		case eviction.NodeFsAvailable:
+			name = corev1.ResourceEphemeralStorage
+		default:
+			continue
+		}
+		q, ok := out[name]
+		if !ok {
+			continue
+		}
+		left := q.Value() - th.Min(q.Value())
+		if left < 0 {
+			left = 0
+		}
+		out[name] = *resource.NewQuantity(left, resource.BinarySI)
+	}
+	return out
 }
 
 func kernelVersion() string {
@@ -101,7 +143,7 @@ func Status(o Options) corev1.NodeStatus {
 	if o.MaxPods == 0 {
 		o.MaxPods = 110
 	}
-	capacity := Capacity(o.MaxPods)
+	capacity := Capacity(o.MaxPods, o.NodeFs)
 	now := metav1.Now()
 	cond := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason, msg string) corev1.NodeCondition {
 		return corev1.NodeCondition{Type: t, Status: s, Reason: reason, Message: msg, LastHeartbeatTime: now, LastTransitionTime: now}
@@ -125,7 +167,7 @@ func Status(o Options) corev1.NodeStatus {
 	}
 	return corev1.NodeStatus{
 		Capacity:    capacity,
-		Allocatable: capacity,
+		Allocatable: Allocatable(capacity, o.EvictionHard),
 		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: o.InternalIP},
 			{Type: corev1.NodeHostName, Address: o.Name}},
 		Conditions: []corev1.NodeCondition{

@@ -8,10 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/skiff-sh/skiff/agent/eviction"
 )
 
 func readyCondition(t *testing.T, st corev1.NodeStatus) corev1.NodeCondition {
@@ -68,5 +72,50 @@ func TestHeartbeatLease(t *testing.T) {
 	}
 	if o := l.OwnerReferences[0]; o.Kind != "Node" || o.Name != "n1" || o.UID != "uid-1" {
 		t.Errorf("owner %+v", o)
+	}
+}
+
+func TestCapacityAndAllocatable(t *testing.T) {
+	dir := t.TempDir()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	capacity := Capacity(110, dir)
+	eph := capacity[corev1.ResourceEphemeralStorage]
+	if eph.Value() != int64(st.Blocks)*st.Bsize {
+		t.Fatalf("ephemeral-storage %s, want the file system's %d bytes", eph.String(), int64(st.Blocks)*st.Bsize)
+	}
+	capacity = corev1.ResourceList{
+		corev1.ResourceMemory:           resource.MustParse("1Gi"),
+		corev1.ResourceEphemeralStorage: resource.MustParse("100Gi"),
+		corev1.ResourceCPU:              resource.MustParse("2"),
+	}
+	hard, err := eviction.ParseHard(eviction.DefaultHard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alloc := Allocatable(capacity, hard)
+	mem, disk, cpu := alloc[corev1.ResourceMemory], alloc[corev1.ResourceEphemeralStorage], alloc[corev1.ResourceCPU]
+	if mem.Value() != 924<<20 || disk.Value() != 90<<30 || cpu.String() != "2" {
+		t.Errorf("allocatable memory %s, ephemeral-storage %s, cpu %s; want 924Mi, 90Gi, 2", mem.String(), disk.String(), cpu.String())
+	}
+	if c := capacity[corev1.ResourceMemory]; c.String() != "1Gi" {
+		t.Errorf("Allocatable changed the capacity it was given: %s", c.String())
+	}
+	if got := Allocatable(capacity, nil); !got[corev1.ResourceMemory].Equal(capacity[corev1.ResourceMemory]) {
+		t.Errorf("no thresholds: %v", got)
+	}
+}
+
+func TestMergeConditionsKeepsTransitionTimes(t *testing.T) {
+	t0, t1 := metav1.NewTime(time.Unix(1000, 0)), metav1.NewTime(time.Unix(2000, 0))
+	old := []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastTransitionTime: t0},
+		{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, LastTransitionTime: t0}}
+	next := []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastTransitionTime: t1},
+		{Type: corev1.NodeDiskPressure, Status: corev1.ConditionTrue, LastTransitionTime: t1}}
+	got := MergeConditions(old, next)
+	if !got[0].LastTransitionTime.Equal(&t0) || !got[1].LastTransitionTime.Equal(&t1) {
+		t.Errorf("transition times %v %v: want the unchanged Ready's kept, the changed DiskPressure's new", got[0].LastTransitionTime, got[1].LastTransitionTime)
 	}
 }
