@@ -272,8 +272,68 @@ type PodUsage struct {
 	Disk      int64 // writable layers, logs and disk-backed emptyDirs, bytes
 	Inodes    int64
 	Processes int64
-	// ContainerMemory and ContainerDisk are each container's share, by name.
-	ContainerMemory, ContainerDisk map[string]int64
+	// ContainerMemory and ContainerDisk are each container's share, by name (disk: its
+	// writable layer and logs); EmptyDirs each disk-backed emptyDir volume's use.
+	ContainerMemory, ContainerDisk, EmptyDirs map[string]int64
+}
+
+// LocalStorageExceeded says whether a pod uses more local ephemeral storage than its spec
+// allows — checked whatever the node's thresholds, as the kubelet's local storage isolation —
+// and the kubelet's message: an emptyDir beyond its sizeLimit first, then the pod beyond the
+// sum of its containers' ephemeral-storage limits (its emptyDirs counted), then a container
+// beyond its own (its writable layer and logs).
+func LocalStorageExceeded(u PodUsage) (string, bool) {
+	p := u.Pod
+	for _, v := range p.Spec.Volumes {
+		if v.EmptyDir == nil || v.EmptyDir.SizeLimit == nil || v.EmptyDir.SizeLimit.Sign() <= 0 || v.EmptyDir.Medium == corev1.StorageMediumMemory {
+			continue
+		}
+		if used, ok := u.EmptyDirs[v.Name]; ok && used > v.EmptyDir.SizeLimit.Value() {
+			return fmt.Sprintf("Usage of EmptyDir volume %q exceeds the limit %q. ", v.Name, v.EmptyDir.SizeLimit.String()), true
+		}
+	}
+	limits := resourcehelper.PodLimits(p, resourcehelper.PodResourcesOptions{})
+	if limit, ok := limits[corev1.ResourceEphemeralStorage]; ok && limit.Sign() > 0 {
+		total := int64(0)
+		for _, used := range u.ContainerDisk {
+			total += used
+		}
+		for _, used := range u.EmptyDirs {
+			total += used
+		}
+		if total > limit.Value() {
+			return fmt.Sprintf("Pod ephemeral local storage usage exceeds the total limit of containers %s. ", limit.String()), true
+		}
+	}
+	for _, c := range p.Spec.Containers {
+		limit, ok := c.Resources.Limits[corev1.ResourceEphemeralStorage]
+		if !ok || limit.Sign() <= 0 {
+			continue
+		}
+		if used, ok := u.ContainerDisk[c.Name]; ok && used > limit.Value() {
+			return fmt.Sprintf("Container %s exceeded its local ephemeral storage limit %q. ", c.Name, limit.String()), true
+		}
+	}
+	return "", false
+}
+
+// HasLocalStorageLimits says whether any of the pods limits its local ephemeral storage (an
+// emptyDir sizeLimit or a container's ephemeral-storage limit): only then must their use be
+// measured at every look.
+func HasLocalStorageLimits(pods []*corev1.Pod) bool {
+	for _, p := range pods {
+		for _, v := range p.Spec.Volumes {
+			if v.EmptyDir != nil && v.EmptyDir.SizeLimit != nil && v.EmptyDir.Medium != corev1.StorageMediumMemory {
+				return true
+			}
+		}
+		for _, c := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
+			if _, ok := c.Resources.Limits[corev1.ResourceEphemeralStorage]; ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Victim picks the pod to evict for a crossed threshold, as the kubelet ranks them: for

@@ -215,3 +215,52 @@ func TestMessage(t *testing.T) {
 		t.Errorf("disk message\n got %q\nwant %q", got, want)
 	}
 }
+
+func TestLocalStorageExceeded(t *testing.T) {
+	limit := func(q string) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceEphemeralStorage: resource.MustParse(q)}
+		}
+	}
+	sized := func(q string, medium corev1.StorageMedium) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			size := resource.MustParse(q)
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
+				EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &size, Medium: medium}}})
+		}
+	}
+	second := func(q string) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "d", Resources: corev1.ResourceRequirements{
+				Limits: corev1.ResourceList{corev1.ResourceEphemeralStorage: resource.MustParse(q)}}})
+		}
+	}
+	const Mi = 1 << 20
+	for _, c := range []struct {
+		name      string
+		pod       *corev1.Pod
+		ctr, dirs map[string]int64
+		want      string
+	}{
+		{"no limits", pod("p", 0), map[string]int64{"c": 900 * Mi}, map[string]int64{"data": 900 * Mi}, ""},
+		{"emptyDir within", pod("p", 0, sized("8Mi", "")), nil, map[string]int64{"data": 8 * Mi}, ""},
+		{"emptyDir over", pod("p", 0, sized("8Mi", "")), nil, map[string]int64{"data": 8*Mi + 4096}, `Usage of EmptyDir volume "data" exceeds the limit "8Mi". `},
+		{"memory emptyDir is the tmpfs's to limit", pod("p", 0, sized("8Mi", corev1.StorageMediumMemory)), nil, map[string]int64{"data": 80 * Mi}, ""},
+		// One container alone: its limit is the pod's, and the pod's message comes first.
+		{"sole container over", pod("p", 0, limit("8Mi")), map[string]int64{"c": 9 * Mi}, nil, "Pod ephemeral local storage usage exceeds the total limit of containers 8Mi. "},
+		{"container over, pod within", pod("p", 0, limit("8Mi"), second("100Mi")), map[string]int64{"c": 9 * Mi, "d": 0}, nil, `Container c exceeded its local ephemeral storage limit "8Mi". `},
+		// Each container within its own, the pod's emptyDir tips the sum of limits.
+		{"pod total over", pod("p", 0, limit("8Mi"), second("4Mi"), func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+		}), map[string]int64{"c": 7 * Mi, "d": 3 * Mi}, map[string]int64{"data": 3 * Mi}, "Pod ephemeral local storage usage exceeds the total limit of containers 12Mi. "},
+		{"pod total within", pod("p", 0, limit("8Mi"), second("4Mi")), map[string]int64{"c": 7 * Mi, "d": 3 * Mi}, nil, ""},
+	} {
+		msg, over := LocalStorageExceeded(PodUsage{Pod: c.pod, ContainerDisk: c.ctr, EmptyDirs: c.dirs})
+		if msg != c.want || over != (c.want != "") {
+			t.Errorf("%s: %q %v, want %q", c.name, msg, over, c.want)
+		}
+		if HasLocalStorageLimits([]*corev1.Pod{c.pod}) != (c.name != "no limits" && c.name != "memory emptyDir is the tmpfs's to limit") {
+			t.Errorf("%s: HasLocalStorageLimits = %v", c.name, !(c.name != "no limits"))
+		}
+	}
+}

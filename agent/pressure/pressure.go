@@ -1,7 +1,8 @@
 // Package pressure is the node agent's eviction manager. Every Interval (10 s, the kubelet's
 // housekeeping period) it observes the node's memory, file systems and PIDs, turns them into
 // pressure conditions with agent/eviction (reported on the Node and used by pod admission),
-// and while a hard threshold is crossed evicts one pod at a time — the one agent/eviction
+// evicts a pod that uses more local ephemeral storage than its spec allows, and while a hard
+// threshold is crossed evicts one pod at a time — the one agent/eviction
 // ranks first, measured only for the resource that is short — waiting for it to end before
 // looking again, as the kubelet does.
 package pressure
@@ -109,11 +110,12 @@ func (m *Manager) synchronize(ctx context.Context) {
 	met := eviction.Met(m.opts.Thresholds, obs)
 	conds := m.tracker.Observe(time.Now(), met)
 	m.publish(conds)
-	if len(met) == 0 {
+	pods := m.pods.ActivePods()
+	if m.localStorageEvictions(ctx, pods) || len(met) == 0 {
 		return
 	}
 	th := mostUrgent(met)
-	usage, err := m.podUsage(ctx, th.Signal, m.pods.ActivePods())
+	usage, err := m.podUsage(ctx, th.Signal, pods)
 	if err != nil {
 		m.log.Warn("eviction: measuring pods", "signal", th.Signal, "err", err)
 		return
@@ -123,14 +125,42 @@ func (m *Manager) synchronize(ctx context.Context) {
 		m.log.Warn("eviction threshold crossed and no pod to evict", "threshold", th.String(), "observed", obs[th.Signal].Available)
 		return
 	}
-	msg := eviction.Message(th, obs, victim)
-	m.log.Info("evicting pod", "pod", victim.Pod.Namespace+"/"+victim.Pod.Name, "threshold", th.String(), "observed", obs[th.Signal].Available)
-	// Wait for it to end (the kubelet waits up to 30 s for its resources to be reclaimed)
-	// before the next look measures the node again.
+	m.log.Info("eviction threshold crossed", "threshold", th.String(), "observed", obs[th.Signal].Available)
+	m.evict(ctx, victim.Pod, eviction.Message(th, obs, victim), isDisk(th.Signal))
+}
+
+// localStorageEvictions evicts every pod using more local ephemeral storage than its spec
+// allows, whatever the thresholds (the kubelet's local storage isolation), and says whether
+// it evicted any: the kubelet then looks again before acting on thresholds.
+func (m *Manager) localStorageEvictions(ctx context.Context, pods []*corev1.Pod) bool {
+	if !eviction.HasLocalStorageLimits(pods) {
+		return false
+	}
+	usage, err := m.podUsage(ctx, eviction.NodeFsAvailable, pods)
+	if err != nil {
+		m.log.Warn("eviction: measuring pods' local storage", "err", err)
+		return false
+	}
+	evicted := false
+	for _, u := range usage {
+		msg, over := eviction.LocalStorageExceeded(u)
+		if !over || eviction.IsCritical(u.Pod) {
+			continue
+		}
+		m.evict(ctx, u.Pod, msg, true)
+		evicted = true
+	}
+	return evicted
+}
+
+// evict ends a pod and waits for it (the kubelet waits up to 30 s for its resources to be
+// reclaimed) before the next look measures the node again.
+func (m *Manager) evict(ctx context.Context, pod *corev1.Pod, msg string, reclaimDisk bool) {
+	m.log.Info("evicting pod", "pod", pod.Namespace+"/"+pod.Name, "message", msg)
 	ectx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := m.pods.Evict(ectx, victim.Pod, msg, isDisk(th.Signal)); err != nil && ctx.Err() == nil {
-		m.log.Warn("eviction", "pod", victim.Pod.Namespace+"/"+victim.Pod.Name, "err", err)
+	if err := m.pods.Evict(ectx, pod, msg, reclaimDisk); err != nil && ctx.Err() == nil {
+		m.log.Warn("eviction", "pod", pod.Namespace+"/"+pod.Name, "err", err)
 	}
 }
 
@@ -253,7 +283,7 @@ func (m *Manager) podUsage(ctx context.Context, sig eviction.Signal, pods []*cor
 	out := make([]eviction.PodUsage, len(pods))
 	byUID := map[string]*eviction.PodUsage{}
 	for i, p := range pods {
-		out[i] = eviction.PodUsage{Pod: p, ContainerMemory: map[string]int64{}, ContainerDisk: map[string]int64{}}
+		out[i] = eviction.PodUsage{Pod: p, ContainerMemory: map[string]int64{}, ContainerDisk: map[string]int64{}, EmptyDirs: map[string]int64{}}
 		byUID[string(p.UID)] = &out[i]
 	}
 	if sig == eviction.PIDAvailable {
@@ -311,6 +341,7 @@ func (m *Manager) podUsage(ctx context.Context, sig eviction.Signal, pods []*cor
 			bytes, files := du(filepath.Join(m.opts.PodsDir, string(p.UID), "volumes", "empty-dir", v.Name))
 			u.Disk += bytes
 			u.Inodes += files
+			u.EmptyDirs[v.Name] = bytes
 		}
 	}
 	return out, nil

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
@@ -19,12 +20,13 @@ import (
 
 // TestDiskPressureEviction gives the agent a node file system of its own (a 192 MiB tmpfs as
 // its data directory: containerd's images, the pods' emptyDirs) and the threshold
-// nodefs.available<40Mi. A pod filling its emptyDir until less than that is left puts the
-// node under DiskPressure: the Node says so and is tainted NoSchedule, a BestEffort pod bound
-// to it meanwhile is rejected with the kubelet's message, the filling pod — not its quiet
-// neighbour — is evicted with reason Evicted, the kubelet's message and a DisruptionTarget
-// condition, its emptyDir is freed, and once the transition period has passed the pressure
-// and the taint are gone.
+// nodefs.available<40Mi. First the pods' own local storage limits (an emptyDir's sizeLimit, a
+// container's ephemeral-storage limit) evict the pods that pass them. Then a pod filling its
+// emptyDir until less than 40 MiB is left puts the node under DiskPressure: the Node says so
+// and is tainted NoSchedule, a BestEffort pod bound to it meanwhile is rejected with the
+// kubelet's message, the filling pod — not its quiet neighbour — is evicted with reason
+// Evicted, the kubelet's message and a DisruptionTarget condition, its emptyDir is freed, and
+// once the transition period has passed the pressure and the taint are gone.
 func TestDiskPressureEviction(t *testing.T) {
 	_, nsPath := framework.Netns(t)
 	dir := t.TempDir()
@@ -65,6 +67,37 @@ func TestDiskPressureEviction(t *testing.T) {
 			fmt.Sprint(n.Status.Conditions)
 	})
 	kubectl("taint", "nodes", nodeName, "node-role.kubernetes.io/control-plane-")
+
+	// Local storage limits hold whatever the thresholds: an emptyDir beyond its sizeLimit, and
+	// a container writing beyond its ephemeral-storage limit into its own root file system
+	// (containerd's writable layer, from CRI stats), are evicted with the kubelet's messages.
+	eight := resource.MustParse("8Mi")
+	sized := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "sized"}, Spec: corev1.PodSpec{
+		Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &eight}}}},
+		Containers: []corev1.Container{{Name: "sized", Image: "localhost/skiff/netutil:1", ImagePullPolicy: corev1.PullNever,
+			Args: []string{"fill", "/data/fill", "16"}, VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}}}}
+	limited := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "limited"}, Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "limited", Image: "localhost/skiff/netutil:1", ImagePullPolicy: corev1.PullNever,
+			Args:      []string{"fill", "/fill", "16"},
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceEphemeralStorage: eight}}}}}}
+	for _, p := range []*corev1.Pod{sized, limited} {
+		if _, err := c.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, want := range map[string]string{
+		"sized":   `Usage of EmptyDir volume "data" exceeds the limit "8Mi". `,
+		"limited": "Pod ephemeral local storage usage exceeds the total limit of containers 8Mi. ",
+	} {
+		eventually(t, 60*time.Second, name+" evicted for its local storage", func() (bool, string) {
+			p, err := c.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return p.Status.Phase == corev1.PodFailed && p.Status.Reason == "Evicted" && p.Status.Message == want,
+				fmt.Sprintf("%s %s %q", p.Status.Phase, p.Status.Reason, p.Status.Message)
+		})
+	}
 
 	// A quiet pod first, then the one that fills the file system to 20 MiB short of the
 	// threshold's 40.
