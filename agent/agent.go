@@ -22,10 +22,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	watchtools "k8s.io/client-go/tools/watch"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -35,6 +39,7 @@ import (
 	"github.com/skiff-sh/skiff/agent/cniserver"
 	"github.com/skiff-sh/skiff/agent/eviction"
 	"github.com/skiff-sh/skiff/agent/hostprep"
+	"github.com/skiff-sh/skiff/agent/imagegc"
 	"github.com/skiff-sh/skiff/agent/imagemount"
 	"github.com/skiff-sh/skiff/agent/ipam"
 	"github.com/skiff-sh/skiff/agent/logrotate"
@@ -110,6 +115,9 @@ type Options struct {
 	// the last crossing (agent/eviction's default when zero).
 	EvictionHard                     []eviction.Threshold
 	EvictionPressureTransitionPeriod time.Duration
+	// ImageGC is when unused images are removed (imagegc's defaults, 85% and 80% of the
+	// image file system and 2 minutes, when zero).
+	ImageGC imagegc.Policy
 }
 
 // Run runs the agent until ctx ends.
@@ -157,23 +165,33 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	}
 	defer ctr.Close()
 	// The images built into this binary first (a node needs no image directory to start
-	// pods), then any archives in the image directories, which may replace them.
+	// pods), then any archives in the image directories, which may replace them. All are
+	// pinned, as k3s pins its airgap images: image garbage collection never removes them.
+	pinned := map[string]bool{images.Pause: true}
 	if files, err := embedded.WriteTo(dirs.EmbeddedImages()); err != nil {
 		log.Warn("embedded images", "err", err)
 	} else {
 		for _, f := range files {
-			if err := ctr.ImportImage(ctx, f); err != nil {
+			refs, err := ctr.ImportPinned(ctx, f)
+			if err != nil {
 				log.Warn("image import", "file", f, "err", err)
+			}
+			for _, r := range refs {
+				pinned[r] = true
 			}
 		}
 	}
 	for _, dir := range o.ImageDirs {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.tar"))
 		for _, f := range files {
-			if err := ctr.ImportImage(ctx, f); err != nil {
+			refs, err := ctr.ImportPinned(ctx, f)
+			if err != nil {
 				log.Warn("image import", "file", f, "err", err)
 			} else {
-				log.Info("image imported", "file", f)
+				log.Info("image imported", "file", f, "images", refs)
+			}
+			for _, r := range refs {
+				pinned[r] = true
 			}
 		}
 	}
@@ -328,8 +346,34 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	if transition == 0 {
 		transition = eviction.DefaultTransitionPeriod
 	}
+	// The node's own events (upstream's kubelet records them on its Node): pressure
+	// transitions and image collections that could not free enough.
+	nodeEvents := record.NewBroadcaster()
+	nodeEvents.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	defer nodeEvents.Shutdown()
+	nodeRecorder := nodeEvents.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: o.NodeName})
+	nodeRef := &corev1.ObjectReference{Kind: "Node", Name: o.NodeName, UID: types.UID(o.NodeName)}
+	gcPolicy := o.ImageGC
+	if gcPolicy == (imagegc.Policy{}) {
+		gcPolicy = imagegc.Policy{HighThresholdPercent: imagegc.DefaultHighThresholdPercent, LowThresholdPercent: imagegc.DefaultLowThresholdPercent, MinAge: imagegc.DefaultMinAge}
+	}
+	gc := &imagegc.Manager{Images: runtimeapi.NewImageServiceClient(conn), Runtime: runtimeapi.NewRuntimeServiceClient(conn), Policy: gcPolicy, Log: log,
+		Pinned: func(img imagegc.Image) bool {
+			for _, t := range img.Tags {
+				if pinned[t] {
+					return true
+				}
+			}
+			return false
+		},
+		Failed: func(msg string) { nodeRecorder.Event(nodeRef, corev1.EventTypeWarning, "FreeDiskSpaceFailed", msg) }}
+	sup.Go(supervisor.Part{Name: "image-gc", Policy: supervisor.Restart, Run: gc.Run})
 	pmgr := pressure.New(pressure.Options{Thresholds: o.EvictionHard, TransitionPeriod: transition, NodeFs: o.DataDir,
-		PodLogDir: o.PodLogDir, PodsDir: dirs.Pods(), CgroupPath: filepath.Join(cgroups.Unified(), o.CgroupRoot), Changed: pressureChanged},
+		PodLogDir: o.PodLogDir, PodsDir: dirs.Pods(), CgroupPath: filepath.Join(cgroups.Unified(), o.CgroupRoot), Changed: pressureChanged,
+		Reclaim: gc.DeleteUnused,
+		Event: func(reason string) {
+			nodeRecorder.Eventf(nodeRef, corev1.EventTypeNormal, reason, "Node %s status is now: %s", o.NodeName, reason)
+		}},
 		runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn), pm, log)
 	pressureMgr.Store(pmgr)
 	sup.Go(supervisor.Part{Name: "eviction", Policy: supervisor.Restart, Run: pmgr.Run})

@@ -179,7 +179,7 @@ func Up(ctx context.Context, o Options, log *slog.Logger) error {
 		"--pod-manifest-path", filepath.Join(mdir, "manifests"), "--cgroup-root", CgroupRoot(o.Name)+"/master",
 		"--service-proxy="+strconv.FormatBool(!o.NoServiceProxy), "--network-policy="+strconv.FormatBool(!o.NoNetworkPolicy),
 		// The lab's traffic never leaves it: its cluster DNS forwards nowhere.
-		"--dns-upstream=none", "--loadbalancer-cidr="+LoadBalancerPool.String(), "--eviction-hard="+EvictionHard)
+		"--dns-upstream=none", "--loadbalancer-cidr="+LoadBalancerPool.String(), "--eviction-hard="+EvictionHard, "--image-gc-high-threshold=100")
 	if err != nil {
 		return err
 	}
@@ -238,13 +238,15 @@ func agentArgs(s Spec, labDir string, n Host) []string {
 		"--node-name", n.NodeName, "--node-ip", n.IP.String(), "--pod-log-dir", filepath.Join(dir, "logs"),
 		"--pod-manifest-path", filepath.Join(dir, "manifests"), "--cgroup-root", CgroupRoot(s.Name) + "/" + n.Role,
 		"--service-proxy=" + strconv.FormatBool(!s.NoServiceProxy), "--network-policy=" + strconv.FormatBool(!s.NoNetworkPolicy),
-		"--dns-upstream=none", "--eviction-hard=" + EvictionHard}
+		"--dns-upstream=none", "--eviction-hard=" + EvictionHard, "--image-gc-high-threshold=100"}
 }
 
 // EvictionHard is the eviction thresholds of the lab's agents: memory only. Its nodes share
 // the host's disk with each other and with everything else on the host, so disk thresholds
 // would measure the host's fill, not a node's, and evict every node's pods at once (kind
-// turns them off for the same reason). Tests that start agents on a shared disk use it too.
+// turns them off for the same reason); for the same reason their image garbage collection is
+// off (--image-gc-high-threshold=100): the images tests import by hand are not pinned. Tests
+// that start agents on a shared disk do the same.
 const EvictionHard = "memory.available<100Mi"
 
 // RestartAgent stops a worker's agent (SIGTERM, as an upgrade would) and starts it again;

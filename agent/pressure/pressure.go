@@ -46,6 +46,12 @@ type Options struct {
 	// Changed, if set, receives (without blocking) when the conditions change, so the
 	// node's status is posted at once.
 	Changed chan<- struct{}
+	// Reclaim, if set, frees node-level disk (unused images) before a pod is evicted for
+	// disk, and returns the bytes freed; when that relieves the pressure, no pod goes.
+	Reclaim func(context.Context) (int64, error)
+	// Event, if set, is told each condition's change by the kubelet's event reason
+	// (NodeHasDiskPressure, NodeHasNoDiskPressure, …).
+	Event func(reason string)
 }
 
 // Evictor is the pod manager: the pods the node runs, and ending one.
@@ -115,6 +121,19 @@ func (m *Manager) synchronize(ctx context.Context) {
 		return
 	}
 	th := mostUrgent(met)
+	if isDisk(th.Signal) && m.opts.Reclaim != nil {
+		freed, err := m.opts.Reclaim(ctx)
+		if err != nil {
+			m.log.Warn("eviction: reclaiming unused images", "err", err)
+		}
+		if freed > 0 {
+			m.log.Info("eviction: unused images removed", "threshold", th.String(), "freedBytes", freed)
+			obs = m.observe(ctx)
+			if !crossed(eviction.Met(m.opts.Thresholds, obs), th.Signal) {
+				return
+			}
+		}
+	}
 	usage, err := m.podUsage(ctx, th.Signal, pods)
 	if err != nil {
 		m.log.Warn("eviction: measuring pods", "signal", th.Signal, "err", err)
@@ -166,12 +185,19 @@ func (m *Manager) evict(ctx context.Context, pod *corev1.Pod, msg string, reclai
 
 func (m *Manager) publish(c eviction.Conditions) {
 	m.mu.Lock()
-	same := len(m.conds) == len(c)
-	for k, v := range c {
-		same = same && m.conds[k] == v
-	}
+	prev := m.conds
 	m.conds = c
 	m.mu.Unlock()
+	same := true
+	for _, t := range []corev1.NodeConditionType{corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure} {
+		if prev[t] == c[t] {
+			continue
+		}
+		same = false
+		if m.opts.Event != nil && (prev != nil || c[t]) {
+			m.opts.Event(eventReasons[t][c[t]])
+		}
+	}
 	if same {
 		return
 	}
@@ -182,6 +208,13 @@ func (m *Manager) publish(c eviction.Conditions) {
 		default:
 		}
 	}
+}
+
+// eventReasons are the kubelet's event reasons for each condition, off and on.
+var eventReasons = map[corev1.NodeConditionType]map[bool]string{
+	corev1.NodeMemoryPressure: {false: "NodeHasSufficientMemory", true: "NodeHasInsufficientMemory"},
+	corev1.NodeDiskPressure:   {false: "NodeHasNoDiskPressure", true: "NodeHasDiskPressure"},
+	corev1.NodePIDPressure:    {false: "NodeHasSufficientPID", true: "NodeHasInsufficientPID"},
 }
 
 // mostUrgent picks the threshold to act on: memory first, then disk space, then inodes,
@@ -197,6 +230,15 @@ func mostUrgent(met []eviction.Threshold) eviction.Threshold {
 		}
 	}
 	return met[0]
+}
+
+func crossed(met []eviction.Threshold, s eviction.Signal) bool {
+	for _, t := range met {
+		if t.Signal == s {
+			return true
+		}
+	}
+	return false
 }
 
 func isDisk(s eviction.Signal) bool {

@@ -273,11 +273,48 @@ func (c *Containerd) Version(ctx context.Context) (*runtimeapi.VersionResponse, 
 
 // ImportImage imports an OCI or Docker archive into the k8s.io namespace with Debian's ctr.
 func (c *Containerd) ImportImage(ctx context.Context, file string) error {
+	_, err := c.importImage(ctx, file)
+	return err
+}
+
+// ImportPinned imports an archive and pins its images: each is labelled
+// io.cri-containerd.pinned=pinned, which containerd's CRI (from 1.7) reports as pinned so no
+// image garbage collector removes it, and its references are returned, which skiff's own
+// collector also leaves (containerd 1.6 reports no pins). A node that reaches no registry
+// could not get these images back.
+func (c *Containerd) ImportPinned(ctx context.Context, file string) ([]string, error) {
+	refs, err := c.importImage(ctx, file)
+	if err != nil {
+		return nil, err
+	}
+	for _, ref := range refs {
+		out, err := exec.CommandContext(ctx, "ctr", "--address", strings.TrimPrefix(c.endpoint, "unix://"), "-n", "k8s.io",
+			"images", "label", ref, "io.cri-containerd.pinned=pinned").CombinedOutput()
+		if err != nil {
+			return refs, fmt.Errorf("pin %s: %v: %s", ref, err, strings.TrimSpace(string(out)))
+		}
+	}
+	return refs, nil
+}
+
+// unpackingRE is how ctr import names each image it imports: "unpacking REF (DIGEST)...done".
+var unpackingRE = regexp.MustCompile(`unpacking (\S+) \((sha256:[0-9a-f]{64})\)`)
+
+func (c *Containerd) importImage(ctx context.Context, file string) ([]string, error) {
 	out, err := exec.CommandContext(ctx, "ctr", "--address", strings.TrimPrefix(c.endpoint, "unix://"), "-n", "k8s.io", "images", "import", "--all-platforms", file).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("import %s: %v: %s", file, err, strings.TrimSpace(string(out)))
+		return nil, fmt.Errorf("import %s: %v: %s", file, err, strings.TrimSpace(string(out)))
 	}
-	return nil
+	return ImportedRefs(out), nil
+}
+
+// ImportedRefs are the image references ctr import's output names.
+func ImportedRefs(out []byte) []string {
+	var refs []string
+	for _, m := range unpackingRE.FindAllSubmatch(out, -1) {
+		refs = append(refs, string(m[1]))
+	}
+	return refs
 }
 
 // podNetnsRE matches the network namespaces containerd's CRI creates for pod sandboxes.

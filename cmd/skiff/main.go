@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/agent/eviction"
+	"github.com/skiff-sh/skiff/agent/imagegc"
 	"github.com/skiff-sh/skiff/cni"
 	"github.com/skiff-sh/skiff/controlplane/allocator"
 	"github.com/skiff-sh/skiff/controlplane/controllermanager"
@@ -139,6 +140,9 @@ func addAgentFlags(fs *pflag.FlagSet, f *config.Agent, prefix string) {
 	fs.IntVar(&f.ContainerLogMaxFiles, "container-log-max-files", 5, "log files kept per container, the live one included (at least 2), as the kubelet's containerLogMaxFiles")
 	fs.DurationVar(&f.ContainerLogMonitorInterval, "container-log-monitor-interval", 10*time.Second, "how often container logs are checked for rotation, as the kubelet's containerLogMonitorInterval")
 	fs.StringVar(&f.EvictionHard, "eviction-hard", eviction.DefaultHard, "hard node-pressure eviction thresholds SIGNAL<QUANTITY|PERCENT%, comma-separated, as the kubelet's (a signal at 0 is off; empty: none)")
+	fs.IntVar(&f.ImageGCHighThreshold, "image-gc-high-threshold", imagegc.DefaultHighThresholdPercent, "percent of the image file system used that starts removing unused images, as the kubelet's (100: never)")
+	fs.IntVar(&f.ImageGCLowThreshold, "image-gc-low-threshold", imagegc.DefaultLowThresholdPercent, "percent of the image file system used that image garbage collection brings it down to, as the kubelet's")
+	fs.DurationVar(&f.MinimumImageTTL, "minimum-image-ttl-duration", imagegc.DefaultMinAge, "how long an unused image stays before garbage collection may remove it, as the kubelet's")
 	fs.DurationVar(&f.EvictionPressureTransitionPeriod, "eviction-pressure-transition-period", eviction.DefaultTransitionPeriod, "how long a pressure condition stays after its threshold was last crossed, as the kubelet's")
 	fs.IntVar(&f.Port, prefix+"port", 10250, "HTTPS port of the agent API (container logs)")
 	fs.StringVar(&f.PodManifestPath, "pod-manifest-path", "/etc/skiff/manifests", "directory of static pod manifests")

@@ -25,6 +25,7 @@ import (
 	"github.com/skiff-sh/skiff/agent"
 	"github.com/skiff-sh/skiff/agent/apiservers"
 	"github.com/skiff-sh/skiff/agent/eviction"
+	"github.com/skiff-sh/skiff/agent/imagegc"
 	"github.com/skiff-sh/skiff/agent/join"
 	"github.com/skiff-sh/skiff/agent/logrotate"
 	"github.com/skiff-sh/skiff/bgp"
@@ -66,6 +67,10 @@ type Agent struct {
 	// eviction); EvictionPressureTransitionPeriod its --eviction-pressure-transition-period.
 	EvictionHard                     string
 	EvictionPressureTransitionPeriod time.Duration
+	// ImageGCHighThreshold and ImageGCLowThreshold (percent of the image file system) and
+	// MinimumImageTTL are the kubelet's image garbage collection settings of those names.
+	ImageGCHighThreshold, ImageGCLowThreshold int
+	MinimumImageTTL                           time.Duration
 }
 
 // Join is how `skiff agent` reaches the API server: a kubeconfig, or a server URL and a
@@ -169,7 +174,11 @@ func (a Agent) Options(taints []corev1.Taint) (agent.Options, error) {
 	if a.EvictionPressureTransitionPeriod < 0 {
 		return agent.Options{}, fmt.Errorf("--eviction-pressure-transition-period %s: must not be negative", a.EvictionPressureTransitionPeriod)
 	}
-	return agent.Options{ContainerLogs: logs, EvictionHard: hard, EvictionPressureTransitionPeriod: a.EvictionPressureTransitionPeriod, DataDir: a.DataDir, NodeName: a.NodeName, InternalIP: NodeAddress(a.NodeIP), Taints: taints, Netns: a.Netns,
+	gc := imagegc.Policy{HighThresholdPercent: a.ImageGCHighThreshold, LowThresholdPercent: a.ImageGCLowThreshold, MinAge: a.MinimumImageTTL}
+	if err := gc.Validate(); err != nil {
+		return agent.Options{}, fmt.Errorf("--image-gc-high-threshold/--image-gc-low-threshold/--minimum-image-ttl-duration: %w", err)
+	}
+	return agent.Options{ContainerLogs: logs, EvictionHard: hard, EvictionPressureTransitionPeriod: a.EvictionPressureTransitionPeriod, ImageGC: gc, DataDir: a.DataDir, NodeName: a.NodeName, InternalIP: NodeAddress(a.NodeIP), Taints: taints, Netns: a.Netns,
 		CNIPlugin: a.CNIPlugin, ImageDirs: dirs, PodLogDir: a.PodLogDir, PodManifestPath: a.PodManifestPath, HealthzAddress: a.HealthzAddress,
 		APIAddress: fmt.Sprintf(":%d", a.Port), APIPort: a.Port, ServingCert: a.ServingCert, ServingKey: a.ServingKey, ClientCA: a.ClientCA,
 		ClusterDNS: a.ClusterDNS, ClusterDomain: a.ClusterDomain, ResolvConf: a.ResolvConf, RuntimeEndpoint: a.RuntimeEndpoint,

@@ -49,7 +49,7 @@ func podStartup(b *testing.B) {
 	agent := exec.Command(framework.Binary(b), "agent", "--kubeconfig", s.Kubeconfig, "--data-dir", dir, "--netns", nsPath,
 		"--node-name", "bench-node", "--node-ip", "127.0.0.1", "--port", strconv.Itoa(framework.FreePort(b)),
 		"--healthz-address", "127.0.0.1:"+strconv.Itoa(framework.FreePort(b)),
-		"--cni-plugin", cni, "--images-dir", images, "--pod-log-dir", filepath.Join(dir, "logs"), "--log-level", "warn", "--eviction-hard", lab.EvictionHard,
+		"--cni-plugin", cni, "--images-dir", images, "--pod-log-dir", filepath.Join(dir, "logs"), "--log-level", "warn", "--eviction-hard", lab.EvictionHard, "--image-gc-high-threshold=100",
 		// As in the e2e tests: the agent process is in the host's namespace, so no BGP or
 		// service proxy, and its own cgroup root, removed afterwards.
 		"--bgp=false", "--service-proxy=false", "--dns=false", "--cgroup-root", root)

@@ -3,7 +3,9 @@ package agent
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
+	"github.com/skiff-sh/skiff/images/oci"
 	"github.com/skiff-sh/skiff/tests/e2e/framework"
 )
 
@@ -26,7 +29,8 @@ import (
 // and is tainted NoSchedule, a BestEffort pod bound to it meanwhile is rejected with the
 // kubelet's message, the filling pod — not its quiet neighbour — is evicted with reason
 // Evicted, the kubelet's message and a DisruptionTarget condition, its emptyDir is freed, and
-// once the transition period has passed the pressure and the taint are gone.
+// once the transition period has passed the pressure and the taint are gone. Before the pod,
+// the unused image imported by hand is removed (the pinned ones the agent imported stay).
 func TestDiskPressureEviction(t *testing.T) {
 	_, nsPath := framework.Netns(t)
 	dir := t.TempDir()
@@ -41,7 +45,7 @@ func TestDiskPressureEviction(t *testing.T) {
 	t.Cleanup(func() { _ = unix.Unmount(agentDir, unix.MNT_DETACH) })
 
 	s := framework.NewServerWithAgent(t, dir, nsPath, "--eviction-hard", "nodefs.available<40Mi",
-		"--eviction-pressure-transition-period", "15s")
+		"--eviction-pressure-transition-period", "15s", "--minimum-image-ttl-duration", "1s")
 	s.Start()
 	c := s.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -67,6 +71,32 @@ func TestDiskPressureEviction(t *testing.T) {
 			fmt.Sprint(n.Status.Conditions)
 	})
 	kubectl("taint", "nodes", nodeName, "node-role.kubernetes.io/control-plane-")
+
+	// An image imported by hand (not pinned, as those the agent imports at start are) that no
+	// pod uses: under disk pressure it goes before any pod does.
+	rnd := rand.New(rand.NewPCG(1, 2))
+	junk := make([]byte, 2<<20)
+	for i := range junk {
+		junk[i] = byte(rnd.Uint32())
+	}
+	archive := filepath.Join(dir, "leftover.tar")
+	if err := oci.WriteFile(archive, oci.Image{Name: "localhost/skiff/leftover:1", Files: []oci.File{{Path: "/junk", Mode: 0o644, Data: junk}}}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(framework.Binary(t), "images", "import", "--agent-data-dir", agentDir, archive).CombinedOutput(); err != nil {
+		t.Fatalf("skiff images import: %v\n%s", err, out)
+	}
+	imported := time.Now()
+	images := func() string {
+		out, err := exec.Command("ctr", "--address", filepath.Join(agentDir, "containerd", "containerd.sock"), "-n", "k8s.io", "images", "ls", "-q").CombinedOutput()
+		if err != nil {
+			t.Fatalf("ctr images ls: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	if !strings.Contains(images(), "localhost/skiff/leftover:1") {
+		t.Fatalf("the leftover image was not imported: %s", images())
+	}
 
 	// Local storage limits hold whatever the thresholds: an emptyDir beyond its sizeLimit, and
 	// a container writing beyond its ephemeral-storage limit into its own root file system
@@ -107,6 +137,9 @@ func TestDiskPressureEviction(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPhase(t, ctx, s, "quiet", corev1.PodRunning)
+	// The image collector looks at images every 30 s: it must have seen the leftover once
+	// before the pressure for its minimum age to have passed.
+	time.Sleep(time.Until(imported.Add(35 * time.Second)))
 	var st unix.Statfs_t
 	if err := unix.Statfs(agentDir, &st); err != nil {
 		t.Fatal(err)
@@ -182,6 +215,11 @@ func TestDiskPressureEviction(t *testing.T) {
 	}
 	if q, err := c.CoreV1().Pods("default").Get(ctx, "quiet", metav1.GetOptions{}); err != nil || q.Status.Phase != corev1.PodRunning {
 		t.Errorf("the quiet pod was not left running: %v %v", q.Status.Phase, err)
+	}
+	// The unused image went first; the pinned ones stay.
+	if imgs := images(); strings.Contains(imgs, "localhost/skiff/leftover:1") || !strings.Contains(imgs, "localhost/skiff/netutil:1") ||
+		!strings.Contains(imgs, "localhost/skiff/pause:1") {
+		t.Errorf("images after disk pressure:\n%s\nwant the leftover gone and netutil and pause kept", imgs)
 	}
 	if err := unix.Statfs(agentDir, &st); err != nil || int64(st.Bavail)*st.Bsize < 40<<20 {
 		t.Errorf("the evicted pod's disk was not freed: %d MiB available (%v)", int64(st.Bavail)*st.Bsize>>20, err)

@@ -71,7 +71,7 @@ func TestTwoAgents(t *testing.T) {
 		t.Cleanup(func() { framework.KillUnder(dir) })
 		root := fmt.Sprintf("/skiff/e2e-%s-%d", node, os.Getpid())
 		t.Cleanup(func() { _ = cgroups.KillAll(cgroups.Mounts(), root) })
-		agent := exec.Command(framework.Binary(t), "agent", "--server", server, "--token", token, "--data-dir", dir, "--netns", nsPath, "--bgp=false", "--service-proxy=false", "--dns=false", "--eviction-hard="+lab.EvictionHard,
+		agent := exec.Command(framework.Binary(t), "agent", "--server", server, "--token", token, "--data-dir", dir, "--netns", nsPath, "--bgp=false", "--service-proxy=false", "--dns=false", "--eviction-hard="+lab.EvictionHard, "--image-gc-high-threshold=100",
 			"--cgroup-root", root,
 			"--node-name", node, "--node-ip", "127.0.0.1", "--port", strconv.Itoa(framework.FreePort(t)),
 			"--healthz-address", "127.0.0.1:"+strconv.Itoa(framework.FreePort(t)),

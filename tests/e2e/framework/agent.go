@@ -102,7 +102,7 @@ func NewServerWithAgent(tb testing.TB, dir, netnsPath string, extra ...string) *
 		// real host; here the node's address is loopback, which no pod reaches.
 		"--dns=false",
 		// The test's node shares the machine's disk (see lab.EvictionHard).
-		"--eviction-hard=" + lab.EvictionHard}, extra...)...)
+		"--eviction-hard=" + lab.EvictionHard, "--image-gc-high-threshold=100"}, extra...)...)
 	// Its own cgroup root, so whatever its pods leave behind is removed with it.
 	s.CgroupRoot = fmt.Sprintf("/skiff/e2e-%d-%d", os.Getpid(), rand.IntN(1<<30))
 	s.args = append(s.args, "--cgroup-root", s.CgroupRoot)

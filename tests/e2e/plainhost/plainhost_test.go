@@ -152,7 +152,7 @@ func TestRunningSkiffYourself(t *testing.T) {
 		// Both nodes share this machine's disk (see lab.EvictionHard); CI's machines also
 		// keep most of it reserved for root, leaving about 16% available to the kubelet's
 		// imagefs.available<15% default.
-		"--eviction-hard="+lab.EvictionHard)
+		"--eviction-hard="+lab.EvictionHard, "--image-gc-high-threshold=100")
 	tokenFile := filepath.Join(server.dir, "token")
 	framework.Eventually(t, 2*time.Minute, "the server's join token", func() (bool, string) {
 		_, err := os.Stat(tokenFile)
@@ -173,7 +173,7 @@ func TestRunningSkiffYourself(t *testing.T) {
 	worker.start("agent", "--server", "https://"+server.ip+":6443", "--token", strings.TrimSpace(string(token)),
 		"--node-name", worker.node, "--data-dir", worker.dir, "--pod-log-dir", filepath.Join(worker.dir, "logs"),
 		"--pod-manifest-path", filepath.Join(worker.dir, "manifests"), "--cgroup-root", worker.cgroupRoot,
-		"--eviction-hard="+lab.EvictionHard)
+		"--eviction-hard="+lab.EvictionHard, "--image-gc-high-threshold=100")
 
 	kubectl := func(args ...string) (string, error) {
 		return server.run(ctx, framework.Kubectl(t, 33), append([]string{"--kubeconfig", filepath.Join(server.dir, "admin.kubeconfig")}, args...)...)
