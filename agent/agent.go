@@ -115,6 +115,11 @@ type Options struct {
 	// the last crossing (agent/eviction's default when zero).
 	EvictionHard                     []eviction.Threshold
 	EvictionPressureTransitionPeriod time.Duration
+	// EvictionSoft are soft thresholds (each with its grace period); a pod evicted for one
+	// gets its own termination grace period, at most EvictionMaxPodGracePeriod seconds when
+	// that is positive.
+	EvictionSoft              []eviction.Threshold
+	EvictionMaxPodGracePeriod int64
 	// ImageGC is when unused images are removed (imagegc's defaults, 85% and 80% of the
 	// image file system and 2 minutes, when zero).
 	ImageGC imagegc.Policy
@@ -366,9 +371,21 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 			}
 			return false
 		},
+		AlsoInUse: func() []string {
+			var refs []string
+			for _, p := range pm.ActivePods() {
+				for _, v := range p.Spec.Volumes {
+					if v.Image != nil {
+						refs = append(refs, v.Image.Reference)
+					}
+				}
+			}
+			return refs
+		},
 		Failed: func(msg string) { nodeRecorder.Event(nodeRef, corev1.EventTypeWarning, "FreeDiskSpaceFailed", msg) }}
 	sup.Go(supervisor.Part{Name: "image-gc", Policy: supervisor.Restart, Run: gc.Run})
-	pmgr := pressure.New(pressure.Options{Thresholds: o.EvictionHard, TransitionPeriod: transition, NodeFs: o.DataDir,
+	pmgr := pressure.New(pressure.Options{Thresholds: append(append([]eviction.Threshold{}, o.EvictionHard...), o.EvictionSoft...),
+		MaxPodGracePeriod: o.EvictionMaxPodGracePeriod, TransitionPeriod: transition, NodeFs: o.DataDir,
 		PodLogDir: o.PodLogDir, PodsDir: dirs.Pods(), CgroupPath: filepath.Join(cgroups.Unified(), o.CgroupRoot), Changed: pressureChanged,
 		Reclaim: gc.DeleteUnused,
 		Event: func(reason string) {

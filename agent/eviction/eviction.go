@@ -66,6 +66,10 @@ type Threshold struct {
 	Signal     Signal
 	Quantity   *resource.Quantity
 	Percentage float64
+	// GracePeriod is how long a soft threshold must stay crossed before a pod is evicted
+	// for it; a hard threshold has none.
+	GracePeriod time.Duration
+	Soft        bool
 }
 
 func (t Threshold) String() string {
@@ -139,6 +143,53 @@ func ParseHard(s string) ([]Threshold, error) {
 	return out, nil
 }
 
+// ParseSoft parses --eviction-soft (statements as --eviction-hard's) with
+// --eviction-soft-grace-period ("SIGNAL=DURATION", comma-separated): every soft threshold
+// needs its grace period, and a grace period needs its threshold.
+func ParseSoft(thresholds, gracePeriods string) ([]Threshold, error) {
+	ths, err := ParseHard(thresholds)
+	if err != nil {
+		return nil, err
+	}
+	grace := map[Signal]time.Duration{}
+	for _, stmt := range strings.Split(gracePeriods, ",") {
+		stmt = strings.TrimSpace(stmt)
+		if stmt == "" {
+			continue
+		}
+		name, value, ok := strings.Cut(stmt, "=")
+		sig := Signal(strings.TrimSpace(name))
+		if !ok {
+			return nil, fmt.Errorf("eviction soft grace period %q: want SIGNAL=DURATION", stmt)
+		}
+		if _, known := signals[sig]; !known {
+			return nil, fmt.Errorf("eviction soft grace period %q: unknown signal %q (known: %s)", stmt, sig, knownSignals())
+		}
+		d, err := time.ParseDuration(strings.TrimSpace(value))
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("eviction soft grace period %q: %q is not a duration such as 1m30s", stmt, value)
+		}
+		grace[sig] = d
+	}
+	for i := range ths {
+		d, ok := grace[ths[i].Signal]
+		if !ok {
+			return nil, fmt.Errorf("soft eviction threshold %s has no grace period (--eviction-soft-grace-period %s=DURATION)", ths[i], ths[i].Signal)
+		}
+		ths[i].Soft, ths[i].GracePeriod = true, d
+		delete(grace, ths[i].Signal)
+	}
+	if len(grace) > 0 {
+		var extra []string
+		for sig := range grace {
+			extra = append(extra, string(sig))
+		}
+		sort.Strings(extra)
+		return nil, fmt.Errorf("eviction soft grace period for %s has no soft threshold", strings.Join(extra, ", "))
+	}
+	return ths, nil
+}
+
 func knownSignals() string {
 	var names []string
 	for s := range signals {
@@ -186,6 +237,37 @@ func (c Conditions) Pressures() []corev1.NodeConditionType {
 type Tracker struct {
 	Period   time.Duration
 	lastSeen map[corev1.NodeConditionType]time.Time
+	// since is when each threshold began to be crossed without a break.
+	since map[string]time.Time
+}
+
+// Due returns the met thresholds to act on now: hard ones at once, soft ones once crossed
+// without a break for their grace period. met must be what Met returned at now.
+func (t *Tracker) Due(now time.Time, met []Threshold) []Threshold {
+	if t.since == nil {
+		t.since = map[string]time.Time{}
+	}
+	key := func(th Threshold) string { return fmt.Sprintf("%s/%v", th, th.Soft) }
+	still := map[string]bool{}
+	var out []Threshold
+	for _, th := range met {
+		k := key(th)
+		still[k] = true
+		first, ok := t.since[k]
+		if !ok {
+			first = now
+			t.since[k] = now
+		}
+		if !th.Soft || now.Sub(first) >= th.GracePeriod {
+			out = append(out, th)
+		}
+	}
+	for k := range t.since {
+		if !still[k] {
+			delete(t.since, k)
+		}
+	}
+	return out
 }
 
 // Observe records the thresholds met at now and returns the conditions.
@@ -247,6 +329,23 @@ func bestEffort(p *corev1.Pod) bool {
 		}
 	}
 	return true
+}
+
+// GracePeriod is how many seconds an evicted pod gets to stop: 1 for a hard threshold or a
+// local storage limit (the kubelet's immediate eviction), its own terminationGracePeriodSeconds
+// for a soft threshold, at most maxPodGrace when that is positive (--eviction-max-pod-grace-period).
+func GracePeriod(t *Threshold, pod *corev1.Pod, maxPodGrace int64) int64 {
+	if t == nil || !t.Soft {
+		return 1
+	}
+	grace := int64(corev1.DefaultTerminationGracePeriodSeconds)
+	if pod.Spec.TerminationGracePeriodSeconds != nil {
+		grace = *pod.Spec.TerminationGracePeriodSeconds
+	}
+	if maxPodGrace > 0 && grace > maxPodGrace {
+		grace = maxPodGrace
+	}
+	return grace
 }
 
 // Reason is the pod status reason of an evicted or pressure-rejected pod.

@@ -264,3 +264,77 @@ func TestLocalStorageExceeded(t *testing.T) {
 		}
 	}
 }
+
+func TestParseSoft(t *testing.T) {
+	ths, err := ParseSoft("memory.available<1Gi,nodefs.available<15%", "memory.available=1m30s, nodefs.available=0s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ths) != 2 || !ths[0].Soft || ths[0].GracePeriod != 90*time.Second || ths[1].GracePeriod != 0 || ths[1].String() != "nodefs.available<15%" {
+		t.Fatalf("ParseSoft = %+v", ths)
+	}
+	if ths, err := ParseSoft("", ""); err != nil || len(ths) != 0 {
+		t.Errorf("empty: %v %v", ths, err)
+	}
+	for _, c := range []struct{ ths, grace, want string }{
+		{"memory.available<1Gi", "", "has no grace period"},
+		{"memory.available<1Gi", "memory.available=1m,nodefs.available=1m", "nodefs.available has no soft threshold"},
+		{"memory.available<1Gi", "memory.available", "want SIGNAL=DURATION"},
+		{"memory.available<1Gi", "memory.available=soon", "not a duration"},
+		{"memory.available<1Gi", "memory.available=-1s", "not a duration"},
+		{"memory.available<1Gi", "disk=1m", `unknown signal "disk"`},
+		{"memory.available>1Gi", "memory.available=1m", "only < is supported"},
+	} {
+		if _, err := ParseSoft(c.ths, c.grace); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ParseSoft(%q, %q) = %v, want %q", c.ths, c.grace, err, c.want)
+		}
+	}
+}
+
+func TestDueAndGracePeriod(t *testing.T) {
+	hard, _ := ParseHard("memory.available<100Mi")
+	soft, _ := ParseSoft("memory.available<1Gi", "memory.available=1m")
+	all := append(hard, soft...)
+	var tr Tracker
+	t0 := time.Unix(5000, 0)
+	// Only the soft one crossed: due after its grace period, not before, and a break restarts it.
+	obs := Observations{MemoryAvailable: {Available: 500 << 20, Capacity: 8 << 30}}
+	if due := tr.Due(t0, Met(all, obs)); len(due) != 0 {
+		t.Fatalf("due at once: %v", due)
+	}
+	if due := tr.Due(t0.Add(59*time.Second), Met(all, obs)); len(due) != 0 {
+		t.Fatalf("due inside the grace period: %v", due)
+	}
+	if due := tr.Due(t0.Add(60*time.Second), Met(all, obs)); len(due) != 1 || !due[0].Soft {
+		t.Fatalf("not due after the grace period: %v", due)
+	}
+	tr.Due(t0.Add(61*time.Second), nil) // relieved
+	if due := tr.Due(t0.Add(62*time.Second), Met(all, obs)); len(due) != 0 {
+		t.Fatalf("a crossing after a break inherited the old start: %v", due)
+	}
+	// The hard one is due at once.
+	obs[MemoryAvailable] = Observation{Available: 50 << 20, Capacity: 8 << 30}
+	if due := tr.Due(t0.Add(63*time.Second), Met(all, obs)); len(due) != 1 || due[0].Soft {
+		t.Fatalf("hard threshold: %v", due)
+	}
+
+	p := pod("p", 0)
+	if g := GracePeriod(&hard[0], p, 0); g != 1 {
+		t.Errorf("hard: %d", g)
+	}
+	if g := GracePeriod(nil, p, 0); g != 1 {
+		t.Errorf("local storage: %d", g)
+	}
+	if g := GracePeriod(&soft[0], p, 0); g != 30 {
+		t.Errorf("soft, the default 30 s: %d", g)
+	}
+	p.Spec.TerminationGracePeriodSeconds = ptrTo(int64(120))
+	if g := GracePeriod(&soft[0], p, 45); g != 45 {
+		t.Errorf("soft capped at 45: %d", g)
+	}
+	if g := GracePeriod(&soft[0], p, 0); g != 120 {
+		t.Errorf("soft, the pod's own: %d", g)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -155,6 +155,9 @@ type Manager struct {
 	Period time.Duration
 	// Pinned says whether an image must never be removed, besides those CRI reports pinned.
 	Pinned func(Image) bool
+	// AlsoInUse, if set, lists image references in use besides the containers' (the images
+	// of image volumes the node's pods mount).
+	AlsoInUse func() []string
 	// Failed, if set, is told when a collection could not free what the policy asked (the
 	// kubelet's FreeDiskSpaceFailed event on its node).
 	Failed func(msg string)
@@ -268,6 +271,18 @@ func (m *Manager) free(ctx context.Context, want int64) (int64, error) {
 		for _, ref := range []string{c.ImageRef, c.GetImage().GetImage()} {
 			if id, ok := byRef[ref]; ok {
 				inUse[id] = true
+			}
+		}
+	}
+	if m.AlsoInUse != nil {
+		for _, ref := range m.AlsoInUse() {
+			if id, ok := byRef[ref]; ok {
+				inUse[id] = true
+				continue
+			}
+			// A reference as a pod spells it ("nginx"): the runtime normalizes it.
+			if st, err := m.Images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}}); err == nil && st.GetImage() != nil {
+				inUse[st.Image.Id] = true
 			}
 		}
 	}

@@ -15,18 +15,19 @@ import (
 type evictionRequest struct {
 	message     string
 	reclaimDisk bool
+	grace       int64
 	done        chan error
 }
 
 // Evict ends a pod for node pressure, as the kubelet's eviction manager: a Warning event
-// "Evicted", its containers stopped within a second, and the pod Failed with reason Evicted,
+// "Evicted", its containers stopped within grace seconds (preStop hooks first), and the pod Failed with reason Evicted,
 // the message, and a DisruptionTarget condition (TerminationByKubelet). With reclaimDisk its
 // sandbox, containers (their writable layers and logs) and volumes go too, so the disk it
 // used is free at once; otherwise they stay, as a failed pod's do, until it is deleted. The
 // work runs in the pod's own sync, so it cannot race the pod being started; Evict returns
 // when it is done or ctx ends.
-func (m *Manager) Evict(ctx context.Context, pod *corev1.Pod, message string, reclaimDisk bool) error {
-	req := &evictionRequest{message: message, reclaimDisk: reclaimDisk, done: make(chan error, 1)}
+func (m *Manager) Evict(ctx context.Context, pod *corev1.Pod, message string, reclaimDisk bool, grace int64) error {
+	req := &evictionRequest{message: message, reclaimDisk: reclaimDisk, grace: grace, done: make(chan error, 1)}
 	m.mu.Lock()
 	if m.evictions == nil {
 		m.evictions = map[types.UID]*evictionRequest{}
@@ -60,7 +61,7 @@ func (m *Manager) takeEviction(uid types.UID) *evictionRequest {
 // evict does an eviction in the pod's sync.
 func (m *Manager) evict(ctx context.Context, pod *corev1.Pod, req *evictionRequest) error {
 	m.recorder.Event(pod, corev1.EventTypeWarning, eviction.Reason, req.message)
-	codes, err := m.stopContainers(ctx, pod, 1)
+	codes, err := m.stopContainers(ctx, pod, req.grace)
 	if err != nil {
 		return err
 	}

@@ -29,8 +29,10 @@ import (
 
 // Options say what to watch and where the node keeps what its pods use.
 type Options struct {
-	// Thresholds are the hard eviction thresholds; none means pressure is never reported.
-	Thresholds []eviction.Threshold
+	// Thresholds are the hard and soft eviction thresholds; none means pressure is never
+	// reported. MaxPodGracePeriod caps a soft eviction's grace period (seconds; 0: none).
+	Thresholds        []eviction.Threshold
+	MaxPodGracePeriod int64
 	// TransitionPeriod holds a condition after its last crossing; Interval is the time
 	// between observations (10 s when zero).
 	TransitionPeriod, Interval time.Duration
@@ -57,7 +59,7 @@ type Options struct {
 // Evictor is the pod manager: the pods the node runs, and ending one.
 type Evictor interface {
 	ActivePods() []*corev1.Pod
-	Evict(ctx context.Context, pod *corev1.Pod, message string, reclaimDisk bool) error
+	Evict(ctx context.Context, pod *corev1.Pod, message string, reclaimDisk bool, grace int64) error
 }
 
 // Manager observes and evicts.
@@ -114,13 +116,16 @@ func (m *Manager) Run(ctx context.Context) error {
 func (m *Manager) synchronize(ctx context.Context) {
 	obs := m.observe(ctx)
 	met := eviction.Met(m.opts.Thresholds, obs)
-	conds := m.tracker.Observe(time.Now(), met)
-	m.publish(conds)
+	now := time.Now()
+	// Every crossed threshold, soft ones inside their grace period too, sets its condition;
+	// only those due are acted on.
+	m.publish(m.tracker.Observe(now, met))
+	due := m.tracker.Due(now, met)
 	pods := m.pods.ActivePods()
-	if m.localStorageEvictions(ctx, pods) || len(met) == 0 {
+	if m.localStorageEvictions(ctx, pods) || len(due) == 0 {
 		return
 	}
-	th := mostUrgent(met)
+	th := mostUrgent(due)
 	if isDisk(th.Signal) && m.opts.Reclaim != nil {
 		freed, err := m.opts.Reclaim(ctx)
 		if err != nil {
@@ -144,8 +149,8 @@ func (m *Manager) synchronize(ctx context.Context) {
 		m.log.Warn("eviction threshold crossed and no pod to evict", "threshold", th.String(), "observed", obs[th.Signal].Available)
 		return
 	}
-	m.log.Info("eviction threshold crossed", "threshold", th.String(), "observed", obs[th.Signal].Available)
-	m.evict(ctx, victim.Pod, eviction.Message(th, obs, victim), isDisk(th.Signal))
+	m.log.Info("eviction threshold crossed", "threshold", th.String(), "soft", th.Soft, "observed", obs[th.Signal].Available)
+	m.evict(ctx, victim.Pod, eviction.Message(th, obs, victim), isDisk(th.Signal), eviction.GracePeriod(&th, victim.Pod, m.opts.MaxPodGracePeriod))
 }
 
 // localStorageEvictions evicts every pod using more local ephemeral storage than its spec
@@ -166,7 +171,7 @@ func (m *Manager) localStorageEvictions(ctx context.Context, pods []*corev1.Pod)
 		if !over || eviction.IsCritical(u.Pod) {
 			continue
 		}
-		m.evict(ctx, u.Pod, msg, true)
+		m.evict(ctx, u.Pod, msg, true, eviction.GracePeriod(nil, u.Pod, 0))
 		evicted = true
 	}
 	return evicted
@@ -174,11 +179,11 @@ func (m *Manager) localStorageEvictions(ctx context.Context, pods []*corev1.Pod)
 
 // evict ends a pod and waits for it (the kubelet waits up to 30 s for its resources to be
 // reclaimed) before the next look measures the node again.
-func (m *Manager) evict(ctx context.Context, pod *corev1.Pod, msg string, reclaimDisk bool) {
-	m.log.Info("evicting pod", "pod", pod.Namespace+"/"+pod.Name, "message", msg)
-	ectx, cancel := context.WithTimeout(ctx, 30*time.Second)
+func (m *Manager) evict(ctx context.Context, pod *corev1.Pod, msg string, reclaimDisk bool, grace int64) {
+	m.log.Info("evicting pod", "pod", pod.Namespace+"/"+pod.Name, "gracePeriod", grace, "message", msg)
+	ectx, cancel := context.WithTimeout(ctx, 30*time.Second+time.Duration(grace)*time.Second)
 	defer cancel()
-	if err := m.pods.Evict(ectx, pod, msg, reclaimDisk); err != nil && ctx.Err() == nil {
+	if err := m.pods.Evict(ectx, pod, msg, reclaimDisk, grace); err != nil && ctx.Err() == nil {
 		m.log.Warn("eviction", "pod", pod.Namespace+"/"+pod.Name, "err", err)
 	}
 }

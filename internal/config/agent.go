@@ -67,6 +67,10 @@ type Agent struct {
 	// eviction); EvictionPressureTransitionPeriod its --eviction-pressure-transition-period.
 	EvictionHard                     string
 	EvictionPressureTransitionPeriod time.Duration
+	// EvictionSoft, EvictionSoftGracePeriod and EvictionMaxPodGracePeriod are the kubelet's
+	// --eviction-soft, --eviction-soft-grace-period and --eviction-max-pod-grace-period.
+	EvictionSoft, EvictionSoftGracePeriod string
+	EvictionMaxPodGracePeriod             int64
 	// ImageGCHighThreshold and ImageGCLowThreshold (percent of the image file system) and
 	// MinimumImageTTL are the kubelet's image garbage collection settings of those names.
 	ImageGCHighThreshold, ImageGCLowThreshold int
@@ -171,6 +175,13 @@ func (a Agent) Options(taints []corev1.Taint) (agent.Options, error) {
 	if err != nil {
 		return agent.Options{}, fmt.Errorf("--eviction-hard: %w", err)
 	}
+	soft, err := eviction.ParseSoft(a.EvictionSoft, a.EvictionSoftGracePeriod)
+	if err != nil {
+		return agent.Options{}, fmt.Errorf("--eviction-soft: %w", err)
+	}
+	if a.EvictionMaxPodGracePeriod < 0 {
+		return agent.Options{}, fmt.Errorf("--eviction-max-pod-grace-period %d: must not be negative", a.EvictionMaxPodGracePeriod)
+	}
 	if a.EvictionPressureTransitionPeriod < 0 {
 		return agent.Options{}, fmt.Errorf("--eviction-pressure-transition-period %s: must not be negative", a.EvictionPressureTransitionPeriod)
 	}
@@ -178,7 +189,8 @@ func (a Agent) Options(taints []corev1.Taint) (agent.Options, error) {
 	if err := gc.Validate(); err != nil {
 		return agent.Options{}, fmt.Errorf("--image-gc-high-threshold/--image-gc-low-threshold/--minimum-image-ttl-duration: %w", err)
 	}
-	return agent.Options{ContainerLogs: logs, EvictionHard: hard, EvictionPressureTransitionPeriod: a.EvictionPressureTransitionPeriod, ImageGC: gc, DataDir: a.DataDir, NodeName: a.NodeName, InternalIP: NodeAddress(a.NodeIP), Taints: taints, Netns: a.Netns,
+	return agent.Options{ContainerLogs: logs, EvictionHard: hard, EvictionPressureTransitionPeriod: a.EvictionPressureTransitionPeriod, ImageGC: gc,
+		EvictionSoft: soft, EvictionMaxPodGracePeriod: a.EvictionMaxPodGracePeriod, DataDir: a.DataDir, NodeName: a.NodeName, InternalIP: NodeAddress(a.NodeIP), Taints: taints, Netns: a.Netns,
 		CNIPlugin: a.CNIPlugin, ImageDirs: dirs, PodLogDir: a.PodLogDir, PodManifestPath: a.PodManifestPath, HealthzAddress: a.HealthzAddress,
 		APIAddress: fmt.Sprintf(":%d", a.Port), APIPort: a.Port, ServingCert: a.ServingCert, ServingKey: a.ServingKey, ClientCA: a.ClientCA,
 		ClusterDNS: a.ClusterDNS, ClusterDomain: a.ClusterDomain, ResolvConf: a.ResolvConf, RuntimeEndpoint: a.RuntimeEndpoint,

@@ -43,6 +43,18 @@ func TestAgentOptions(t *testing.T) {
 	if _, err := (Agent{BGP: true, BGPNodeMesh: "maybe"}).Options(nil); err == nil {
 		t.Error("a bad BGP flag did not fail the agent's options")
 	}
+	o, err = Agent{EvictionHard: "memory.available<200Mi", EvictionSoft: "memory.available<1Gi", EvictionSoftGracePeriod: "memory.available=1m",
+		EvictionMaxPodGracePeriod: 30, ImageGCHighThreshold: 90, ImageGCLowThreshold: 70}.Options(nil)
+	if err != nil || len(o.EvictionHard) != 1 || len(o.EvictionSoft) != 1 || !o.EvictionSoft[0].Soft || o.EvictionMaxPodGracePeriod != 30 ||
+		o.ImageGC.HighThresholdPercent != 90 || o.ImageGC.LowThresholdPercent != 70 {
+		t.Errorf("eviction and image GC options: %+v %v", o, err)
+	}
+	for _, bad := range []Agent{{EvictionHard: "memory.available>1"}, {EvictionSoft: "memory.available<1Gi"},
+		{EvictionMaxPodGracePeriod: -1}, {ImageGCHighThreshold: 50, ImageGCLowThreshold: 60}} {
+		if _, err := bad.Options(nil); err == nil || !strings.HasPrefix(err.Error(), "--") {
+			t.Errorf("%+v accepted or unclear: %v", bad, err)
+		}
+	}
 	if ip := net.ParseIP(NodeAddress("")); ip == nil {
 		t.Errorf("NodeAddress(\"\") = %q", NodeAddress(""))
 	}
