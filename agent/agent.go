@@ -371,18 +371,8 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 			}
 			return false
 		},
-		AlsoInUse: func() []string {
-			var refs []string
-			for _, p := range pm.ActivePods() {
-				for _, v := range p.Spec.Volumes {
-					if v.Image != nil {
-						refs = append(refs, v.Image.Reference)
-					}
-				}
-			}
-			return refs
-		},
-		Failed: func(msg string) { nodeRecorder.Event(nodeRef, corev1.EventTypeWarning, "FreeDiskSpaceFailed", msg) }}
+		AlsoInUse: pm.ImageVolumeRefs,
+		Failed:    func(msg string) { nodeRecorder.Event(nodeRef, corev1.EventTypeWarning, "FreeDiskSpaceFailed", msg) }}
 	sup.Go(supervisor.Part{Name: "image-gc", Policy: supervisor.Restart, Run: gc.Run})
 	pmgr := pressure.New(pressure.Options{Thresholds: append(append([]eviction.Threshold{}, o.EvictionHard...), o.EvictionSoft...),
 		MaxPodGracePeriod: o.EvictionMaxPodGracePeriod, TransitionPeriod: transition, NodeFs: o.DataDir,

@@ -187,10 +187,21 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		// The log was rotated (see agent/logrotate): the runtime writes into a new file at
-		// the path. What it wrote into the old one before reopening was read above.
+		// the path, and wrote into the old one until it reopened — read that to its end
+		// first.
 		if next := reopened(f, path); next != nil {
+			if o.LimitBytes != nil {
+				left := *o.LimitBytes - n
+				tail.LimitBytes = &left
+			}
+			k, cut, err := WriteLogs(f, w, tail, false)
+			n += k
 			f.Close()
 			f = next
+			if err != nil || cut {
+				next.Close()
+				return
+			}
 			continue
 		}
 		if !s.running(r.Context(), id) {

@@ -331,19 +331,17 @@ func bestEffort(p *corev1.Pod) bool {
 	return true
 }
 
-// GracePeriod is how many seconds an evicted pod gets to stop: 1 for a hard threshold or a
-// local storage limit (the kubelet's immediate eviction), its own terminationGracePeriodSeconds
-// for a soft threshold, at most maxPodGrace when that is positive (--eviction-max-pod-grace-period).
+// GracePeriod is how many seconds an evicted pod gets to stop, as the kubelet gives it: 1
+// for a hard threshold or a local storage limit (its immediate eviction); for a soft
+// threshold --eviction-max-pod-grace-period (maxPodGrace), or the pod's own
+// terminationGracePeriodSeconds when that is shorter.
 func GracePeriod(t *Threshold, pod *corev1.Pod, maxPodGrace int64) int64 {
 	if t == nil || !t.Soft {
 		return 1
 	}
-	grace := int64(corev1.DefaultTerminationGracePeriodSeconds)
-	if pod.Spec.TerminationGracePeriodSeconds != nil {
+	grace := maxPodGrace
+	if pod.Spec.TerminationGracePeriodSeconds != nil && *pod.Spec.TerminationGracePeriodSeconds < grace {
 		grace = *pod.Spec.TerminationGracePeriodSeconds
-	}
-	if maxPodGrace > 0 && grace > maxPodGrace {
-		grace = maxPodGrace
 	}
 	return grace
 }

@@ -325,15 +325,15 @@ func TestDueAndGracePeriod(t *testing.T) {
 	if g := GracePeriod(nil, p, 0); g != 1 {
 		t.Errorf("local storage: %d", g)
 	}
-	if g := GracePeriod(&soft[0], p, 0); g != 30 {
-		t.Errorf("soft, the default 30 s: %d", g)
+	if g := GracePeriod(&soft[0], p, 0); g != 0 {
+		t.Errorf("soft, no maximum: %d, want 0 (the kubelet's default)", g)
 	}
-	p.Spec.TerminationGracePeriodSeconds = ptrTo(int64(120))
 	if g := GracePeriod(&soft[0], p, 45); g != 45 {
-		t.Errorf("soft capped at 45: %d", g)
+		t.Errorf("soft, maximum 45, pod's default: %d", g)
 	}
-	if g := GracePeriod(&soft[0], p, 0); g != 120 {
-		t.Errorf("soft, the pod's own: %d", g)
+	p.Spec.TerminationGracePeriodSeconds = ptrTo(int64(20))
+	if g := GracePeriod(&soft[0], p, 45); g != 20 {
+		t.Errorf("soft, the pod's shorter own: %d", g)
 	}
 }
 

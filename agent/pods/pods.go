@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -119,7 +120,8 @@ type Manager struct {
 	applied map[string]corev1.ResourceRequirements
 	// evictions are the pods node-pressure eviction asked to end (see Evict).
 	evictions map[types.UID]*evictionRequest
-	evicted   map[types.UID]bool
+	// synced is set once the pod cache has synced: lister may be read from other goroutines.
+	synced atomic.Bool
 
 	staticMu sync.Mutex
 	static   map[string]*corev1.Pod // namespace/name -> static pod from a manifest file
@@ -176,6 +178,7 @@ func (m *Manager) Run(ctx context.Context) {
 	if !cache.WaitForCacheSync(ctx.Done(), inf.Informer().HasSynced, svcInformer.HasSynced) {
 		return
 	}
+	m.synced.Store(true)
 	go func() {
 		t := time.NewTicker(m.opts.ResyncPeriod)
 		defer t.Stop()
@@ -263,6 +266,7 @@ func (m *Manager) sync(ctx context.Context, key string) error {
 	}
 	pod, err := m.lister.Pods(ns).Get(name)
 	if apierrors.IsNotFound(err) {
+		m.forgetEviction("", key)
 		return m.cleanupOrphans(ctx, ns, name)
 	}
 	if err != nil {
@@ -274,15 +278,13 @@ func (m *Manager) sync(ctx context.Context, key string) error {
 			Preconditions: &metav1.Preconditions{UID: &pod.UID}})
 		return m.cleanupOrphans(ctx, ns, name)
 	}
-	if req := m.takeEviction(pod.UID); req != nil {
-		err := m.evict(ctx, pod, req)
-		req.done <- err
-		return err
+	if req := m.eviction(pod.UID); req != nil && pod.DeletionTimestamp == nil {
+		return m.syncEviction(ctx, pod, req)
 	}
 	if pod.DeletionTimestamp != nil {
 		return m.terminate(ctx, pod)
 	}
-	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || m.wasEvicted(pod.UID) {
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		// A finished pod keeps its containers (and logs) until it is deleted, but gives its
 		// network back at once, as the kubelet does.
 		m.forgetAdmitted(pod.UID)
@@ -1177,7 +1179,8 @@ func (m *Manager) terminate(ctx context.Context, pod *corev1.Pod) error {
 	if err != nil {
 		return err
 	}
-	if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+	// An evicted pod keeps the status its eviction wrote.
+	if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed && m.eviction(pod.UID) == nil {
 		phase := corev1.PodSucceeded
 		for _, c := range pod.Spec.Containers {
 			if code, ok := codes[c.Name]; !ok || code != 0 {
@@ -1191,6 +1194,7 @@ func (m *Manager) terminate(ctx context.Context, pod *corev1.Pod) error {
 	if err := m.stopAll(ctx, pod.UID, 0, pod); err != nil {
 		return err
 	}
+	m.forgetEviction(pod.UID, "")
 	err = m.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &pod.UID}})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
@@ -1269,6 +1273,16 @@ func (m *Manager) containerSpec(pod *corev1.Pod, name string) corev1.Container {
 // writeTerminal reports the pod finished: phase (with reason and message, if any), every
 // container terminated with its exit code, nothing ready.
 func (m *Manager) writeTerminal(ctx context.Context, pod *corev1.Pod, codes map[string]int32, phase corev1.PodPhase, reason, message string, conds ...corev1.PodCondition) error {
+	err := m.writeTerminalStrict(ctx, pod, codes, phase, reason, message, conds...)
+	if apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+// writeTerminalStrict is writeTerminal that returns a conflict, for a caller that retries
+// over a fresh copy.
+func (m *Manager) writeTerminalStrict(ctx context.Context, pod *corev1.Pod, codes map[string]int32, phase corev1.PodPhase, reason, message string, conds ...corev1.PodCondition) error {
 	if isStatic(pod) {
 		return nil
 	}
@@ -1302,7 +1316,7 @@ func (m *Manager) writeTerminal(ctx context.Context, pod *corev1.Pod, codes map[
 		setCondReason(&cp.Status, c.Type, c.Status == corev1.ConditionTrue, c.Reason, c.Message)
 	}
 	_, err := m.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{})
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	return err
@@ -1361,7 +1375,6 @@ func (m *Manager) stopAll(ctx context.Context, uid types.UID, grace int64, pod *
 	m.mu.Lock()
 	delete(m.prepared, uid)
 	delete(m.hosts, uid)
-	delete(m.evicted, uid)
 	for k := range m.backoff {
 		if strings.HasPrefix(k, string(uid)) {
 			delete(m.backoff, k)

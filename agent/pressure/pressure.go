@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -308,21 +309,45 @@ func statfs(dir string) (space, inodes eviction.Observation, err error) {
 		eviction.Observation{Available: int64(st.Ffree), Capacity: int64(st.Files)}, nil
 }
 
-// pids is the kernel's pid_max less the processes running now.
+// pids is the kernel's limit on tasks (the lesser of pid_max and threads-max) less the tasks
+// there are now (/proc/loadavg's fourth field, "running/total": every thread takes a PID), as
+// the kubelet reads them.
 func (m *Manager) pids() (eviction.Observation, error) {
-	b, err := os.ReadFile(filepath.Join(m.opts.Proc, "sys/kernel/pid_max"))
+	limit := int64(math.MaxInt64)
+	for _, f := range []string{"sys/kernel/pid_max", "sys/kernel/threads-max"} {
+		b, err := os.ReadFile(filepath.Join(m.opts.Proc, f))
+		if err != nil {
+			return eviction.Observation{}, err
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			return eviction.Observation{}, fmt.Errorf("%s: %w", f, err)
+		}
+		limit = min(limit, n)
+	}
+	b, err := os.ReadFile(filepath.Join(m.opts.Proc, "loadavg"))
 	if err != nil {
 		return eviction.Observation{}, err
 	}
-	limit, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	tasks, err := parseLoadavgTasks(string(b))
 	if err != nil {
-		return eviction.Observation{}, fmt.Errorf("pid_max: %w", err)
-	}
-	var si unix.Sysinfo_t
-	if err := unix.Sysinfo(&si); err != nil {
 		return eviction.Observation{}, err
 	}
-	return eviction.Observation{Available: limit - int64(si.Procs), Capacity: limit}, nil
+	return eviction.Observation{Available: limit - tasks, Capacity: limit}, nil
+}
+
+// parseLoadavgTasks reads the total of "running/total" in /proc/loadavg.
+func parseLoadavgTasks(s string) (int64, error) {
+	f := strings.Fields(s)
+	if len(f) < 4 {
+		return 0, fmt.Errorf("/proc/loadavg: %q has no running/total field", strings.TrimSpace(s))
+	}
+	_, total, ok := strings.Cut(f[3], "/")
+	n, err := strconv.ParseInt(total, 10, 64)
+	if !ok || err != nil {
+		return 0, fmt.Errorf("/proc/loadavg: %q is not running/total", f[3])
+	}
+	return n, nil
 }
 
 // podUsage measures the active pods' use of the signal's resource only.

@@ -1,6 +1,8 @@
 package pressure
 
 import (
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -57,5 +59,22 @@ func TestDu(t *testing.T) {
 	}
 	if !isDisk(eviction.NodeFsInodesFree) || isDisk(eviction.MemoryAvailable) || isDisk(eviction.PIDAvailable) {
 		t.Error("isDisk")
+	}
+}
+
+func TestParseLoadavgTasks(t *testing.T) {
+	if n, err := parseLoadavgTasks("0.52 0.58 0.59 3/1211 12345\n"); err != nil || n != 1211 {
+		t.Errorf("parseLoadavgTasks = %d, %v", n, err)
+	}
+	for _, bad := range []string{"", "0.52 0.58 0.59", "0.52 0.58 0.59 1211 12345", "0.52 0.58 0.59 3/many 1"} {
+		if _, err := parseLoadavgTasks(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+	// The real file, and the process count's type no longer wraps: it reads tasks, not Sysinfo's uint16.
+	m := New(Options{}, nil, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	obs, err := m.pids()
+	if err != nil || obs.Capacity <= 0 || obs.Available <= 0 || obs.Available >= obs.Capacity {
+		t.Errorf("pids() = %+v, %v", obs, err)
 	}
 }

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -44,33 +43,10 @@ func TestDiskPressureEviction(t *testing.T) {
 	// Registered first, so it runs after the server's cleanup has stopped what uses it.
 	t.Cleanup(func() { _ = unix.Unmount(agentDir, unix.MNT_DETACH) })
 
-	s := framework.NewServerWithAgent(t, dir, nsPath, "--eviction-hard", "nodefs.available<40Mi",
+	n := newTestNode(t, dir, nsPath, "--eviction-hard", "nodefs.available<40Mi",
 		"--eviction-pressure-transition-period", "15s", "--minimum-image-ttl-duration", "1s")
-	s.Start()
-	c := s.Client(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	kc := framework.Kubectl(t, 33)
-	kubectl := func(args ...string) string {
-		t.Helper()
-		out, err := s.Run(ctx, kc, args...)
-		if err != nil {
-			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
-		}
-		return out
-	}
-	var nodeName string
-	eventually(t, 90*time.Second, "the agent's node Ready without pressure", func() (bool, string) {
-		list, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err != nil || len(list.Items) != 1 {
-			return false, fmt.Sprint(err)
-		}
-		n := list.Items[0]
-		nodeName = n.Name
-		return condition(&n, corev1.NodeReady) == corev1.ConditionTrue && condition(&n, corev1.NodeDiskPressure) == corev1.ConditionFalse,
-			fmt.Sprint(n.Status.Conditions)
-	})
-	kubectl("taint", "nodes", nodeName, "node-role.kubernetes.io/control-plane-")
+	c, ctx, nodeName := n.c, n.ctx, n.name
+	n.untaint()
 
 	// An image imported by hand (not pinned, as those the agent imports at start are) that no
 	// pod uses: under disk pressure it goes before any pod does.
@@ -136,7 +112,7 @@ func TestDiskPressureEviction(t *testing.T) {
 	if _, err := c.CoreV1().Pods("default").Create(ctx, quiet, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitPhase(t, ctx, s, "quiet", corev1.PodRunning)
+	n.waitPhase("quiet", corev1.PodRunning)
 	// The image collector looks at images every 30 s: it must have seen the leftover once
 	// before the pressure for its minimum age to have passed.
 	time.Sleep(time.Until(imported.Add(35 * time.Second)))
@@ -246,25 +222,4 @@ func TestDiskPressureEviction(t *testing.T) {
 	if !tainted {
 		t.Error("the node was never tainted node.kubernetes.io/disk-pressure:NoSchedule while under pressure")
 	}
-}
-
-func condition(n *corev1.Node, t corev1.NodeConditionType) corev1.ConditionStatus {
-	for _, c := range n.Status.Conditions {
-		if c.Type == t {
-			return c.Status
-		}
-	}
-	return ""
-}
-
-func waitPhase(t *testing.T, ctx context.Context, s *framework.Server, name string, phase corev1.PodPhase) {
-	t.Helper()
-	c := s.Client(t)
-	eventually(t, 60*time.Second, name+" "+string(phase), func() (bool, string) {
-		p, err := c.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		return p.Status.Phase == phase, string(p.Status.Phase)
-	})
 }

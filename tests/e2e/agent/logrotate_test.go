@@ -3,8 +3,6 @@ package agent
 import (
 	"bufio"
 	"compress/gzip"
-	"context"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -28,44 +26,18 @@ import (
 func TestContainerLogRotation(t *testing.T) {
 	_, nsPath := framework.Netns(t)
 	dir := t.TempDir()
-	s := framework.NewServerWithAgent(t, dir, nsPath, "--container-log-max-size", "16Ki",
+	n := newTestNode(t, dir, nsPath, "--container-log-max-size", "16Ki",
 		"--container-log-max-files", "3", "--container-log-monitor-interval", "500ms")
-	s.Start()
-	c := s.Client(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	c, ctx, s := n.c, n.ctx, n.s
 	kc := framework.Kubectl(t, 33)
-	kubectl := func(args ...string) string {
-		t.Helper()
-		out, err := s.Run(ctx, kc, args...)
-		if err != nil {
-			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
-		}
-		return out
+	n.untaint()
+	n.kubectl("", "run", "chatter", "--image=localhost/skiff/netutil:1", "--", "tick", "2ms")
+	n.waitPhase("chatter", corev1.PodRunning)
+	p, err := c.CoreV1().Pods("default").Get(ctx, "chatter", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	eventually(t, 90*time.Second, "the agent's node Ready", func() (bool, string) {
-		list, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err != nil || len(list.Items) != 1 {
-			return false, fmt.Sprint(err)
-		}
-		for _, cond := range list.Items[0].Status.Conditions {
-			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-				return true, ""
-			}
-		}
-		return false, "not ready"
-	})
-	kubectl("taint", "nodes", "--all", "node-role.kubernetes.io/control-plane-")
-	kubectl("run", "chatter", "--image=localhost/skiff/netutil:1", "--", "tick", "2ms")
-	var uid string
-	eventually(t, 60*time.Second, "chatter Running", func() (bool, string) {
-		p, err := c.CoreV1().Pods("default").Get(ctx, "chatter", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		uid = string(p.UID)
-		return p.Status.Phase == corev1.PodRunning, string(p.Status.Phase)
-	})
+	uid := string(p.UID)
 
 	// Follow from the start; every line goes to the channel.
 	follow := exec.CommandContext(ctx, kc, "logs", "-f", "chatter")
@@ -181,7 +153,7 @@ func TestContainerLogRotation(t *testing.T) {
 	}
 
 	// A plain `kubectl logs` reads the live file: it begins after the rotated lines.
-	plain := strings.SplitN(kubectl("logs", "chatter"), "\n", 2)[0]
+	plain := strings.SplitN(n.kubectl("", "logs", "chatter"), "\n", 2)[0]
 	if n, err := strconv.Atoi(strings.TrimPrefix(plain, "tick ")); err != nil || n < target {
 		t.Errorf("kubectl logs begins with %q, want the live file's first line or later (tick %d)", plain, target)
 	}
