@@ -223,3 +223,61 @@ func TestDiskPressureEviction(t *testing.T) {
 		t.Error("the node was never tainted node.kubernetes.io/disk-pressure:NoSchedule while under pressure")
 	}
 }
+
+// TestMemoryPressureEviction runs an agent whose threshold no node can meet,
+// memory.available<100%: the node reports MemoryPressure with the kubelet's reason and an
+// event, and is tainted memory-pressure:NoSchedule; a BestEffort pod bound to it is refused
+// while a Burstable one is admitted — and then evicted for memory with the kubelet's message.
+func TestMemoryPressureEviction(t *testing.T) {
+	_, nsPath := framework.Netns(t)
+	n := newTestNode(t, t.TempDir(), nsPath, "--eviction-hard", "memory.available<100%")
+	c, ctx := n.c, n.ctx
+	eventually(t, 60*time.Second, "MemoryPressure and its taint", func() (bool, string) {
+		node, err := c.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		tainted := false
+		for _, taint := range node.Spec.Taints {
+			tainted = tainted || (taint.Key == corev1.TaintNodeMemoryPressure && taint.Effect == corev1.TaintEffectNoSchedule)
+		}
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == corev1.NodeMemoryPressure {
+				return tainted && cond.Status == corev1.ConditionTrue && cond.Reason == "KubeletHasInsufficientMemory", fmt.Sprint(cond, " tainted ", tainted)
+			}
+		}
+		return false, "no MemoryPressure condition"
+	})
+	events, err := c.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: fields.Set{"involvedObject.kind": "Node", "reason": "NodeHasInsufficientMemory"}.String()})
+	if err != nil || len(events.Items) == 0 {
+		t.Errorf("no NodeHasInsufficientMemory event: %v", err)
+	}
+	pod := func(name string, res corev1.ResourceList) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{NodeName: n.name,
+			Containers: []corev1.Container{{Name: name, Image: "localhost/skiff/netutil:1", ImagePullPolicy: corev1.PullNever, Args: []string{"sleep"},
+				Resources: corev1.ResourceRequirements{Requests: res}}}}}
+	}
+	for _, p := range []*corev1.Pod{pod("besteffort", nil), pod("burstable", corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")})} {
+		if _, err := c.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, want := range map[string]string{
+		"besteffort": "Pod was rejected: The node had condition: [MemoryPressure]. ",
+		"burstable":  "The node was low on resource: memory. Threshold quantity: ",
+	} {
+		eventually(t, 60*time.Second, name+" Failed", func() (bool, string) {
+			p, err := c.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return p.Status.Phase == corev1.PodFailed && p.Status.Reason == "Evicted" && strings.HasPrefix(p.Status.Message, want),
+				fmt.Sprintf("%s %s %q", p.Status.Phase, p.Status.Reason, p.Status.Message)
+		})
+	}
+	// The Burstable pod was admitted (it ran, or was at least started) before it was evicted.
+	evicted, err := c.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: fields.Set{"involvedObject.name": "burstable", "reason": "Evicted"}.String()})
+	if err != nil || len(evicted.Items) == 0 {
+		t.Errorf("no Evicted event for the Burstable pod: %v", err)
+	}
+}
