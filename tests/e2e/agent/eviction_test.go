@@ -33,15 +33,7 @@ import (
 func TestDiskPressureEviction(t *testing.T) {
 	_, nsPath := framework.Netns(t)
 	dir := t.TempDir()
-	agentDir := filepath.Join(dir, "agent")
-	if err := os.MkdirAll(agentDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount("tmpfs", agentDir, "tmpfs", 0, "size=192m"); err != nil {
-		t.Fatalf("tmpfs for the agent's data: %v", err)
-	}
-	// Registered first, so it runs after the server's cleanup has stopped what uses it.
-	t.Cleanup(func() { _ = unix.Unmount(agentDir, unix.MNT_DETACH) })
+	agentDir := tmpfsAgentDir(t, dir)
 
 	n := newTestNode(t, dir, nsPath, "--eviction-hard", "nodefs.available<40Mi",
 		"--eviction-pressure-transition-period", "15s", "--minimum-image-ttl-duration", "1s")
@@ -280,4 +272,119 @@ func TestMemoryPressureEviction(t *testing.T) {
 	if err != nil || len(evicted.Items) == 0 {
 		t.Errorf("no Evicted event for the Burstable pod: %v", err)
 	}
+}
+
+// TestPIDPressure runs an agent whose threshold no node can meet, pid.available<100%: the
+// node reports PIDPressure with the kubelet's reason, is tainted pid-pressure:NoSchedule, and
+// refuses a pod bound to it with the kubelet's message.
+func TestPIDPressure(t *testing.T) {
+	_, nsPath := framework.Netns(t)
+	n := newTestNode(t, t.TempDir(), nsPath, "--eviction-hard", "pid.available<100%")
+	c, ctx := n.c, n.ctx
+	eventually(t, 60*time.Second, "PIDPressure and its taint", func() (bool, string) {
+		node, err := c.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		tainted := false
+		for _, taint := range node.Spec.Taints {
+			tainted = tainted || (taint.Key == corev1.TaintNodePIDPressure && taint.Effect == corev1.TaintEffectNoSchedule)
+		}
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == corev1.NodePIDPressure {
+				return tainted && cond.Status == corev1.ConditionTrue && cond.Reason == "KubeletHasInsufficientPID", fmt.Sprint(cond, " tainted ", tainted)
+			}
+		}
+		return false, "no PIDPressure condition"
+	})
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "late"}, Spec: corev1.PodSpec{NodeName: n.name,
+		Containers: []corev1.Container{{Name: "late", Image: "localhost/skiff/netutil:1", ImagePullPolicy: corev1.PullNever, Args: []string{"sleep"},
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("16Mi")}}}}}}
+	if _, err := c.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the pod refused", func() (bool, string) {
+		p, err := c.CoreV1().Pods("default").Get(ctx, "late", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.Status.Phase == corev1.PodFailed && p.Status.Reason == "Evicted" && p.Status.Message == "Pod was rejected: The node had condition: [PIDPressure]. ",
+			fmt.Sprintf("%s %q", p.Status.Phase, p.Status.Message)
+	})
+}
+
+// TestSoftEvictionWaitsForItsGracePeriod: with only a soft threshold, nodefs.available<40Mi
+// for 10 s, on the agent's own 192 MiB tmpfs, a pod filling it puts the node under DiskPressure
+// at once, but is evicted only once the threshold has been crossed for the grace period.
+func TestSoftEvictionWaitsForItsGracePeriod(t *testing.T) {
+	_, nsPath := framework.Netns(t)
+	dir := t.TempDir()
+	agentDir := tmpfsAgentDir(t, dir)
+	n := newTestNode(t, dir, nsPath, "--eviction-soft", "nodefs.available<40Mi",
+		"--eviction-soft-grace-period", "nodefs.available=10s", "--eviction-max-pod-grace-period", "2")
+	c, ctx := n.c, n.ctx
+	n.untaint()
+	var st unix.Statfs_t
+	if err := unix.Statfs(agentDir, &st); err != nil {
+		t.Fatal(err)
+	}
+	hog := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "hog"}, Spec: corev1.PodSpec{
+		Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+		Containers: []corev1.Container{{Name: "hog", Image: "localhost/skiff/netutil:1", ImagePullPolicy: corev1.PullNever,
+			Args: []string{"fill", "/data/fill", fmt.Sprint(int64(st.Bavail)*st.Bsize>>20 - 20)}, VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}}}}
+	if _, err := c.CoreV1().Pods("default").Create(ctx, hog, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var pressured time.Time
+	eventually(t, 90*time.Second, "DiskPressure", func() (bool, string) {
+		node, err := c.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == corev1.NodeDiskPressure && cond.Status == corev1.ConditionTrue {
+				pressured = cond.LastTransitionTime.Time
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(node.Status.Conditions)
+	})
+	var h *corev1.Pod
+	eventually(t, 60*time.Second, "hog evicted", func() (bool, string) {
+		var err error
+		h, err = c.CoreV1().Pods("default").Get(ctx, "hog", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return h.Status.Phase == corev1.PodFailed && h.Status.Reason == "Evicted", string(h.Status.Phase)
+	})
+	if !strings.HasPrefix(h.Status.Message, "The node was low on resource: ephemeral-storage. Threshold quantity: 40Mi, available: ") {
+		t.Errorf("message %q", h.Status.Message)
+	}
+	for _, cond := range h.Status.Conditions {
+		if cond.Type == corev1.DisruptionTarget {
+			// Times in the API have a second's resolution.
+			if waited := cond.LastTransitionTime.Sub(pressured); waited < 9*time.Second {
+				t.Errorf("evicted %s after the pressure began, inside the 10 s grace period", waited)
+			}
+			return
+		}
+	}
+	t.Errorf("no DisruptionTarget condition: %v", h.Status.Conditions)
+}
+
+// tmpfsAgentDir gives the agent of a node under dir its own 192 MiB file system and returns
+// its path; it is unmounted after the test's other cleanups.
+func tmpfsAgentDir(t *testing.T, dir string) string {
+	t.Helper()
+	agentDir := filepath.Join(dir, "agent")
+	if err := os.MkdirAll(agentDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", agentDir, "tmpfs", 0, "size=192m"); err != nil {
+		t.Fatalf("tmpfs for the agent's data: %v", err)
+	}
+	// Registered before the node's, so it runs after them, once nothing uses it.
+	t.Cleanup(func() { _ = unix.Unmount(agentDir, unix.MNT_DETACH) })
+	return agentDir
 }
