@@ -121,17 +121,22 @@ func TestDeletingVolumeIsReleased(t *testing.T) {
 	pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
 	f := newFixture(t, c, pv)
 	f.eventually("volume bound", func() bool { pv := f.volume("held"); return pv != nil && pv.Status.Phase == corev1.VolumeBound })
-	// The fake clientset keeps an object with finalizers on delete only if told: mark it deleting.
-	deleting := f.volume("held")
-	now := metav1.Now()
-	deleting.DeletionTimestamp = &now
-	if _, err := f.client.CoreV1().PersistentVolumes().Update(f.ctx, deleting, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	// The fake clientset keeps an object with finalizers on delete only if told: mark it
+	// deleting. It checks no resourceVersions either, so a status write the controller makes
+	// from its older copy can drop the mark: set it again until the controller's cache has it.
 	// The controller sees the deletion before the claim goes (the race this is about).
+	now := metav1.Now()
 	f.eventually("the controller's cache sees the deletion", func() bool {
-		pv, err := f.c.volumes.Get("held")
-		return err == nil && pv.DeletionTimestamp != nil
+		if pv, err := f.c.volumes.Get("held"); err == nil && pv.DeletionTimestamp != nil {
+			return true
+		}
+		if deleting := f.volume("held"); deleting != nil && deleting.DeletionTimestamp == nil {
+			deleting.DeletionTimestamp = &now
+			if _, err := f.client.CoreV1().PersistentVolumes().Update(f.ctx, deleting, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return false
 	})
 	if err := f.client.CoreV1().PersistentVolumeClaims("default").Delete(f.ctx, "data", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
