@@ -283,19 +283,15 @@ func (m *Manager) observe(ctx context.Context) eviction.Observations {
 // memory is what the kernel can hand out without swapping (MemAvailable) of MemTotal: the
 // node's working set is the rest.
 func (m *Manager) memory() (eviction.Observation, error) {
-	stat, err := os.ReadFile(filepath.Join(m.opts.Proc, "stat"))
-	if err != nil {
-		return eviction.Observation{}, err
-	}
 	meminfo, err := os.ReadFile(filepath.Join(m.opts.Proc, "meminfo"))
 	if err != nil {
 		return eviction.Observation{}, err
 	}
-	n, err := stats.ParseNode(stat, meminfo, time.Now())
+	mem, err := stats.ParseMemory(meminfo, time.Now())
 	if err != nil {
 		return eviction.Observation{}, err
 	}
-	avail, ws := *n.Memory.AvailableBytes, *n.Memory.WorkingSetBytes
+	avail, ws := *mem.AvailableBytes, *mem.WorkingSetBytes
 	return eviction.Observation{Available: int64(avail), Capacity: int64(avail + ws)}, nil
 }
 

@@ -259,8 +259,19 @@ func ParseNode(stat, meminfo []byte, now time.Time) (statsapi.NodeStats, error) 
 	}
 	n.CPU = &statsapi.CPUStats{Time: metav1.NewTime(now), UsageCoreNanoSeconds: ptr(busy * uint64(time.Second/userHZ))}
 
+	m, err := ParseMemory(meminfo, now)
+	if err != nil {
+		return n, err
+	}
+	n.Memory = m
+	return n, nil
+}
+
+// ParseMemory reads the node's memory from /proc/meminfo: available is MemAvailable, the
+// working set MemTotal − MemAvailable, usage MemTotal − MemFree.
+func ParseMemory(meminfo []byte, now time.Time) (*statsapi.MemoryStats, error) {
 	mem := map[string]uint64{}
-	sc = bufio.NewScanner(bytes.NewReader(meminfo))
+	sc := bufio.NewScanner(bytes.NewReader(meminfo))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
 		if len(f) < 2 {
@@ -278,11 +289,10 @@ func ParseNode(stat, meminfo []byte, now time.Time) (statsapi.NodeStats, error) 
 	total, okT := mem["MemTotal"]
 	avail, okA := mem["MemAvailable"]
 	if !okT || !okA || avail > total {
-		return n, fmt.Errorf("/proc/meminfo: no MemTotal and MemAvailable")
+		return nil, fmt.Errorf("/proc/meminfo: no MemTotal and MemAvailable")
 	}
-	n.Memory = &statsapi.MemoryStats{Time: metav1.NewTime(now), AvailableBytes: ptr(avail), WorkingSetBytes: ptr(total - avail),
-		UsageBytes: ptr(total - mem["MemFree"])}
-	return n, nil
+	return &statsapi.MemoryStats{Time: metav1.NewTime(now), AvailableBytes: ptr(avail), WorkingSetBytes: ptr(total - avail),
+		UsageBytes: ptr(total - mem["MemFree"])}, nil
 }
 
 func ptr(v uint64) *uint64 { return &v }
