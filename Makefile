@@ -97,7 +97,7 @@ E2E_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(E2E_VERSION) 
 PROCS ?= 6
 FOCUS ?= \[Conformance\]
 SKIP ?=
-conformance-bin: $(E2E_BIN)/e2e.test $(E2E_BIN)/ginkgo $(E2E_BIN)/agnhost $(E2E_BIN)/sample-apiserver $(E2E_BIN)/nnp ## upstream's e2e.test, ginkgo, agnhost, sample-apiserver and nonewprivs' nnp (for make conformance)
+conformance-bin: $(E2E_BIN)/e2e.test $(E2E_BIN)/ginkgo $(E2E_BIN)/agnhost $(E2E_BIN)/sample-apiserver $(E2E_BIN)/nnp $(E2E_BIN)/busybox ## upstream's e2e.test, ginkgo, agnhost, sample-apiserver, nonewprivs' nnp and BusyBox (for make conformance)
 # e2epatch: fixes of bugs in upstream's e2e framework itself (each names its upstream issue),
 # in a hard-linked copy of the pinned module that e2e.test is built from (-modfile); the
 # module cache is not changed, and agnhost and the harness read the pristine module.
@@ -113,6 +113,8 @@ $(E2E_BIN)/sample-apiserver: $(E2E_DIR)/go.mod $(E2E_DIR)/go.sum
 	cd $(E2E_DIR) && CGO_ENABLED=0 $(GO) build -o bin/sample-apiserver -ldflags '-s -w' k8s.io/sample-apiserver
 $(E2E_BIN)/nnp: $(E2E_DIR)/go.mod $(E2E_DIR)/go.sum
 	cd $(E2E_DIR) && CGO_ENABLED=0 $(GO) build -o bin/nnp -ldflags '-s -w' k8s.io/kubernetes/test/images/nonewprivs
+$(E2E_BIN)/busybox: hack/build-busybox.sh
+	hack/build-busybox.sh $@
 
 CONFORMANCE_RUN = $(GO) run ./tests/conformance/harness --bin-dir $(E2E_BIN) \
 	--kube-src "$$(cd $(E2E_DIR) && $(GO) list -m -f '{{.Dir}}' k8s.io/kubernetes)" --e2e-version $(E2E_VERSION)

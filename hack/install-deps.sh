@@ -2,7 +2,7 @@
 # Installs what skiff's build and tests need on a fresh Debian machine, idempotently:
 # Debian's etcd (etcd-server for multi-member tests, etcd-client for etcdctl), containerd and
 # runc (the node agent's runtime), iproute2, FRR and BIRD (the lab's top-of-rack router),
-# tcpdump, busybox-static, nginx and curl (the conformance images), and the Go modules. Go itself is expected at
+# tcpdump, bzip2 (BusyBox's source), nginx and curl (the conformance images), and the Go modules. Go itself is expected at
 # /usr/local/go, as on every machine of this kind. No package's own service is started: skiff
 # runs its own etcd, containerd and routers.
 set -euo pipefail
@@ -27,9 +27,11 @@ command -v bpftool >/dev/null 2>&1 || need+=(bpftool)
 # The service e2e checks that skiff leaves the nftables and iptables rulesets alone.
 command -v nft >/dev/null 2>&1 || need+=(nftables)
 command -v iptables-save >/dev/null 2>&1 || need+=(iptables)
-# The conformance images (tests/conformance) are assembled from Debian's static busybox,
-# nginx and curl, since no registry is reachable.
-dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
+# The conformance images (tests/conformance) are assembled from BusyBox (built from source by
+# hack/build-busybox.sh: curl, bzip2, make and gcc), Debian's nginx and curl, since no registry
+# is reachable.
+command -v bzip2 >/dev/null 2>&1 || need+=(bzip2)
+command -v make >/dev/null 2>&1 || need+=(make)
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 # dig for the DNS conformance specs' queriers (agnhost and glibc-dns-testing images).

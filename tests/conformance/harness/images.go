@@ -22,7 +22,8 @@ type Sources struct {
 	// k8s.io/kubernetes module directory (agnhost's porter certificates, kitten's and
 	// nautilus's pages).
 	Agnhost, KubeSrc string
-	// Busybox is Debian's busybox-static; Pause skiff's own pause binary.
+	// Busybox is a static BusyBox 1.37 as upstream releases it (hack/build-busybox.sh); Pause
+	// skiff's own pause binary.
 	Busybox, Pause string
 	// SampleAPIServer is a static build of k8s.io/sample-apiserver; Etcd Debian's etcd.
 	SampleAPIServer, Etcd string
@@ -218,9 +219,8 @@ func agnhostImage(extra func(Sources) ([]oci.File, error)) builder {
 			}
 		}
 		// The Services specs run `nc -v -t -w 2 HOST PORT` (and -u): Alpine's busybox nc has
-		// those options, Debian's does not; OpenBSD's netcat does, ahead of busybox on PATH.
-		// sh is bash, as in the busybox image: Debian's busybox sh runs its own applets
-		// before anything on PATH.
+		// those options; OpenBSD's netcat has them too, installed ahead of busybox on PATH, and
+		// sh is bash, which looks commands up on PATH as Alpine's ash does.
 		bash, err := withLibraries("/bin/bash")
 		if err != nil {
 			return oci.Image{}, err
@@ -299,20 +299,16 @@ func pages(name string) func(Sources) ([]oci.File, error) {
 }
 
 // busyboxImage is busybox with `sh` as its command; nonroot is the same as user 1234. Its sh
-// is bash: the ash of Debian's busybox (1.35) drops environment variables whose names are not
-// shell identifiers ("data-1", "p-data-1") before it runs a command, where upstream's image
-// (busybox 1.37) passes them on, as bash does — and specs check them with `sh -c env`.
+// is BusyBox's ash, as upstream's image: the specs read its messages ("/bin/sh: can't create
+// /file: Read-only file system") and, with `sh -c env`, environment variables whose names are
+// not shell identifiers ("data-1"), which upstream's ash passes on (Debian's drops them, which
+// is why the harness builds its own BusyBox).
 func busyboxImage(user string) builder {
 	return func(src Sources, ref string) (oci.Image, error) {
-		bash, err := withLibraries("/bin/bash")
-		if err != nil {
-			return oci.Image{}, err
-		}
 		files, err := base(src)
 		if err != nil {
 			return oci.Image{}, err
 		}
-		files = dedupe(append(append(bash, oci.File{Path: "/bin/sh", Link: "/bin/bash"}), files...))
 		return oci.Image{Cmd: []string{"sh"}, Env: []string{imagePath}, User: user, Files: files}, nil
 	}
 }

@@ -46,7 +46,7 @@ func main() {
 	flag.StringVar(&o.kubeSrc, "kube-src", "", "the k8s.io/kubernetes module directory (agnhost's certificates, kitten's and nautilus's pages)")
 	flag.StringVar(&o.skiff, "skiff", "bin/skiff", "the skiff binary the lab runs")
 	flag.StringVar(&o.pause, "pause", "bin/pause", "skiff's static pause binary")
-	flag.StringVar(&o.busybox, "busybox", "/bin/busybox", "a static busybox (Debian's busybox-static)")
+	flag.StringVar(&o.busybox, "busybox", "", "a static BusyBox 1.37 as upstream releases it (default BIN-DIR/busybox, which hack/build-busybox.sh builds)")
 	flag.StringVar(&o.etcd, "etcd", "/usr/bin/etcd", "Debian's etcd (etcd-server), for the sample-apiserver's spec")
 	flag.StringVar(&o.kubectl, "kubectl", "/usr/lib/google-cloud-sdk/bin/kubectl.1.33", "the kubectl the specs run")
 	flag.StringVar(&o.lab, "lab", "conf", "name of the lab to bring up (and take down)")
@@ -88,6 +88,9 @@ func run(o options) error {
 	tested := commit() // what the lab runs is built now; the checkout may move on meanwhile
 	e2e := filepath.Join(o.binDir, "e2e.test")
 	ginkgo := filepath.Join(o.binDir, "ginkgo")
+	if o.busybox == "" {
+		o.busybox = filepath.Join(o.binDir, "busybox")
+	}
 	for _, f := range []string{e2e, ginkgo, filepath.Join(o.binDir, "agnhost"), o.skiff, o.pause, o.busybox, o.kubectl} {
 		if _, err := os.Stat(f); err != nil {
 			return fmt.Errorf("%s is missing (make conformance builds it): %w", f, err)

@@ -219,9 +219,6 @@ var owners = []struct {
 	{"#16 DNS and LoadBalancer", regexp.MustCompile(`(?i)\[sig-network\] DNS|type=LoadBalancer|LoadBalancer|dns-test|\bDNS\b|on endpoint [a-z][-a-z0-9]*:[0-9]+ over`)},
 	{"#18 extensibility and admission", regexp.MustCompile(`(?i)customresourcedefinition|CustomResource|apiservices|webhook|admissionpolic|Aggregator|metrics\.k8s\.io|flowcontrol|ResourceQuota|LimitRange|\[sig-instrumentation\]|Discovery|StorageVersionMigration`)},
 	{"#17 workloads and core APIs", regexp.MustCompile(`(?i)\bjobs?\b|cronjob|statefulset|poddisruptionbudget|replication ?controller|\brc\b|controllerrevision|Proxy version|podtemplate|persistentvolume|storageclass|csidriver|csinode|csistoragecapacit|volumeattachment|runtimeclass|priorityclass|preempt|ingress|horizontalpodautoscaler|eviction|\bdrain\b|/proxy|proxy subresource|\[DRA\]|resource\.k8s\.io|VolumeAttributesClass|\[sig-scheduling\]`)},
-	// The harness's own images: its busybox's sh is bash (see images.go), whose message for a
-	// read-only root is not busybox's.
-	{"#11 harness (unassigned)", regexp.MustCompile(`read only busybox container should not write to root filesystem`)},
 	{"#13 agent behaviour (node, volumes)", regexp.MustCompile(`\[sig-node\]|\[sig-storage\]`)},
 }
 

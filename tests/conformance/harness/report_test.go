@@ -97,7 +97,7 @@ func TestOwner(t *testing.T) {
 		{"[sig-apps] StatefulSet Basic x", "", "#17 workloads and core APIs"},
 		{"[sig-storage] Downward API volume should provide cpu limit", "expected CPU_LIMIT=2", "#13 agent behaviour (node, volumes)"},
 		{"[sig-cli] Kubectl client x", "exit status 1", "#11 harness (unassigned)"},
-		{"[sig-node] Kubelet when scheduling a read only busybox container should not write to root filesystem [LinuxOnly] [Conformance]", "Timed out", "#11 harness (unassigned)"},
+		{"[sig-node] Kubelet when scheduling a read only busybox container should not write to root filesystem [LinuxOnly] [Conformance]", "Timed out", "#13 agent behaviour (node, volumes)"},
 		// An API that is not served belongs to the issue that serves it, a SIG's agent behaviour to 13.
 		{"[sig-node] [DRA] CRUD Tests resource.k8s.io/v1 DeviceClass [Conformance]", "get resource API: the server could not find the requested resource", "#17 workloads and core APIs"},
 		{"[sig-node] Container Lifecycle Hook when create a pod with lifecycle hook should execute poststart exec hook properly [Conformance]", "Timed out", "#13 agent behaviour (node, volumes)"},
