@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
@@ -123,6 +124,12 @@ type Options struct {
 	// ImageGC is when unused images are removed (imagegc's defaults, 85% and 80% of the
 	// image file system and 2 minutes, when zero).
 	ImageGC imagegc.Policy
+	// Reserved is what the node keeps back from pods for its own daemons (the kubelet's
+	// --kube-reserved and --system-reserved): allocatable leaves it out, and with
+	// EnforceNodeAllocatable the cgroup holding every pod (CgroupRoot) is limited to the
+	// capacity less it (--enforce-node-allocatable=pods).
+	Reserved               []corev1.ResourceList
+	EnforceNodeAllocatable bool
 }
 
 // Run runs the agent until ctx ends.
@@ -149,6 +156,11 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	}
 	if err != nil {
 		return err
+	}
+	if o.EnforceNodeAllocatable {
+		if err := enforceNodeAllocatable(o, log); err != nil {
+			return err
+		}
 	}
 	dirs := layout.Agent{Dir: o.DataDir}
 	cniBin, cniConf, socket := dirs.CNIBin(), dirs.CNIConf(), dirs.CNISocket()
@@ -225,7 +237,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	pressureChanged := make(chan struct{}, 1)
 	nopts := node.Options{Name: o.NodeName, InternalIP: o.InternalIP, RuntimeVersion: "containerd://" + v.RuntimeVersion, Taints: o.Taints,
 		Labels: o.Labels, APIPort: o.APIPort, Health: sup.Health, Pressure: pressureNow, PressureChanged: pressureChanged,
-		NodeFs: o.DataDir, EvictionHard: o.EvictionHard,
+		NodeFs: o.DataDir, Reserved: o.Reserved, EvictionHard: o.EvictionHard,
 		// The PV binder provisions local-path volumes under this directory of the node.
 		Annotations: map[string]string{volumes.LocalPathRootAnnotation: dirs.Storage()}}
 	if _, err := node.Register(ctx, client, nopts, log); err != nil {
@@ -685,4 +697,43 @@ func releaseOrphanImages(ctx context.Context, vols *volumes.Manager, period time
 		case <-time.After(period):
 		}
 	}
+}
+
+// enforceNodeAllocatable limits the cgroup every pod is created under to the node's capacity
+// less what is reserved for its own daemons, as the kubelet limits kubepods: pods together
+// can then never take the memory, CPU share or tasks the node's daemons were promised, even
+// before the eviction manager sees pressure. The hard eviction thresholds are not taken off
+// here (they are in allocatable, for the scheduler), as the kubelet's.
+func enforceNodeAllocatable(o Options, log *slog.Logger) error {
+	root := o.CgroupRoot
+	if root == "" {
+		root = cgroups.DefaultRoot
+	}
+	capacity := node.Capacity(0, o.DataDir)
+	pidReserved := false
+	for _, r := range o.Reserved {
+		_, ok := r[node.ResourcePID]
+		pidReserved = pidReserved || ok
+	}
+	if pidReserved {
+		n, err := pressure.PIDLimit("/proc")
+		if err != nil {
+			return fmt.Errorf("reading the node's PID limit for --system-reserved/--kube-reserved pid: %w", err)
+		}
+		capacity[node.ResourcePID] = *resource.NewQuantity(n, resource.DecimalSI)
+	}
+	pods := node.PodsLimit(capacity, o.Reserved...)
+	limits := cgroups.Limits{MemoryBytes: pods.Memory().Value(), MilliCPU: pods.Cpu().MilliValue()}
+	if pidReserved {
+		limits.PIDs = max(pods.Name(node.ResourcePID, resource.DecimalSI).Value(), 1)
+	}
+	// Nothing may be reserved down to zero: a zero limit would lift the limit instead.
+	limits.MemoryBytes = max(limits.MemoryBytes, 1)
+	limits.MilliCPU = max(limits.MilliCPU, 1)
+	if err := cgroups.EnforceLimits(cgroups.Mounts(), root, limits); err != nil {
+		return fmt.Errorf("enforcing node allocatable on the pods' cgroup %s (--enforce-node-allocatable=none leaves it alone): %w", root, err)
+	}
+	log.Info("node allocatable enforced on the pods' cgroup", "cgroup", root, "memoryBytes", limits.MemoryBytes,
+		"milliCPU", limits.MilliCPU, "pids", limits.PIDs)
+	return nil
 }

@@ -37,3 +37,18 @@ func TestKillAllRefusesTheRoot(t *testing.T) {
 		}
 	}
 }
+
+func TestCPUConversions(t *testing.T) {
+	for _, c := range []struct {
+		milli  int64
+		shares uint64
+		weight uint64
+	}{{0, 2, 1}, {1, 2, 1}, {10, 10, 1}, {500, 512, 20}, {1000, 1024, 39}, {2000, 2048, 79}, {1 << 40, 262144, 10000}} {
+		if got := SharesFromMilliCPU(c.milli); got != c.shares {
+			t.Errorf("SharesFromMilliCPU(%d) = %d, want %d", c.milli, got, c.shares)
+		}
+		if got := WeightFromShares(c.shares); got != c.weight {
+			t.Errorf("WeightFromShares(%d) = %d, want %d", c.shares, got, c.weight)
+		}
+	}
+}

@@ -70,6 +70,12 @@ type Threshold struct {
 	// for it; a hard threshold has none.
 	GracePeriod time.Duration
 	Soft        bool
+	// MinReclaim (or MinReclaimPercentage of the capacity, when nil) is how far past the
+	// threshold the signal must recover, once crossed, before the threshold is cleared (the
+	// kubelet's --eviction-minimum-reclaim): the node is not pushed back to the edge and
+	// under again at once.
+	MinReclaim           *resource.Quantity
+	MinReclaimPercentage float64
 }
 
 func (t Threshold) String() string {
@@ -85,6 +91,19 @@ func (t Threshold) Min(capacity int64) int64 {
 		return t.Quantity.Value()
 	}
 	return int64(math.Ceil(float64(capacity) * t.Percentage))
+}
+
+// Target is what the signal must reach, once the threshold is crossed, for it to be cleared:
+// Min plus the minimum reclaim.
+func (t Threshold) Target(capacity int64) int64 {
+	reclaim := int64(math.Ceil(float64(capacity) * t.MinReclaimPercentage))
+	if t.MinReclaim != nil {
+		reclaim = t.MinReclaim.Value()
+	}
+	if m := t.Min(capacity); m <= math.MaxInt64-reclaim {
+		return m + reclaim
+	}
+	return math.MaxInt64 // an absurd reclaim: never cleared, rather than wrapped around
 }
 
 // minQuantity is Min as a quantity, as eviction messages print it.
@@ -190,6 +209,63 @@ func ParseSoft(thresholds, gracePeriods string) ([]Threshold, error) {
 	return ths, nil
 }
 
+// ParseMinReclaim parses --eviction-minimum-reclaim ("SIGNAL=QUANTITY" or "SIGNAL=N%",
+// comma-separated, e.g. "memory.available=0Mi,nodefs.available=500Mi,imagefs.available=2Gi")
+// and returns the thresholds with each signal's minimum reclaim set, hard and soft alike.
+// A signal with no threshold is an error, as is a signal given twice.
+func ParseMinReclaim(s string, thresholds []Threshold) ([]Threshold, error) {
+	out := append([]Threshold(nil), thresholds...)
+	seen := map[Signal]bool{}
+	for _, stmt := range strings.Split(s, ",") {
+		stmt = strings.TrimSpace(stmt)
+		if stmt == "" {
+			continue
+		}
+		name, value, ok := strings.Cut(stmt, "=")
+		sig := Signal(strings.TrimSpace(name))
+		value = strings.TrimSpace(value)
+		if !ok || value == "" {
+			return nil, fmt.Errorf("eviction minimum reclaim %q: want SIGNAL=QUANTITY or SIGNAL=PERCENT%%", stmt)
+		}
+		if _, known := signals[sig]; !known {
+			return nil, fmt.Errorf("eviction minimum reclaim %q: unknown signal %q (known: %s)", stmt, sig, knownSignals())
+		}
+		if seen[sig] {
+			return nil, fmt.Errorf("eviction minimum reclaim %q: signal %q given twice", stmt, sig)
+		}
+		seen[sig] = true
+		var q *resource.Quantity
+		pct := 0.0
+		if p, isPercent := strings.CutSuffix(value, "%"); isPercent {
+			f, err := strconv.ParseFloat(p, 64)
+			if err != nil || f < 0 || f > 100 || math.IsNaN(f) {
+				return nil, fmt.Errorf("eviction minimum reclaim %q: %q is not a percentage between 0%% and 100%%", stmt, value)
+			}
+			pct = f / 100
+		} else {
+			parsed, err := resource.ParseQuantity(value)
+			if err != nil {
+				return nil, fmt.Errorf("eviction minimum reclaim %q: %q is not a quantity (e.g. 500Mi) or a percentage", stmt, value)
+			}
+			if parsed.Sign() < 0 {
+				return nil, fmt.Errorf("eviction minimum reclaim %q: must not be negative", stmt)
+			}
+			q = &parsed
+		}
+		found := false
+		for i := range out {
+			if out[i].Signal == sig {
+				out[i].MinReclaim, out[i].MinReclaimPercentage = q, pct
+				found = true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("eviction minimum reclaim %q: %s has no eviction threshold", stmt, sig)
+		}
+	}
+	return out, nil
+}
+
 func knownSignals() string {
 	var names []string
 	for s := range signals {
@@ -211,6 +287,35 @@ func Met(thresholds []Threshold, obs Observations) []Threshold {
 	for _, t := range thresholds {
 		o, ok := obs[t.Signal]
 		if ok && o.Available < t.Min(o.Capacity) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Unresolved returns the thresholds of prev (what was met at the last look) that the
+// observations have not yet cleared by their minimum reclaim: they stay met, as the kubelet
+// keeps a threshold until the signal is back past it by --eviction-minimum-reclaim.
+func Unresolved(prev []Threshold, obs Observations) []Threshold {
+	var out []Threshold
+	for _, t := range prev {
+		o, ok := obs[t.Signal]
+		if ok && o.Available < t.Target(o.Capacity) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Merge is the union of two lists of thresholds (a threshold in both once), a's first.
+func Merge(a, b []Threshold) []Threshold {
+	out := append([]Threshold(nil), a...)
+	for _, t := range b {
+		dup := false
+		for _, u := range a {
+			dup = dup || (u.Signal == t.Signal && u.Soft == t.Soft)
+		}
+		if !dup {
 			out = append(out, t)
 		}
 	}

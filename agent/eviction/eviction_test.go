@@ -338,3 +338,87 @@ func TestDueAndGracePeriod(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+func TestMinimumReclaim(t *testing.T) {
+	hard, err := ParseHard("memory.available<100Mi,nodefs.available<10%")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ths, err := ParseMinReclaim("memory.available=50Mi, nodefs.available=5%", hard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hard[0].MinReclaim != nil {
+		t.Error("ParseMinReclaim changed the thresholds it was given")
+	}
+	mem, disk := ths[0], ths[1]
+	if got := mem.Target(1 << 30); got != 150<<20 {
+		t.Errorf("memory target %d, want 150Mi", got)
+	}
+	if got := disk.Target(1000); got != 150 {
+		t.Errorf("nodefs target of 1000 bytes %d, want 150 (10%% + 5%%)", got)
+	}
+	// A look: crossed (90Mi < 100Mi). Recovering to 120Mi is past the threshold but not by
+	// 50Mi: still met, as the kubelet's. At 150Mi it is cleared.
+	gi := int64(1 << 30)
+	prev := Merge(Met(ths, Observations{MemoryAvailable: {90 << 20, gi}}), nil)
+	if len(prev) != 1 || prev[0].Signal != MemoryAvailable {
+		t.Fatalf("met at 90Mi: %v", prev)
+	}
+	for avail, want := range map[int64]int{120 << 20: 1, 149 << 20: 1, 150 << 20: 0, 1 << 30: 0} {
+		obs := Observations{MemoryAvailable: {avail, gi}}
+		got := Merge(Met(ths, obs), Unresolved(prev, obs))
+		if len(got) != want {
+			t.Errorf("after crossing, at %d MiB available: %d thresholds met, want %d", avail>>20, len(got), want)
+		}
+		// Without a prior crossing only the threshold itself counts.
+		if got := Merge(Met(ths, obs), Unresolved(nil, obs)); len(got) != 0 {
+			t.Errorf("never crossed, at %d MiB: %v met", avail>>20, got)
+		}
+	}
+	// No minimum reclaim: cleared as soon as the threshold is.
+	if got := Unresolved(hard[:1], Observations{MemoryAvailable: {100 << 20, gi}}); len(got) != 0 {
+		t.Errorf("no minimum reclaim, at the threshold: %v", got)
+	}
+	// Merge keeps one of each (signal, soft).
+	soft := hard[0]
+	soft.Soft = true
+	if got := Merge([]Threshold{hard[0], hard[1]}, []Threshold{hard[0], soft}); len(got) != 3 {
+		t.Errorf("merge: %v", got)
+	}
+
+	for in, msg := range map[string]string{
+		"memory.available":                          `eviction minimum reclaim "memory.available": want SIGNAL=QUANTITY or SIGNAL=PERCENT%`,
+		"memory.free=1Mi":                           `eviction minimum reclaim "memory.free=1Mi": unknown signal "memory.free" (known: imagefs.available, imagefs.inodesFree, memory.available, nodefs.available, nodefs.inodesFree, pid.available)`,
+		"memory.available=1Mi,memory.available=2Mi": `eviction minimum reclaim "memory.available=2Mi": signal "memory.available" given twice`,
+		"memory.available=120%":                     `eviction minimum reclaim "memory.available=120%": "120%" is not a percentage between 0% and 100%`,
+		"memory.available=lots":                     `eviction minimum reclaim "memory.available=lots": "lots" is not a quantity (e.g. 500Mi) or a percentage`,
+		"memory.available=-1Mi":                     `eviction minimum reclaim "memory.available=-1Mi": must not be negative`,
+		"pid.available=100":                         `eviction minimum reclaim "pid.available=100": pid.available has no eviction threshold`,
+	} {
+		if _, err := ParseMinReclaim(in, hard); err == nil || err.Error() != msg {
+			t.Errorf("ParseMinReclaim(%q) = %v, want %q", in, err, msg)
+		}
+	}
+}
+
+func FuzzParseMinReclaim(f *testing.F) {
+	for _, s := range []string{"memory.available=50Mi", "nodefs.available=5%", "", "x=y", "memory.available=1e3,nodefs.available=0", "memory.available=9e18"} {
+		f.Add(s)
+	}
+	hard, err := ParseHard(DefaultHard)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ths, err := ParseMinReclaim(s, hard)
+		if err != nil {
+			return
+		}
+		for _, th := range ths {
+			if th.Target(1<<30) < th.Min(1<<30) {
+				t.Fatalf("%q: %s target below its threshold", s, th)
+			}
+		}
+	})
+}

@@ -49,9 +49,10 @@ type Options struct {
 	// is then NotReady with that message, as the kubelet reports a broken runtime.
 	Health func() error
 	// NodeFs is a directory on the node's file system (the agent's data directory), whose
-	// size is the node's ephemeral storage; EvictionHard are the thresholds allocatable
-	// keeps back.
+	// size is the node's ephemeral storage; Reserved (--kube-reserved, --system-reserved)
+	// and EvictionHard are what allocatable keeps back.
 	NodeFs       string
+	Reserved     []corev1.ResourceList
 	EvictionHard []eviction.Threshold
 	// Pressure, if set, is the node's pressure conditions now (agent/pressure), and
 	// PressureChanged receives when they change; without them the node reports none.
@@ -89,11 +90,12 @@ func Capacity(maxPods int, nodeFs string) corev1.ResourceList {
 	return out
 }
 
-// Allocatable is the capacity less what the hard eviction thresholds of memory.available
-// and nodefs.available hold back, as the kubelet computes it (skiff reserves nothing for
-// system daemons): the scheduler never fills a node to its eviction threshold.
-func Allocatable(capacity corev1.ResourceList, hard []eviction.Threshold) corev1.ResourceList {
-	out := capacity.DeepCopy()
+// Allocatable is what the scheduler may fill the node with, as the kubelet computes it: the
+// capacity less what is reserved for the node's own daemons (--kube-reserved and
+// --system-reserved) and less what the hard eviction thresholds of memory.available and
+// nodefs.available hold back, so that pods never push the node to its eviction threshold.
+func Allocatable(capacity corev1.ResourceList, reserved []corev1.ResourceList, hard []eviction.Threshold) corev1.ResourceList {
+	out := PodsLimit(capacity, reserved...)
 	for _, th := range hard {
 		var name corev1.ResourceName
 		switch th.Signal {
@@ -108,7 +110,8 @@ func Allocatable(capacity corev1.ResourceList, hard []eviction.Threshold) corev1
 		if !ok {
 			continue
 		}
-		left := q.Value() - th.Min(q.Value())
+		// Percentages are of the capacity, as the kubelet's.
+		left := q.Value() - th.Min(capacity.Name(name, resource.BinarySI).Value())
 		if left < 0 {
 			left = 0
 		}
@@ -167,7 +170,7 @@ func Status(o Options) corev1.NodeStatus {
 	}
 	return corev1.NodeStatus{
 		Capacity:    capacity,
-		Allocatable: Allocatable(capacity, o.EvictionHard),
+		Allocatable: Allocatable(capacity, o.Reserved, o.EvictionHard),
 		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: o.InternalIP},
 			{Type: corev1.NodeHostName, Address: o.Name}},
 		Conditions: []corev1.NodeCondition{

@@ -95,7 +95,7 @@ func TestCapacityAndAllocatable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	alloc := Allocatable(capacity, hard)
+	alloc := Allocatable(capacity, nil, hard)
 	mem, disk, cpu := alloc[corev1.ResourceMemory], alloc[corev1.ResourceEphemeralStorage], alloc[corev1.ResourceCPU]
 	if mem.Value() != 924<<20 || disk.Value() != 90<<30 || cpu.String() != "2" {
 		t.Errorf("allocatable memory %s, ephemeral-storage %s, cpu %s; want 924Mi, 90Gi, 2", mem.String(), disk.String(), cpu.String())
@@ -103,9 +103,78 @@ func TestCapacityAndAllocatable(t *testing.T) {
 	if c := capacity[corev1.ResourceMemory]; c.String() != "1Gi" {
 		t.Errorf("Allocatable changed the capacity it was given: %s", c.String())
 	}
-	if got := Allocatable(capacity, nil); !got[corev1.ResourceMemory].Equal(capacity[corev1.ResourceMemory]) {
+	if got := Allocatable(capacity, nil, nil); !got[corev1.ResourceMemory].Equal(capacity[corev1.ResourceMemory]) {
 		t.Errorf("no thresholds: %v", got)
 	}
+	// Reservations come off first; the thresholds' percentages stay of the capacity (10% of
+	// 100Gi is 10Gi, whatever is reserved), as the kubelet's.
+	kube := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("100Mi")}
+	system := corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("200Mi"), corev1.ResourceEphemeralStorage: resource.MustParse("5Gi"),
+		ResourcePID: resource.MustParse("1000")}
+	alloc = Allocatable(capacity, []corev1.ResourceList{kube, system}, hard)
+	mem, disk, cpu = alloc[corev1.ResourceMemory], alloc[corev1.ResourceEphemeralStorage], alloc[corev1.ResourceCPU]
+	if mem.Value() != 624<<20 || disk.Value() != 85<<30 || cpu.MilliValue() != 1500 {
+		t.Errorf("reserved: allocatable memory %s, ephemeral-storage %s, cpu %s; want 624Mi, 85Gi, 1500m", mem.String(), disk.String(), cpu.String())
+	}
+	if _, ok := alloc[ResourcePID]; ok {
+		t.Errorf("allocatable has pid, which capacity does not: %v", alloc)
+	}
+	// More reserved than there is: zero, never negative.
+	alloc = Allocatable(capacity, []corev1.ResourceList{{corev1.ResourceMemory: resource.MustParse("2Gi")}}, hard)
+	if m := alloc[corev1.ResourceMemory]; m.Value() != 0 {
+		t.Errorf("over-reserved memory: allocatable %s, want 0", m.String())
+	}
+}
+
+func TestParseReserved(t *testing.T) {
+	got, err := ParseReserved(" cpu=200m, memory=512Mi,ephemeral-storage=1Gi,pid=1000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[corev1.ResourceName]string{corev1.ResourceCPU: "200m", corev1.ResourceMemory: "512Mi", corev1.ResourceEphemeralStorage: "1Gi", ResourcePID: "1k"}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for name, w := range want {
+		q := got[name]
+		if !q.Equal(resource.MustParse(w)) {
+			t.Errorf("%s = %s, want %s", name, q.String(), w)
+		}
+	}
+	if got, err := ParseReserved(""); err != nil || len(got) != 0 {
+		t.Errorf("empty: %v, %v", got, err)
+	}
+	for in, msg := range map[string]string{
+		"memory":                 `"memory": want RESOURCE=QUANTITY, e.g. memory=512Mi`,
+		"memory=":                `"memory=": want RESOURCE=QUANTITY, e.g. memory=512Mi`,
+		"gpu=1":                  `"gpu=1": cannot reserve gpu (only cpu, memory, ephemeral-storage and pid)`,
+		"memory=1Gi,memory=2Gi":  "memory is given twice",
+		"memory=lots":            `"memory=lots": lots is not a quantity: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'`,
+		"cpu=-1":                 `"cpu=-1": must not be negative`,
+		"pid=1500m":              `"pid=1500m": pid is a whole number of tasks`,
+		"cpu=100m,,memory=100Mi": `"": want RESOURCE=QUANTITY, e.g. memory=512Mi`,
+	} {
+		if _, err := ParseReserved(in); err == nil || err.Error() != msg {
+			t.Errorf("ParseReserved(%q) = %v, want %q", in, err, msg)
+		}
+	}
+}
+
+func FuzzParseReserved(f *testing.F) {
+	for _, s := range []string{"cpu=200m,memory=512Mi", "pid=1000", "", "memory=-1", "x=y=z", ",,"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := ParseReserved(s)
+		if err != nil {
+			return
+		}
+		for name, q := range got {
+			if q.Sign() < 0 {
+				t.Fatalf("%q: %s negative", s, name)
+			}
+		}
+	})
 }
 
 func TestMergeConditionsKeepsTransitionTimes(t *testing.T) {

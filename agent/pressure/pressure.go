@@ -71,6 +71,8 @@ type Manager struct {
 	pods    Evictor
 	log     *slog.Logger
 	tracker eviction.Tracker
+	// lastMet are the thresholds met at the last look (Run's goroutine only).
+	lastMet []eviction.Threshold
 
 	mu    sync.Mutex
 	conds eviction.Conditions
@@ -116,7 +118,10 @@ func (m *Manager) Run(ctx context.Context) error {
 // synchronize is one look: observe, report, and evict one pod if a threshold is crossed.
 func (m *Manager) synchronize(ctx context.Context) {
 	obs := m.observe(ctx)
-	met := eviction.Met(m.opts.Thresholds, obs)
+	// A threshold crossed at the last look stays met until the signal has recovered past it
+	// by its minimum reclaim.
+	met := eviction.Merge(eviction.Met(m.opts.Thresholds, obs), eviction.Unresolved(m.lastMet, obs))
+	m.lastMet = met
 	now := time.Now()
 	// Every crossed threshold, soft ones inside their grace period too, sets its condition;
 	// only those due are acted on.
@@ -135,7 +140,7 @@ func (m *Manager) synchronize(ctx context.Context) {
 		if freed > 0 {
 			m.log.Info("eviction: unused images removed", "threshold", th.String(), "freedBytes", freed)
 			obs = m.observe(ctx)
-			if !crossed(eviction.Met(m.opts.Thresholds, obs), th.Signal) {
+			if !crossed(eviction.Unresolved([]eviction.Threshold{th}, obs), th.Signal) {
 				return
 			}
 		}
@@ -305,21 +310,13 @@ func statfs(dir string) (space, inodes eviction.Observation, err error) {
 		eviction.Observation{Available: int64(st.Ffree), Capacity: int64(st.Files)}, nil
 }
 
-// pids is the kernel's limit on tasks (the lesser of pid_max and threads-max) less the tasks
-// there are now (/proc/loadavg's fourth field, "running/total": every thread takes a PID), as
-// the kubelet reads them.
+// pids is the kernel's limit on tasks (PIDLimit) less the tasks there are now
+// (/proc/loadavg's fourth field, "running/total": every thread takes a PID), as the kubelet
+// reads them.
 func (m *Manager) pids() (eviction.Observation, error) {
-	limit := int64(math.MaxInt64)
-	for _, f := range []string{"sys/kernel/pid_max", "sys/kernel/threads-max"} {
-		b, err := os.ReadFile(filepath.Join(m.opts.Proc, f))
-		if err != nil {
-			return eviction.Observation{}, err
-		}
-		n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-		if err != nil {
-			return eviction.Observation{}, fmt.Errorf("%s: %w", f, err)
-		}
-		limit = min(limit, n)
+	limit, err := PIDLimit(m.opts.Proc)
+	if err != nil {
+		return eviction.Observation{}, err
 	}
 	b, err := os.ReadFile(filepath.Join(m.opts.Proc, "loadavg"))
 	if err != nil {
@@ -330,6 +327,24 @@ func (m *Manager) pids() (eviction.Observation, error) {
 		return eviction.Observation{}, err
 	}
 	return eviction.Observation{Available: limit - tasks, Capacity: limit}, nil
+}
+
+// PIDLimit is how many tasks the kernel allows (the lesser of pid_max and threads-max under
+// proc, "/proc"): the node's PID capacity, as the kubelet takes it.
+func PIDLimit(proc string) (int64, error) {
+	limit := int64(math.MaxInt64)
+	for _, f := range []string{"sys/kernel/pid_max", "sys/kernel/threads-max"} {
+		b, err := os.ReadFile(filepath.Join(proc, f))
+		if err != nil {
+			return 0, err
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", f, err)
+		}
+		limit = min(limit, n)
+	}
+	return limit, nil
 }
 
 // parseLoadavgTasks reads the total of "running/total" in /proc/loadavg.

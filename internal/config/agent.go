@@ -28,6 +28,7 @@ import (
 	"github.com/skiff-sh/skiff/agent/imagegc"
 	"github.com/skiff-sh/skiff/agent/join"
 	"github.com/skiff-sh/skiff/agent/logrotate"
+	"github.com/skiff-sh/skiff/agent/node"
 	"github.com/skiff-sh/skiff/bgp"
 	bgpconfig "github.com/skiff-sh/skiff/bgp/config"
 	"github.com/skiff-sh/skiff/internal/hostaddr"
@@ -71,10 +72,18 @@ type Agent struct {
 	// --eviction-soft, --eviction-soft-grace-period and --eviction-max-pod-grace-period.
 	EvictionSoft, EvictionSoftGracePeriod string
 	EvictionMaxPodGracePeriod             int64
+	// EvictionMinimumReclaim is the kubelet's --eviction-minimum-reclaim
+	// ("nodefs.available=500Mi,…"), for hard and soft thresholds alike.
+	EvictionMinimumReclaim string
 	// ImageGCHighThreshold and ImageGCLowThreshold (percent of the image file system) and
 	// MinimumImageTTL are the kubelet's image garbage collection settings of those names.
 	ImageGCHighThreshold, ImageGCLowThreshold int
 	MinimumImageTTL                           time.Duration
+	// KubeReserved and SystemReserved are the kubelet's --kube-reserved and
+	// --system-reserved ("cpu=200m,memory=512Mi,ephemeral-storage=1Gi,pid=1000");
+	// EnforceNodeAllocatable its --enforce-node-allocatable ("pods", or "none").
+	KubeReserved, SystemReserved string
+	EnforceNodeAllocatable       string
 }
 
 // Join is how `skiff agent` reaches the API server: a kubeconfig, or a server URL and a
@@ -179,17 +188,34 @@ func (a Agent) Options(taints []corev1.Taint) (agent.Options, error) {
 	if err != nil {
 		return agent.Options{}, fmt.Errorf("--eviction-soft: %w", err)
 	}
+	all, err := eviction.ParseMinReclaim(a.EvictionMinimumReclaim, append(append([]eviction.Threshold{}, hard...), soft...))
+	if err != nil {
+		return agent.Options{}, fmt.Errorf("--eviction-minimum-reclaim: %w", err)
+	}
+	hard, soft = all[:len(hard)], all[len(hard):]
 	if a.EvictionMaxPodGracePeriod < 0 {
 		return agent.Options{}, fmt.Errorf("--eviction-max-pod-grace-period %d: must not be negative", a.EvictionMaxPodGracePeriod)
 	}
 	if a.EvictionPressureTransitionPeriod < 0 {
 		return agent.Options{}, fmt.Errorf("--eviction-pressure-transition-period %s: must not be negative", a.EvictionPressureTransitionPeriod)
 	}
+	var reserved []corev1.ResourceList
+	for _, r := range []struct{ flag, value string }{{"--kube-reserved", a.KubeReserved}, {"--system-reserved", a.SystemReserved}} {
+		rl, err := node.ParseReserved(r.value)
+		if err != nil {
+			return agent.Options{}, fmt.Errorf("%s: %w", r.flag, err)
+		}
+		reserved = append(reserved, rl)
+	}
+	enforce, err := enforceNodeAllocatable(a.EnforceNodeAllocatable)
+	if err != nil {
+		return agent.Options{}, err
+	}
 	gc := imagegc.Policy{HighThresholdPercent: a.ImageGCHighThreshold, LowThresholdPercent: a.ImageGCLowThreshold, MinAge: a.MinimumImageTTL}
 	if err := gc.Validate(); err != nil {
 		return agent.Options{}, fmt.Errorf("--image-gc-high-threshold/--image-gc-low-threshold/--minimum-image-ttl-duration: %w", err)
 	}
-	return agent.Options{ContainerLogs: logs, EvictionHard: hard, EvictionPressureTransitionPeriod: a.EvictionPressureTransitionPeriod, ImageGC: gc,
+	return agent.Options{Reserved: reserved, EnforceNodeAllocatable: enforce, ContainerLogs: logs, EvictionHard: hard, EvictionPressureTransitionPeriod: a.EvictionPressureTransitionPeriod, ImageGC: gc,
 		EvictionSoft: soft, EvictionMaxPodGracePeriod: a.EvictionMaxPodGracePeriod, DataDir: a.DataDir, NodeName: a.NodeName, InternalIP: NodeAddress(a.NodeIP), Taints: taints, Netns: a.Netns,
 		CNIPlugin: a.CNIPlugin, ImageDirs: dirs, PodLogDir: a.PodLogDir, PodManifestPath: a.PodManifestPath, HealthzAddress: a.HealthzAddress,
 		APIAddress: fmt.Sprintf(":%d", a.Port), APIPort: a.Port, ServingCert: a.ServingCert, ServingKey: a.ServingKey, ClientCA: a.ClientCA,
@@ -198,10 +224,34 @@ func (a Agent) Options(taints []corev1.Taint) (agent.Options, error) {
 		DNS: a.DNS, DNSAddress: a.DNSAddress, DNSUpstreams: a.DNSUpstreams}, nil
 }
 
+// enforceNodeAllocatable reads --enforce-node-allocatable: "pods" (the kubelet's default)
+// limits the cgroup of every pod to the capacity less what is reserved; "none" or empty
+// leaves it alone. The kubelet's "system-reserved" and "kube-reserved" would limit cgroups
+// that the operator's init system runs the node's daemons in, which skiff does not manage.
+func enforceNodeAllocatable(v string) (bool, error) {
+	pods := false
+	for _, e := range strings.Split(v, ",") {
+		switch strings.TrimSpace(e) {
+		case "pods":
+			pods = true
+		case "none", "":
+		case "system-reserved", "kube-reserved", "system-reserved-compressible", "kube-reserved-compressible":
+			return false, fmt.Errorf("--enforce-node-allocatable %q: skiff enforces only pods (the daemons' own cgroups belong to the init system that runs them)", v)
+		default:
+			return false, fmt.Errorf("--enforce-node-allocatable %q: want pods or none", v)
+		}
+	}
+	return pods, nil
+}
+
 // RunAgent runs `skiff agent`: with a token it first joins (see agent/join: the CA pinned,
 // client and serving certificates through CSRs; what the data directory already holds is
 // reused), then runs the agent until ctx ends.
 func RunAgent(ctx context.Context, a Agent, j Join, log *slog.Logger) error {
+	// A bad flag is reported before anything is joined or read.
+	if _, err := a.Options(nil); err != nil {
+		return err
+	}
 	paths := join.Paths(a.DataDir)
 	token := j.Token
 	if j.TokenFile != "" && token == "" {

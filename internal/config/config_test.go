@@ -49,8 +49,23 @@ func TestAgentOptions(t *testing.T) {
 		o.ImageGC.HighThresholdPercent != 90 || o.ImageGC.LowThresholdPercent != 70 {
 		t.Errorf("eviction and image GC options: %+v %v", o, err)
 	}
+	o, err = Agent{EvictionHard: "memory.available<100Mi", EvictionSoft: "memory.available<1Gi", EvictionSoftGracePeriod: "memory.available=1m",
+		EvictionMinimumReclaim: "memory.available=50Mi"}.Options(nil)
+	if err != nil || o.EvictionHard[0].MinReclaim.String() != "50Mi" || o.EvictionSoft[0].MinReclaim.String() != "50Mi" || !o.EvictionSoft[0].Soft {
+		t.Errorf("minimum reclaim: %+v %+v %v", o.EvictionHard, o.EvictionSoft, err)
+	}
+	o, err = Agent{KubeReserved: "cpu=100m,memory=256Mi", SystemReserved: "pid=1000", EnforceNodeAllocatable: "pods"}.Options(nil)
+	if err != nil || len(o.Reserved) != 2 || !o.EnforceNodeAllocatable || o.Reserved[0].Memory().Value() != 256<<20 ||
+		o.Reserved[1].Name("pid", "").Value() != 1000 {
+		t.Errorf("reserved options: %+v %v", o.Reserved, err)
+	}
+	if o, err := (Agent{EnforceNodeAllocatable: "none"}).Options(nil); err != nil || o.EnforceNodeAllocatable {
+		t.Errorf("--enforce-node-allocatable none: %v %v", o.EnforceNodeAllocatable, err)
+	}
 	for _, bad := range []Agent{{EvictionHard: "memory.available>1"}, {EvictionSoft: "memory.available<1Gi"},
-		{EvictionMaxPodGracePeriod: -1}, {ImageGCHighThreshold: 50, ImageGCLowThreshold: 60}} {
+		{EvictionMaxPodGracePeriod: -1}, {ImageGCHighThreshold: 50, ImageGCLowThreshold: 60},
+		{EvictionMinimumReclaim: "pid.available=100"}, {EvictionMinimumReclaim: "memory.available"},
+		{KubeReserved: "memory=lots"}, {SystemReserved: "gpu=1"}, {EnforceNodeAllocatable: "system-reserved"}, {EnforceNodeAllocatable: "all"}} {
 		if _, err := bad.Options(nil); err == nil || !strings.HasPrefix(err.Error(), "--") {
 			t.Errorf("%+v accepted or unclear: %v", bad, err)
 		}
