@@ -283,24 +283,22 @@ type Observations map[Signal]Observation
 
 // Met returns the thresholds the observations cross, in the order given.
 func Met(thresholds []Threshold, obs Observations) []Threshold {
-	var out []Threshold
-	for _, t := range thresholds {
-		o, ok := obs[t.Signal]
-		if ok && o.Available < t.Min(o.Capacity) {
-			out = append(out, t)
-		}
-	}
-	return out
+	return below(thresholds, obs, Threshold.Min)
 }
 
 // Unresolved returns the thresholds of prev (what was met at the last look) that the
 // observations have not yet cleared by their minimum reclaim: they stay met, as the kubelet
 // keeps a threshold until the signal is back past it by --eviction-minimum-reclaim.
 func Unresolved(prev []Threshold, obs Observations) []Threshold {
+	return below(prev, obs, Threshold.Target)
+}
+
+// below returns the thresholds whose signal is observed below level(capacity).
+func below(thresholds []Threshold, obs Observations, level func(Threshold, int64) int64) []Threshold {
 	var out []Threshold
-	for _, t := range prev {
+	for _, t := range thresholds {
 		o, ok := obs[t.Signal]
-		if ok && o.Available < t.Target(o.Capacity) {
+		if ok && o.Available < level(t, o.Capacity) {
 			out = append(out, t)
 		}
 	}
