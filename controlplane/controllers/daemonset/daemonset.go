@@ -273,6 +273,11 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return err
 	}
 	byNode := map[string][]*corev1.Pod{}
+	// A node whose daemon pod is being deleted but still runs gets its new pod only once the
+	// old one is gone, as upstream's controller (without surge) waits: the two would
+	// otherwise run side by side (fighting over a hostPort, or a rollout's old pod still
+	// listed beside its replacement).
+	terminating := map[string]bool{}
 	backingOff := map[string]bool{}
 	var errs []error
 	for _, p := range all {
@@ -297,6 +302,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		}
 		if podutil.IsActive(p) {
 			byNode[podNode(p)] = append(byNode[podNode(p)], p)
+		} else if p.DeletionTimestamp != nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			terminating[podNode(p)] = true
 		}
 	}
 	hash := TemplateHash(ds)
@@ -328,7 +335,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		}
 		switch {
 		case run && len(pods) == 0:
-			if ds.DeletionTimestamp == nil && !backingOff[n.Name] {
+			if ds.DeletionTimestamp == nil && !backingOff[n.Name] && !terminating[n.Name] {
 				if _, err := c.client.CoreV1().Pods(ns).Create(ctx, newPod(ds, n.Name, hash), metav1.CreateOptions{}); err != nil {
 					errs = append(errs, err)
 				} else {

@@ -286,6 +286,31 @@ func TestSyncPinnedUnscheduledPodCountsForItsNode(t *testing.T) {
 	}
 }
 
+// TestSyncWaitsForTerminatingPod: a node whose daemon pod is being deleted but still runs
+// gets no new pod until the old one is gone; one whose deleted pod has already ended does.
+func TestSyncWaitsForTerminatingPod(t *testing.T) {
+	ds := newDS()
+	now := metav1.Now()
+	deleting := func(p *corev1.Pod) { p.DeletionTimestamp = &now }
+	ended := func(p *corev1.Pod) { p.DeletionTimestamp = &now; p.Status.Phase = corev1.PodSucceeded }
+	f := newFixture(t, ds, node("n1", nil), node("n2", nil),
+		dsPod(ds, "old-n1", "n1", "old-hash", deleting), dsPod(ds, "old-n2", "n2", "old-hash", ended))
+	f.sync(t)
+	var created []string
+	for _, a := range f.actions("create", "pods") {
+		created = append(created, podNode(a.(ktesting.CreateAction).GetObject().(*corev1.Pod)))
+	}
+	if len(created) != 1 || created[0] != "n2" {
+		t.Fatalf("pods created for %v, want only n2 (n1's old pod is still terminating)", created)
+	}
+	if d := f.deleted(); len(d) != 0 {
+		t.Fatalf("deleted %v", d)
+	}
+	if st := f.status(t); st.NumberUnavailable != 2 || st.CurrentNumberScheduled != 0 {
+		t.Fatalf("status %+v: both nodes are without a running daemon pod", st)
+	}
+}
+
 func TestSyncDeletesMisscheduledAndDuplicatePods(t *testing.T) {
 	ds := newDS()
 	ds.Spec.Template.Spec.NodeSelector = map[string]string{"role": "worker"}
