@@ -12,11 +12,16 @@ set -euo pipefail
 out=${1:?usage: build-busybox.sh OUT}
 version=1.37.0
 sha256=3311dff32e746499f4df0d5df04d7eb396382d7e108bb9250e7b519b837043a4
-url=https://deb.debian.org/debian/pool/main/b/busybox/busybox_${version}.orig.tar.bz2
+path=debian/pool/main/b/busybox/busybox_${version}.orig.tar.bz2
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-curl -fsSL --retry 3 -o "$work/src.tar.bz2" "$url" || { echo "build-busybox: cannot download $url" >&2; exit 1; }
+# https first; plain http as apt itself fetches (the checksum is what is trusted).
+url=https://deb.debian.org/$path
+if ! curl -fsSL --retry 3 -o "$work/src.tar.bz2" "$url"; then
+  url=http://deb.debian.org/$path
+  curl -fsSL --retry 3 -o "$work/src.tar.bz2" "$url" || { echo "build-busybox: cannot download $url" >&2; exit 1; }
+fi
 echo "$sha256  $work/src.tar.bz2" | sha256sum -c --quiet - || { echo "build-busybox: $url does not have SHA-256 $sha256" >&2; exit 1; }
 tar -C "$work" -xjf "$work/src.tar.bz2"
 src=$work/busybox-$version
