@@ -69,13 +69,14 @@ func EnforceLimits(mounts []string, root string, l Limits) error {
 		if l.MemoryBytes > 0 {
 			v1Memory = memory
 		}
-		settings := []struct{ file, value string }{
+		type setting struct{ file, value string }
+		settings := []setting{
 			{"memory.max", memory}, {"memory.limit_in_bytes", v1Memory}, {"pids.max", pids},
 		}
 		if l.MilliCPU > 0 {
 			shares := SharesFromMilliCPU(l.MilliCPU)
-			settings = append(settings, struct{ file, value string }{"cpu.weight", strconv.FormatUint(WeightFromShares(shares), 10)},
-				struct{ file, value string }{"cpu.shares", strconv.FormatUint(shares, 10)})
+			settings = append(settings, setting{"cpu.weight", strconv.FormatUint(WeightFromShares(shares), 10)},
+				setting{"cpu.shares", strconv.FormatUint(shares, 10)})
 		}
 		for _, s := range settings {
 			p := filepath.Join(dir, s.file)

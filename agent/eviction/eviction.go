@@ -7,6 +7,7 @@
 package eviction
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -137,29 +138,38 @@ func ParseHard(s string) ([]Threshold, error) {
 			return nil, fmt.Errorf("eviction threshold %q: signal %q given twice", stmt, sig)
 		}
 		seen[sig] = true
-		value = strings.TrimSpace(value)
-		if p, isPercent := strings.CutSuffix(value, "%"); isPercent {
-			f, err := strconv.ParseFloat(p, 64)
-			if err != nil || f < 0 || f > 100 || math.IsNaN(f) {
-				return nil, fmt.Errorf("eviction threshold %q: %q is not a percentage between 0%% and 100%%", stmt, value)
-			}
-			if f > 0 {
-				out = append(out, Threshold{Signal: sig, Percentage: f / 100})
-			}
-			continue
-		}
-		q, err := resource.ParseQuantity(value)
+		q, pct, err := parseAmount(strings.TrimSpace(value))
 		if err != nil {
-			return nil, fmt.Errorf("eviction threshold %q: %q is not a quantity (e.g. 100Mi) or a percentage", stmt, value)
+			return nil, fmt.Errorf("eviction threshold %q: %w", stmt, err)
 		}
-		if q.Sign() < 0 {
-			return nil, fmt.Errorf("eviction threshold %q: must not be negative", stmt)
-		}
-		if !q.IsZero() {
-			out = append(out, Threshold{Signal: sig, Quantity: &q})
+		switch {
+		case q != nil && !q.IsZero():
+			out = append(out, Threshold{Signal: sig, Quantity: q})
+		case q == nil && pct > 0:
+			out = append(out, Threshold{Signal: sig, Percentage: pct})
 		}
 	}
 	return out, nil
+}
+
+// parseAmount reads a threshold's or a reclaim's amount: a non-negative quantity ("100Mi"),
+// or a percentage of capacity ("10%", returned as 0.1 with a nil quantity).
+func parseAmount(value string) (*resource.Quantity, float64, error) {
+	if p, isPercent := strings.CutSuffix(value, "%"); isPercent {
+		f, err := strconv.ParseFloat(p, 64)
+		if err != nil || f < 0 || f > 100 || math.IsNaN(f) {
+			return nil, 0, fmt.Errorf("%q is not a percentage between 0%% and 100%%", value)
+		}
+		return nil, f / 100, nil
+	}
+	q, err := resource.ParseQuantity(value)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%q is not a quantity (e.g. 100Mi) or a percentage", value)
+	}
+	if q.Sign() < 0 {
+		return nil, 0, errors.New("must not be negative")
+	}
+	return &q, 0, nil
 }
 
 // ParseSoft parses --eviction-soft (statements as --eviction-hard's) with
@@ -234,23 +244,9 @@ func ParseMinReclaim(s string, thresholds []Threshold) ([]Threshold, error) {
 			return nil, fmt.Errorf("eviction minimum reclaim %q: signal %q given twice", stmt, sig)
 		}
 		seen[sig] = true
-		var q *resource.Quantity
-		pct := 0.0
-		if p, isPercent := strings.CutSuffix(value, "%"); isPercent {
-			f, err := strconv.ParseFloat(p, 64)
-			if err != nil || f < 0 || f > 100 || math.IsNaN(f) {
-				return nil, fmt.Errorf("eviction minimum reclaim %q: %q is not a percentage between 0%% and 100%%", stmt, value)
-			}
-			pct = f / 100
-		} else {
-			parsed, err := resource.ParseQuantity(value)
-			if err != nil {
-				return nil, fmt.Errorf("eviction minimum reclaim %q: %q is not a quantity (e.g. 500Mi) or a percentage", stmt, value)
-			}
-			if parsed.Sign() < 0 {
-				return nil, fmt.Errorf("eviction minimum reclaim %q: must not be negative", stmt)
-			}
-			q = &parsed
+		q, pct, err := parseAmount(value)
+		if err != nil {
+			return nil, fmt.Errorf("eviction minimum reclaim %q: %w", stmt, err)
 		}
 		found := false
 		for i := range out {

@@ -392,7 +392,7 @@ func TestMinimumReclaim(t *testing.T) {
 		"memory.free=1Mi":                           `eviction minimum reclaim "memory.free=1Mi": unknown signal "memory.free" (known: imagefs.available, imagefs.inodesFree, memory.available, nodefs.available, nodefs.inodesFree, pid.available)`,
 		"memory.available=1Mi,memory.available=2Mi": `eviction minimum reclaim "memory.available=2Mi": signal "memory.available" given twice`,
 		"memory.available=120%":                     `eviction minimum reclaim "memory.available=120%": "120%" is not a percentage between 0% and 100%`,
-		"memory.available=lots":                     `eviction minimum reclaim "memory.available=lots": "lots" is not a quantity (e.g. 500Mi) or a percentage`,
+		"memory.available=lots":                     `eviction minimum reclaim "memory.available=lots": "lots" is not a quantity (e.g. 100Mi) or a percentage`,
 		"memory.available=-1Mi":                     `eviction minimum reclaim "memory.available=-1Mi": must not be negative`,
 		"pid.available=100":                         `eviction minimum reclaim "pid.available=100": pid.available has no eviction threshold`,
 	} {

@@ -249,7 +249,8 @@ func enforceNodeAllocatable(v string) (bool, error) {
 // reused), then runs the agent until ctx ends.
 func RunAgent(ctx context.Context, a Agent, j Join, log *slog.Logger) error {
 	// A bad flag is reported before anything is joined or read.
-	if _, err := a.Options(nil); err != nil {
+	opts, err := a.Options(nil)
+	if err != nil {
 		return err
 	}
 	paths := join.Paths(a.DataDir)
@@ -289,11 +290,11 @@ func RunAgent(ctx context.Context, a Agent, j Join, log *slog.Logger) error {
 	if kubeconfig == "" {
 		kubeconfig = paths.Kubeconfig
 	}
-	if a.ServingCert == "" {
-		a.ServingCert, a.ServingKey = paths.ServingCert, paths.ServingKey
+	if opts.ServingCert == "" {
+		opts.ServingCert, opts.ServingKey = paths.ServingCert, paths.ServingKey
 	}
-	if a.ClientCA == "" {
-		a.ClientCA = paths.CAFile
+	if opts.ClientCA == "" {
+		opts.ClientCA = paths.CAFile
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -301,10 +302,6 @@ func RunAgent(ctx context.Context, a Agent, j Join, log *slog.Logger) error {
 	}
 	// With several servers every connection goes to one that answers.
 	if cfg, _, err = apiservers.Config(cfg, servers, log); err != nil {
-		return err
-	}
-	opts, err := a.Options(nil)
-	if err != nil {
 		return err
 	}
 	return agent.Run(ctx, cfg, opts, log)
