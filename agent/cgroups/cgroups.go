@@ -1,7 +1,9 @@
-// Package cgroups names each pod's cgroup parent (<root>/pod<uid>, root /skiff by default,
-// under every mounted hierarchy, v1 and v2 alike, with the cgroupfs driver) and removes it
-// when the pod is gone: containerd removes its containers' cgroups but not the parent the
-// agent asked for. A root per agent (the lab gives each node its own) lets whoever owns
+// Package cgroups makes each pod's cgroup, as the kubelet does with the cgroupfs driver and
+// --cgroups-per-qos: <root>/pod<uid> for a Guaranteed pod, <root>/burstable/pod<uid> and
+// <root>/besteffort/pod<uid> for the others (root /skiff by default), under every mounted
+// hierarchy, v1 and v2 alike, with the pod's CPU weight, quota, memory and PID limits; it
+// limits the root to the node's allocatable, and removes a pod's cgroup when the pod is gone:
+// containerd removes its containers' cgroups but not the parent the agent asked for. A root per agent (the lab gives each node its own) lets whoever owns
 // the agent kill and remove everything it ran (KillAll).
 package cgroups
 
@@ -21,9 +23,6 @@ import (
 // DefaultRoot is where pod cgroups go unless the agent is told otherwise.
 const DefaultRoot = "/skiff"
 
-// Parent is the cgroup parent of a pod's sandbox and containers.
-func Parent(root, uid string) string { return path.Join("/", root, "pod"+uid) }
-
 // Mounts lists the mount points of the cgroup (v1) and cgroup2 hierarchies.
 func Mounts() []string {
 	b, err := os.ReadFile("/proc/self/mounts")
@@ -40,10 +39,15 @@ func Mounts() []string {
 	return out
 }
 
-// Remove deletes the pod's cgroup directories (deepest first) in every hierarchy. A cgroup
-// that still holds processes cannot be removed; that error is returned.
+// Remove deletes the pod's cgroup directories (deepest first) in every hierarchy, in
+// whichever QoS tier they are. A cgroup that still holds processes cannot be removed; that
+// error is returned.
 func Remove(mounts []string, root, uid string) error {
-	return removeTree(mounts, Parent(root, uid))
+	var errs []error
+	for _, p := range parents(root, uid) {
+		errs = append(errs, removeTree(mounts, p))
+	}
+	return errors.Join(errs...)
 }
 
 func removeTree(mounts []string, cgroup string) error {
@@ -67,10 +71,20 @@ func removeTree(mounts []string, cgroup string) error {
 	return errors.Join(errs...)
 }
 
-// Exists reports whether the pod's cgroup is present in any hierarchy.
+// Exists reports whether the pod's cgroup is present in any hierarchy, in any QoS tier.
 func Exists(mounts []string, root, uid string) bool {
 	for _, m := range mounts {
-		if _, err := os.Stat(filepath.Join(m, Parent(root, uid))); err == nil {
+		if Find(m, root, uid) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// At reports whether the cgroup is present in any hierarchy.
+func At(mounts []string, cgroup string) bool {
+	for _, m := range mounts {
+		if _, err := os.Stat(filepath.Join(m, cgroup)); err == nil {
 			return true
 		}
 	}

@@ -4,14 +4,21 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 func TestRemove(t *testing.T) {
 	a, b := t.TempDir(), t.TempDir()
-	for _, m := range []string{a, b} {
-		if err := os.MkdirAll(filepath.Join(m, Parent("/skiff", "u1"), "c1"), 0o755); err != nil {
+	// The pod's cgroup in one tier of one hierarchy and another of the other: a pod made
+	// before the agent placed pods by class is found and removed too.
+	for m, qos := range map[string]corev1.PodQOSClass{a: corev1.PodQOSBurstable, b: corev1.PodQOSGuaranteed} {
+		if err := os.MkdirAll(filepath.Join(m, PodParent("/skiff", qos, "u1"), "c1"), 0o755); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if got, want := Find(a, "/skiff", "u1"), filepath.Join(a, "skiff/burstable/podu1"); got != want {
+		t.Fatalf("Find: %q, want %q", got, want)
 	}
 	if !Exists([]string{a, b}, "/skiff", "u1") || Exists([]string{a}, "/skiff", "u2") {
 		t.Fatal("Exists")
@@ -22,8 +29,8 @@ func TestRemove(t *testing.T) {
 	if Exists([]string{a, b}, "/skiff", "u1") {
 		t.Fatal("pod cgroup left")
 	}
-	if _, err := os.Stat(filepath.Join(a, "skiff")); err != nil {
-		t.Fatal("the shared /skiff parent must stay")
+	if _, err := os.Stat(filepath.Join(a, "skiff/burstable")); err != nil {
+		t.Fatal("the shared /skiff/burstable tier must stay")
 	}
 	if err := Remove([]string{a}, "/skiff", "absent"); err != nil {
 		t.Fatalf("removing a missing pod cgroup: %v", err)

@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
+
+	"github.com/skiff-sh/skiff/internal/podqos"
 )
 
 // Signal is an eviction signal, named as the kubelet names it.
@@ -398,7 +400,7 @@ func Admit(pod *corev1.Pod, c Conditions) *Rejection {
 		return nil
 	}
 	if len(under) == 1 && under[0] == corev1.NodeMemoryPressure {
-		if !bestEffort(pod) {
+		if podqos.Of(pod) != corev1.PodQOSBestEffort {
 			return nil
 		}
 		taint := corev1.Taint{Key: corev1.TaintNodeMemoryPressure, Effect: corev1.TaintEffectNoSchedule}
@@ -409,25 +411,6 @@ func Admit(pod *corev1.Pod, c Conditions) *Rejection {
 		}
 	}
 	return &Rejection{Reason: Reason, Message: fmt.Sprintf("The node had condition: %v. ", under)}
-}
-
-// bestEffort says whether the pod is of the BestEffort QoS class: status.qosClass as the API
-// server set it, else no container (init containers included) requests or limits CPU or memory.
-func bestEffort(p *corev1.Pod) bool {
-	if p.Status.QOSClass != "" {
-		return p.Status.QOSClass == corev1.PodQOSBestEffort
-	}
-	for _, c := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
-		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-			if q, ok := c.Resources.Requests[r]; ok && !q.IsZero() {
-				return false
-			}
-			if q, ok := c.Resources.Limits[r]; ok && !q.IsZero() {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // GracePeriod is how many seconds an evicted pod gets to stop, as the kubelet gives it: 1

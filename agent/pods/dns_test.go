@@ -287,7 +287,7 @@ func TestSandboxConfigDNS(t *testing.T) {
 	if err != nil || len(warns) != 0 {
 		t.Fatalf("%v %v", warns, err)
 	}
-	cfg := sandboxConfig(pod, o.PodLogDir, "/skiff", "p", dns)
+	cfg := sandboxConfig(pod, o.PodLogDir, "/skiff/podu", "p", dns)
 	want := &runtimeapi.DNSConfig{Servers: []string{"10.96.0.10"},
 		Searches: []string{"web.svc.cluster.local", "svc.cluster.local", "cluster.local", "corp.example"}, Options: []string{"ndots:5"}}
 	if !sameDNS(cfg.DnsConfig, want) {
@@ -307,7 +307,7 @@ func TestSandboxConfigDNS(t *testing.T) {
 	}
 	// A host network pod shares the node's UTS namespace: no hostname of its own (runc would
 	// refuse to set one), and the node's network namespace.
-	if cfg := sandboxConfig(pod, o.PodLogDir, "/skiff", "p", dns); cfg.Hostname != "" ||
+	if cfg := sandboxConfig(pod, o.PodLogDir, "/skiff/podu", "p", dns); cfg.Hostname != "" ||
 		cfg.Linux.SecurityContext.NamespaceOptions.Network != runtimeapi.NamespaceMode_NODE {
 		t.Errorf("host network sandbox: hostname %q, network %v", cfg.Hostname, cfg.Linux.SecurityContext.NamespaceOptions.Network)
 	}

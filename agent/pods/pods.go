@@ -58,6 +58,12 @@ type Options struct {
 	Netns string
 	// CgroupRoot is the parent of every pod cgroup (cgroups.DefaultRoot).
 	CgroupRoot string
+	// FlatCgroups puts every pod's cgroup right under CgroupRoot with no limits of its own
+	// (the kubelet's --cgroups-per-qos=false); by default each goes under its QoS class's tier
+	// with the pod's CPU weight, quota and memory limit (see agent/cgroups).
+	FlatCgroups bool
+	// PodMaxPIDs limits each pod's tasks (--pod-max-pids; 0 or less: no limit).
+	PodMaxPIDs int64
 	// Volumes materializes pod volumes; nil runs containers without them.
 	Volumes *volumes.Manager
 	// ClusterDNS are the cluster DNS servers' IPs (the kubelet's --cluster-dns), the only
@@ -179,6 +185,7 @@ func (m *Manager) Run(ctx context.Context) {
 		return
 	}
 	m.synced.Store(true)
+	go m.syncQOSPeriodically(ctx)
 	go func() {
 		t := time.NewTicker(m.opts.ResyncPeriod)
 		defer t.Stop()
@@ -319,7 +326,7 @@ func (m *Manager) sandbox(ctx context.Context, uid types.UID) (*runtimeapi.PodSa
 // sandboxConfig is the pod's sandbox config: its hostname (none for a host network pod,
 // which shares the node's UTS namespace and so its name), resolver configuration dns (see
 // dnsConfig) and sysctls.
-func sandboxConfig(p *corev1.Pod, logRoot, cgroupRoot, hostname string, dns *runtimeapi.DNSConfig) *runtimeapi.PodSandboxConfig {
+func sandboxConfig(p *corev1.Pod, logRoot, cgroupParent, hostname string, dns *runtimeapi.DNSConfig) *runtimeapi.PodSandboxConfig {
 	nsMode := runtimeapi.NamespaceMode_POD
 	if p.Spec.HostNetwork {
 		nsMode = runtimeapi.NamespaceMode_NODE
@@ -332,7 +339,7 @@ func sandboxConfig(p *corev1.Pod, logRoot, cgroupRoot, hostname string, dns *run
 		DnsConfig:    dns,
 		Labels: map[string]string{"io.kubernetes.pod.name": p.Name, "io.kubernetes.pod.namespace": p.Namespace,
 			"io.kubernetes.pod.uid": string(p.UID)},
-		Linux: &runtimeapi.LinuxPodSandboxConfig{CgroupParent: cgroups.Parent(cgroupRoot, string(p.UID)), Sysctls: sysctls(p),
+		Linux: &runtimeapi.LinuxPodSandboxConfig{CgroupParent: cgroupParent, Sysctls: sysctls(p),
 			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
 				// containerd refuses a privileged container in a sandbox that is not.
 				Privileged:       hasPrivilegedContainer(p),
@@ -475,7 +482,7 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 		opts.ClusterDNS = m.clusterDNSService()
 	}
 	dns, dnsWarns, dnsErr := podDNSConfig(pod, opts)
-	cfg := sandboxConfig(pod, m.opts.PodLogDir, m.opts.CgroupRoot, hostname, dns)
+	cfg := sandboxConfig(pod, m.opts.PodLogDir, cgroups.Parent(m.opts.CgroupRoot, pod, !m.opts.FlatCgroups), hostname, dns)
 	if sb == nil {
 		if hostErr == nil {
 			hostErr = dnsErr
@@ -490,6 +497,11 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 		}
 		for _, w := range dnsWarns {
 			m.recorder.Event(pod, corev1.EventTypeWarning, w.Reason, w.Message)
+		}
+		if err := m.ensurePodCgroup(pod); err != nil {
+			m.backoffFailed(key, time.Now(), startBackoffInitial, startBackoffMax)
+			m.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create the pod's cgroup: %v", err)
+			return m.writeStatus(ctx, pod, nil, nil, "ContainerCreating", nil)
 		}
 		handler, err := m.runtimeHandler(ctx, pod)
 		var resp *runtimeapi.RunPodSandboxResponse
@@ -582,6 +594,11 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 		return m.writeStatus(ctx, pod, st.Status, latest, "PodInitializing", waitErrs)
 	}
 	started := false
+	resizing := m.resizing(pod, latest)
+	if resizing {
+		// The pod's cgroup takes the larger limits before its containers do.
+		m.resizePodCgroup(pod, true)
+	}
 	for _, c := range pod.Spec.Containers {
 		cur := latest[c.Name]
 		switch {
@@ -625,6 +642,9 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 				m.log.Warn("restart container", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "err", err)
 			}
 		}
+	}
+	if resizing {
+		m.resizePodCgroup(pod, false)
 	}
 	// Ephemeral containers (kubectl debug) run once, never restarted.
 	for _, ec := range pod.Spec.EphemeralContainers {
@@ -1360,6 +1380,7 @@ func (m *Manager) stopAll(ctx context.Context, uid types.UID, grace int64, pod *
 	if err := cgroups.Remove(cgroups.Mounts(), m.opts.CgroupRoot, string(uid)); err != nil {
 		m.log.Warn("pod cgroup", "uid", uid, "err", err)
 	}
+	m.syncQOS(nil)
 	m.prober.forget(string(uid))
 	if m.opts.Volumes != nil {
 		m.opts.Volumes.Cleanup(string(uid))

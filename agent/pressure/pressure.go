@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/skiff-sh/skiff/agent/cgroups"
 	"github.com/skiff-sh/skiff/agent/eviction"
 	"github.com/skiff-sh/skiff/agent/stats"
 )
@@ -42,7 +43,7 @@ type Options struct {
 	NodeFs string
 	// PodLogDir holds pods' logs (<ns>_<name>_<uid>/<container>/), PodsDir their volumes
 	// (<uid>/volumes/empty-dir/<name>), CgroupPath the unified hierarchy's directory of pod
-	// cgroups (pod<uid>/pids.current).
+	// cgroups (pod<uid>/pids.current, in its QoS tier: burstable/pod<uid>/…).
 	PodLogDir, PodsDir, CgroupPath string
 	// Proc is procfs' mount point ("/proc" when empty).
 	Proc string
@@ -371,7 +372,11 @@ func (m *Manager) podUsage(ctx context.Context, sig eviction.Signal, pods []*cor
 	}
 	if sig == eviction.PIDAvailable {
 		for i := range out {
-			b, err := os.ReadFile(filepath.Join(m.opts.CgroupPath, "pod"+string(out[i].Pod.UID), "pids.current"))
+			dir := cgroups.Find(m.opts.CgroupPath, "/", string(out[i].Pod.UID))
+			if dir == "" {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(dir, "pids.current"))
 			if err == nil {
 				out[i].Processes, _ = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 			}

@@ -70,11 +70,13 @@ func TestSynchronizeHoldsThresholdUntilMinimumReclaim(t *testing.T) {
 		for i, name := range []string{"forky", "forkier", "quiet"} {
 			uid := types.UID("uid-" + name)
 			pods = append(pods, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: uid}})
-			if err := os.MkdirAll(filepath.Join(cgroup, "pod"+string(uid)), 0o755); err != nil {
+			// No requests: BestEffort pods, in that tier as the pod manager places them.
+			dir := filepath.Join(cgroup, "besteffort", "pod"+string(uid))
+			if err := os.MkdirAll(dir, 0o755); err != nil {
 				t.Fatal(err)
 			}
 			procs := []string{"300", "400", "1"}[i]
-			if err := os.WriteFile(filepath.Join(cgroup, "pod"+string(uid), "pids.current"), []byte(procs+"\n"), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, "pids.current"), []byte(procs+"\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/skiff-sh/skiff/controlplane/printers"
 	"github.com/skiff-sh/skiff/controlplane/validation"
+	"github.com/skiff-sh/skiff/internal/podqos"
 )
 
 // labelNamespaceName keeps upstream's kubernetes.io/metadata.name label on every namespace,
@@ -288,7 +289,7 @@ func pods(opts generic.RESTOptionsGetter, nodes *NodeConnection) (map[string]res
 	s := newStrategy(true, true)
 	s.prepareForCreate = func(obj runtime.Object) {
 		p := obj.(*corev1.Pod)
-		p.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: qosClass(&p.Spec)}
+		p.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: podqos.Class(&p.Spec)}
 		p.Generation = 1
 	}
 	s.validate = func(_ context.Context, obj runtime.Object) field.ErrorList { return validation.Pod(obj.(*corev1.Pod)) }
@@ -409,39 +410,13 @@ func (s resizeStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Obj
 func (s resizeStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
 	n, o := obj.(*corev1.Pod), old.(*corev1.Pod)
 	var errs field.ErrorList
-	if qosClass(&n.Spec) != qosClass(&o.Spec) {
+	if podqos.Class(&n.Spec) != podqos.Class(&o.Spec) {
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "containers"), "Pod QOS Class may not change as a result of resizing"))
 	}
 	return append(errs, validation.PodSpec(&n.Spec, field.NewPath("spec"))...)
 }
 
 func (s resizeStrategy) AllowCreateOnUpdate(context.Context) bool { return false }
-
-// qosClass is upstream's rule: Guaranteed when every container has equal cpu and memory
-// requests and limits, BestEffort when none has any, Burstable otherwise.
-func qosClass(spec *corev1.PodSpec) corev1.PodQOSClass {
-	all := append(append([]corev1.Container{}, spec.InitContainers...), spec.Containers...)
-	any, guaranteed := false, true
-	for _, c := range all {
-		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-			req, hasReq := c.Resources.Requests[r]
-			lim, hasLim := c.Resources.Limits[r]
-			if (hasReq && !req.IsZero()) || (hasLim && !lim.IsZero()) {
-				any = true
-			}
-			if !hasLim || lim.IsZero() || (hasReq && req.Cmp(lim) != 0) {
-				guaranteed = false
-			}
-		}
-	}
-	switch {
-	case !any:
-		return corev1.PodQOSBestEffort
-	case guaranteed:
-		return corev1.PodQOSGuaranteed
-	}
-	return corev1.PodQOSBurstable
-}
 
 // BindingREST serves pods/binding: the scheduler's way to assign a pod to a node.
 type BindingREST struct {

@@ -84,6 +84,11 @@ type Agent struct {
 	// EnforceNodeAllocatable its --enforce-node-allocatable ("pods", or "none").
 	KubeReserved, SystemReserved string
 	EnforceNodeAllocatable       string
+	// CgroupsPerQOS is the kubelet's --cgroups-per-qos: each pod's cgroup in its QoS class's
+	// tier with the pod's own limits (false: all right under --cgroup-root, unlimited);
+	// PodMaxPIDs its --pod-max-pids (-1 or 0: no limit).
+	CgroupsPerQOS bool
+	PodMaxPIDs    int64
 }
 
 // Join is how `skiff agent` reaches the API server: a kubeconfig, or a server URL and a
@@ -211,6 +216,9 @@ func (a Agent) Options(taints []corev1.Taint) (agent.Options, error) {
 	if err != nil {
 		return agent.Options{}, err
 	}
+	if a.PodMaxPIDs < -1 {
+		return agent.Options{}, fmt.Errorf("--pod-max-pids %d: want a positive number of processes, or -1 for no limit", a.PodMaxPIDs)
+	}
 	gc := imagegc.Policy{HighThresholdPercent: a.ImageGCHighThreshold, LowThresholdPercent: a.ImageGCLowThreshold, MinAge: a.MinimumImageTTL}
 	if err := gc.Validate(); err != nil {
 		return agent.Options{}, fmt.Errorf("--image-gc-high-threshold/--image-gc-low-threshold/--minimum-image-ttl-duration: %w", err)
@@ -220,7 +228,7 @@ func (a Agent) Options(taints []corev1.Taint) (agent.Options, error) {
 		CNIPlugin: a.CNIPlugin, ImageDirs: dirs, PodLogDir: a.PodLogDir, PodManifestPath: a.PodManifestPath, HealthzAddress: a.HealthzAddress,
 		APIAddress: fmt.Sprintf(":%d", a.Port), APIPort: a.Port, ServingCert: a.ServingCert, ServingKey: a.ServingKey, ClientCA: a.ClientCA,
 		ClusterDNS: a.ClusterDNS, ClusterDomain: a.ClusterDomain, ResolvConf: a.ResolvConf, RuntimeEndpoint: a.RuntimeEndpoint,
-		CgroupRoot: a.CgroupRoot, ServiceProxy: a.ServiceProxy, NetworkPolicy: a.NetworkPolicy, BGP: b,
+		CgroupRoot: a.CgroupRoot, FlatCgroups: !a.CgroupsPerQOS, PodMaxPIDs: a.PodMaxPIDs, ServiceProxy: a.ServiceProxy, NetworkPolicy: a.NetworkPolicy, BGP: b,
 		DNS: a.DNS, DNSAddress: a.DNSAddress, DNSUpstreams: a.DNSUpstreams}, nil
 }
 

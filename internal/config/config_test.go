@@ -62,7 +62,13 @@ func TestAgentOptions(t *testing.T) {
 	if o, err := (Agent{EnforceNodeAllocatable: "none"}).Options(nil); err != nil || o.EnforceNodeAllocatable {
 		t.Errorf("--enforce-node-allocatable none: %v %v", o.EnforceNodeAllocatable, err)
 	}
-	for _, bad := range []Agent{{EvictionHard: "memory.available>1"}, {EvictionSoft: "memory.available<1Gi"},
+	if o, err := (Agent{CgroupsPerQOS: true, PodMaxPIDs: 1024}).Options(nil); err != nil || o.FlatCgroups || o.PodMaxPIDs != 1024 {
+		t.Errorf("--cgroups-per-qos --pod-max-pids 1024: %v %v %v", o.FlatCgroups, o.PodMaxPIDs, err)
+	}
+	if o, err := (Agent{PodMaxPIDs: -1}).Options(nil); err != nil || !o.FlatCgroups {
+		t.Errorf("--cgroups-per-qos=false: %v %v", o.FlatCgroups, err)
+	}
+	for _, bad := range []Agent{{PodMaxPIDs: -2}, {EvictionHard: "memory.available>1"}, {EvictionSoft: "memory.available<1Gi"},
 		{EvictionMaxPodGracePeriod: -1}, {ImageGCHighThreshold: 50, ImageGCLowThreshold: 60},
 		{EvictionMinimumReclaim: "pid.available=100"}, {EvictionMinimumReclaim: "memory.available"},
 		{KubeReserved: "memory=lots"}, {SystemReserved: "gpu=1"}, {EnforceNodeAllocatable: "system-reserved"}, {EnforceNodeAllocatable: "all"}} {

@@ -289,13 +289,15 @@ func TestKubectlRunThroughTheAgent(t *testing.T) {
 		out, err := s.Run(ctx, kc, "exec", "with-cm", "--", "/bin/netutil", "cat", "/etc/cfg/greeting")
 		return err == nil && out == "hello from a configmap", out
 	})
-	// Resources: the memory limit is the container cgroup's, under the pod's own parent.
+	// Resources: the memory limit is the container cgroup's, under the pod's own parent in
+	// the burstable tier (a memory limit alone: requests default to it, CPU is unset).
 	cm, _ := c.CoreV1().Pods("default").Get(ctx, "with-cm", metav1.GetOptions{})
+	podCgroup := cgroups.PodParent(s.CgroupRoot, corev1.PodQOSBurstable, string(cm.UID))
 	cid := strings.TrimPrefix(cm.Status.ContainerStatuses[0].ContainerID, "containerd://")
 	// cgroup v1's memory hierarchy where it is mounted (these machines), else cgroup v2's.
-	limitFile := filepath.Join("/sys/fs/cgroup/memory", cgroups.Parent(s.CgroupRoot, string(cm.UID)), cid, "memory.limit_in_bytes")
+	limitFile := filepath.Join("/sys/fs/cgroup/memory", podCgroup, cid, "memory.limit_in_bytes")
 	if _, err := os.Stat("/sys/fs/cgroup/memory"); err != nil {
-		limitFile = filepath.Join("/sys/fs/cgroup", cgroups.Parent(s.CgroupRoot, string(cm.UID)), cid, "memory.max")
+		limitFile = filepath.Join("/sys/fs/cgroup", podCgroup, cid, "memory.max")
 	}
 	limit, err := os.ReadFile(limitFile)
 	if err != nil || strings.TrimSpace(string(limit)) != "67108864" {

@@ -86,10 +86,10 @@ func TestNodeAllocatable(t *testing.T) {
 	found := false
 	eventually(t, 10*time.Second, "the pod's cgroup under the limited root", func() (bool, string) {
 		for _, m := range cgroups.Mounts() {
-			if _, err := os.Stat(filepath.Join(m, cgroups.Parent(n.s.CgroupRoot, string(created.UID)))); err == nil {
+			if _, err := os.Stat(filepath.Join(m, cgroups.Parent(n.s.CgroupRoot, created, true))); err == nil {
 				found = true
 			}
 		}
-		return found, "no " + cgroups.Parent(n.s.CgroupRoot, string(created.UID))
+		return found, "no " + cgroups.Parent(n.s.CgroupRoot, created, true)
 	})
 }

@@ -1,0 +1,96 @@
+package pods
+
+import (
+	"context"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/skiff-sh/skiff/agent/cgroups"
+)
+
+// ensurePodCgroup makes the pod's cgroup in its QoS tier with the pod's limits, before its
+// sandbox is created under it, and reweighs the burstable tier for it (as the kubelet's pod
+// container manager and QoS container manager do). With FlatCgroups it does nothing: the
+// runtime creates the cgroup.
+func (m *Manager) ensurePodCgroup(pod *corev1.Pod) error {
+	if m.opts.FlatCgroups {
+		return nil
+	}
+	mounts := cgroups.Mounts()
+	if err := m.syncQOS(pod); err != nil {
+		return err
+	}
+	return cgroups.ApplyPod(mounts, cgroups.Parent(m.opts.CgroupRoot, pod, true), cgroups.ResourcesForPod(pod, m.opts.PodMaxPIDs), false)
+}
+
+// syncQOS creates the QoS tiers and sets the burstable tier's weight to the CPU its active
+// pods request (with extra, a pod about to start, counted too). A failure is logged and
+// returned: the tiers' weights are fairness between classes, and a pod still runs without.
+func (m *Manager) syncQOS(extra *corev1.Pod) error {
+	if m.opts.FlatCgroups {
+		return nil
+	}
+	pods := m.ActivePods()
+	if extra != nil {
+		found := false
+		for _, p := range pods {
+			found = found || p.UID == extra.UID
+		}
+		if !found {
+			pods = append(pods, extra)
+		}
+	}
+	err := cgroups.EnsureQOS(cgroups.Mounts(), m.opts.CgroupRoot, cgroups.BurstableShares(pods))
+	if err != nil {
+		m.log.Warn("QoS cgroups", "err", err)
+	}
+	return err
+}
+
+// syncQOS runs at start (the node's pods as the agent finds them after a restart) and then
+// every minute, as the kubelet's QoS container manager does, so the burstable tier's weight
+// follows its pods even when no pod of this agent's starts or ends.
+func (m *Manager) syncQOSPeriodically(ctx context.Context) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		_ = m.syncQOS(nil)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// resizing reports whether any running container's spec asks for other resources than it
+// runs with: the pod's cgroup follows its containers' in-place resize.
+func (m *Manager) resizing(pod *corev1.Pod, latest map[string]*runtimeapi.Container) bool {
+	if m.opts.FlatCgroups {
+		return false
+	}
+	for _, c := range pod.Spec.Containers {
+		if cur := latest[c.Name]; cur != nil && cur.State == runtimeapi.ContainerState_CONTAINER_RUNNING && m.resized(pod, c) {
+			// A pod started before the agent placed pods by class keeps its cgroup where it is.
+			return cgroups.At(cgroups.Mounts(), cgroups.Parent(m.opts.CgroupRoot, pod, true))
+		}
+	}
+	return false
+}
+
+// resizePodCgroup writes the pod cgroup's limits for its resized spec: before the containers
+// are resized only those that grow (loosenOnly; cgroup v1 refuses a container CPU quota above
+// its pod's), after them all, the burstable tier reweighed. A failure is reported as the
+// kubelet reports a resize it could not make.
+func (m *Manager) resizePodCgroup(pod *corev1.Pod, loosenOnly bool) {
+	err := cgroups.ApplyPod(cgroups.Mounts(), cgroups.Parent(m.opts.CgroupRoot, pod, true), cgroups.ResourcesForPod(pod, m.opts.PodMaxPIDs), loosenOnly)
+	if err != nil {
+		m.recorder.Eventf(pod, corev1.EventTypeWarning, "ResizeFailed", "Resizing the pod's cgroup failed: %v", err)
+	}
+	if !loosenOnly {
+		_ = m.syncQOS(nil)
+	}
+}

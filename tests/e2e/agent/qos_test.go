@@ -1,0 +1,134 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/skiff-sh/skiff/agent/cgroups"
+	"github.com/skiff-sh/skiff/tests/e2e/framework"
+)
+
+// TestPodCgroupsPerQOS runs a Guaranteed, a Burstable and a BestEffort pod on an agent with
+// --pod-max-pids and checks each pod's cgroup is in its class's tier with the limits the
+// kubelet gives it — CPU weight from requests, quota and memory from limits, the PID limit —
+// that the tiers weigh what their pods request, and that an in-place resize of the
+// Burstable pod's CPU limit up and then down reaches the pod's cgroup (up before the
+// container's: cgroup v1 refuses a container quota above its pod's, so the order matters).
+func TestPodCgroupsPerQOS(t *testing.T) {
+	_, nsPath := framework.Netns(t)
+	n := newTestNode(t, t.TempDir(), nsPath, "--pod-max-pids", "256")
+	n.untaint()
+	rl := func(kv ...string) corev1.ResourceList {
+		l := corev1.ResourceList{}
+		for i := 0; i < len(kv); i += 2 {
+			l[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+		}
+		return l
+	}
+	pods := map[string]corev1.ResourceRequirements{
+		"guaranteed": {Requests: rl("cpu", "500m", "memory", "64Mi"), Limits: rl("cpu", "500m", "memory", "64Mi")},
+		"burstable":  {Requests: rl("cpu", "250m", "memory", "32Mi"), Limits: rl("cpu", "1", "memory", "128Mi")},
+		"besteffort": {},
+	}
+	uids := map[string]string{}
+	for name, r := range pods {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{NodeName: n.name,
+			Containers: []corev1.Container{{Name: "c", Image: "localhost/skiff/netutil:1", ImagePullPolicy: corev1.PullNever,
+				Args: []string{"sleep"}, Resources: r}}}}
+		created, err := n.c.CoreV1().Pods("default").Create(n.ctx, p, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		uids[name] = string(created.UID)
+	}
+	for name := range pods {
+		n.waitPhase(name, corev1.PodRunning)
+	}
+	// kubectl shows the classes the tiers are named for.
+	if out := n.kubectl("", "get", "pods", "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.qosClass} {end}"); out != "besteffort=BestEffort burstable=Burstable guaranteed=Guaranteed " {
+		t.Fatalf("QoS classes: %q", out)
+	}
+
+	// read is a cgroup file's value in whichever hierarchy has it (v1's first, else v2's).
+	read := func(cgroup string, files ...string) string {
+		for _, f := range files {
+			for _, m := range cgroups.Mounts() {
+				if b, err := os.ReadFile(filepath.Join(m, cgroup, f)); err == nil {
+					return strings.TrimSpace(string(b))
+				}
+			}
+		}
+		return ""
+	}
+	weight := func(shares string) string { // "512|20": v1 shares or the v2 weight runc maps them to
+		return shares + "|" + map[string]string{"2": "1", "256": "10", "512": "20"}[shares]
+	}
+	root := n.s.CgroupRoot
+	check := func(what, cgroup, want string, files ...string) {
+		t.Helper()
+		if got := read(cgroup, files...); !strings.Contains("|"+want+"|", "|"+got+"|") || got == "" {
+			t.Errorf("%s (%s %v): %q, want %s", what, cgroup, files, got, want)
+		}
+	}
+	g := cgroups.PodParent(root, corev1.PodQOSGuaranteed, uids["guaranteed"])
+	b := cgroups.PodParent(root, corev1.PodQOSBurstable, uids["burstable"])
+	be := cgroups.PodParent(root, corev1.PodQOSBestEffort, uids["besteffort"])
+	check("guaranteed weight", g, weight("512"), "cpu.shares", "cpu.weight")
+	check("guaranteed quota", g, "50000|50000 100000", "cpu.cfs_quota_us", "cpu.max")
+	check("guaranteed memory", g, "67108864", "memory.limit_in_bytes", "memory.max")
+	check("burstable weight", b, weight("256"), "cpu.shares", "cpu.weight")
+	check("burstable quota", b, "100000|100000 100000", "cpu.cfs_quota_us", "cpu.max")
+	check("burstable memory", b, "134217728", "memory.limit_in_bytes", "memory.max")
+	check("besteffort weight", be, weight("2"), "cpu.shares", "cpu.weight")
+	check("besteffort quota", be, "-1|max 100000", "cpu.cfs_quota_us", "cpu.max")
+	for name, c := range map[string]string{"guaranteed": g, "burstable": b, "besteffort": be} {
+		check(name+" pids", c, "256", "pids.max")
+	}
+	check("the burstable tier's weight: its pods' requests", filepath.Join(root, cgroups.BurstableTier), weight("256"), "cpu.shares", "cpu.weight")
+	check("the besteffort tier's weight: the least", filepath.Join(root, cgroups.BestEffortTier), weight("2"), "cpu.shares", "cpu.weight")
+
+	// The pods' processes are in those cgroups: the container's cgroup is the pod's child.
+	bp, err := n.c.CoreV1().Pods("default").Get(n.ctx, "burstable", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	container := filepath.Join(b, strings.TrimPrefix(bp.Status.ContainerStatuses[0].ContainerID, "containerd://"))
+	if procs := read(container, "cgroup.procs"); procs == "" {
+		t.Errorf("no process in the burstable pod's container cgroup %s", container)
+	}
+
+	// Resized up: the pod's quota first, then the container's.
+	n.kubectl("", "patch", "pod", "burstable", "--subresource", "resize", "-p", `{"spec":{"containers":[{"name":"c","resources":{"limits":{"cpu":"2"}}}]}}`)
+	eventually(t, 30*time.Second, "the pod and its container at a 2-CPU quota", func() (bool, string) {
+		pod, ctr := read(b, "cpu.cfs_quota_us", "cpu.max"), read(container, "cpu.cfs_quota_us", "cpu.max")
+		return strings.HasPrefix(pod, "200000") && strings.HasPrefix(ctr, "200000"), "pod " + pod + ", container " + ctr
+	})
+	// And down: the container's first, then the pod's.
+	n.kubectl("", "patch", "pod", "burstable", "--subresource", "resize", "-p", `{"spec":{"containers":[{"name":"c","resources":{"limits":{"cpu":"500m"}}}]}}`)
+	eventually(t, 30*time.Second, "the pod and its container at a half-CPU quota", func() (bool, string) {
+		pod, ctr := read(b, "cpu.cfs_quota_us", "cpu.max"), read(container, "cpu.cfs_quota_us", "cpu.max")
+		return strings.HasPrefix(pod, "50000") && strings.HasPrefix(ctr, "50000"), "pod " + pod + ", container " + ctr
+	})
+	if events := n.kubectl("", "get", "events", "--field-selector", "reason=ResizeFailed", "-o", "name"); events != "" {
+		t.Errorf("resize failures: %s", events)
+	}
+
+	// Deleted, the pods' cgroups go; the burstable tier's weight falls back to the least.
+	n.kubectl("", "delete", "pods", "--all", "--grace-period=1")
+	eventually(t, 60*time.Second, "the pods' cgroups removed and the burstable tier reweighed", func() (bool, string) {
+		for _, uid := range uids {
+			if cgroups.Exists(cgroups.Mounts(), root, uid) {
+				return false, "pod " + uid + "'s cgroup is still there"
+			}
+		}
+		w := read(filepath.Join(root, cgroups.BurstableTier), "cpu.shares", "cpu.weight")
+		return w == "2" || w == "1", "burstable tier weight " + w
+	})
+}
