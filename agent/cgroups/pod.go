@@ -269,7 +269,9 @@ func EnsureQOS(mounts []string, root string, burstableShares uint64) error {
 		dir := path.Join("/", root, t.dir)
 		for _, m := range mounts {
 			if isUnified(m) {
-				if err := enableControllers(m, path.Join(dir, "x")); err != nil {
+				// Down to the root, so the tier has the cpu interface (ApplyPod enables them
+				// in the tier itself for its pods).
+				if err := enableControllers(m, dir); err != nil {
 					errs = append(errs, err)
 					continue
 				}

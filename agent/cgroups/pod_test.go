@@ -211,3 +211,56 @@ func TestApplyPodFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestEnsureQOSFiles makes the tiers in a stand-in v2 hierarchy and a v1 cpu one: the weights
+// are written, the controllers enabled down to the root, and nothing else is created.
+func TestEnsureQOSFiles(t *testing.T) {
+	v1cpu, v2 := t.TempDir(), t.TempDir()
+	for _, d := range []string{"", "skiff"} {
+		if err := os.MkdirAll(filepath.Join(v2, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for f, v := range map[string]string{"cgroup.controllers": "cpu memory pids io", "cgroup.subtree_control": ""} {
+			if err := os.WriteFile(filepath.Join(v2, d, f), []byte(v), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The kernel would make a new cgroup's interface files; stand in for it.
+	for _, m := range []string{v1cpu, v2} {
+		for _, tier := range []string{BurstableTier, BestEffortTier} {
+			dir := filepath.Join(m, "skiff", tier)
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			f := "cpu.shares"
+			if m == v2 {
+				f = "cpu.weight"
+			}
+			if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := EnsureQOS([]string{v1cpu, v2}, "/skiff", 768); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ file, want string }{
+		{filepath.Join(v1cpu, "skiff/burstable/cpu.shares"), "768"}, {filepath.Join(v1cpu, "skiff/besteffort/cpu.shares"), "2"},
+		{filepath.Join(v2, "skiff/burstable/cpu.weight"), "30"}, {filepath.Join(v2, "skiff/besteffort/cpu.weight"), "1"},
+		{filepath.Join(v2, "skiff/cgroup.subtree_control"), "+pids"}, // the stand-in keeps the last write
+	} {
+		if b, err := os.ReadFile(c.file); err != nil || string(b) != c.want {
+			t.Errorf("%s: %q %v, want %q", c.file, b, err, c.want)
+		}
+	}
+	entries, err := os.ReadDir(filepath.Join(v2, "skiff", BurstableTier))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			t.Errorf("EnsureQOS made %s under the burstable tier", e.Name())
+		}
+	}
+}
