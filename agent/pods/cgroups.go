@@ -20,16 +20,16 @@ func (m *Manager) ensurePodCgroup(pod *corev1.Pod) error {
 		return nil
 	}
 	mounts := cgroups.Mounts()
-	if err := m.syncQOS(pod); err != nil {
+	if err := m.syncQOS(pod, false); err != nil {
 		return err
 	}
 	return cgroups.ApplyPod(mounts, cgroups.Parent(m.opts.CgroupRoot, pod, true), cgroups.ResourcesForPod(pod, m.opts.PodMaxPIDs), false)
 }
 
 // syncQOS creates the QoS tiers and sets the burstable tier's weight to the CPU its active
-// pods request (with extra, a pod about to start, counted too). A failure is logged and
-// returned: the tiers' weights are fairness between classes, and a pod still runs without.
-func (m *Manager) syncQOS(extra *corev1.Pod) error {
+// pods request (with extra, a pod about to start, counted too), unless that weight is the
+// one it last wrote and not force. A failure is logged and returned.
+func (m *Manager) syncQOS(extra *corev1.Pod, force bool) error {
 	if m.opts.FlatCgroups {
 		return nil
 	}
@@ -43,11 +43,20 @@ func (m *Manager) syncQOS(extra *corev1.Pod) error {
 			pods = append(pods, extra)
 		}
 	}
-	err := cgroups.EnsureQOS(cgroups.Mounts(), m.opts.CgroupRoot, cgroups.BurstableShares(pods))
+	shares := cgroups.BurstableShares(pods)
+	m.qosMu.Lock()
+	defer m.qosMu.Unlock()
+	if shares == m.qosShares && !force {
+		return nil // written already: a burst of pod starts writes the tiers once
+	}
+	err := cgroups.EnsureQOS(cgroups.Mounts(), m.opts.CgroupRoot, shares)
 	if err != nil {
 		m.log.Warn("QoS cgroups", "err", err)
+		m.qosShares = 0
+		return err
 	}
-	return err
+	m.qosShares = shares
+	return nil
 }
 
 // syncQOS runs at start (the node's pods as the agent finds them after a restart) and then
@@ -57,7 +66,7 @@ func (m *Manager) syncQOSPeriodically(ctx context.Context) {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
 	for {
-		_ = m.syncQOS(nil)
+		_ = m.syncQOS(nil, true)
 		select {
 		case <-ctx.Done():
 			return
@@ -91,6 +100,6 @@ func (m *Manager) resizePodCgroup(pod *corev1.Pod, loosenOnly bool) {
 		m.recorder.Eventf(pod, corev1.EventTypeWarning, "ResizeFailed", "Resizing the pod's cgroup failed: %v", err)
 	}
 	if !loosenOnly {
-		_ = m.syncQOS(nil)
+		_ = m.syncQOS(nil, false)
 	}
 }

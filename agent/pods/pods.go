@@ -132,6 +132,10 @@ type Manager struct {
 	staticMu sync.Mutex
 	static   map[string]*corev1.Pod // namespace/name -> static pod from a manifest file
 
+	// qosShares is the burstable tier's weight as last written (0: not yet, or failed).
+	qosMu     sync.Mutex
+	qosShares uint64
+
 	// admitMu serializes admission, so two pods cannot both take the last of a resource.
 	admitMu  sync.Mutex
 	admitted map[types.UID]bool
@@ -1380,7 +1384,7 @@ func (m *Manager) stopAll(ctx context.Context, uid types.UID, grace int64, pod *
 	if err := cgroups.Remove(cgroups.Mounts(), m.opts.CgroupRoot, string(uid)); err != nil {
 		m.log.Warn("pod cgroup", "uid", uid, "err", err)
 	}
-	m.syncQOS(nil)
+	_ = m.syncQOS(nil, false)
 	m.prober.forget(string(uid))
 	if m.opts.Volumes != nil {
 		m.opts.Volumes.Cleanup(string(uid))

@@ -30,48 +30,24 @@ import (
 // image already present) for one pod at a time and for 30 pods at once, on a standalone
 // `skiff agent` with real containerd and runc, and the RSS of the agent and of its containerd
 // (the baseline: the runtime every node needs anyway).
+//
+// It runs with pods in QoS-tier cgroups that the agent makes with their limits (skiff's
+// default) and, as the baseline in the same run, with the runtime making every pod's cgroup
+// side by side (--cgroups-per-qos=false): what placing and limiting each pod costs its start.
 func BenchmarkPodStartup(b *testing.B) {
-	for i := 0; i < b.N; i++ {
-		podStartup(b)
+	for _, layout := range []struct{ name, flag string }{{"per-qos", "--cgroups-per-qos=true"}, {"flat", "--cgroups-per-qos=false"}} {
+		b.Run(layout.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				podStartup(b, layout.flag)
+			}
+		})
 	}
 }
 
-func podStartup(b *testing.B) {
-	_, nsPath := framework.Netns(b)
-	s := framework.StartServer(b)
-	cni, images := framework.AgentArtifacts(b)
-	dir := b.TempDir()
-	root := fmt.Sprintf("/skiff/bench-%d", os.Getpid())
-	b.Cleanup(func() {
-		framework.KillUnder(dir)
-		_ = cgroups.KillAll(cgroups.Mounts(), root)
-	})
-	agent := exec.Command(framework.Binary(b), "agent", "--kubeconfig", s.Kubeconfig, "--data-dir", dir, "--netns", nsPath,
-		"--node-name", "bench-node", "--node-ip", "127.0.0.1", "--port", strconv.Itoa(framework.FreePort(b)),
-		"--healthz-address", "127.0.0.1:"+strconv.Itoa(framework.FreePort(b)),
-		"--cni-plugin", cni, "--images-dir", images, "--pod-log-dir", filepath.Join(dir, "logs"), "--log-level", "warn", "--eviction-hard", lab.EvictionHard, "--image-gc-high-threshold=100",
-		// As in the e2e tests: the agent process is in the host's namespace, so no BGP or
-		// service proxy, and its own cgroup root, removed afterwards.
-		"--bgp=false", "--service-proxy=false", "--dns=false", "--cgroup-root", root)
-	agent.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := agent.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = agent.Process.Signal(syscall.SIGTERM); _ = agent.Wait() })
-	c := s.Client(b)
+func podStartup(b *testing.B, flags ...string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		n, err := c.CoreV1().Nodes().Get(ctx, "bench-node", metav1.GetOptions{})
-		if err == nil && n.Spec.PodCIDR != "" && ready(n) {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("agent's node not ready: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	agent, dir, _, c := startBenchAgent(b, ctx, flags...)
 	// Warm up: the first pod pays for loading the image's snapshot.
 	startPods(b, ctx, c, "warm", 1)
 
@@ -99,6 +75,47 @@ func podStartup(b *testing.B) {
 	if ctrRSS > 0 {
 		b.ReportMetric(float64(agentRSS)/float64(ctrRSS), "agent/containerd-rss")
 	}
+}
+
+// startBenchAgent starts an API server and a standalone `skiff agent` (node bench-node, in
+// a namespace of its own, with its own cgroup root, extra flags appended) and waits until the
+// node is Ready; it returns the agent's process, data directory and cgroup root, and a client.
+func startBenchAgent(b *testing.B, ctx context.Context, extra ...string) (*exec.Cmd, string, string, kubernetes.Interface) {
+	_, nsPath := framework.Netns(b)
+	s := framework.StartServer(b)
+	cni, images := framework.AgentArtifacts(b)
+	dir := b.TempDir()
+	root := fmt.Sprintf("/skiff/bench-%d-%d", os.Getpid(), framework.FreePort(b))
+	b.Cleanup(func() {
+		framework.KillUnder(dir)
+		_ = cgroups.KillAll(cgroups.Mounts(), root)
+	})
+	args := []string{"agent", "--kubeconfig", s.Kubeconfig, "--data-dir", dir, "--netns", nsPath,
+		"--node-name", "bench-node", "--node-ip", "127.0.0.1", "--port", strconv.Itoa(framework.FreePort(b)),
+		"--healthz-address", "127.0.0.1:" + strconv.Itoa(framework.FreePort(b)),
+		"--cni-plugin", cni, "--images-dir", images, "--pod-log-dir", filepath.Join(dir, "logs"), "--log-level", "warn", "--eviction-hard", lab.EvictionHard, "--image-gc-high-threshold=100",
+		// As in the e2e tests: the agent process is in the host's namespace, so no BGP or
+		// service proxy, and its own cgroup root, removed afterwards.
+		"--bgp=false", "--service-proxy=false", "--dns=false", "--cgroup-root", root}
+	agent := exec.Command(framework.Binary(b), append(args, extra...)...)
+	agent.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := agent.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = agent.Process.Signal(syscall.SIGTERM); _ = agent.Wait() })
+	c := s.Client(b)
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		n, err := c.CoreV1().Nodes().Get(ctx, "bench-node", metav1.GetOptions{})
+		if err == nil && n.Spec.PodCIDR != "" && ready(n) {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("agent's node not ready: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return agent, dir, root, c
 }
 
 func ready(n *corev1.Node) bool {
