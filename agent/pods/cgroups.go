@@ -19,11 +19,10 @@ func (m *Manager) ensurePodCgroup(pod *corev1.Pod) error {
 	if m.opts.FlatCgroups {
 		return nil
 	}
-	mounts := cgroups.Mounts()
-	if err := m.syncQOS(pod, false); err != nil {
-		return err
-	}
-	return cgroups.ApplyPod(mounts, cgroups.Parent(m.opts.CgroupRoot, pod, true), cgroups.ResourcesForPod(pod, m.opts.PodMaxPIDs), false)
+	// As the kubelet, a tier that cannot be reweighed is logged (syncQOS) and the pod still
+	// starts: ApplyPod makes the tier if it is missing.
+	_ = m.syncQOS(pod, false)
+	return cgroups.ApplyPod(cgroups.Mounts(), cgroups.Parent(m.opts.CgroupRoot, pod, true), cgroups.ResourcesForPod(pod, m.opts.PodMaxPIDs), false)
 }
 
 // syncQOS creates the QoS tiers and sets the burstable tier's weight to the CPU its active
@@ -59,8 +58,8 @@ func (m *Manager) syncQOS(extra *corev1.Pod, force bool) error {
 	return nil
 }
 
-// syncQOS runs at start (the node's pods as the agent finds them after a restart) and then
-// every minute, as the kubelet's QoS container manager does, so the burstable tier's weight
+// syncQOSPeriodically runs syncQOS at start (the node's pods as the agent finds them after a
+// restart) and then every minute, as the kubelet's QoS container manager does, so the burstable tier's weight
 // follows its pods even when no pod of this agent's starts or ends.
 func (m *Manager) syncQOSPeriodically(ctx context.Context) {
 	t := time.NewTicker(time.Minute)
