@@ -90,9 +90,11 @@ type Options struct {
 	HealthzAddress string
 	// CgroupRoot is the parent of every pod cgroup (/skiff).
 	CgroupRoot string
-	// FlatCgroups and PodMaxPIDs: see pods.Options (--cgroups-per-qos=false, --pod-max-pids).
+	// FlatCgroups, PodMaxPIDs and NoCFSQuota: see pods.Options (--cgroups-per-qos=false,
+	// --pod-max-pids, --cpu-cfs-quota=false).
 	FlatCgroups bool
 	PodMaxPIDs  int64
+	NoCFSQuota  bool
 	// ServiceProxy runs the eBPF service load balancer for the node's pods.
 	ServiceProxy bool
 	// NetworkPolicy enforces NetworkPolicies on the node's pod veths with eBPF.
@@ -360,7 +362,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	}})
 	pm := pods.New(client, runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn),
 		pods.Options{NodeName: o.NodeName, HostIP: o.InternalIP, PodLogDir: o.PodLogDir, Netns: o.Netns, CgroupRoot: o.CgroupRoot,
-			FlatCgroups: o.FlatCgroups, PodMaxPIDs: o.PodMaxPIDs, ClusterDNS: o.ClusterDNS, ClusterDNSService: o.DNS, ClusterDomain: o.ClusterDomain, ResolvConf: o.ResolvConf, Informers: shared,
+			FlatCgroups: o.FlatCgroups, PodMaxPIDs: o.PodMaxPIDs, NoCFSQuota: o.NoCFSQuota, ClusterDNS: o.ClusterDNS, ClusterDNSService: o.DNS, ClusterDomain: o.ClusterDomain, ResolvConf: o.ResolvConf, Informers: shared,
 			Volumes: vols, PodsDir: dirs.Pods(), Allocatable: allocatable, RegistryLogins: dirs.RegistryLogins(), Pressure: pressureNow}, log)
 	transition := o.EvictionPressureTransitionPeriod
 	if transition == 0 {

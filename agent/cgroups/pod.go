@@ -100,14 +100,23 @@ func QuotaFromMilliCPU(milli int64) int64 {
 	return max(milli*CPUPeriod/1000, minQuota)
 }
 
+// PodPolicy is the node's settings that shape every pod's limits.
+type PodPolicy struct {
+	// MaxPIDs is the per-pod PID limit (--pod-max-pids; 0 or less for none).
+	MaxPIDs int64
+	// NoCFSQuota leaves CPU limits unenforced (the kubelet's --cpu-cfs-quota=false): no CFS
+	// quota on the pod's cgroup or its containers', so a pod is never throttled, at the cost
+	// of its limits; latency-sensitive network functions often run so.
+	NoCFSQuota bool
+}
+
 // ResourcesForPod is the pod cgroup's limits: the sums of its containers' requests and
 // limits (init containers and sidecars counted as the scheduler counts them, the runtime
 // class's overhead added, pod-level resources where the spec sets them), by its QoS class.
-// maxPIDs is the agent's per-pod PID limit (--pod-max-pids; 0 or less for none).
-func ResourcesForPod(p *corev1.Pod, maxPIDs int64) PodResources {
+func ResourcesForPod(p *corev1.Pod, policy PodPolicy) PodResources {
 	var r PodResources
-	if maxPIDs > 0 {
-		r.PIDs = maxPIDs
+	if policy.MaxPIDs > 0 {
+		r.PIDs = policy.MaxPIDs
 	}
 	qos := podqos.Of(p)
 	if qos == corev1.PodQOSBestEffort {
@@ -129,7 +138,7 @@ func ResourcesForPod(p *corev1.Pod, maxPIDs int64) PodResources {
 	}
 	cpuRequest, cpuLimit, memoryLimit := requests[corev1.ResourceCPU], limits[corev1.ResourceCPU], limits[corev1.ResourceMemory]
 	r.CPUShares = SharesFromMilliCPU(cpuRequest.MilliValue())
-	if qos == corev1.PodQOSGuaranteed || cpuDeclared {
+	if (qos == corev1.PodQOSGuaranteed || cpuDeclared) && !policy.NoCFSQuota {
 		r.CPUQuota = QuotaFromMilliCPU(cpuLimit.MilliValue())
 	}
 	if qos == corev1.PodQOSGuaranteed || memoryDeclared {

@@ -85,9 +85,17 @@ func TestResourcesForPod(t *testing.T) {
 		{"runtime class overhead added", withOverhead, 0, PodResources{CPUShares: 768, CPUQuota: 75000, Memory: 320 << 20}},
 		{"pod-level resources", podLevel, 0, PodResources{CPUShares: 1024, CPUQuota: 200000, Memory: 2 << 30}},
 	} {
-		if got := ResourcesForPod(tc.pod, tc.maxPIDs); got != tc.want {
+		if got := ResourcesForPod(tc.pod, PodPolicy{MaxPIDs: tc.maxPIDs}); got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}
+	}
+}
+
+func TestResourcesForPodWithoutCFSQuota(t *testing.T) {
+	p := podOf(container("a", rl("cpu", "1", "memory", "1Gi"), rl("cpu", "1", "memory", "1Gi")))
+	want := PodResources{CPUShares: 1024, Memory: 1 << 30, PIDs: 100}
+	if got := ResourcesForPod(p, PodPolicy{MaxPIDs: 100, NoCFSQuota: true}); got != want {
+		t.Errorf("%+v, want %+v: no quota, the rest as ever", got, want)
 	}
 }
 

@@ -22,7 +22,12 @@ func (m *Manager) ensurePodCgroup(pod *corev1.Pod) error {
 	// As the kubelet, a tier that cannot be reweighed is logged (syncQOS) and the pod still
 	// starts: ApplyPod makes the tier if it is missing.
 	_ = m.syncQOS(pod, false)
-	return cgroups.ApplyPod(cgroups.Mounts(), cgroups.Parent(m.opts.CgroupRoot, pod, true), cgroups.ResourcesForPod(pod, m.opts.PodMaxPIDs), false)
+	return cgroups.ApplyPod(cgroups.Mounts(), cgroups.Parent(m.opts.CgroupRoot, pod, true), m.podResources(pod), false)
+}
+
+// podResources are the pod cgroup's limits under the node's policy.
+func (m *Manager) podResources(pod *corev1.Pod) cgroups.PodResources {
+	return cgroups.ResourcesForPod(pod, cgroups.PodPolicy{MaxPIDs: m.opts.PodMaxPIDs, NoCFSQuota: m.opts.NoCFSQuota})
 }
 
 // syncQOS creates the QoS tiers and sets the burstable tier's weight to the CPU its active
@@ -94,7 +99,7 @@ func (m *Manager) resizing(pod *corev1.Pod, latest map[string]*runtimeapi.Contai
 // its pod's), after them all, the burstable tier reweighed. A failure is reported as the
 // kubelet reports a resize it could not make.
 func (m *Manager) resizePodCgroup(pod *corev1.Pod, loosenOnly bool) {
-	err := cgroups.ApplyPod(cgroups.Mounts(), cgroups.Parent(m.opts.CgroupRoot, pod, true), cgroups.ResourcesForPod(pod, m.opts.PodMaxPIDs), loosenOnly)
+	err := cgroups.ApplyPod(cgroups.Mounts(), cgroups.Parent(m.opts.CgroupRoot, pod, true), m.podResources(pod), loosenOnly)
 	if err != nil {
 		m.recorder.Eventf(pod, corev1.EventTypeWarning, "ResizeFailed", "Resizing the pod's cgroup failed: %v", err)
 	}

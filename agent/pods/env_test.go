@@ -32,11 +32,15 @@ func TestResources(t *testing.T) {
 	c := corev1.Container{Resources: corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")},
 		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("64Mi")}}}
-	r := resources(c)
+	r := resources(c, false)
 	if r.CpuShares != 256 || r.CpuQuota != 50000 || r.CpuPeriod != 100000 || r.MemoryLimitInBytes != 64<<20 {
 		t.Fatalf("resources %+v", r)
 	}
-	if r := resources(corev1.Container{}); r.CpuShares != 2 || r.CpuQuota != 0 || r.MemoryLimitInBytes != 0 {
+	if r := resources(corev1.Container{}, false); r.CpuShares != 2 || r.CpuQuota != 0 || r.MemoryLimitInBytes != 0 {
 		t.Fatalf("best effort %+v", r)
+	}
+	// --cpu-cfs-quota=false: the limit is not enforced, the weight and memory are.
+	if r := resources(c, true); r.CpuShares != 256 || r.CpuQuota != 0 || r.CpuPeriod != 0 || r.MemoryLimitInBytes != 64<<20 {
+		t.Fatalf("without CFS quota %+v", r)
 	}
 }

@@ -64,6 +64,9 @@ type Options struct {
 	FlatCgroups bool
 	// PodMaxPIDs limits each pod's tasks (--pod-max-pids; 0 or less: no limit).
 	PodMaxPIDs int64
+	// NoCFSQuota leaves CPU limits unenforced: no CFS quota on pods or containers
+	// (--cpu-cfs-quota=false).
+	NoCFSQuota bool
 	// Volumes materializes pod volumes; nil runs containers without them.
 	Volumes *volumes.Manager
 	// ClusterDNS are the cluster DNS servers' IPs (the kubelet's --cluster-dns), the only
@@ -635,7 +638,7 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 				break
 			}
 			if _, err := m.runtime.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: cur.Id,
-				Linux: resources(c)}); err != nil {
+				Linux: resources(c, m.opts.NoCFSQuota)}); err != nil {
 				m.recorder.Eventf(pod, corev1.EventTypeWarning, "ResizeFailed", "Resizing container %s failed: %v", c.Name, pullError(err))
 			} else {
 				m.setApplied(pod, c)
@@ -1086,7 +1089,7 @@ func (m *Manager) createAndStart(ctx context.Context, pod *corev1.Pod, pc *podCo
 		LogPath:     filepath.Join(c.Name, fmt.Sprintf("%d.log", attempt)),
 		Labels: map[string]string{"io.kubernetes.pod.name": pod.Name, "io.kubernetes.pod.namespace": pod.Namespace,
 			"io.kubernetes.pod.uid": string(pod.UID), "io.kubernetes.container.name": c.Name, imageLabel: c.Image},
-		Linux: &runtimeapi.LinuxContainerConfig{Resources: resources(c), SecurityContext: securityContext(pod, c)},
+		Linux: &runtimeapi.LinuxContainerConfig{Resources: resources(c, m.opts.NoCFSQuota), SecurityContext: securityContext(pod, c)},
 	}
 	created, err := m.runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: pc.sandboxID, Config: cfg, SandboxConfig: pc.cfg})
 	if err != nil {

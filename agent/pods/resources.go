@@ -3,19 +3,22 @@ package pods
 import (
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/skiff-sh/skiff/agent/cgroups"
 )
 
 // resources maps a container's requests and limits onto cgroup settings as the kubelet does:
-// cpu request -> shares (1024 per core, at least 2), cpu limit -> quota over a 100 ms period,
-// memory limit -> the memory limit.
-func resources(c corev1.Container) *runtimeapi.LinuxContainerResources {
-	r := &runtimeapi.LinuxContainerResources{CpuShares: 2}
+// cpu request -> shares (1024 per core, at least 2), cpu limit -> quota over a 100 ms period
+// (none when the node does not enforce CPU limits, --cpu-cfs-quota=false), memory limit ->
+// the memory limit.
+func resources(c corev1.Container, noCFSQuota bool) *runtimeapi.LinuxContainerResources {
+	r := &runtimeapi.LinuxContainerResources{CpuShares: int64(cgroups.SharesFromMilliCPU(0))}
 	if q, ok := c.Resources.Requests[corev1.ResourceCPU]; ok {
-		r.CpuShares = max(q.MilliValue()*1024/1000, 2)
+		r.CpuShares = int64(cgroups.SharesFromMilliCPU(q.MilliValue()))
 	}
-	if q, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
-		r.CpuPeriod = 100000
-		r.CpuQuota = max(q.MilliValue()*100, 1000)
+	if q, ok := c.Resources.Limits[corev1.ResourceCPU]; ok && !noCFSQuota {
+		r.CpuPeriod = cgroups.CPUPeriod
+		r.CpuQuota = cgroups.QuotaFromMilliCPU(q.MilliValue())
 	}
 	if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
 		r.MemoryLimitInBytes = q.Value()

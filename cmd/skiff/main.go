@@ -156,6 +156,7 @@ func addAgentFlags(fs *pflag.FlagSet, f *config.Agent, prefix string) {
 	fs.StringVar(&f.HealthzAddress, prefix+"healthz-address", "127.0.0.1:10248", "plain-HTTP /healthz of the agent (empty to disable)")
 	fs.StringVar(&f.CgroupRoot, "cgroup-root", "/skiff", "parent cgroup of every pod")
 	fs.BoolVar(&f.CgroupsPerQOS, "cgroups-per-qos", true, "put each pod's cgroup under its QoS class's (burstable, besteffort) with the pod's CPU weight, quota and memory limit, as the kubelet's; false: every pod's right under --cgroup-root, unlimited")
+	fs.BoolVar(&f.CPUCFSQuota, "cpu-cfs-quota", true, "enforce CPU limits with CFS quotas on pods and containers, as the kubelet's; false: limits are not enforced and nothing is throttled")
 	fs.Int64Var(&f.PodMaxPIDs, "pod-max-pids", -1, "most processes and threads each pod may run (pids.max of its cgroup), as the kubelet's (-1: no limit)")
 	fs.BoolVar(&f.ServiceProxy, "service-proxy", true, "load-balance Services for this node's pods with eBPF (pinned under /sys/fs/bpf/skiff/<node>)")
 	fs.BoolVar(&f.NetworkPolicy, "network-policy", true, "enforce NetworkPolicies on this node's pod veths with eBPF (tcx; pinned under /sys/fs/bpf/skiff/<node>)")

@@ -89,6 +89,8 @@ type Agent struct {
 	// PodMaxPIDs its --pod-max-pids (-1 or 0: no limit).
 	CgroupsPerQOS bool
 	PodMaxPIDs    int64
+	// CPUCFSQuota is the kubelet's --cpu-cfs-quota: enforce CPU limits with CFS quotas.
+	CPUCFSQuota bool
 }
 
 // Join is how `skiff agent` reaches the API server: a kubeconfig, or a server URL and a
@@ -228,7 +230,7 @@ func (a Agent) Options(taints []corev1.Taint) (agent.Options, error) {
 		CNIPlugin: a.CNIPlugin, ImageDirs: dirs, PodLogDir: a.PodLogDir, PodManifestPath: a.PodManifestPath, HealthzAddress: a.HealthzAddress,
 		APIAddress: fmt.Sprintf(":%d", a.Port), APIPort: a.Port, ServingCert: a.ServingCert, ServingKey: a.ServingKey, ClientCA: a.ClientCA,
 		ClusterDNS: a.ClusterDNS, ClusterDomain: a.ClusterDomain, ResolvConf: a.ResolvConf, RuntimeEndpoint: a.RuntimeEndpoint,
-		CgroupRoot: a.CgroupRoot, FlatCgroups: !a.CgroupsPerQOS, PodMaxPIDs: a.PodMaxPIDs, ServiceProxy: a.ServiceProxy, NetworkPolicy: a.NetworkPolicy, BGP: b,
+		CgroupRoot: a.CgroupRoot, FlatCgroups: !a.CgroupsPerQOS, PodMaxPIDs: a.PodMaxPIDs, NoCFSQuota: !a.CPUCFSQuota, ServiceProxy: a.ServiceProxy, NetworkPolicy: a.NetworkPolicy, BGP: b,
 		DNS: a.DNS, DNSAddress: a.DNSAddress, DNSUpstreams: a.DNSUpstreams}, nil
 }
 

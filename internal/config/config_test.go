@@ -62,8 +62,11 @@ func TestAgentOptions(t *testing.T) {
 	if o, err := (Agent{EnforceNodeAllocatable: "none"}).Options(nil); err != nil || o.EnforceNodeAllocatable {
 		t.Errorf("--enforce-node-allocatable none: %v %v", o.EnforceNodeAllocatable, err)
 	}
-	if o, err := (Agent{CgroupsPerQOS: true, PodMaxPIDs: 1024}).Options(nil); err != nil || o.FlatCgroups || o.PodMaxPIDs != 1024 {
-		t.Errorf("--cgroups-per-qos --pod-max-pids 1024: %v %v %v", o.FlatCgroups, o.PodMaxPIDs, err)
+	if o, err := (Agent{CgroupsPerQOS: true, PodMaxPIDs: 1024, CPUCFSQuota: true}).Options(nil); err != nil || o.FlatCgroups || o.PodMaxPIDs != 1024 || o.NoCFSQuota {
+		t.Errorf("--cgroups-per-qos --pod-max-pids 1024 --cpu-cfs-quota: %v %v %v %v", o.FlatCgroups, o.PodMaxPIDs, o.NoCFSQuota, err)
+	}
+	if o, err := (Agent{CPUCFSQuota: false}).Options(nil); err != nil || !o.NoCFSQuota {
+		t.Errorf("--cpu-cfs-quota=false: %v %v", o.NoCFSQuota, err)
 	}
 	if o, err := (Agent{PodMaxPIDs: -1}).Options(nil); err != nil || !o.FlatCgroups {
 		t.Errorf("--cgroups-per-qos=false: %v %v", o.FlatCgroups, err)

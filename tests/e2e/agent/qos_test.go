@@ -132,3 +132,48 @@ func TestPodCgroupsPerQOS(t *testing.T) {
 		return w == "2" || w == "1", "burstable tier weight " + w
 	})
 }
+
+// TestNoCPUCFSQuota runs a Guaranteed pod on an agent with --cpu-cfs-quota=false: neither the
+// pod's cgroup nor its container's has a CFS quota, so nothing is throttled, while the CPU
+// weight and the memory limit still hold.
+func TestNoCPUCFSQuota(t *testing.T) {
+	_, nsPath := framework.Netns(t)
+	n := newTestNode(t, t.TempDir(), nsPath, "--cpu-cfs-quota=false")
+	n.untaint()
+	q := func(s string) resource.Quantity { return resource.MustParse(s) }
+	r := corev1.ResourceList{corev1.ResourceCPU: q("500m"), corev1.ResourceMemory: q("64Mi")}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "unthrottled"}, Spec: corev1.PodSpec{NodeName: n.name,
+		Containers: []corev1.Container{{Name: "c", Image: "localhost/skiff/netutil:1", ImagePullPolicy: corev1.PullNever,
+			Args: []string{"sleep"}, Resources: corev1.ResourceRequirements{Requests: r, Limits: r}}}}}
+	if _, err := n.c.CoreV1().Pods("default").Create(n.ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n.waitPhase("unthrottled", corev1.PodRunning)
+	got, err := n.c.CoreV1().Pods("default").Get(n.ctx, "unthrottled", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := cgroups.PodParent(n.s.CgroupRoot, corev1.PodQOSGuaranteed, string(got.UID))
+	container := filepath.Join(pod, strings.TrimPrefix(got.Status.ContainerStatuses[0].ContainerID, "containerd://"))
+	read := func(cgroup string, files ...string) string {
+		for _, f := range files {
+			for _, m := range cgroups.Mounts() {
+				if b, err := os.ReadFile(filepath.Join(m, cgroup, f)); err == nil {
+					return strings.TrimSpace(string(b))
+				}
+			}
+		}
+		return ""
+	}
+	for _, c := range []struct{ what, cgroup, want string }{
+		{"pod quota", pod, "-1|max 100000"}, {"container quota", container, "-1|max 100000"},
+		{"pod weight", pod, "512|20"}, {"container weight", container, "512|20"},
+		{"pod memory", pod, "67108864"}, {"container memory", container, "67108864"},
+	} {
+		files := map[string][]string{"quota": {"cpu.cfs_quota_us", "cpu.max"}, "weight": {"cpu.shares", "cpu.weight"},
+			"memory": {"memory.limit_in_bytes", "memory.max"}}[strings.Fields(c.what)[1]]
+		if v := read(c.cgroup, files...); v == "" || !strings.Contains("|"+c.want+"|", "|"+v+"|") {
+			t.Errorf("%s: %q, want %s", c.what, v, c.want)
+		}
+	}
+}
