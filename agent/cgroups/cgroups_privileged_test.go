@@ -72,16 +72,7 @@ func TestPrivilegedEnforceLimits(t *testing.T) {
 	if err := EnforceLimits(mounts, root, Limits{MemoryBytes: 64 << 20, MilliCPU: 500, PIDs: 4}); err != nil {
 		t.Fatal(err)
 	}
-	read := func(files ...string) string {
-		for _, m := range mounts {
-			for _, f := range files {
-				if b, err := os.ReadFile(filepath.Join(m, root, f)); err == nil {
-					return strings.TrimSpace(string(b))
-				}
-			}
-		}
-		return ""
-	}
+	read := func(files ...string) string { return readFirst(mounts, root, files...) }
 	if got := read("memory.max", "memory.limit_in_bytes"); got != strconv.Itoa(64<<20) {
 		t.Errorf("memory limit %q, want %d", got, 64<<20)
 	}
@@ -155,16 +146,7 @@ func TestPrivilegedApplyPod(t *testing.T) {
 	if err := ApplyPod(mounts, parent, PodResources{CPUShares: 256, CPUQuota: 10000, Memory: 64 << 20, PIDs: 50}, false); err != nil {
 		t.Fatal(err)
 	}
-	read := func(dir string, files ...string) string {
-		for _, m := range mounts {
-			for _, f := range files {
-				if b, err := os.ReadFile(filepath.Join(m, dir, f)); err == nil {
-					return strings.TrimSpace(string(b))
-				}
-			}
-		}
-		return ""
-	}
+	read := func(dir string, files ...string) string { return readFirst(mounts, dir, files...) }
 	for _, c := range []struct{ dir, want string }{
 		{filepath.Join(root, BestEffortTier), "2|1"}, {filepath.Join(root, BurstableTier), "768|30"}, {parent, "256|10"},
 	} {
@@ -214,4 +196,16 @@ func TestPrivilegedApplyPod(t *testing.T) {
 	if throttled <= 0 {
 		t.Errorf("a busy loop under a 10ms/100ms quota was not throttled: cpu.stat %q", stat)
 	}
+}
+
+// readFirst is the first of a cgroup's files found in any of the hierarchies: "" when none is.
+func readFirst(mounts []string, dir string, files ...string) string {
+	for _, m := range mounts {
+		for _, f := range files {
+			if b, err := os.ReadFile(filepath.Join(m, dir, f)); err == nil {
+				return strings.TrimSpace(string(b))
+			}
+		}
+	}
+	return ""
 }

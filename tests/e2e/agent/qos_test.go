@@ -56,24 +56,13 @@ func TestPodCgroupsPerQOS(t *testing.T) {
 		t.Fatalf("QoS classes: %q", out)
 	}
 
-	// read is a cgroup file's value in whichever hierarchy has it (v1's first, else v2's).
-	read := func(cgroup string, files ...string) string {
-		for _, f := range files {
-			for _, m := range cgroups.Mounts() {
-				if b, err := os.ReadFile(filepath.Join(m, cgroup, f)); err == nil {
-					return strings.TrimSpace(string(b))
-				}
-			}
-		}
-		return ""
-	}
 	weight := func(shares string) string { // "512|20": v1 shares or the v2 weight runc maps them to
 		return shares + "|" + map[string]string{"2": "1", "256": "10", "512": "20"}[shares]
 	}
 	root := n.s.CgroupRoot
 	check := func(what, cgroup, want string, files ...string) {
 		t.Helper()
-		if got := read(cgroup, files...); !strings.Contains("|"+want+"|", "|"+got+"|") || got == "" {
+		if got := readCgroup(cgroup, files...); !strings.Contains("|"+want+"|", "|"+got+"|") || got == "" {
 			t.Errorf("%s (%s %v): %q, want %s", what, cgroup, files, got, want)
 		}
 	}
@@ -100,20 +89,20 @@ func TestPodCgroupsPerQOS(t *testing.T) {
 		t.Fatal(err)
 	}
 	container := filepath.Join(b, strings.TrimPrefix(bp.Status.ContainerStatuses[0].ContainerID, "containerd://"))
-	if procs := read(container, "cgroup.procs"); procs == "" {
+	if procs := readCgroup(container, "cgroup.procs"); procs == "" {
 		t.Errorf("no process in the burstable pod's container cgroup %s", container)
 	}
 
 	// Resized up: the pod's quota first, then the container's.
 	n.kubectl("", "patch", "pod", "burstable", "--subresource", "resize", "-p", `{"spec":{"containers":[{"name":"c","resources":{"limits":{"cpu":"2"}}}]}}`)
 	eventually(t, 30*time.Second, "the pod and its container at a 2-CPU quota", func() (bool, string) {
-		pod, ctr := read(b, "cpu.cfs_quota_us", "cpu.max"), read(container, "cpu.cfs_quota_us", "cpu.max")
+		pod, ctr := readCgroup(b, "cpu.cfs_quota_us", "cpu.max"), readCgroup(container, "cpu.cfs_quota_us", "cpu.max")
 		return strings.HasPrefix(pod, "200000") && strings.HasPrefix(ctr, "200000"), "pod " + pod + ", container " + ctr
 	})
 	// And down: the container's first, then the pod's.
 	n.kubectl("", "patch", "pod", "burstable", "--subresource", "resize", "-p", `{"spec":{"containers":[{"name":"c","resources":{"limits":{"cpu":"500m"}}}]}}`)
 	eventually(t, 30*time.Second, "the pod and its container at a half-CPU quota", func() (bool, string) {
-		pod, ctr := read(b, "cpu.cfs_quota_us", "cpu.max"), read(container, "cpu.cfs_quota_us", "cpu.max")
+		pod, ctr := readCgroup(b, "cpu.cfs_quota_us", "cpu.max"), readCgroup(container, "cpu.cfs_quota_us", "cpu.max")
 		return strings.HasPrefix(pod, "50000") && strings.HasPrefix(ctr, "50000"), "pod " + pod + ", container " + ctr
 	})
 	if events := n.kubectl("", "get", "events", "--field-selector", "reason=ResizeFailed", "-o", "name"); events != "" {
@@ -128,7 +117,7 @@ func TestPodCgroupsPerQOS(t *testing.T) {
 				return false, "pod " + uid + "'s cgroup is still there"
 			}
 		}
-		w := read(filepath.Join(root, cgroups.BurstableTier), "cpu.shares", "cpu.weight")
+		w := readCgroup(filepath.Join(root, cgroups.BurstableTier), "cpu.shares", "cpu.weight")
 		return w == "2" || w == "1", "burstable tier weight " + w
 	})
 }
@@ -155,16 +144,6 @@ func TestNoCPUCFSQuota(t *testing.T) {
 	}
 	pod := cgroups.PodParent(n.s.CgroupRoot, corev1.PodQOSGuaranteed, string(got.UID))
 	container := filepath.Join(pod, strings.TrimPrefix(got.Status.ContainerStatuses[0].ContainerID, "containerd://"))
-	read := func(cgroup string, files ...string) string {
-		for _, f := range files {
-			for _, m := range cgroups.Mounts() {
-				if b, err := os.ReadFile(filepath.Join(m, cgroup, f)); err == nil {
-					return strings.TrimSpace(string(b))
-				}
-			}
-		}
-		return ""
-	}
 	for _, c := range []struct{ what, cgroup, want string }{
 		{"pod quota", pod, "-1|max 100000"}, {"container quota", container, "-1|max 100000"},
 		{"pod weight", pod, "512|20"}, {"container weight", container, "512|20"},
@@ -172,8 +151,21 @@ func TestNoCPUCFSQuota(t *testing.T) {
 	} {
 		files := map[string][]string{"quota": {"cpu.cfs_quota_us", "cpu.max"}, "weight": {"cpu.shares", "cpu.weight"},
 			"memory": {"memory.limit_in_bytes", "memory.max"}}[strings.Fields(c.what)[1]]
-		if v := read(c.cgroup, files...); v == "" || !strings.Contains("|"+c.want+"|", "|"+v+"|") {
+		if v := readCgroup(c.cgroup, files...); v == "" || !strings.Contains("|"+c.want+"|", "|"+v+"|") {
 			t.Errorf("%s: %q, want %s", c.what, v, c.want)
 		}
 	}
+}
+
+// readCgroup is the first of a cgroup's files found in any hierarchy (v1's name first, then
+// v2's): "" when none is.
+func readCgroup(cgroup string, files ...string) string {
+	for _, f := range files {
+		for _, m := range cgroups.Mounts() {
+			if b, err := os.ReadFile(filepath.Join(m, cgroup, f)); err == nil {
+				return strings.TrimSpace(string(b))
+			}
+		}
+	}
+	return ""
 }
