@@ -83,12 +83,18 @@ func TestRestartWithBackoffIsVisible(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	sawDown := false
 	for time.Now().Before(deadline) {
+		seen := attempts.Load()
 		if h := s.Health(); h != nil {
 			if !strings.Contains(h.Error(), "service-proxy: maps: no such file") {
 				t.Fatalf("Health() = %v", h)
 			}
-			if r := s.Report(); !strings.Contains(r, "[-]service-proxy failed: maps: no such file") || !strings.Contains(r, "[+]pods ok") {
-				t.Fatalf("Report() = %q", r)
+			// Health and Report are two looks: on a loaded machine the part's next attempt
+			// may start between them, and only then may Report call it ok.
+			r := s.Report()
+			down := strings.Contains(r, "[-]service-proxy failed: maps: no such file")
+			restarted := strings.Contains(r, "[+]service-proxy ok") && attempts.Load() > seen
+			if !(down || restarted) || !strings.Contains(r, "[+]pods ok") {
+				t.Fatalf("Report() = %q after %d attempts", r, attempts.Load())
 			}
 			sawDown = true
 		} else if attempts.Load() >= 3 {
