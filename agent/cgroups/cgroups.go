@@ -13,6 +13,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,14 +26,18 @@ const DefaultRoot = "/skiff"
 
 // Mounts lists the mount points of the cgroup (v1) and cgroup2 hierarchies.
 func Mounts() []string {
+	return mountsOf("cgroup", "cgroup2")
+}
+
+// mountsOf lists the mount points of the file systems of the given types, in mount order.
+func mountsOf(types ...string) []string {
 	b, err := os.ReadFile("/proc/self/mounts")
 	if err != nil {
 		return nil
 	}
 	var out []string
 	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) > 2 && (f[2] == "cgroup" || f[2] == "cgroup2") {
+		if f := strings.Fields(l); len(f) > 2 && slices.Contains(types, f[2]) {
 			out = append(out, f[1])
 		}
 	}
@@ -125,15 +130,8 @@ func KillAll(mounts []string, root string) error {
 // Unified is the mount point of the cgroup2 hierarchy (/sys/fs/cgroup/unified on hybrid
 // machines, /sys/fs/cgroup on pure cgroup2 ones), where cgroup BPF programs attach; "" if none.
 func Unified() string {
-	b, err := os.ReadFile("/proc/self/mounts")
-	if err != nil {
-		return ""
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) > 2 && f[2] == "cgroup2" {
-			return f[1]
-		}
+	if m := mountsOf("cgroup2"); len(m) > 0 {
+		return m[0]
 	}
 	return ""
 }

@@ -69,26 +69,15 @@ func EnforceLimits(mounts []string, root string, l Limits) error {
 		if l.MemoryBytes > 0 {
 			v1Memory = memory
 		}
-		type setting struct{ file, value string }
 		settings := []setting{
 			{"memory.max", memory}, {"memory.limit_in_bytes", v1Memory}, {"pids.max", pids},
 		}
 		if l.MilliCPU > 0 {
-			shares := SharesFromMilliCPU(l.MilliCPU)
-			settings = append(settings, setting{"cpu.weight", strconv.FormatUint(WeightFromShares(shares), 10)},
-				setting{"cpu.shares", strconv.FormatUint(shares, 10)})
+			settings = append(settings, shareSettings(SharesFromMilliCPU(l.MilliCPU))...)
 		}
-		for _, s := range settings {
-			p := filepath.Join(dir, s.file)
-			if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
-				continue // not this hierarchy's controller
-			}
-			if err := os.WriteFile(p, []byte(s.value), 0o644); err != nil {
-				errs = append(errs, fmt.Errorf("writing %s to %s: %w", s.value, p, err))
-				continue
-			}
-			wrote = true
-		}
+		n, err := writeSettings(dir, settings, false)
+		errs = append(errs, err)
+		wrote = wrote || n > 0
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -134,7 +123,7 @@ func enableControllers(m, root string) error {
 			if slices.Contains(on, c) {
 				continue
 			}
-			if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+"+c), 0o644); err != nil {
+			if err := writeFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+"+c), 0o644); err != nil {
 				return fmt.Errorf("enabling the %s controller in %s: %w", c, dir, err)
 			}
 		}
@@ -144,4 +133,39 @@ func enableControllers(m, root string) error {
 		}
 	}
 	return nil
+}
+
+// setting is one interface file's value; files a hierarchy lacks are passed over.
+type setting struct{ file, value string }
+
+// shareSettings are a CPU weight in both interfaces: v1's cpu.shares and v2's cpu.weight.
+func shareSettings(shares uint64) []setting {
+	return []setting{{"cpu.shares", strconv.FormatUint(shares, 10)}, {"cpu.weight", strconv.FormatUint(WeightFromShares(shares), 10)}}
+}
+
+// writeFile is os.WriteFile; the tests record through it what the kernel's files would not keep.
+var writeFile = os.WriteFile
+
+// writeSettings writes each setting whose file the cgroup dir has (the others belong to
+// another hierarchy's controllers) and returns how many it wrote. With loosenOnly it writes
+// only those that raise or lift the limit in place, and weights (see looser).
+func writeSettings(dir string, settings []setting, loosenOnly bool) (int, error) {
+	var errs []error
+	n := 0
+	for _, s := range settings {
+		p := filepath.Join(dir, s.file)
+		cur, err := os.ReadFile(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // not this hierarchy's controller
+		}
+		if err == nil && loosenOnly && !looser(s.file, strings.TrimSpace(string(cur)), s.value) {
+			continue
+		}
+		if err := writeFile(p, []byte(s.value), 0o644); err != nil {
+			errs = append(errs, fmt.Errorf("writing %s to %s: %w", s.value, p, err))
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
 }

@@ -2,8 +2,6 @@ package cgroups
 
 import (
 	"errors"
-	"fmt"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -165,9 +163,6 @@ func BurstableShares(pods []*corev1.Pod) uint64 {
 	return SharesFromMilliCPU(milli)
 }
 
-// setting is one interface file's value; files a hierarchy lacks are passed over.
-type setting struct{ file, value string }
-
 // podSettings are r's interface files, cgroup v1's and v2's alike.
 func podSettings(r PodResources) []setting {
 	memory, v1Memory := "max", "-1"
@@ -189,13 +184,12 @@ func podSettings(r PodResources) []setting {
 	if shares == 0 {
 		shares = SharesFromMilliCPU(0)
 	}
-	return []setting{
-		{"cpu.shares", strconv.FormatUint(shares, 10)}, {"cpu.weight", strconv.FormatUint(WeightFromShares(shares), 10)},
+	return append(shareSettings(shares),
 		// v1 takes the period before the quota: a quota is checked against the period it is for.
-		{"cpu.cfs_period_us", period}, {"cpu.cfs_quota_us", v1Quota}, {"cpu.max", quota + " " + period},
-		{"memory.limit_in_bytes", v1Memory}, {"memory.max", memory},
-		{"pids.max", pids},
-	}
+		setting{"cpu.cfs_period_us", period}, setting{"cpu.cfs_quota_us", v1Quota}, setting{"cpu.max", quota + " " + period},
+		setting{"memory.limit_in_bytes", v1Memory}, setting{"memory.max", memory},
+		setting{"pids.max", pids},
+	)
 }
 
 // ApplyPod creates the pod's cgroup (parent, from PodParent) in every hierarchy and writes
@@ -217,19 +211,8 @@ func ApplyPod(mounts []string, parent string, r PodResources, loosenOnly bool) e
 			errs = append(errs, err)
 			continue
 		}
-		for _, s := range podSettings(r) {
-			p := filepath.Join(dir, s.file)
-			cur, err := os.ReadFile(p)
-			if errors.Is(err, fs.ErrNotExist) {
-				continue // not this hierarchy's controller
-			}
-			if err == nil && loosenOnly && !looser(s.file, strings.TrimSpace(string(cur)), s.value) {
-				continue
-			}
-			if err := os.WriteFile(p, []byte(s.value), 0o644); err != nil {
-				errs = append(errs, fmt.Errorf("writing %s to %s: %w", s.value, p, err))
-			}
-		}
+		_, err := writeSettings(dir, podSettings(r), loosenOnly)
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -289,16 +272,8 @@ func EnsureQOS(mounts []string, root string, burstableShares uint64) error {
 				errs = append(errs, err)
 				continue
 			}
-			for _, s := range []setting{{"cpu.shares", strconv.FormatUint(t.shares, 10)},
-				{"cpu.weight", strconv.FormatUint(WeightFromShares(t.shares), 10)}} {
-				p := filepath.Join(m, dir, s.file)
-				if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
-					continue
-				}
-				if err := os.WriteFile(p, []byte(s.value), 0o644); err != nil {
-					errs = append(errs, fmt.Errorf("writing %s to %s: %w", s.value, p, err))
-				}
-			}
+			_, err := writeSettings(filepath.Join(m, dir), shareSettings(t.shares), false)
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)

@@ -3,6 +3,7 @@ package cgroups
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -250,13 +251,29 @@ func TestEnsureQOSFiles(t *testing.T) {
 			}
 		}
 	}
+	// A stand-in file keeps only its last write; the kernel's subtree_control adds each
+	// controller written to it. Record the writes.
+	enabled := map[string][]string{}
+	writeFile = func(name string, data []byte, perm os.FileMode) error {
+		if filepath.Base(name) == "cgroup.subtree_control" {
+			rel, _ := filepath.Rel(v2, filepath.Dir(name))
+			enabled[rel] = append(enabled[rel], string(data))
+		}
+		return os.WriteFile(name, data, perm)
+	}
+	t.Cleanup(func() { writeFile = os.WriteFile })
 	if err := EnsureQOS([]string{v1cpu, v2}, "/skiff", 768); err != nil {
 		t.Fatal(err)
+	}
+	// Down to the tiers' parent, once per tier: the stand-in never shows them on. Not io, which
+	// the hierarchy has but pods are not limited by; nothing in the tiers themselves.
+	want := map[string][]string{".": {"+cpu", "+memory", "+pids", "+cpu", "+memory", "+pids"}, "skiff": {"+cpu", "+memory", "+pids", "+cpu", "+memory", "+pids"}}
+	if !reflect.DeepEqual(enabled, want) {
+		t.Errorf("controllers enabled: %v, want %v", enabled, want)
 	}
 	for _, c := range []struct{ file, want string }{
 		{filepath.Join(v1cpu, "skiff/burstable/cpu.shares"), "768"}, {filepath.Join(v1cpu, "skiff/besteffort/cpu.shares"), "2"},
 		{filepath.Join(v2, "skiff/burstable/cpu.weight"), "30"}, {filepath.Join(v2, "skiff/besteffort/cpu.weight"), "1"},
-		{filepath.Join(v2, "skiff/cgroup.subtree_control"), "+pids"}, // the stand-in keeps the last write
 	} {
 		if b, err := os.ReadFile(c.file); err != nil || string(b) != c.want {
 			t.Errorf("%s: %q %v, want %q", c.file, b, err, c.want)

@@ -22,7 +22,7 @@ func (m *Manager) ensurePodCgroup(pod *corev1.Pod) error {
 	// As the kubelet, a tier that cannot be reweighed is logged (syncQOS) and the pod still
 	// starts: ApplyPod makes the tier if it is missing.
 	_ = m.syncQOS(pod, false)
-	return cgroups.ApplyPod(cgroups.Mounts(), cgroups.Parent(m.opts.CgroupRoot, pod, true), m.podResources(pod), false)
+	return cgroups.ApplyPod(m.cgroupMounts, cgroups.Parent(m.opts.CgroupRoot, pod, true), m.podResources(pod), false)
 }
 
 // podResources are the pod cgroup's limits under the node's policy.
@@ -53,7 +53,7 @@ func (m *Manager) syncQOS(extra *corev1.Pod, force bool) error {
 	if shares == m.qosShares && !force {
 		return nil // written already: a burst of pod starts writes the tiers once
 	}
-	err := cgroups.EnsureQOS(cgroups.Mounts(), m.opts.CgroupRoot, shares)
+	err := cgroups.EnsureQOS(m.cgroupMounts, m.opts.CgroupRoot, shares)
 	if err != nil {
 		m.log.Warn("QoS cgroups", "err", err)
 		m.qosShares = 0
@@ -88,7 +88,7 @@ func (m *Manager) resizing(pod *corev1.Pod, latest map[string]*runtimeapi.Contai
 	for _, c := range pod.Spec.Containers {
 		if cur := latest[c.Name]; cur != nil && cur.State == runtimeapi.ContainerState_CONTAINER_RUNNING && m.resized(pod, c) {
 			// A pod started before the agent placed pods by class keeps its cgroup where it is.
-			return cgroups.At(cgroups.Mounts(), cgroups.Parent(m.opts.CgroupRoot, pod, true))
+			return cgroups.At(m.cgroupMounts, cgroups.Parent(m.opts.CgroupRoot, pod, true))
 		}
 	}
 	return false
@@ -99,7 +99,7 @@ func (m *Manager) resizing(pod *corev1.Pod, latest map[string]*runtimeapi.Contai
 // its pod's), after them all, the burstable tier reweighed. A failure is reported as the
 // kubelet reports a resize it could not make.
 func (m *Manager) resizePodCgroup(pod *corev1.Pod, loosenOnly bool) {
-	err := cgroups.ApplyPod(cgroups.Mounts(), cgroups.Parent(m.opts.CgroupRoot, pod, true), m.podResources(pod), loosenOnly)
+	err := cgroups.ApplyPod(m.cgroupMounts, cgroups.Parent(m.opts.CgroupRoot, pod, true), m.podResources(pod), loosenOnly)
 	if err != nil {
 		m.recorder.Eventf(pod, corev1.EventTypeWarning, "ResizeFailed", "Resizing the pod's cgroup failed: %v", err)
 	}

@@ -138,6 +138,8 @@ type Manager struct {
 	// qosShares is the burstable tier's weight as last written (0: not yet, or failed).
 	qosMu     sync.Mutex
 	qosShares uint64
+	// cgroupMounts are the cgroup hierarchies, read once: they do not change under a running agent.
+	cgroupMounts []string
 
 	// admitMu serializes admission, so two pods cannot both take the last of a resource.
 	admitMu  sync.Mutex
@@ -166,6 +168,7 @@ func New(client kubernetes.Interface, rt runtimeapi.RuntimeServiceClient, img ru
 	m.hosts = map[types.UID]string{}
 	m.static = map[string]*corev1.Pod{}
 	m.admitted = map[types.UID]bool{}
+	m.cgroupMounts = cgroups.Mounts()
 	m.loop = loop.New("pods", m.sync, log)
 	return m
 }
@@ -1384,7 +1387,7 @@ func (m *Manager) stopAll(ctx context.Context, uid types.UID, grace int64, pod *
 			return err
 		}
 	}
-	if err := cgroups.Remove(cgroups.Mounts(), m.opts.CgroupRoot, string(uid)); err != nil {
+	if err := cgroups.Remove(m.cgroupMounts, m.opts.CgroupRoot, string(uid)); err != nil {
 		m.log.Warn("pod cgroup", "uid", uid, "err", err)
 	}
 	_ = m.syncQOS(nil, false)
