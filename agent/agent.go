@@ -33,11 +33,13 @@ import (
 	"k8s.io/client-go/tools/record"
 	watchtools "k8s.io/client-go/tools/watch"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/cpuset"
 
 	"github.com/skiff-sh/skiff/agent/api"
 	"github.com/skiff-sh/skiff/agent/cgroups"
 	"github.com/skiff-sh/skiff/agent/clusterdns"
 	"github.com/skiff-sh/skiff/agent/cniserver"
+	"github.com/skiff-sh/skiff/agent/cpumanager"
 	"github.com/skiff-sh/skiff/agent/eviction"
 	"github.com/skiff-sh/skiff/agent/hostprep"
 	"github.com/skiff-sh/skiff/agent/imagegc"
@@ -95,6 +97,15 @@ type Options struct {
 	FlatCgroups bool
 	PodMaxPIDs  int64
 	NoCFSQuota  bool
+	// CPUManagerPolicy is the kubelet's --cpu-manager-policy: "static" gives the containers
+	// of Guaranteed pods that request whole CPUs those CPUs to themselves (agent/cpumanager);
+	// "none" or empty leaves every container on every CPU. ReservedCPUs (--reserved-cpus) are
+	// the CPUs kept for the node's daemons; when empty, as many as Reserved's cpu adds up to
+	// (rounded up) are chosen. CPUManagerReconcilePeriod is how often containers are checked
+	// to be on their CPUs (10 s).
+	CPUManagerPolicy          string
+	ReservedCPUs              cpuset.CPUSet
+	CPUManagerReconcilePeriod time.Duration
 	// ServiceProxy runs the eBPF service load balancer for the node's pods.
 	ServiceProxy bool
 	// NetworkPolicy enforces NetworkPolicies on the node's pod veths with eBPF.
@@ -168,6 +179,10 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		}
 	}
 	dirs := layout.Agent{Dir: o.DataDir}
+	cpus, err := cpuManager(o, log)
+	if err != nil {
+		return err
+	}
 	cniBin, cniConf, socket := dirs.CNIBin(), dirs.CNIConf(), dirs.CNISocket()
 	if err := installCNI(o.CNIPlugin, cniBin, cniConf, socket); err != nil {
 		return err
@@ -362,7 +377,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	}})
 	pm := pods.New(client, runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn),
 		pods.Options{NodeName: o.NodeName, HostIP: o.InternalIP, PodLogDir: o.PodLogDir, Netns: o.Netns, CgroupRoot: o.CgroupRoot,
-			FlatCgroups: o.FlatCgroups, PodMaxPIDs: o.PodMaxPIDs, NoCFSQuota: o.NoCFSQuota, ClusterDNS: o.ClusterDNS, ClusterDNSService: o.DNS, ClusterDomain: o.ClusterDomain, ResolvConf: o.ResolvConf, Informers: shared,
+			FlatCgroups: o.FlatCgroups, PodMaxPIDs: o.PodMaxPIDs, NoCFSQuota: o.NoCFSQuota, CPUs: cpus, CPUReconcilePeriod: o.CPUManagerReconcilePeriod, ClusterDNS: o.ClusterDNS, ClusterDNSService: o.DNS, ClusterDomain: o.ClusterDomain, ResolvConf: o.ResolvConf, Informers: shared,
 			Volumes: vols, PodsDir: dirs.Pods(), Allocatable: allocatable, RegistryLogins: dirs.RegistryLogins(), Pressure: pressureNow}, log)
 	transition := o.EvictionPressureTransitionPeriod
 	if transition == 0 {
@@ -702,6 +717,35 @@ func releaseOrphanImages(ctx context.Context, vols *volumes.Manager, period time
 		case <-time.After(period):
 		}
 	}
+}
+
+// cpuManager starts the static CPU manager policy when asked for (nil for none): the CPUs
+// reserved are --reserved-cpus, or as many as --kube-reserved and --system-reserved add up
+// to, rounded up; its checkpoint is in the data directory.
+func cpuManager(o Options, log *slog.Logger) (*cpumanager.Manager, error) {
+	if o.CPUManagerPolicy != cpumanager.PolicyStatic {
+		return nil, nil
+	}
+	topo, err := cpumanager.Discover("/sys")
+	if err != nil {
+		return nil, fmt.Errorf("CPU manager: %w", err)
+	}
+	reserved := o.ReservedCPUs
+	if reserved.IsEmpty() {
+		var milli int64
+		for _, r := range o.Reserved {
+			milli += r.Cpu().MilliValue()
+		}
+		if reserved, err = cpumanager.ReservedFor(topo, int((milli+999)/1000)); err != nil {
+			return nil, fmt.Errorf("CPU manager: reserving the CPUs of --kube-reserved and --system-reserved: %w", err)
+		}
+	}
+	m, err := cpumanager.New(topo, reserved, filepath.Join(o.DataDir, cpumanager.CheckpointFile))
+	if err != nil {
+		return nil, fmt.Errorf("CPU manager: %w", err)
+	}
+	log.Info("static CPU manager policy", "cpus", topo.All().String(), "reserved", reserved.String(), "shared", m.Shared().String())
+	return m, nil
 }
 
 // enforceNodeAllocatable limits the cgroup every pod is created under to the node's capacity

@@ -143,10 +143,22 @@ func (m *Manager) admit(ctx context.Context, pod *corev1.Pod) (bool, error) {
 	if rej == nil {
 		rej = Admit(pod, running, m.opts.Allocatable)
 	}
+	tookCPUs := false
+	if rej == nil && m.opts.CPUs != nil {
+		// The CPU manager's admission, as the kubelet's topology manager runs it: the
+		// containers that get CPUs to themselves get them now, or the pod is refused.
+		var err error
+		if tookCPUs, err = m.opts.CPUs.Admit(pod); err != nil {
+			rej = &Rejection{Reason: "UnexpectedAdmissionError", Message: fmt.Sprintf("Allocate failed due to %v, which is unexpected", err)}
+		}
+	}
 	if rej == nil {
 		m.admitted[pod.UID] = true
 	}
 	m.admitMu.Unlock()
+	if tookCPUs {
+		m.reconcileCPUs(ctx) // the shared pool's containers leave the pod's CPUs before it starts
+	}
 	if rej == nil {
 		return true, nil
 	}

@@ -36,6 +36,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/skiff-sh/skiff/agent/cgroups"
+	"github.com/skiff-sh/skiff/agent/cpumanager"
 	"github.com/skiff-sh/skiff/agent/downward"
 	"github.com/skiff-sh/skiff/agent/eviction"
 	"github.com/skiff-sh/skiff/agent/netnsdial"
@@ -67,6 +68,12 @@ type Options struct {
 	// NoCFSQuota leaves CPU limits unenforced: no CFS quota on pods or containers
 	// (--cpu-cfs-quota=false).
 	NoCFSQuota bool
+	// CPUs is the static CPU manager policy (--cpu-manager-policy static): whole CPUs to
+	// themselves for the containers of Guaranteed pods that ask for them, the shared pool
+	// for the others; nil is the none policy, every container on every CPU.
+	CPUs *cpumanager.Manager
+	// CPUReconcilePeriod is how often containers are checked to be on their CPUs (10 s).
+	CPUReconcilePeriod time.Duration
 	// Volumes materializes pod volumes; nil runs containers without them.
 	Volumes *volumes.Manager
 	// ClusterDNS are the cluster DNS servers' IPs (the kubelet's --cluster-dns), the only
@@ -140,6 +147,10 @@ type Manager struct {
 	qosShares uint64
 	// cgroupMounts are the cgroup hierarchies, read once: they do not change under a running agent.
 	cgroupMounts []string
+	// cpuMu serializes moving containers between CPUs; cpusApplied (under mu) is the CPU
+	// list each running container was last put on, by container ID.
+	cpuMu       sync.Mutex
+	cpusApplied map[string]string
 
 	// admitMu serializes admission, so two pods cannot both take the last of a resource.
 	admitMu  sync.Mutex
@@ -169,6 +180,7 @@ func New(client kubernetes.Interface, rt runtimeapi.RuntimeServiceClient, img ru
 	m.static = map[string]*corev1.Pod{}
 	m.admitted = map[types.UID]bool{}
 	m.cgroupMounts = cgroups.Mounts()
+	m.cpusApplied = map[string]string{}
 	m.loop = loop.New("pods", m.sync, log)
 	return m
 }
@@ -196,6 +208,7 @@ func (m *Manager) Run(ctx context.Context) {
 	}
 	m.synced.Store(true)
 	go m.syncQOSPeriodically(ctx)
+	go m.reconcileCPUsPeriodically(ctx, m.opts.CPUReconcilePeriod)
 	go func() {
 		t := time.NewTicker(m.opts.ResyncPeriod)
 		defer t.Stop()
@@ -641,7 +654,7 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 				break
 			}
 			if _, err := m.runtime.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: cur.Id,
-				Linux: resources(c, m.opts.NoCFSQuota)}); err != nil {
+				Linux: m.containerResources(pod, c)}); err != nil {
 				m.recorder.Eventf(pod, corev1.EventTypeWarning, "ResizeFailed", "Resizing container %s failed: %v", c.Name, pullError(err))
 			} else {
 				m.setApplied(pod, c)
@@ -1077,9 +1090,13 @@ func (m *Manager) createAndStart(ctx context.Context, pod *corev1.Pod, pc *podCo
 		annotations[annotationTerminationPath] = path
 		annotations[annotationTerminationPolicy] = string(c.TerminationMessagePolicy)
 	}
+	if err := m.takeCPUs(ctx, pod); err != nil {
+		return &waitingError{Reason: "CreateContainerConfigError", Message: err.Error()}
+	}
 	if prev != nil {
 		_, _ = m.runtime.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: prev.Id})
 	}
+	res := m.containerResources(pod, c)
 	cfg := &runtimeapi.ContainerConfig{
 		Mounts:      mounts,
 		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: attempt},
@@ -1092,12 +1109,13 @@ func (m *Manager) createAndStart(ctx context.Context, pod *corev1.Pod, pc *podCo
 		LogPath:     filepath.Join(c.Name, fmt.Sprintf("%d.log", attempt)),
 		Labels: map[string]string{"io.kubernetes.pod.name": pod.Name, "io.kubernetes.pod.namespace": pod.Namespace,
 			"io.kubernetes.pod.uid": string(pod.UID), "io.kubernetes.container.name": c.Name, imageLabel: c.Image},
-		Linux: &runtimeapi.LinuxContainerConfig{Resources: resources(c, m.opts.NoCFSQuota), SecurityContext: securityContext(pod, c)},
+		Linux: &runtimeapi.LinuxContainerConfig{Resources: res, SecurityContext: securityContext(pod, c)},
 	}
 	created, err := m.runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: pc.sandboxID, Config: cfg, SandboxConfig: pc.cfg})
 	if err != nil {
 		return &waitingError{Reason: "CreateContainerError", Message: pullError(err).Error()}
 	}
+	m.setCPUsApplied(created.ContainerId, res.CpusetCpus)
 	m.recorder.Eventf(pod, corev1.EventTypeNormal, "Created", "Created container: %s", c.Name)
 	if _, err := m.runtime.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: created.ContainerId}); err != nil {
 		return &waitingError{Reason: "RunContainerError", Message: pullError(err).Error()}
@@ -1390,6 +1408,7 @@ func (m *Manager) stopAll(ctx context.Context, uid types.UID, grace int64, pod *
 	if err := cgroups.Remove(m.cgroupMounts, m.opts.CgroupRoot, string(uid)); err != nil {
 		m.log.Warn("pod cgroup", "uid", uid, "err", err)
 	}
+	m.releaseCPUs(ctx, uid)
 	_ = m.syncQOS(nil, false)
 	m.prober.forget(string(uid))
 	if m.opts.Volumes != nil {

@@ -21,9 +21,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/cpuset"
 
 	"github.com/skiff-sh/skiff/agent"
 	"github.com/skiff-sh/skiff/agent/apiservers"
+	"github.com/skiff-sh/skiff/agent/cpumanager"
 	"github.com/skiff-sh/skiff/agent/eviction"
 	"github.com/skiff-sh/skiff/agent/imagegc"
 	"github.com/skiff-sh/skiff/agent/join"
@@ -91,6 +93,12 @@ type Agent struct {
 	PodMaxPIDs    int64
 	// CPUCFSQuota is the kubelet's --cpu-cfs-quota: enforce CPU limits with CFS quotas.
 	CPUCFSQuota bool
+	// CPUManagerPolicy ("none" or "static"), ReservedCPUs (a CPU list, "0-1,4") and
+	// CPUManagerReconcilePeriod are the kubelet's --cpu-manager-policy, --reserved-cpus and
+	// --cpu-manager-reconcile-period.
+	CPUManagerPolicy          string
+	ReservedCPUs              string
+	CPUManagerReconcilePeriod time.Duration
 }
 
 // Join is how `skiff agent` reaches the API server: a kubeconfig, or a server URL and a
@@ -214,6 +222,15 @@ func (a Agent) Options(taints []corev1.Taint) (agent.Options, error) {
 		}
 		reserved = append(reserved, rl)
 	}
+	cpuPolicy, reservedCPUs, err := a.cpuManager()
+	if err != nil {
+		return agent.Options{}, err
+	}
+	if !reservedCPUs.IsEmpty() {
+		// As the kubelet: the list stands for the cpu of --kube-reserved and --system-reserved.
+		delete(reserved[0], corev1.ResourceCPU)
+		reserved[1][corev1.ResourceCPU] = *resource.NewQuantity(int64(reservedCPUs.Size()), resource.DecimalSI)
+	}
 	enforce, err := enforceNodeAllocatable(a.EnforceNodeAllocatable)
 	if err != nil {
 		return agent.Options{}, err
@@ -230,8 +247,29 @@ func (a Agent) Options(taints []corev1.Taint) (agent.Options, error) {
 		CNIPlugin: a.CNIPlugin, ImageDirs: dirs, PodLogDir: a.PodLogDir, PodManifestPath: a.PodManifestPath, HealthzAddress: a.HealthzAddress,
 		APIAddress: fmt.Sprintf(":%d", a.Port), APIPort: a.Port, ServingCert: a.ServingCert, ServingKey: a.ServingKey, ClientCA: a.ClientCA,
 		ClusterDNS: a.ClusterDNS, ClusterDomain: a.ClusterDomain, ResolvConf: a.ResolvConf, RuntimeEndpoint: a.RuntimeEndpoint,
-		CgroupRoot: a.CgroupRoot, FlatCgroups: !a.CgroupsPerQOS, PodMaxPIDs: a.PodMaxPIDs, NoCFSQuota: !a.CPUCFSQuota, ServiceProxy: a.ServiceProxy, NetworkPolicy: a.NetworkPolicy, BGP: b,
+		CgroupRoot: a.CgroupRoot, FlatCgroups: !a.CgroupsPerQOS, PodMaxPIDs: a.PodMaxPIDs, NoCFSQuota: !a.CPUCFSQuota,
+		CPUManagerPolicy: cpuPolicy, ReservedCPUs: reservedCPUs, CPUManagerReconcilePeriod: a.CPUManagerReconcilePeriod, ServiceProxy: a.ServiceProxy, NetworkPolicy: a.NetworkPolicy, BGP: b,
 		DNS: a.DNS, DNSAddress: a.DNSAddress, DNSUpstreams: a.DNSUpstreams}, nil
+}
+
+// cpuManager reads --cpu-manager-policy, --reserved-cpus and --cpu-manager-reconcile-period.
+func (a Agent) cpuManager() (string, cpuset.CPUSet, error) {
+	policy := a.CPUManagerPolicy
+	switch policy {
+	case "", "none":
+		policy = "none"
+	case cpumanager.PolicyStatic:
+	default:
+		return "", cpuset.New(), fmt.Errorf("--cpu-manager-policy %q: want none or static", a.CPUManagerPolicy)
+	}
+	reserved, err := cpuset.Parse(strings.TrimSpace(a.ReservedCPUs))
+	if err != nil {
+		return "", cpuset.New(), fmt.Errorf("--reserved-cpus %q: want a CPU list such as 0-1,4: %w", a.ReservedCPUs, err)
+	}
+	if a.CPUManagerReconcilePeriod < 0 {
+		return "", cpuset.New(), fmt.Errorf("--cpu-manager-reconcile-period %s: must not be negative", a.CPUManagerReconcilePeriod)
+	}
+	return policy, reserved, nil
 }
 
 // enforceNodeAllocatable reads --enforce-node-allocatable: "pods" (the kubelet's default)

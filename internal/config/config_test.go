@@ -4,6 +4,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestBGPOptions(t *testing.T) {
@@ -68,13 +69,24 @@ func TestAgentOptions(t *testing.T) {
 	if o, err := (Agent{CPUCFSQuota: false}).Options(nil); err != nil || !o.NoCFSQuota {
 		t.Errorf("--cpu-cfs-quota=false: %v %v", o.NoCFSQuota, err)
 	}
+	o, err = Agent{CPUManagerPolicy: "static", ReservedCPUs: "0,2", KubeReserved: "cpu=100m,memory=256Mi", SystemReserved: "cpu=3"}.Options(nil)
+	if err != nil || o.CPUManagerPolicy != "static" || o.ReservedCPUs.String() != "0,2" {
+		t.Errorf("--cpu-manager-policy static --reserved-cpus 0,2: %q %s %v", o.CPUManagerPolicy, o.ReservedCPUs, err)
+	} else if _, kube := o.Reserved[0]["cpu"]; kube || o.Reserved[1].Cpu().MilliValue() != 2000 || o.Reserved[0].Memory().Value() != 256<<20 {
+		// The list stands for the reserved cpu: two CPUs, none of --kube-reserved's 100m.
+		t.Errorf("--reserved-cpus 0,2 in the reservations: %+v", o.Reserved)
+	}
+	if o, err := (Agent{}).Options(nil); err != nil || o.CPUManagerPolicy != "none" || !o.ReservedCPUs.IsEmpty() {
+		t.Errorf("default CPU manager policy: %q %s %v", o.CPUManagerPolicy, o.ReservedCPUs, err)
+	}
 	if o, err := (Agent{PodMaxPIDs: -1}).Options(nil); err != nil || !o.FlatCgroups {
 		t.Errorf("--cgroups-per-qos=false: %v %v", o.FlatCgroups, err)
 	}
 	for _, bad := range []Agent{{PodMaxPIDs: -2}, {EvictionHard: "memory.available>1"}, {EvictionSoft: "memory.available<1Gi"},
 		{EvictionMaxPodGracePeriod: -1}, {ImageGCHighThreshold: 50, ImageGCLowThreshold: 60},
 		{EvictionMinimumReclaim: "pid.available=100"}, {EvictionMinimumReclaim: "memory.available"},
-		{KubeReserved: "memory=lots"}, {SystemReserved: "gpu=1"}, {EnforceNodeAllocatable: "system-reserved"}, {EnforceNodeAllocatable: "all"}} {
+		{KubeReserved: "memory=lots"}, {SystemReserved: "gpu=1"}, {EnforceNodeAllocatable: "system-reserved"}, {EnforceNodeAllocatable: "all"},
+		{CPUManagerPolicy: "dynamic"}, {ReservedCPUs: "0-"}, {ReservedCPUs: "two"}, {CPUManagerReconcilePeriod: -time.Second}} {
 		if _, err := bad.Options(nil); err == nil || !strings.HasPrefix(err.Error(), "--") {
 			t.Errorf("%+v accepted or unclear: %v", bad, err)
 		}
