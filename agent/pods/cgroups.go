@@ -79,6 +79,17 @@ func (m *Manager) syncQOSPeriodically(ctx context.Context) {
 	}
 }
 
+// resizeRequested reports whether any running container's spec asks for other cpu or memory
+// than it runs with.
+func (m *Manager) resizeRequested(pod *corev1.Pod, latest map[string]*runtimeapi.Container) bool {
+	for _, c := range pod.Spec.Containers {
+		if cur := latest[c.Name]; cur != nil && cur.State == runtimeapi.ContainerState_CONTAINER_RUNNING && m.resized(pod, c) {
+			return true
+		}
+	}
+	return false
+}
+
 // resizing reports whether any running container's spec asks for other resources than it
 // runs with: the pod's cgroup follows its containers' in-place resize.
 func (m *Manager) resizing(pod *corev1.Pod, latest map[string]*runtimeapi.Container) bool {

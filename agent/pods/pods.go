@@ -151,6 +151,8 @@ type Manager struct {
 	// list each running container was last put on, by container ID.
 	cpuMu       sync.Mutex
 	cpusApplied map[string]string
+	// resizePending (under mu) are the in-place resizes the node has not taken on, by pod.
+	resizePending map[types.UID]pendingResize
 
 	// admitMu serializes admission, so two pods cannot both take the last of a resource.
 	admitMu  sync.Mutex
@@ -181,6 +183,7 @@ func New(client kubernetes.Interface, rt runtimeapi.RuntimeServiceClient, img ru
 	m.admitted = map[types.UID]bool{}
 	m.cgroupMounts = cgroups.Mounts()
 	m.cpusApplied = map[string]string{}
+	m.resizePending = map[types.UID]pendingResize{}
 	m.loop = loop.New("pods", m.sync, log)
 	return m
 }
@@ -617,7 +620,15 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 		return m.writeStatus(ctx, pod, st.Status, latest, "PodInitializing", waitErrs)
 	}
 	started := false
-	resizing := m.resizing(pod, latest)
+	// An in-place resize is taken on only once the node admits it; until then the containers
+	// keep what they run with and the pod says why (PodResizePending).
+	resizeAdmitted := true
+	if m.resizeRequested(pod, latest) {
+		resizeAdmitted = m.admitResize(pod)
+	} else {
+		m.clearResize(pod.UID)
+	}
+	resizing := resizeAdmitted && m.resizing(pod, latest)
 	if resizing {
 		// The pod's cgroup takes the larger limits before its containers do.
 		m.resizePodCgroup(pod, true)
@@ -641,7 +652,7 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 			if err := m.start(ctx, pod, pc, c, cur); err != nil && !waitErr(c.Name, err) {
 				m.log.Warn("replace container", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "err", err)
 			}
-		case cur.State == runtimeapi.ContainerState_CONTAINER_RUNNING && m.resized(pod, c):
+		case cur.State == runtimeapi.ContainerState_CONTAINER_RUNNING && m.resized(pod, c) && resizeAdmitted:
 			// In-place resize: the cgroup is updated, or, where the container's resizePolicy
 			// asks for it, the container restarted with the new resources.
 			if restartOnResize(c, m.appliedTo(pod, c)) {
@@ -1441,6 +1452,7 @@ func (m *Manager) stopAll(ctx context.Context, uid types.UID, grace int64, pod *
 			delete(m.applied, k)
 		}
 	}
+	delete(m.resizePending, uid)
 	m.mu.Unlock()
 	return nil
 }

@@ -227,6 +227,7 @@ func (m *Manager) writeStatus(ctx context.Context, pod *corev1.Pod, sb *runtimea
 	if sb != nil {
 		setCond(s, corev1.PodReadyToStartContainers, true)
 	}
+	setResizeCondition(s, m.resizeCondition(pod.UID))
 	if apiequality.Semantic.DeepEqual(stripTimes(*s), stripTimes(target.Status)) {
 		return nil
 	}

@@ -96,12 +96,12 @@ func schedStats(b *testing.B, root, uid string) sched {
 					continue
 				}
 				seen[tid] = true
-				if f := strings.Fields(readFile("/proc/"+tid+"/schedstat")); len(f) >= 2 {
+				if f := strings.Fields(readFile("/proc/" + tid + "/schedstat")); len(f) >= 2 {
 					run, _ := strconv.ParseInt(f[0], 10, 64)
 					wait, _ := strconv.ParseInt(f[1], 10, 64)
 					s.runNs, s.waitNs = s.runNs+run, s.waitNs+wait
 				}
-				sc := bufio.NewScanner(strings.NewReader(readFile("/proc/"+tid+"/sched")))
+				sc := bufio.NewScanner(strings.NewReader(readFile("/proc/" + tid + "/sched")))
 				for sc.Scan() {
 					k, v, ok := strings.Cut(sc.Text(), ":")
 					if !ok {

@@ -129,6 +129,17 @@ func TestStaticCPUManager(t *testing.T) {
 		t.Errorf("checkpoint %s (%v)", b, err)
 	}
 
+	// Its CPU cannot be resized in place: that would move it between CPUs of its own.
+	n.kubectl("", "patch", "pod", "pinned", "--subresource", "resize", "-p",
+		`{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"2"},"limits":{"cpu":"2"}}}]}}`)
+	eventually(t, 30*time.Second, "the pinned pod's resize infeasible", func() (bool, string) {
+		got := n.kubectl("", "get", "pod", "pinned", "-o", `jsonpath={range .status.conditions[?(@.type=="PodResizePending")]}{.reason}: {.message}{end}`)
+		return got == `Infeasible: Resize is infeasible for Guaranteed Pods alongside CPU Manager policy "static"`, got
+	})
+	if got := allowed("pinned"); got != pinnedWant.String() {
+		t.Errorf("pinned pod on %s after a refused resize, want %s", got, pinnedWant)
+	}
+
 	n.kubectl("", "delete", "pod", "pinned", "--grace-period=1")
 	eventually(t, 60*time.Second, "the shared pool's pods back on every CPU", func() (bool, string) {
 		e, l := allowed("early"), allowed("late")

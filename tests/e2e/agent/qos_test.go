@@ -1,8 +1,10 @@
 package agent
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -168,4 +170,81 @@ func readCgroup(cgroup string, files ...string) string {
 		}
 	}
 	return ""
+}
+
+// TestResizeDeferred resizes a pod beyond what the node has left: the node does not take it
+// on (the container keeps its CPU weight) and says why, as the kubelet does — a
+// PodResizePending condition with reason Deferred and the admission message, a
+// ResizeDeferred event — and takes it on by itself once the pod in the way is deleted.
+func TestResizeDeferred(t *testing.T) {
+	_, nsPath := framework.Netns(t)
+	n := newTestNode(t, t.TempDir(), nsPath)
+	n.untaint()
+	node, err := n.c.CoreV1().Nodes().Get(n.ctx, n.name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := node.Status.Allocatable.Cpu().MilliValue()
+	list, err := n.c.CoreV1().Pods("").List(n.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range list.Items {
+		for _, c := range p.Spec.Containers {
+			free -= c.Resources.Requests.Cpu().MilliValue()
+		}
+	}
+	req := func(milli int64) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(milli, resource.DecimalSI)}}
+	}
+	filler, small := free/2, int64(250)
+	for name, r := range map[string]corev1.ResourceRequirements{"filler": req(filler), "resized": req(small)} {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{NodeName: n.name,
+			Containers: []corev1.Container{{Name: "c", Image: "localhost/skiff/netutil:1", ImagePullPolicy: corev1.PullNever,
+				Args: []string{"sleep"}, Resources: r}}}}
+		if _, err := n.c.CoreV1().Pods("default").Create(n.ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.waitPhase("filler", corev1.PodRunning)
+	n.waitPhase("resized", corev1.PodRunning)
+	p, err := n.c.CoreV1().Pods("default").Get(n.ctx, "resized", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	container := filepath.Join(cgroups.Parent(n.s.CgroupRoot, p, true), strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://"))
+	// weighs says whether the container's CPU weight is that of milli CPUs: v1 shares or the
+	// v2 weight runc maps them to.
+	weighs := func(milli int64) (bool, string) {
+		shares := cgroups.SharesFromMilliCPU(milli)
+		got := readCgroup(container, "cpu.shares", "cpu.weight")
+		return got == strconv.FormatUint(shares, 10) || got == strconv.FormatUint(cgroups.WeightFromShares(shares), 10), got
+	}
+	if ok, got := weighs(small); !ok {
+		t.Fatalf("container weight %q, want %dm's", got, small)
+	}
+
+	big := free - filler + 100 // 100m more than is left once filler's share is taken
+	n.kubectl("", "patch", "pod", "resized", "--subresource", "resize", "-p",
+		fmt.Sprintf(`{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"%dm"}}}]}}`, big))
+	want := fmt.Sprintf("Deferred: Node didn't have enough resource: cpu, requested: %d, used: %d, capacity: %d",
+		big, node.Status.Allocatable.Cpu().MilliValue()-free+filler, node.Status.Allocatable.Cpu().MilliValue())
+	eventually(t, 30*time.Second, "the resize deferred", func() (bool, string) {
+		got := n.kubectl("", "get", "pod", "resized", "-o", `jsonpath={range .status.conditions[?(@.type=="PodResizePending")]}{.reason}: {.message}{end}`)
+		return got == want, got
+	})
+	time.Sleep(3 * time.Second) // a resync or two: still not taken on
+	if ok, got := weighs(small); !ok {
+		t.Errorf("a deferred resize reached the container: weight %q, want %dm's", got, small)
+	}
+	if ev := n.kubectl("", "get", "events", "--field-selector", "reason=ResizeDeferred,involvedObject.name=resized", "-o", "name"); ev == "" {
+		t.Error("no ResizeDeferred event")
+	}
+
+	n.kubectl("", "delete", "pod", "filler", "--grace-period=1")
+	eventually(t, 60*time.Second, "the deferred resize taken on once the filler is gone", func() (bool, string) {
+		cond := n.kubectl("", "get", "pod", "resized", "-o", `jsonpath={.status.conditions[?(@.type=="PodResizePending")].reason}`)
+		ok, got := weighs(big)
+		return cond == "" && ok, "condition " + cond + ", weight " + got
+	})
 }
