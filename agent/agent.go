@@ -47,6 +47,7 @@ import (
 	"github.com/skiff-sh/skiff/agent/ipam"
 	"github.com/skiff-sh/skiff/agent/logrotate"
 	"github.com/skiff-sh/skiff/agent/node"
+	"github.com/skiff-sh/skiff/agent/podresources"
 	"github.com/skiff-sh/skiff/agent/pods"
 	"github.com/skiff-sh/skiff/agent/pressure"
 	"github.com/skiff-sh/skiff/agent/runtime"
@@ -158,6 +159,13 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
+	}
+	// As the kubelet (--oom-score-adj -999): the kernel's OOM killer takes pods before the
+	// agent and its containerd (which inherits this), where the agent may lower its score.
+	if runtime.CanLowerOOMScores() {
+		if err := os.WriteFile("/proc/self/oom_score_adj", []byte("-999"), 0o644); err != nil {
+			log.Warn("lowering the agent's OOM score adjustment", "err", err)
+		}
 	}
 	// The kernel first: forwarding, bpffs, cgroup v2 — fixed where they are not right, and
 	// the agent stops if pod networking cannot work (it would otherwise report Ready).
@@ -356,7 +364,8 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	}
 	// What the node offers is what the downward API reports for limits a container leaves
 	// unset (the same figures the Node registered with).
-	allocatable := node.Status(nopts).Allocatable
+	nodeStatus := node.Status(nopts)
+	allocatable, memoryCapacity := nodeStatus.Allocatable, nodeStatus.Capacity[corev1.ResourceMemory]
 	vols := volumes.New(client, dirs.Pods())
 	vols.SetNode(o.InternalIP, allocatable)
 	vols.SetLocalPathRoot(dirs.Storage())
@@ -377,8 +386,12 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	}})
 	pm := pods.New(client, runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn),
 		pods.Options{NodeName: o.NodeName, HostIP: o.InternalIP, PodLogDir: o.PodLogDir, Netns: o.Netns, CgroupRoot: o.CgroupRoot,
-			FlatCgroups: o.FlatCgroups, PodMaxPIDs: o.PodMaxPIDs, NoCFSQuota: o.NoCFSQuota, CPUs: cpus, CPUReconcilePeriod: o.CPUManagerReconcilePeriod, ClusterDNS: o.ClusterDNS, ClusterDNSService: o.DNS, ClusterDomain: o.ClusterDomain, ResolvConf: o.ResolvConf, Informers: shared,
+			FlatCgroups: o.FlatCgroups, PodMaxPIDs: o.PodMaxPIDs, NoCFSQuota: o.NoCFSQuota, CPUs: cpus, CPUReconcilePeriod: o.CPUManagerReconcilePeriod,
+			MemoryCapacity: memoryCapacity.Value(), ClusterDNS: o.ClusterDNS, ClusterDNSService: o.DNS, ClusterDomain: o.ClusterDomain, ResolvConf: o.ResolvConf, Informers: shared,
 			Volumes: vols, PodsDir: dirs.Pods(), Allocatable: allocatable, RegistryLogins: dirs.RegistryLogins(), Pressure: pressureNow}, log)
+	sup.Go(supervisor.Part{Name: "pod-resources", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
+		return (&podresources.Server{Pods: pm.ActivePods, CPUs: cpus}).Run(ctx, dirs.PodResourcesSocket())
+	}})
 	transition := o.EvictionPressureTransitionPeriod
 	if transition == 0 {
 		transition = eviction.DefaultTransitionPeriod

@@ -129,6 +129,28 @@ func (m *Manager) CPUs(uid types.UID, container string) cpuset.CPUSet {
 	return m.state.Shared(m.topo)
 }
 
+// Exclusive is the CPUs the container has to itself; empty when it runs on the shared pool.
+func (m *Manager) Exclusive(uid types.UID, container string) cpuset.CPUSet {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cpus, ok := m.state.Pods[string(uid)][container]; ok {
+		return cpus
+	}
+	return cpuset.New()
+}
+
+// HasExclusive reports whether any container of the pod has CPUs to itself.
+func (m *Manager) HasExclusive(uid types.UID) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.state.Pods[string(uid)]) > 0
+}
+
+// Allocatable is the CPUs that may be given to containers: every CPU but the reserved.
+func (m *Manager) Allocatable() cpuset.CPUSet {
+	return m.topo.All().Difference(m.state.Reserved)
+}
+
 // Shared is the shared pool.
 func (m *Manager) Shared() cpuset.CPUSet {
 	m.mu.Lock()

@@ -27,7 +27,9 @@ func (m *Manager) ensurePodCgroup(pod *corev1.Pod) error {
 
 // podResources are the pod cgroup's limits under the node's policy.
 func (m *Manager) podResources(pod *corev1.Pod) cgroups.PodResources {
-	return cgroups.ResourcesForPod(pod, cgroups.PodPolicy{MaxPIDs: m.opts.PodMaxPIDs, NoCFSQuota: m.opts.NoCFSQuota})
+	// A pod with CPUs of its own has no CFS quota on them, as its containers have none.
+	exclusive := m.opts.CPUs != nil && m.opts.CPUs.HasExclusive(pod.UID)
+	return cgroups.ResourcesForPod(pod, cgroups.PodPolicy{MaxPIDs: m.opts.PodMaxPIDs, NoCFSQuota: m.opts.NoCFSQuota || exclusive})
 }
 
 // syncQOS creates the QoS tiers and sets the burstable tier's weight to the CPU its active

@@ -7,14 +7,22 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/skiff-sh/skiff/agent/cgroups"
 )
 
-// containerResources are the cgroup settings a container runs with (resources), and under
-// the static CPU manager policy the CPUs it runs on: its own, or the shared pool.
+// containerResources are the cgroup settings a container runs with (resources), its OOM
+// score adjustment, and under the static CPU manager policy the CPUs it runs on: its own,
+// with no CFS quota (as the kubelet since 1.33: the CPUs are its alone, a quota would only
+// throttle it on them), or the shared pool.
 func (m *Manager) containerResources(pod *corev1.Pod, c corev1.Container) *runtimeapi.LinuxContainerResources {
 	r := resources(c, m.opts.NoCFSQuota)
+	r.OomScoreAdj = oomScoreAdj(pod, &c, m.opts.MemoryCapacity)
 	if m.opts.CPUs != nil {
 		r.CpusetCpus = m.opts.CPUs.CPUs(pod.UID, c.Name).String()
+		if !m.opts.CPUs.Exclusive(pod.UID, c.Name).IsEmpty() {
+			r.CpuPeriod, r.CpuQuota = cgroups.CPUPeriod, -1
+		}
 	}
 	return r
 }
@@ -75,6 +83,9 @@ func (m *Manager) reconcileCPUsPeriodically(ctx context.Context, period time.Dur
 // shared pool follows the pool as it shrinks and grows. A container the runtime refuses to
 // move is logged and tried again next time.
 func (m *Manager) reconcileCPUs(ctx context.Context) {
+	if !m.synced.Load() {
+		return // no pods to tell live from gone yet; the periodic run comes once they are
+	}
 	m.cpuMu.Lock()
 	defer m.cpuMu.Unlock()
 	pods, err := m.lister.List(everything())
@@ -117,8 +128,7 @@ func (m *Manager) reconcileCPUs(ctx context.Context) {
 		}
 		c := m.containerSpec(pod, rc.Metadata.Name)
 		c.Resources = m.appliedTo(pod, c)
-		r := resources(c, m.opts.NoCFSQuota)
-		r.CpusetCpus = want
+		r := m.containerResources(pod, c)
 		if _, err := m.runtime.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: rc.Id, Linux: r}); err != nil {
 			m.log.Warn("CPU manager: moving a container", "pod", pod.Namespace+"/"+pod.Name, "container", rc.Metadata.Name, "cpus", want, "err", err)
 			continue

@@ -72,6 +72,9 @@ type Options struct {
 	// themselves for the containers of Guaranteed pods that ask for them, the shared pool
 	// for the others; nil is the none policy, every container on every CPU.
 	CPUs *cpumanager.Manager
+	// MemoryCapacity is the node's memory in bytes, against which a Burstable container's
+	// OOM score adjustment is reckoned.
+	MemoryCapacity int64
 	// CPUReconcilePeriod is how often containers are checked to be on their CPUs (10 s).
 	CPUReconcilePeriod time.Duration
 	// Volumes materializes pod volumes; nil runs containers without them.

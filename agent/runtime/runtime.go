@@ -45,7 +45,31 @@ type Options struct {
 	// hosts.toml files (<dir>/<host[:port]>/hosts.toml, containerd's certs.d layout), read at
 	// each pull, so registries (plain-HTTP ones included) can be added without a restart.
 	RegistryConfigDir string
+	// LowerOOMScores lets containerd give containers OOM score adjustments below its own (a
+	// Guaranteed pod's -997), which takes CAP_SYS_RESOURCE; without it they are raised to
+	// containerd's own (restrict_oom_score_adj), or sandboxes could not start. Start sets it
+	// from the agent's capabilities (CanLowerOOMScores).
+	LowerOOMScores bool
 }
+
+// CanLowerOOMScores reports whether this process holds CAP_SYS_RESOURCE, which lowering an
+// OOM score adjustment below its own takes (a root in a container may lack it).
+func CanLowerOOMScores() bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && caps&(1<<capSysResource) != 0
+		}
+	}
+	return false
+}
+
+// capSysResource is CAP_SYS_RESOURCE's bit.
+const capSysResource = 24
 
 // Config renders containerd's configuration.
 func Config(o Options) string {
@@ -58,9 +82,9 @@ state = %q
 
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = %q
-  # These machines lack CAP_SYS_RESOURCE: without this RunPodSandbox fails ("can't get final
-  # child's PID from pipe").
-  restrict_oom_score_adj = true
+  # Without CAP_SYS_RESOURCE (a root in a container) lower scores fail RunPodSandbox ("can't
+  # get final child's PID from pipe"): raise them to containerd's own instead.
+  restrict_oom_score_adj = %t
   enable_selinux = false
 
 [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
@@ -73,7 +97,7 @@ state = %q
   bin_dir = %q
   conf_dir = %q
   max_conf_num = 1
-`, filepath.Join(o.Dir, "root"), filepath.Join(o.Dir, "state"), Socket(o), o.SandboxImage, o.CNIBinDir, o.CNIConfDir)
+`, filepath.Join(o.Dir, "root"), filepath.Join(o.Dir, "state"), Socket(o), o.SandboxImage, !o.LowerOOMScores, o.CNIBinDir, o.CNIConfDir)
 	if o.RegistryConfigDir != "" {
 		c += fmt.Sprintf(`
 [plugins."io.containerd.grpc.v1.cri".registry]
@@ -111,6 +135,7 @@ func Start(ctx context.Context, o Options, log *slog.Logger) (*Containerd, error
 			}
 		}
 	}
+	o.LowerOOMScores = CanLowerOOMScores()
 	if err := os.WriteFile(filepath.Join(o.Dir, "config.toml"), []byte(Config(o)), 0o644); err != nil {
 		return nil, err
 	}

@@ -25,6 +25,9 @@ func TestConfig(t *testing.T) {
 			t.Errorf("config lacks %q:\n%s", want, c)
 		}
 	}
+	if c := Config(Options{LowerOOMScores: true}); !strings.Contains(c, "restrict_oom_score_adj = false") {
+		t.Errorf("a containerd that may lower OOM scores restricts them:\n%s", c)
+	}
 	if strings.Contains(c, "config_path") {
 		t.Errorf("config_path set without a registry config dir:\n%s", c)
 	}

@@ -74,6 +74,12 @@ func (a Agent) BFDSessions() string { return filepath.Join(a.Dir, "bfd-sessions.
 // Pods holds each pod's volumes.
 func (a Agent) Pods() string { return filepath.Join(a.Dir, "pods") }
 
+// PodResourcesSocket serves the pod resources API (the kubelet's
+// /var/lib/kubelet/pod-resources/kubelet.sock).
+func (a Agent) PodResourcesSocket() string {
+	return filepath.Join(a.Dir, "pod-resources", "kubelet.sock")
+}
+
 // Storage holds the local-path volumes provisioned on this node, one directory each.
 func (a Agent) Storage() string { return filepath.Join(a.Dir, "storage") }
 

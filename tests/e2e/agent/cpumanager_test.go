@@ -4,13 +4,17 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 	"k8s.io/utils/cpuset"
 
 	"github.com/skiff-sh/skiff/agent/cgroups"
@@ -127,6 +131,34 @@ func TestStaticCPUManager(t *testing.T) {
 	if err := json.Unmarshal(b, &cp); err != nil || cp.PolicyName != "static" || cp.DefaultCPUSet != shared.String() ||
 		len(cp.Entries) != 1 || cp.Entries[string(pinned.UID)]["c"] != pinnedWant.String() {
 		t.Errorf("checkpoint %s (%v)", b, err)
+	}
+
+	// The pod resources API tells node agents the same, as the kubelet's does.
+	conn, err := grpc.NewClient("unix://"+filepath.Join(dir, "agent", "pod-resources", "kubelet.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	pr := podresourcesv1.NewPodResourcesListerClient(conn)
+	list, err := pr.List(n.ctx, &podresourcesv1.ListPodResourcesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exclusive := map[string]string{}
+	for _, p := range list.PodResources {
+		for _, c := range p.Containers {
+			var ids []int
+			for _, id := range c.CpuIds {
+				ids = append(ids, int(id))
+			}
+			exclusive[p.Name] = cpuset.New(ids...).String()
+		}
+	}
+	if want := map[string]string{"early": "", "pinned": pinnedWant.String(), "late": ""}; !reflect.DeepEqual(exclusive, want) {
+		t.Errorf("pod resources List: %v, want %v", exclusive, want)
+	}
+	if alloc, err := pr.GetAllocatableResources(n.ctx, &podresourcesv1.AllocatableResourcesRequest{}); err != nil || len(alloc.CpuIds) != all.Size()-1 {
+		t.Errorf("pod resources GetAllocatableResources: %v %v, want every CPU but %s", alloc, err, reserved)
 	}
 
 	// Its CPU cannot be resized in place: that would move it between CPUs of its own.

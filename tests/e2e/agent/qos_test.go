@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/skiff-sh/skiff/agent/cgroups"
+	"github.com/skiff-sh/skiff/agent/runtime"
 	"github.com/skiff-sh/skiff/tests/e2e/framework"
 )
 
@@ -93,6 +94,38 @@ func TestPodCgroupsPerQOS(t *testing.T) {
 	container := filepath.Join(b, strings.TrimPrefix(bp.Status.ContainerStatuses[0].ContainerID, "containerd://"))
 	if procs := readCgroup(container, "cgroup.procs"); procs == "" {
 		t.Errorf("no process in the burstable pod's container cgroup %s", container)
+	}
+
+	// The kernel's OOM killer takes BestEffort pods first and Guaranteed ones last, a Burstable
+	// container by the share of the node's memory it requests, as the kubelet sets them.
+	node, err := n.c.CoreV1().Nodes().Get(n.ctx, n.name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	burstableAdj := 1000 - 1000*(32<<20)/node.Status.Capacity.Memory().Value()
+	guaranteedAdj := int64(-997)
+	if !runtime.CanLowerOOMScores() {
+		// Without CAP_SYS_RESOURCE (a root in a container, as CI's) containerd raises scores
+		// below its own to its own, which the agent could not lower either.
+		guaranteedAdj = 0
+	}
+	for name, want := range map[string]int64{"guaranteed": guaranteedAdj, "besteffort": 1000, "burstable": burstableAdj} {
+		p, err := n.c.CoreV1().Pods("default").Get(n.ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctr := filepath.Join(cgroups.Parent(root, p, true), strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://"))
+		procs := strings.Fields(readCgroup(ctr, "cgroup.procs"))
+		if len(procs) == 0 {
+			t.Fatalf("no process in %s's container", name)
+		}
+		b, err := os.ReadFile("/proc/" + procs[0] + "/oom_score_adj")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(string(b)); got != strconv.FormatInt(want, 10) {
+			t.Errorf("%s container's oom_score_adj %s, want %d", name, got, want)
+		}
 	}
 
 	// Resized up: the pod's quota first, then the container's.
