@@ -129,7 +129,7 @@ func (m *Manager) admit(ctx context.Context, pod *corev1.Pod) (bool, error) {
 			continue
 		}
 		if m.admitted[p.UID] || p.Status.StartTime != nil {
-			running = append(running, p)
+			running = append(running, m.allocatedPod(p)) // a resize it waits for is not its yet
 		}
 	}
 	var rej *Rejection

@@ -143,6 +143,11 @@ func (m *Manager) ActivePods() []*corev1.Pod {
 	}
 	m.admitMu.Lock()
 	defer m.admitMu.Unlock()
+	return m.activeOf(pods)
+}
+
+// activeOf picks the active pods out of pods; the caller holds admitMu.
+func (m *Manager) activeOf(pods []*corev1.Pod) []*corev1.Pod {
 	var out []*corev1.Pod
 	for _, p := range pods {
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.DeletionTimestamp != nil || m.eviction(p.UID) != nil {

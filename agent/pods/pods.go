@@ -156,6 +156,9 @@ type Manager struct {
 	cpusApplied map[string]string
 	// resizePending (under mu) are the in-place resizes the node has not taken on, by pod.
 	resizePending map[types.UID]pendingResize
+	// allocated (under mu) are the resources of admitted resizes, by pod UID/container, from
+	// their admission until their containers run with them (then applied says the same).
+	allocated map[string]corev1.ResourceRequirements
 
 	// admitMu serializes admission, so two pods cannot both take the last of a resource.
 	admitMu  sync.Mutex
@@ -187,6 +190,7 @@ func New(client kubernetes.Interface, rt runtimeapi.RuntimeServiceClient, img ru
 	m.cgroupMounts = cgroups.Mounts()
 	m.cpusApplied = map[string]string{}
 	m.resizePending = map[types.UID]pendingResize{}
+	m.allocated = map[string]corev1.ResourceRequirements{}
 	m.loop = loop.New("pods", m.sync, log)
 	return m
 }
@@ -629,7 +633,7 @@ func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
 	if m.resizeRequested(pod, latest) {
 		resizeAdmitted = m.admitResize(pod)
 	} else {
-		m.clearResize(pod.UID)
+		m.noResize(pod.UID)
 	}
 	resizing := resizeAdmitted && m.resizing(pod, latest)
 	if resizing {
@@ -1077,6 +1081,10 @@ func (m *Manager) createAndStart(ctx context.Context, pod *corev1.Pod, pc *podCo
 	if prev != nil {
 		attempt = prev.Metadata.Attempt + 1
 	}
+	if m.resizeCondition(pod.UID) != nil {
+		// A resize the node has not taken on does not reach a restarted container either.
+		c.Resources = m.appliedTo(pod, c)
+	}
 	envs, err := m.containerEnv(ctx, pod, c, pc.ips)
 	if err != nil {
 		return &waitingError{Reason: "CreateContainerConfigError", Message: err.Error()}
@@ -1456,6 +1464,11 @@ func (m *Manager) stopAll(ctx context.Context, uid types.UID, grace int64, pod *
 		}
 	}
 	delete(m.resizePending, uid)
+	for k := range m.allocated {
+		if strings.HasPrefix(k, string(uid)+"/") {
+			delete(m.allocated, k)
+		}
+	}
 	m.mu.Unlock()
 	return nil
 }

@@ -1,8 +1,13 @@
 package pods
 
 import (
+	"slices"
+	"strings"
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/skiff-sh/skiff/internal/podqos"
 )
@@ -32,47 +37,192 @@ func AdmitResize(pod *corev1.Pod, allocated func(c corev1.Container) corev1.Reso
 	return nil
 }
 
-// admitResize decides the pod's pending resize against the node's other active pods as
-// allocated (a pod whose own resize waits counts with what it runs with), records the
-// outcome for the pod's status (a PodResizePending condition while it waits) and, when it
-// changes, reports it as the kubelet's ResizeDeferred or ResizeInfeasible event.
+// admitResize decides the pod's pending resize, and every other resize waiting on the node,
+// in the kubelet's order (resizeFirst), against the node's active pods as allocated: the
+// first that fit are allocated (those of other pods are synced to be carried out), the rest
+// wait with a PodResizePending condition, reported when it changes by the kubelet's
+// ResizeDeferred or ResizeInfeasible event. It reports whether the pod's own was allocated.
+// Admission holds the same lock, so two pods cannot both take the last of a resource.
 func (m *Manager) admitResize(pod *corev1.Pod) bool {
-	var others []*corev1.Pod
-	for _, p := range m.ActivePods() {
-		if p.UID != pod.UID {
-			others = append(others, m.allocatedPod(p))
+	if !m.synced.Load() {
+		return false
+	}
+	pods, err := m.lister.List(everything())
+	if err != nil {
+		return false
+	}
+	m.admitMu.Lock()
+	defer m.admitMu.Unlock()
+	if m.allocatedAsSpec(pod) {
+		m.clearResize(pod.UID) // allocated already, in another pod's pass
+		return true
+	}
+	active := m.activeOf(pods)
+	var waiting []resizeCandidate
+	for _, p := range active {
+		if p.UID == pod.UID {
+			continue
+		}
+		if since, ok := m.pendingSince(p.UID); ok && !m.allocatedAsSpec(p) {
+			waiting = append(waiting, resizeCandidate{pod: p, increasing: m.increasesRequests(p), since: since})
 		}
 	}
-	rej := AdmitResize(pod, func(c corev1.Container) corev1.ResourceRequirements { return m.appliedTo(pod, c) },
-		others, m.opts.Allocatable, m.opts.CPUs != nil)
-	m.mu.Lock()
-	prev, had := m.resizePending[pod.UID]
-	if rej == nil {
-		delete(m.resizePending, pod.UID)
-	} else {
-		m.resizePending[pod.UID] = pendingResize{Rejection: *rej, generation: pod.Generation}
+	since, ok := m.pendingSince(pod.UID)
+	if !ok {
+		since = time.Now()
 	}
-	m.mu.Unlock()
-	if rej != nil && (!had || prev.Rejection != *rej || prev.generation != pod.Generation) {
-		event := "ResizeDeferred"
-		if rej.Reason == corev1.PodReasonInfeasible {
-			event = "ResizeInfeasible"
+	waiting = append(waiting, resizeCandidate{pod: pod, increasing: m.increasesRequests(pod), since: since})
+	slices.SortStableFunc(waiting, resizeFirst)
+	admitted := false
+	for _, c := range waiting {
+		var others []*corev1.Pod
+		for _, p := range active {
+			if p.UID != c.pod.UID {
+				others = append(others, m.allocatedPod(p))
+			}
 		}
-		m.recorder.Eventf(pod, corev1.EventTypeWarning, event, "Pod resize %s: %s", rej.Reason, rej.Message)
+		p := c.pod
+		rej := AdmitResize(p, func(ctr corev1.Container) corev1.ResourceRequirements { return m.allocatedTo(p, ctr) },
+			others, m.opts.Allocatable, m.opts.CPUs != nil)
+		if rej == nil {
+			m.allocate(p)
+			m.clearResize(p.UID)
+			if p.UID == pod.UID {
+				admitted = true
+			} else {
+				m.loop.Add(p.Namespace + "/" + p.Name)
+			}
+			continue
+		}
+		m.mu.Lock()
+		prev, had := m.resizePending[p.UID]
+		m.resizePending[p.UID] = pendingResize{Rejection: *rej, generation: p.Generation, since: c.since}
+		m.mu.Unlock()
+		if !had || prev.Rejection != *rej || prev.generation != p.Generation {
+			event := "ResizeDeferred"
+			if rej.Reason == corev1.PodReasonInfeasible {
+				event = "ResizeInfeasible"
+			}
+			m.recorder.Eventf(p, corev1.EventTypeWarning, event, "Pod resize %s: %s", rej.Reason, rej.Message)
+		}
 	}
-	return rej == nil
+	return admitted
 }
 
-// pendingResize is a resize the node has not taken on, and the pod generation it is for.
+// resizeCandidate is a pod whose resize waits to be allocated.
+type resizeCandidate struct {
+	pod *corev1.Pod
+	// increasing: the resize raises a request (one that does not, always fits).
+	increasing bool
+	// since the resize has been waiting.
+	since time.Time
+}
+
+// resizeFirst orders waiting resizes as the kubelet retries them: those that raise no
+// request first (they always fit), then by pod priority, then Guaranteed before Burstable,
+// then the longest waiting. It does no I/O.
+func resizeFirst(a, b resizeCandidate) int {
+	if a.increasing != b.increasing {
+		if !a.increasing {
+			return -1
+		}
+		return 1
+	}
+	pa, pb := ptr.Deref(a.pod.Spec.Priority, 0), ptr.Deref(b.pod.Spec.Priority, 0)
+	if pa != pb {
+		if pa > pb {
+			return -1
+		}
+		return 1
+	}
+	ga, gb := podqos.Of(a.pod) == corev1.PodQOSGuaranteed, podqos.Of(b.pod) == corev1.PodQOSGuaranteed
+	if ga != gb {
+		if ga {
+			return -1
+		}
+		return 1
+	}
+	return a.since.Compare(b.since)
+}
+
+// increasesRequests reports whether the pod's spec requests more cpu or memory for any
+// container than it was allocated.
+func (m *Manager) increasesRequests(p *corev1.Pod) bool {
+	for _, c := range p.Spec.Containers {
+		alloc := m.allocatedTo(p, c)
+		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			if q, ok := c.Resources.Requests[r]; ok && q.Cmp(alloc.Requests[r]) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// pendingSince is when the pod's resize began to wait, if it does.
+func (m *Manager) pendingSince(uid types.UID) (time.Time, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, ok := m.resizePending[uid]
+	return p.since, ok
+}
+
+// allocate records the pod's spec resources as its allocation: its resize was admitted.
+func (m *Manager) allocate(p *corev1.Pod) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, c := range p.Spec.Containers {
+		m.allocated[string(p.UID)+"/"+c.Name] = *c.Resources.DeepCopy()
+	}
+}
+
+// allocatedTo is what the container was allocated: its admitted resize, else what it runs
+// with.
+func (m *Manager) allocatedTo(p *corev1.Pod, c corev1.Container) corev1.ResourceRequirements {
+	m.mu.Lock()
+	r, ok := m.allocated[string(p.UID)+"/"+c.Name]
+	m.mu.Unlock()
+	if ok {
+		return r
+	}
+	return m.appliedTo(p, c)
+}
+
+// allocatedAsSpec reports whether every container's allocation is what its spec asks for.
+func (m *Manager) allocatedAsSpec(p *corev1.Pod) bool {
+	for _, c := range p.Spec.Containers {
+		if !sameCPUMemory(m.allocatedTo(p, c), c.Resources) {
+			return false
+		}
+	}
+	return true
+}
+
+// pendingResize is a resize the node has not taken on, the pod generation it is for, and
+// since when it waits.
 type pendingResize struct {
 	Rejection
 	generation int64
+	since      time.Time
 }
 
-// clearResize forgets a pod's pending resize: its spec is back to what it runs with.
+// clearResize forgets a pod's pending resize: it was allocated.
 func (m *Manager) clearResize(uid types.UID) {
 	m.mu.Lock()
 	delete(m.resizePending, uid)
+	m.mu.Unlock()
+}
+
+// noResize forgets a pod's pending resize and allocation: its spec is back to what it runs
+// with.
+func (m *Manager) noResize(uid types.UID) {
+	m.mu.Lock()
+	delete(m.resizePending, uid)
+	for k := range m.allocated {
+		if strings.HasPrefix(k, string(uid)+"/") {
+			delete(m.allocated, k)
+		}
+	}
 	m.mu.Unlock()
 }
 
@@ -93,7 +243,7 @@ func (m *Manager) resizeCondition(uid types.UID) *corev1.PodCondition {
 func (m *Manager) allocatedPod(p *corev1.Pod) *corev1.Pod {
 	out := p.DeepCopy()
 	for i := range out.Spec.Containers {
-		out.Spec.Containers[i].Resources = m.appliedTo(p, p.Spec.Containers[i])
+		out.Spec.Containers[i].Resources = m.allocatedTo(p, p.Spec.Containers[i])
 	}
 	return out
 }

@@ -1,10 +1,13 @@
 package pods
 
 import (
+	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestAdmitResize(t *testing.T) {
@@ -46,5 +49,36 @@ func TestAdmitResize(t *testing.T) {
 				t.Errorf("AdmitResize = %+v, want %+v", got, c.want)
 			}
 		})
+	}
+}
+
+// TestResizeFirst orders waiting resizes as upstream's pod-resize-retry-deferred-test-2 expects
+// them taken on: a resize that frees resources first, then the high-priority pod, then the
+// Guaranteed one, then the longest waiting.
+func TestResizeFirst(t *testing.T) {
+	t0 := time.Now()
+	pod := func(name string, priority int32, guaranteed bool) *corev1.Pod {
+		r := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}
+		if guaranteed {
+			r.Requests[corev1.ResourceMemory] = resource.MustParse("100Mi")
+			r.Limits = r.Requests.DeepCopy()
+		}
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{Priority: &priority,
+			Containers: []corev1.Container{{Name: "c", Resources: r}}}}
+	}
+	waiting := []resizeCandidate{
+		{pod: pod("pod5", 0, false), increasing: true, since: t0.Add(3 * time.Second)},
+		{pod: pod("pod4", 0, false), increasing: true, since: t0},
+		{pod: pod("pod3", 0, true), increasing: true, since: t0.Add(time.Second)},
+		{pod: pod("pod2", 1000, false), increasing: true, since: t0.Add(2 * time.Second)},
+		{pod: pod("shrinking", 0, false), increasing: false, since: t0.Add(4 * time.Second)},
+	}
+	slices.SortStableFunc(waiting, resizeFirst)
+	var got []string
+	for _, c := range waiting {
+		got = append(got, c.pod.Name)
+	}
+	if want := []string{"shrinking", "pod2", "pod3", "pod4", "pod5"}; !slices.Equal(got, want) {
+		t.Errorf("order %v, want %v", got, want)
 	}
 }

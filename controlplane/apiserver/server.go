@@ -519,6 +519,13 @@ func newServer(o Options, log *slog.Logger, layout pki.Layout, etcdTLS storageba
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("pod security admission: %w", err)
 	}
+	nodeOf := func(ctx context.Context, name string) (*corev1.Node, error) {
+		obj, err := getNode(ctx, "", name)
+		if err != nil {
+			return nil, err
+		}
+		return obj.(*corev1.Node), nil
+	}
 	cfg.AdmissionControl = admission.Chain(namespaceOf, &admission.NodeRestriction{
 		Pods: func(ctx context.Context, ns, name string) (*corev1.Pod, error) {
 			obj, err := getPod(ctx, ns, name)
@@ -527,13 +534,7 @@ func newServer(o Options, log *slog.Logger, layout pki.Layout, etcdTLS storageba
 			}
 			return obj.(*corev1.Pod), nil
 		},
-		Nodes: func(ctx context.Context, name string) (*corev1.Node, error) {
-			obj, err := getNode(ctx, "", name)
-			if err != nil {
-				return nil, err
-			}
-			return obj.(*corev1.Node), nil
-		},
+		Nodes: nodeOf,
 		ServiceAccounts: func(ctx context.Context, ns, name string) (*corev1.ServiceAccount, error) {
 			obj, err := getAccount(ctx, ns, name)
 			if err != nil {
@@ -551,7 +552,7 @@ func newServer(o Options, log *slog.Logger, layout pki.Layout, etcdTLS storageba
 	}}, admissionClasses(stores), admission.LimitRanger{List: limitRanges(coreStores["limitranges"].(rest.Lister))},
 		// Upstream's order: CEL policies, then webhooks, mutate after the built-in plugins;
 		// CEL policies, then webhooks, validate last but quota.
-		podSecurity, admission.Signers{Authorizer: az.authorizer}, extensions.mutatingPolicies, extensions.mutatingWebhooks, extensions.policies, extensions.validatingWebhooks, quotaAdmission)
+		podSecurity, admission.PodResizeValidator{Nodes: nodeOf}, admission.Signers{Authorizer: az.authorizer}, extensions.mutatingPolicies, extensions.mutatingWebhooks, extensions.policies, extensions.validatingWebhooks, quotaAdmission)
 
 	// CustomResourceDefinitions: apiextensions-apiserver behind the main server, sharing its
 	// aggregated discovery.

@@ -97,6 +97,18 @@ func TestStaticCPUManager(t *testing.T) {
 	if got := allowed("pinned"); got != pinnedWant.String() {
 		t.Errorf("pinned pod on %s, want %s to itself", got, pinnedWant)
 	}
+	// Its CPU is its own: no CFS quota throttles it there, on its container or its pod.
+	pinnedPod, err := n.c.CoreV1().Pods("default").Get(n.ctx, "pinned", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	podCgroup := cgroups.Parent(n.s.CgroupRoot, pinnedPod, true)
+	for what, cg := range map[string]string{"pod": podCgroup,
+		"container": filepath.Join(podCgroup, strings.TrimPrefix(pinnedPod.Status.ContainerStatuses[0].ContainerID, "containerd://"))} {
+		if q := readCgroup(cg, "cpu.cfs_quota_us", "cpu.max"); q != "-1" && !strings.HasPrefix(q, "max") {
+			t.Errorf("pinned %s's CPU quota %q, want none", what, q)
+		}
+	}
 	// No waiting: the early pod left the CPU before the pinned pod started.
 	if got := allowed("early"); got != shared.String() {
 		t.Errorf("early pod on %s once a CPU is pinned, want the shared pool %s", got, shared)
@@ -163,7 +175,7 @@ func TestStaticCPUManager(t *testing.T) {
 
 	// Its CPU cannot be resized in place: that would move it between CPUs of its own.
 	n.kubectl("", "patch", "pod", "pinned", "--subresource", "resize", "-p",
-		`{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"2"},"limits":{"cpu":"2"}}}]}}`)
+		`{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"500m"},"limits":{"cpu":"500m"}}}]}}`)
 	eventually(t, 30*time.Second, "the pinned pod's resize infeasible", func() (bool, string) {
 		got := n.kubectl("", "get", "pod", "pinned", "-o", `jsonpath={range .status.conditions[?(@.type=="PodResizePending")]}{.reason}: {.message}{end}`)
 		return got == `Infeasible: Resize is infeasible for Guaranteed Pods alongside CPU Manager policy "static"`, got

@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -255,6 +256,15 @@ func TestResizeDeferred(t *testing.T) {
 	}
 	if ok, got := weighs(small); !ok {
 		t.Fatalf("container weight %q, want %dm's", got, small)
+	}
+
+	// Beyond the whole node, the API refuses the resize at once (PodResizeValidator).
+	allocatable := node.Status.Allocatable.Cpu().MilliValue()
+	cmd := exec.CommandContext(n.ctx, framework.Kubectl(t, 33), "--kubeconfig", n.s.Kubeconfig, "patch", "pod", "resized", "--subresource", "resize", "-p",
+		fmt.Sprintf(`{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"%dm"}}}]}}`, allocatable+1000))
+	out, err := cmd.CombinedOutput()
+	if want := fmt.Sprintf("node didn't have enough allocatable resources: cpu, requested: %d, allocatable: %d", allocatable+1000, allocatable); err == nil || !strings.Contains(string(out), want) || !strings.Contains(string(out), "Forbidden") {
+		t.Errorf("a resize beyond the node: %v %s, want Forbidden: %s", err, out, want)
 	}
 
 	big := free - filler + 100 // 100m more than is left once filler's share is taken
