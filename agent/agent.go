@@ -67,6 +67,9 @@ import (
 type Options struct {
 	// DataDir holds containerd's state, the CNI binaries and config, IPAM and the socket.
 	DataDir string
+	// Parts are the process's own long-running parts (its garbage collector tuner, for
+	// `skiff agent`), run under the agent's supervisor.
+	Parts []supervisor.Part
 	// NodeName and InternalIP identify the node.
 	NodeName, InternalIP string
 	// Taints are set when the node registers, Labels added to the standard ones
@@ -270,6 +273,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		Annotations: map[string]string{volumes.LocalPathRootAnnotation: dirs.Storage()}}
 	if _, err := node.Register(ctx, client, nopts, log); err != nil {
 		return err
+	}
+	for _, p := range o.Parts {
+		sup.Go(p)
 	}
 	sup.Go(supervisor.Part{Name: "node-lease", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
 		node.Heartbeat(ctx, client, nopts, log)

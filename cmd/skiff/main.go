@@ -31,6 +31,7 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/scheduler"
 	"github.com/skiff-sh/skiff/images"
 	"github.com/skiff-sh/skiff/internal/config"
+	"github.com/skiff-sh/skiff/internal/gctune"
 	"github.com/skiff-sh/skiff/internal/layout"
 	"github.com/skiff-sh/skiff/internal/version"
 )
@@ -116,6 +117,7 @@ func serverCommand(use, short string) *cobra.Command {
 	fs.DurationVar(&f.Compaction, "etcd-compaction-interval", 5*time.Minute, "how often the API server compacts etcd")
 	fs.DurationVar(&f.MetricResolution, "metric-resolution", 15*time.Second, "how often node agents are read for metrics.k8s.io (kubectl top, HPAs), as metrics-server's flag")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.IntVar(&f.IdleGCPercent, "idle-gc-percent", gctune.DefaultIdlePercent, "garbage collector target (GOGC) while the process is idle; Go's default (100) comes back within a quarter of a second of load (0: Go's default always; GOGC in the environment also turns this off)")
 	if use == "server" {
 		fs.BoolVar(&f.DisableAgent, "disable-agent", false, "do not run a node agent beside the control plane")
 		addControllerManagerFlags(fs, &f.ControllerManager)
@@ -365,6 +367,7 @@ func agentCommand() *cobra.Command {
 	fs.StringVar(&j.Kubeconfig, "kubeconfig", "", "kubeconfig to reach the API server instead of joining (default <data-dir>/node.kubeconfig)")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	addAgentFlags(fs, &f, "")
+	fs.IntVar(&f.IdleGCPercent, "idle-gc-percent", gctune.DefaultIdlePercent, "garbage collector target (GOGC) while the process is idle; Go's default (100) comes back within a quarter of a second of load (0: Go's default always; GOGC in the environment also turns this off)")
 	return cmd
 }
 

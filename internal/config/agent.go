@@ -33,8 +33,10 @@ import (
 	"github.com/skiff-sh/skiff/agent/node"
 	"github.com/skiff-sh/skiff/bgp"
 	bgpconfig "github.com/skiff-sh/skiff/bgp/config"
+	"github.com/skiff-sh/skiff/internal/gctune"
 	"github.com/skiff-sh/skiff/internal/hostaddr"
 	"github.com/skiff-sh/skiff/internal/layout"
+	"github.com/skiff-sh/skiff/internal/supervisor"
 )
 
 // Agent is a node agent's configuration, shared by `skiff agent` and `skiff server`.
@@ -99,6 +101,9 @@ type Agent struct {
 	CPUManagerPolicy          string
 	ReservedCPUs              string
 	CPUManagerReconcilePeriod time.Duration
+	// IdleGCPercent is the garbage collector's target while `skiff agent` is idle (see
+	// internal/gctune; 0: Go's default always). The server's own agent shares the server's.
+	IdleGCPercent int
 }
 
 // Join is how `skiff agent` reaches the API server: a kubeconfig, or a server URL and a
@@ -301,6 +306,10 @@ func RunAgent(ctx context.Context, a Agent, j Join, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	tuner, err := gctune.New(a.IdleGCPercent, log)
+	if err != nil {
+		return err
+	}
 	paths := join.Paths(a.DataDir)
 	token := j.Token
 	if j.TokenFile != "" && token == "" {
@@ -351,6 +360,9 @@ func RunAgent(ctx context.Context, a Agent, j Join, log *slog.Logger) error {
 	// With several servers every connection goes to one that answers.
 	if cfg, _, err = apiservers.Config(cfg, servers, log); err != nil {
 		return err
+	}
+	if tuner != nil {
+		opts.Parts = append(opts.Parts, supervisor.Part{Name: "gc-tuner", Policy: supervisor.Restart, Run: tuner.Run})
 	}
 	return agent.Run(ctx, cfg, opts, log)
 }

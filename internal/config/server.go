@@ -18,6 +18,7 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/controllermanager"
 	"github.com/skiff-sh/skiff/controlplane/encryption"
 	"github.com/skiff-sh/skiff/controlplane/scheduler"
+	"github.com/skiff-sh/skiff/internal/gctune"
 	"github.com/skiff-sh/skiff/internal/layout"
 	"github.com/skiff-sh/skiff/internal/supervisor"
 )
@@ -47,6 +48,9 @@ type Server struct {
 	// for a configuration of the operator's own.
 	SecretsEncryption        bool
 	EncryptionProviderConfig string
+	// IdleGCPercent is the garbage collector's target while the server is idle (see
+	// internal/gctune; 0: Go's default always).
+	IdleGCPercent int
 }
 
 // EncryptionConfigPath is where --secrets-encryption keeps its configuration, as k3s.
@@ -125,7 +129,14 @@ func RunServer(ctx context.Context, s Server, all bool, log *slog.Logger) error 
 			return err
 		}
 	}
+	tuner, err := gctune.New(s.IdleGCPercent, log)
+	if err != nil {
+		return err
+	}
 	sup := supervisor.New(ctx, log)
+	if tuner != nil {
+		sup.Go(supervisor.Part{Name: "gc-tuner", Policy: supervisor.Restart, Run: tuner.Run})
+	}
 	sup.Go(supervisor.Part{Name: "apiserver", Policy: supervisor.Fatal, Run: func(ctx context.Context) error {
 		return apiserver.Run(ctx, o, log)
 	}})

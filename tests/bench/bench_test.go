@@ -177,60 +177,74 @@ func rssKiB(pid int, field string) (int, error) {
 
 // BenchmarkIdle reports how long `skiff server` takes to be ready and its idle RSS (10 s after
 // ready, a minute after start, and again once the OpenAPI documents have been read), against a
-// bare Debian etcd member started in the same run (k3s's server, for scale, idles at 500+ MiB).
+// bare Debian etcd member started in the same run (k3s's server, for scale, idles at 500+ MiB),
+// and against the same server with Go's garbage collector target kept at its default
+// (`--idle-gc-percent 0`, see internal/gctune), started after it in the same run.
 func BenchmarkIdle(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		dir := b.TempDir()
 		framework.Certs(b, dir)
 		cluster := framework.StartEtcdCluster(b, filepath.Join(dir, "pki"), 1)
-		s := framework.NewServer(b, b.TempDir())
-		ready := s.Start()
-		// sample reports the server's RSS and its anonymous part (the rest is the binary's
-		// own mapped code: shared, clean, reclaimable) under names ending in suffix.
-		sample := func(suffix string) float64 {
-			rss, err := rssKiB(s.PID(), "VmRSS")
-			if err != nil {
-				b.Fatal(err)
-			}
-			anon, err := rssKiB(s.PID(), "RssAnon")
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ReportMetric(float64(rss)/1024, "MiB-rss"+suffix)
-			b.ReportMetric(float64(anon)/1024, "MiB-rss-anon"+suffix)
-			return float64(rss)
-		}
-		time.Sleep(10 * time.Second) // let start-up garbage be collected
-		skiff := sample("")
+		tuned := idleRun(b)
+		plain := idleRun(b, "--idle-gc-percent", "0")
 		etcd, err := rssKiB(cluster.PID(0), "VmRSS")
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.ReportMetric(ready.Seconds(), "s-to-ready")
-		b.ReportMetric(float64(etcd)/1024, "etcd-MiB-rss")
-		b.ReportMetric(skiff/float64(etcd), "rss/etcd-rss")
-		// A minute on, start-up's garbage has been given back (the runtime returns freed
-		// pages gradually) and the heap breathes between its live size and the GC's goal.
-		time.Sleep(50 * time.Second)
-		sample("-60s")
-		// Then as after a client that reads the OpenAPI documents (kubectl explain, Helm's
-		// validation, the conformance suite): v2 and every v3 group-version once.
-		client := s.Client(b).Discovery().RESTClient()
-		ctx := context.Background()
-		if _, err := client.Get().AbsPath("/openapi/v2").DoRaw(ctx); err != nil {
-			b.Fatal(err)
+		for _, name := range []string{"MiB-rss", "MiB-rss-anon"} {
+			for _, when := range []string{"", "-60s", "-openapi"} {
+				b.ReportMetric(tuned[name+when], name+when)
+				b.ReportMetric(tuned[name+when]/plain[name+when], name+when+"/go-default")
+			}
 		}
-		paths, err := s.Client(b).Discovery().OpenAPIV3().Paths()
+		b.ReportMetric(tuned["s-to-ready"], "s-to-ready")
+		b.ReportMetric(float64(etcd)/1024, "etcd-MiB-rss")
+		b.ReportMetric(tuned["MiB-rss"]*1024/float64(etcd), "rss/etcd-rss")
+	}
+}
+
+// idleRun starts a server with extra flags, samples its RSS and its anonymous part (the rest
+// is the binary's own mapped code: shared, clean, reclaimable) as BenchmarkIdle says, and
+// stops it.
+func idleRun(b *testing.B, extra ...string) map[string]float64 {
+	s := framework.NewServer(b, b.TempDir(), extra...)
+	ready := s.Start()
+	defer s.Stop()
+	m := map[string]float64{"s-to-ready": ready.Seconds()}
+	sample := func(suffix string) {
+		rss, err := rssKiB(s.PID(), "VmRSS")
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, gv := range paths {
-			if _, err := gv.Schema("application/json"); err != nil {
-				b.Fatal(err)
-			}
+		anon, err := rssKiB(s.PID(), "RssAnon")
+		if err != nil {
+			b.Fatal(err)
 		}
-		time.Sleep(10 * time.Second)
-		sample("-openapi")
-		s.Stop()
+		m["MiB-rss"+suffix], m["MiB-rss-anon"+suffix] = float64(rss)/1024, float64(anon)/1024
 	}
+	time.Sleep(10 * time.Second) // let start-up garbage be collected
+	sample("")
+	// A minute on, start-up's garbage has been given back (the runtime returns freed
+	// pages gradually) and the heap breathes between its live size and the GC's goal.
+	time.Sleep(50 * time.Second)
+	sample("-60s")
+	// Then as after a client that reads the OpenAPI documents (kubectl explain, Helm's
+	// validation, the conformance suite): v2 and every v3 group-version once.
+	client := s.Client(b).Discovery().RESTClient()
+	ctx := context.Background()
+	if _, err := client.Get().AbsPath("/openapi/v2").DoRaw(ctx); err != nil {
+		b.Fatal(err)
+	}
+	paths, err := s.Client(b).Discovery().OpenAPIV3().Paths()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, gv := range paths {
+		if _, err := gv.Schema("application/json"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	time.Sleep(10 * time.Second)
+	sample("-openapi")
+	return m
 }
