@@ -117,7 +117,7 @@ func serverCommand(use, short string) *cobra.Command {
 	fs.DurationVar(&f.Compaction, "etcd-compaction-interval", 5*time.Minute, "how often the API server compacts etcd")
 	fs.DurationVar(&f.MetricResolution, "metric-resolution", 15*time.Second, "how often node agents are read for metrics.k8s.io (kubectl top, HPAs), as metrics-server's flag")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.IntVar(&f.IdleGCPercent, "idle-gc-percent", gctune.DefaultIdlePercent, "garbage collector target (GOGC) while the process is idle; Go's default (100) comes back within a quarter of a second of load (0: Go's default always; GOGC in the environment also turns this off)")
+	addIdleGCFlag(fs, &f.IdleGCPercent)
 	if use == "server" {
 		fs.BoolVar(&f.DisableAgent, "disable-agent", false, "do not run a node agent beside the control plane")
 		addControllerManagerFlags(fs, &f.ControllerManager)
@@ -127,6 +127,11 @@ func serverCommand(use, short string) *cobra.Command {
 		fs.BoolVar(&f.DisableControllerManager, "disable-controller-manager", false, "do not run the controllers (run `skiff controller-manager` elsewhere)")
 	}
 	return cmd
+}
+
+// addIdleGCFlag is --idle-gc-percent, of `skiff server` and `skiff agent` (internal/gctune).
+func addIdleGCFlag(fs *pflag.FlagSet, p *int) {
+	fs.IntVar(p, "idle-gc-percent", gctune.DefaultIdlePercent, "garbage collector target (GOGC) while the process is idle; Go's default (100) comes back within a quarter of a second of load (0: Go's default always; GOGC in the environment also turns this off)")
 }
 
 func addAgentFlags(fs *pflag.FlagSet, f *config.Agent, prefix string) {
@@ -367,7 +372,7 @@ func agentCommand() *cobra.Command {
 	fs.StringVar(&j.Kubeconfig, "kubeconfig", "", "kubeconfig to reach the API server instead of joining (default <data-dir>/node.kubeconfig)")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	addAgentFlags(fs, &f, "")
-	fs.IntVar(&f.IdleGCPercent, "idle-gc-percent", gctune.DefaultIdlePercent, "garbage collector target (GOGC) while the process is idle; Go's default (100) comes back within a quarter of a second of load (0: Go's default always; GOGC in the environment also turns this off)")
+	addIdleGCFlag(fs, &f.IdleGCPercent)
 	return cmd
 }
 

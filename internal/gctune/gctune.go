@@ -6,7 +6,7 @@
 // between collections, most of the difference between its live heap and its anonymous
 // memory. A lower GOGC shrinks that headroom but costs CPU in proportion to the allocation
 // rate (collections come GOGC/100 × live bytes apart), so a fixed low GOGC makes every burst
-// of requests slower (BenchmarkGCTarget: GOGC=50 costs 1.13-1.27x the CPU of a burst). At
+// of requests slower (BenchmarkGCTarget: GOGC=50 costs 1.13-1.46x the CPU of a burst). At
 // idle the allocation rate is a megabyte or so a second, and a collection every several
 // seconds is a fraction of a percent of a core; under load it is a hundred times that. So the
 // Tuner watches the allocation rate: once its average has been below IdleRate with no burst
@@ -36,8 +36,8 @@ type Policy struct {
 	// real burst is seen within the interval it starts in.
 	BusyRate   float64
 	BusyWindow time.Duration
-	// IdleRate is what the average rate over the last IdleAfter must fall below, with no
-	// interval at BusyRate for IdleAfter, before the process is idle; it is busy again when
+	// IdleRate is what the average rate over the last IdleAfter must fall below, with the
+	// rate not at BusyRate for IdleAfter, before the process is idle; it is busy again when
 	// the average reaches twice IdleRate. An idle server's work comes in spikes (a lease
 	// renewed, a watch bookmark, a metrics scrape, a resync), so it is the average that
 	// tells idle from busy, not any one second; and the band between the two thresholds
@@ -107,19 +107,17 @@ func (p Policy) rate(s State, d time.Duration) float64 {
 	return sum / d.Seconds()
 }
 
-// Next is the state after an interval of dt ending at now in which the process allocated at
-// rate bytes a second.
-func (p Policy) Next(s State, now time.Time, dt time.Duration, rate float64) State {
+// Next is the state after an interval ending at now in which the process allocated bytes.
+func (p Policy) Next(s State, now time.Time, bytes float64) State {
 	if s.LastBusy.IsZero() { // start-up counts as busy
 		s.LastBusy = now
 	}
-	window := make([]Interval, 0, len(s.Window)+1)
-	for _, i := range s.Window {
-		if now.Sub(i.End) < p.IdleAfter {
-			window = append(window, i)
-		}
+	// Window is oldest first: drop the intervals that ended IdleAfter ago or more.
+	old := 0
+	for old < len(s.Window) && now.Sub(s.Window[old].End) >= p.IdleAfter {
+		old++
 	}
-	s.Window = append(window, Interval{End: now, Bytes: rate * dt.Seconds()})
+	s.Window = append(s.Window[old:], Interval{End: now, Bytes: bytes})
 	busy := p.rate(s, p.BusyWindow) >= p.BusyRate
 	if busy {
 		s.LastBusy = now
@@ -205,7 +203,7 @@ func (t *Tuner) Run(ctx context.Context) error {
 	var s State
 	t.Runtime.SetPercent(t.Policy.BusyPercent)
 	defer t.Runtime.SetPercent(t.Policy.BusyPercent)
-	lastBytes, lastAt := t.Runtime.AllocatedBytes(), now()
+	lastBytes := t.Runtime.AllocatedBytes()
 	for {
 		select {
 		case <-ctx.Done():
@@ -213,13 +211,8 @@ func (t *Tuner) Run(ctx context.Context) error {
 		case <-ticker.C:
 		}
 		bytes, at := t.Runtime.AllocatedBytes(), now()
-		elapsed := at.Sub(lastAt).Seconds()
-		if elapsed <= 0 {
-			continue
-		}
-		rate := float64(bytes-lastBytes) / elapsed
-		next := t.Policy.Next(s, at, at.Sub(lastAt), rate)
-		lastBytes, lastAt = bytes, at
+		next := t.Policy.Next(s, at, float64(bytes-lastBytes))
+		lastBytes = bytes
 		if next.Idle != s.Idle {
 			t.Runtime.SetPercent(t.Policy.Percent(next))
 			if next.Idle {
@@ -228,7 +221,7 @@ func (t *Tuner) Run(ctx context.Context) error {
 				t.Runtime.Release()
 			}
 			if t.Log != nil {
-				t.Log.Debug("garbage collector target", "GOGC", t.Policy.Percent(next), "idle", next.Idle, "allocMiBps", rate/(1<<20))
+				t.Log.Debug("garbage collector target", "GOGC", t.Policy.Percent(next), "idle", next.Idle, "averageMiBps", t.Policy.Average(next)/(1<<20))
 			}
 		}
 		s = next

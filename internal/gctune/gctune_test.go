@@ -13,13 +13,14 @@ import (
 
 var testPolicy = Policy{IdlePercent: 25, BusyPercent: 100, IdleRate: 2, BusyRate: 8, BusyWindow: time.Second, IdleAfter: 3 * time.Second}
 
-// steps feeds one rate a second to Next, from t0+1s, and returns the states after each.
+// steps feeds a second's allocated bytes at a time to Next, from t0+1s, and returns the states
+// after each.
 func steps(p Policy, rates []float64) []State {
 	t0 := time.Unix(1000, 0)
 	var s State
 	var out []State
 	for i, r := range rates {
-		s = p.Next(s, t0.Add(time.Duration(i+1)*time.Second), time.Second, r)
+		s = p.Next(s, t0.Add(time.Duration(i+1)*time.Second), r)
 		out = append(out, s)
 	}
 	return out
@@ -67,7 +68,7 @@ func TestNextProperties(t *testing.T) {
 			now := t0.Add(time.Duration(i) * time.Second)
 			r := []float64{0, 0, 0.5, 1, 2, 3, 5, 8, 20}[rng.Intn(9)]
 			prev := s
-			s = testPolicy.Next(s, now, time.Second, r)
+			s = testPolicy.Next(s, now, r)
 			if r >= testPolicy.BusyRate {
 				lastBusy = now
 				if s.Idle {
@@ -76,6 +77,9 @@ func TestNextProperties(t *testing.T) {
 			}
 			if s.Idle && !prev.Idle && now.Sub(lastBusy) < testPolicy.IdleAfter {
 				t.Fatalf("run %d step %d: idle %v after a burst", run, i, now.Sub(lastBusy))
+			}
+			if len(s.Window) > 3 { // the intervals of the last IdleAfter, no more
+				t.Fatalf("run %d step %d: window of %d intervals", run, i, len(s.Window))
 			}
 			if s.Idle && testPolicy.Average(s) >= 2*testPolicy.IdleRate {
 				t.Fatalf("run %d step %d: idle at average %.2f", run, i, testPolicy.Average(s))
@@ -98,9 +102,9 @@ func TestBusyWindow(t *testing.T) {
 	q := 250 * time.Millisecond
 	var s State
 	at := time.Duration(0)
-	step := func(rate float64) {
+	step := func(bytes float64) {
 		at += q
-		s = p.Next(s, t0.Add(at), q, rate)
+		s = p.Next(s, t0.Add(at), bytes)
 	}
 	for at < 4*time.Second { // idle after start-up
 		step(0)
@@ -108,7 +112,7 @@ func TestBusyWindow(t *testing.T) {
 	if !s.Idle {
 		t.Fatal("not idle after start-up")
 	}
-	step(24) // 6 bytes in a quarter second: 6/s over the window
+	step(6) // 6 bytes in a quarter second: 6/s over the window
 	if !s.Idle {
 		t.Fatal("a spike below BusyRate over the window made it busy")
 	}
@@ -118,7 +122,7 @@ func TestBusyWindow(t *testing.T) {
 	if !s.Idle {
 		t.Fatal("busy after the spike")
 	}
-	step(40) // 10 bytes in a quarter second: 10/s over the window
+	step(10) // 10 bytes in a quarter second: 10/s over the window
 	if s.Idle {
 		t.Fatal("a burst above BusyRate over the window left it idle")
 	}
