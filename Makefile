@@ -57,6 +57,7 @@ bench: deps build kube-proxy coredns ## benchmarks: API and watch latency, custo
 	$(GO) test -run '^$$' -bench Schedule -benchtime 1x -timeout 20m ./controlplane/scheduler/core | tee -a bench.out
 	$(GO) test -run '^$$' -bench SchedulerThroughAPI -benchtime 1x -timeout 40m ./tests/bench/... | tee -a bench.out
 	$(GO) test -run '^$$' -bench PodStartup -benchtime 1x -timeout 20m ./tests/bench/... | tee -a bench.out
+	$(GO) test -run '^$$' -bench '^BenchmarkAgentIdle$$' -benchtime 1x -timeout 20m ./tests/bench/... | tee -a bench.out
 	$(GO) test -run '^$$' -bench CPUContention -benchtime 1x -timeout 20m ./tests/bench/... | tee -a bench.out
 	$(GO) test -run '^$$' -bench JobController -benchtime 1x -timeout 20m ./tests/bench/... | tee -a bench.out
 	$(GO) test -run '^$$' -bench BGPRoutePropagation -benchtime 1x -timeout 20m ./tests/bench/... | tee -a bench.out

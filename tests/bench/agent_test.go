@@ -77,6 +77,69 @@ func podStartup(b *testing.B, flags ...string) {
 	}
 }
 
+// BenchmarkAgentIdle reports a standalone `skiff agent`'s RSS and its anonymous part a minute
+// after ten pods started and nothing else happened, with the idle garbage collector target
+// (skiff's default, internal/gctune) and, in the same run, with Go's default kept
+// (`--idle-gc-percent 0`), and against its containerd (the runtime every node runs anyway).
+func BenchmarkAgentIdle(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		tuned := agentIdle(b)
+		plain := agentIdle(b, "--idle-gc-percent", "0")
+		for _, name := range []string{"agent-MiB-rss", "agent-MiB-anon"} {
+			b.ReportMetric(tuned[name], name)
+			b.ReportMetric(tuned[name]/plain[name], name+"/go-default")
+		}
+		b.ReportMetric(tuned["containerd-MiB-rss"], "containerd-MiB-rss")
+		b.ReportMetric(tuned["agent-MiB-rss"]/tuned["containerd-MiB-rss"], "agent/containerd-rss")
+	}
+}
+
+// agentIdle starts an agent with extra flags, runs ten pods on it, samples it a minute later
+// and stops it (and its server).
+func agentIdle(b *testing.B, extra ...string) map[string]float64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	agent, dir, _, c := startBenchAgent(b, ctx, extra...)
+	w, err := c.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Stop()
+	for i := 0; i < 10; i++ {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("idle-%d", i)},
+			Spec: corev1.PodSpec{NodeName: "bench-node", TerminationGracePeriodSeconds: ptr.To[int64](1),
+				Containers: []corev1.Container{{Name: "c", Image: "localhost/skiff/netutil:1", ImagePullPolicy: corev1.PullIfNotPresent}}}}
+		if _, err := c.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	running := map[string]bool{}
+	for len(running) < 10 {
+		select {
+		case ev := <-w.ResultChan():
+			if p, ok := ev.Object.(*corev1.Pod); ok && p.Status.Phase == corev1.PodRunning {
+				running[p.Name] = true
+			}
+		case <-ctx.Done():
+			b.Fatalf("%d of 10 pods Running", len(running))
+		}
+	}
+	time.Sleep(time.Minute)
+	m := map[string]float64{}
+	for name, v := range map[string]struct {
+		pid   int
+		field string
+	}{"agent-MiB-rss": {agent.Process.Pid, "VmRSS"}, "agent-MiB-anon": {agent.Process.Pid, "RssAnon"},
+		"containerd-MiB-rss": {pidOf(dir, "containerd --config"), "VmRSS"}} {
+		kib, err := rssKiB(v.pid, v.field)
+		if err != nil {
+			b.Fatalf("%s: %v", name, err)
+		}
+		m[name] = float64(kib) / 1024
+	}
+	return m
+}
+
 // startBenchAgent starts an API server and a standalone `skiff agent` (node bench-node, in
 // a namespace of its own, with its own cgroup root, extra flags appended) and waits until the
 // node is Ready; it returns the agent's process, data directory and cgroup root, and a client.
