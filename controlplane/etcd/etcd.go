@@ -62,7 +62,7 @@ func Start(ctx context.Context, o Options, log *slog.Logger) (*Server, error) {
 	cfg.Logger = "zap"
 	cfg.LogLevel = "error"
 	cfg.LogOutputs = []string{filepath.Join(o.DataDir, "etcd.log")}
-	cfg.SnapshotCount = 10000
+	cfg.SnapshotCount = 10000 // etcd's default: a snapshot on disk every 10000 entries
 	// etcd keeps the raft log's last SnapshotCatchUpEntries entries in memory (5000 by
 	// default) so a lagging follower can catch up without a snapshot. This member never has
 	// a follower, and at an idle cluster's ~2 writes a second of leases the default grew the
