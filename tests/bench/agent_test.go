@@ -106,10 +106,7 @@ func agentIdle(b *testing.B, extra ...string) map[string]float64 {
 	}
 	defer w.Stop()
 	for i := 0; i < 10; i++ {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("idle-%d", i)},
-			Spec: corev1.PodSpec{NodeName: "bench-node", TerminationGracePeriodSeconds: ptr.To[int64](1),
-				Containers: []corev1.Container{{Name: "c", Image: "localhost/skiff/netutil:1", ImagePullPolicy: corev1.PullIfNotPresent}}}}
-		if _, err := c.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		if _, err := c.CoreV1().Pods("default").Create(ctx, benchPod(fmt.Sprintf("idle-%d", i), "idle"), metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -206,9 +203,7 @@ func startPods(b *testing.B, ctx context.Context, c kubernetes.Interface, prefix
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"bench": prefix}},
-				Spec: corev1.PodSpec{NodeName: "bench-node", TerminationGracePeriodSeconds: ptr.To[int64](1),
-					Containers: []corev1.Container{{Name: "c", Image: "localhost/skiff/netutil:1", ImagePullPolicy: corev1.PullIfNotPresent}}}}
+			p := benchPod(name, prefix)
 			mu.Lock()
 			start[name] = time.Now()
 			mu.Unlock()
@@ -248,6 +243,13 @@ func startPods(b *testing.B, ctx context.Context, c kubernetes.Interface, prefix
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// benchPod is a netutil pod on bench-node, labelled bench=group.
+func benchPod(name, group string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"bench": group}},
+		Spec: corev1.PodSpec{NodeName: "bench-node", TerminationGracePeriodSeconds: ptr.To[int64](1),
+			Containers: []corev1.Container{{Name: "c", Image: "localhost/skiff/netutil:1", ImagePullPolicy: corev1.PullIfNotPresent}}}}
 }
 
 // pidOf finds a process whose command line mentions dir and contains what.
