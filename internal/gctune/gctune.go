@@ -11,8 +11,9 @@
 // seconds is a fraction of a percent of a core; under load it is a hundred times that. So the
 // Tuner watches the allocation rate: once its average has been below IdleRate with no burst
 // for IdleAfter, the process is idle and runs at IdlePercent, giving what the heap grew to
-// back to the system at once; a quarter of a second at BusyRate (or an average twice
-// IdleRate) makes it busy again, at BusyPercent (Go's default). An operator's own GOGC turns
+// back to the system at once; BusyRate's worth allocated within BusyWindow (or an average
+// twice IdleRate) makes it busy again at the next quarter-second tick, at BusyPercent (Go's
+// default). An operator's own GOGC turns
 // the tuner off: their choice stands.
 package gctune
 
