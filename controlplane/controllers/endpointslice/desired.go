@@ -16,11 +16,12 @@ import (
 // MaxEndpointsPerSlice is upstream's default.
 const MaxEndpointsPerSlice = 100
 
-// Group is the endpoints that share one port mapping; a Service whose named target port
-// resolves differently on different pods gets one group per mapping.
+// Group is the endpoints of one address type that share one port mapping; a Service whose
+// named target port resolves differently on different pods gets one group per mapping.
 type Group struct {
-	Ports     []discoveryv1.EndpointPort
-	Endpoints []discoveryv1.Endpoint
+	AddressType discoveryv1.AddressType
+	Ports       []discoveryv1.EndpointPort
+	Endpoints   []discoveryv1.Endpoint
 }
 
 // Desired computes the endpoint groups of a Service from its selected pods: pods with an IP,
@@ -37,7 +38,7 @@ func Desired(svc *corev1.Service, pods []*corev1.Pod) []Group {
 		key := portsKey(ports)
 		g, ok := groups[key]
 		if !ok {
-			g = &Group{Ports: ports}
+			g = &Group{AddressType: discoveryv1.AddressTypeIPv4, Ports: ports}
 			groups[key] = g
 		}
 		ready := podutil.IsReady(p)
@@ -67,21 +68,6 @@ func Desired(svc *corev1.Service, pods []*corev1.Pod) []Group {
 	out := make([]Group, 0, len(keys))
 	for _, k := range keys {
 		out = append(out, *groups[k])
-	}
-	return out
-}
-
-// Chunk splits groups into slices of at most max endpoints.
-func Chunk(groups []Group, max int) []Group {
-	var out []Group
-	for _, g := range groups {
-		for start := 0; start < len(g.Endpoints) || (start == 0 && len(g.Endpoints) == 0); start += max {
-			end := min(start+max, len(g.Endpoints))
-			out = append(out, Group{Ports: g.Ports, Endpoints: g.Endpoints[start:end]})
-			if len(g.Endpoints) == 0 {
-				break
-			}
-		}
 	}
 	return out
 }

@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sort"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -147,7 +146,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return err
 	}
 	groups := Desired(svc, pods)
-	return errors.Join(c.reconcileSlices(ctx, svc, Chunk(groups, MaxEndpointsPerSlice)), c.reconcileEndpoints(ctx, svc, groups))
+	return errors.Join(c.reconcileSlices(ctx, svc, groups), c.reconcileEndpoints(ctx, svc, groups))
 }
 
 func (c *Controller) reconcileSlices(ctx context.Context, svc *corev1.Service, want []Group) error {
@@ -162,14 +161,12 @@ func (c *Controller) reconcileSlices(ctx context.Context, svc *corev1.Service, w
 		c.loop.AddAfter(key, 100*time.Millisecond)
 		return nil
 	}
-	sort.Slice(existing, func(i, j int) bool { return existing[i].Name < existing[j].Name })
 	if len(want) == 0 {
 		// A Service without endpoints keeps one empty slice carrying its ports, as upstream.
-		want = []Group{{Ports: portsFor(svc, &corev1.Pod{})}}
+		want = []Group{{AddressType: discoveryv1.AddressTypeIPv4, Ports: portsFor(svc, &corev1.Pod{})}}
 	}
 	owner := metav1.NewControllerRef(svc, corev1.SchemeGroupVersion.WithKind("Service"))
-	var errs []error
-	for i, g := range want {
+	newSlice := func(g Group) *discoveryv1.EndpointSlice {
 		slice := &discoveryv1.EndpointSlice{
 			ObjectMeta: metav1.ObjectMeta{
 				GenerateName:    svc.Name + "-",
@@ -177,7 +174,7 @@ func (c *Controller) reconcileSlices(ctx context.Context, svc *corev1.Service, w
 				Labels:          map[string]string{discoveryv1.LabelServiceName: svc.Name, discoveryv1.LabelManagedBy: ManagedBy},
 				OwnerReferences: []metav1.OwnerReference{*owner},
 			},
-			AddressType: discoveryv1.AddressTypeIPv4,
+			AddressType: g.AddressType,
 			Endpoints:   g.Endpoints,
 			Ports:       g.Ports,
 		}
@@ -186,35 +183,33 @@ func (c *Controller) reconcileSlices(ctx context.Context, svc *corev1.Service, w
 				slice.Labels[k] = v
 			}
 		}
-		if i < len(existing) {
-			cur := existing[i]
-			if apiequality.Semantic.DeepEqual(cur.Endpoints, slice.Endpoints) && apiequality.Semantic.DeepEqual(cur.Ports, slice.Ports) &&
-				apiequality.Semantic.DeepEqual(cur.Labels, slice.Labels) {
-				continue
-			}
-			upd := cur.DeepCopy()
-			upd.Endpoints, upd.Ports, upd.Labels = slice.Endpoints, slice.Ports, slice.Labels
-			got, err := c.client.DiscoveryV1().EndpointSlices(svc.Namespace).Update(ctx, upd, metav1.UpdateOptions{})
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			c.writes.record(key, got.Name, got.ResourceVersion)
-			continue
-		}
-		got, err := c.client.DiscoveryV1().EndpointSlices(svc.Namespace).Create(ctx, slice, metav1.CreateOptions{})
+		return slice
+	}
+	plan := Place(existing, want, MaxEndpointsPerSlice, newSlice)
+	slices := c.client.DiscoveryV1().EndpointSlices(svc.Namespace)
+	var errs []error
+	for _, s := range plan.Create {
+		got, err := slices.Create(ctx, s, metav1.CreateOptions{})
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		c.writes.record(key, got.Name, got.ResourceVersion)
 	}
-	for _, extra := range existing[min(len(want), len(existing)):] {
-		if err := c.client.DiscoveryV1().EndpointSlices(svc.Namespace).Delete(ctx, extra.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	for _, upd := range plan.Update {
+		got, err := slices.Update(ctx, upd, metav1.UpdateOptions{})
+		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		c.writes.record(key, extra.Name, "")
+		c.writes.record(key, got.Name, got.ResourceVersion)
+	}
+	for _, s := range plan.Delete {
+		if err := slices.Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+			continue
+		}
+		c.writes.record(key, s.Name, "")
 	}
 	return errors.Join(errs...)
 }

@@ -252,8 +252,9 @@ func TestTargetPort(t *testing.T) {
 	}
 }
 
-func TestChunk(t *testing.T) {
-	ports := []discoveryv1.EndpointPort{{Port: ptr.To[int32](80)}}
+// From no slices, endpoints are packed MaxEndpointsPerSlice to a slice, one port mapping per
+// slice.
+func TestPlaceFresh(t *testing.T) {
 	mk := func(n int) []discoveryv1.Endpoint {
 		out := make([]discoveryv1.Endpoint, n)
 		for i := range out {
@@ -276,13 +277,19 @@ func TestChunk(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var groups []Group
-			for _, n := range tc.sizes {
+			for i, n := range tc.sizes { // each group a port mapping of its own
+				ports := []discoveryv1.EndpointPort{{Port: ptr.To(int32(80 + i))}}
 				groups = append(groups, Group{Ports: ports, Endpoints: mk(n)})
 			}
-			out := Chunk(groups, MaxEndpointsPerSlice)
+			plan := Place(nil, groups, MaxEndpointsPerSlice, func(g Group) *discoveryv1.EndpointSlice {
+				return &discoveryv1.EndpointSlice{AddressType: g.AddressType, Endpoints: g.Endpoints, Ports: g.Ports}
+			})
+			if len(plan.Update)+len(plan.Delete) != 0 {
+				t.Fatalf("plan from nothing updates or deletes: %+v", plan)
+			}
 			var got []int
 			seen := map[string]bool{}
-			for _, g := range out {
+			for _, g := range plan.Create {
 				got = append(got, len(g.Endpoints))
 				if len(g.Ports) != 1 {
 					t.Errorf("chunk lost its ports")

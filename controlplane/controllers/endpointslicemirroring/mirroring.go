@@ -9,11 +9,9 @@ import (
 	"errors"
 	"log/slog"
 	"net/netip"
-	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -165,37 +163,37 @@ func (c *Controller) reconcile(ctx context.Context, ns, service string, eps *cor
 	if err != nil {
 		return err
 	}
-	sort.Slice(existing, func(i, j int) bool { return existing[i].Name < existing[j].Name })
+	groups := make([]endpointslice.Group, 0, len(want))
+	for _, w := range want {
+		groups = append(groups, endpointslice.Group{AddressType: w.AddressType, Ports: w.Ports, Endpoints: w.Endpoints})
+	}
+	var labelSet map[string]string
+	if len(want) > 0 {
+		labelSet = want[0].Labels
+	}
+	// Subsets of one address type and ports share slices, and an address stays in the slice
+	// that lists it (see endpointslice.Place); with nothing to mirror, every slice goes.
+	plan := endpointslice.Place(existing, groups, MaxEndpoints, func(g endpointslice.Group) *discoveryv1.EndpointSlice {
+		return &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: service + "-", Namespace: ns, Labels: labelSet,
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(eps, corev1.SchemeGroupVersion.WithKind("Endpoints"))}},
+			AddressType: g.AddressType, Endpoints: g.Endpoints, Ports: g.Ports,
+		}
+	})
 	api := c.client.DiscoveryV1().EndpointSlices(ns)
 	var errs []error
-	for i, w := range want {
-		if i < len(existing) {
-			cur := existing[i]
-			if cur.AddressType == w.AddressType && apiequality.Semantic.DeepEqual(cur.Endpoints, w.Endpoints) &&
-				apiequality.Semantic.DeepEqual(cur.Ports, w.Ports) && apiequality.Semantic.DeepEqual(cur.Labels, w.Labels) {
-				continue
-			}
-			if cur.AddressType == w.AddressType { // the address type of a slice is immutable
-				upd := cur.DeepCopy()
-				upd.Endpoints, upd.Ports, upd.Labels = w.Endpoints, w.Ports, w.Labels
-				if _, err := api.Update(ctx, upd, metav1.UpdateOptions{}); err != nil {
-					errs = append(errs, err)
-				}
-				continue
-			}
-			if err := api.Delete(ctx, cur.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				errs = append(errs, err)
-			}
-		}
-		slice := w
-		slice.ObjectMeta = metav1.ObjectMeta{GenerateName: service + "-", Namespace: ns, Labels: w.Labels,
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(eps, corev1.SchemeGroupVersion.WithKind("Endpoints"))}}
-		if _, err := api.Create(ctx, &slice, metav1.CreateOptions{}); err != nil {
+	for _, s := range plan.Create {
+		if _, err := api.Create(ctx, s, metav1.CreateOptions{}); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	for _, extra := range existing[min(len(want), len(existing)):] {
-		if err := api.Delete(ctx, extra.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	for _, s := range plan.Update {
+		if _, err := api.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, s := range plan.Delete {
+		if err := api.Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, err)
 		}
 	}

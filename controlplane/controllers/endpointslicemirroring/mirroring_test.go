@@ -164,3 +164,39 @@ func TestSyncUpdatesInPlace(t *testing.T) {
 		t.Errorf("actions %v", f.client.Actions())
 	}
 }
+
+// Mirrors of two subsets whose slices' names sort against the subsets' order are left alone
+// (matched by address type and ports, not by position); a change to one subset rewrites only
+// its slice.
+func TestSyncMatchesSlicesByMapping(t *testing.T) {
+	web := corev1.EndpointSubset{Addresses: []corev1.EndpointAddress{{IP: "10.1.2.4"}}, Ports: []corev1.EndpointPort{{Port: 443, Protocol: corev1.ProtocolTCP}}}
+	eps := endpoints("db", subset, web)
+	want := Desired(eps)
+	slice := func(name string, d discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+		s := mirrored(name, "db")
+		s.Labels["team"] = "db"
+		s.Endpoints, s.Ports = d.Endpoints, d.Ports
+		return s
+	}
+	f := newFixture(service("db", nil), eps, slice("db-b", want[0]), slice("db-a", want[1]))
+	if err := f.c.sync(context.Background(), "default/db"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.client.Actions()); n != 0 {
+		t.Fatalf("converged mirrors written: %v", f.client.Actions())
+	}
+	web.Addresses = append(web.Addresses, corev1.EndpointAddress{IP: "10.1.2.5"})
+	f = newFixture(service("db", nil), endpoints("db", subset, web), slice("db-b", want[0]), slice("db-a", want[1]))
+	if err := f.c.sync(context.Background(), "default/db"); err != nil {
+		t.Fatal(err)
+	}
+	var updated []string
+	for _, a := range f.client.Actions() {
+		if a.GetVerb() == "update" {
+			updated = append(updated, a.(ktesting.UpdateAction).GetObject().(*discoveryv1.EndpointSlice).Name)
+		}
+	}
+	if f.count("create")+f.count("delete") != 0 || len(updated) != 1 || updated[0] != "db-a" {
+		t.Fatalf("actions %v, want one update of db-a", f.client.Actions())
+	}
+}
