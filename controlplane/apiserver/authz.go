@@ -56,7 +56,18 @@ func newAuthz(loopback *restclient.Config) (*authz, error) {
 	// ConfigMaps, claims and service accounts follow from their specs).
 	pods := f.Core().V1().Pods().Informer()
 	a.synced = append(a.synced, pods.HasSynced)
-	nodes := nodeauth.New(nodeauth.NewInformerSource(pods, nil), bootstrappolicy.NodeRules())
+	// On a miss, the node's pods are read consistently before a refusal (the informer may lag
+	// a binding the node has already seen), unthrottled: every such read stands for a node
+	// request that APF has already admitted.
+	live := restclient.CopyConfig(loopback)
+	live.QPS, live.Burst = -1, 0
+	liveClient, err := kubernetes.NewForConfig(live)
+	if err != nil {
+		return nil, err
+	}
+	src := nodeauth.NewInformerSource(pods, nil)
+	src.Live = nodeauth.ListPodsOnNode(liveClient)
+	nodes := nodeauth.New(src, bootstrappolicy.NodeRules())
 	a.authorizer, err = union.New(
 		union.NamedAuthorizer{AuthorizerName: "privileged", Authorizer: authorizerfactory.NewPrivilegedGroups(user.SystemPrivilegedGroup)},
 		union.NamedAuthorizer{AuthorizerName: "node", Authorizer: nodes},

@@ -94,7 +94,7 @@ func (a *Authorizer) Authorize(ctx context.Context, attrs authorizer.Attributes)
 		return authorizer.DecisionNoOpinion, fmt.Sprintf("unknown node for user %q", attrs.GetUser().GetName()), nil
 	}
 	if attrs.IsResourceRequest() {
-		if d, ok := a.subdivided(node, attrs); ok {
+		if d, ok := a.subdivided(ctx, node, attrs); ok {
 			return d.d, d.reason, d.err
 		}
 	}
@@ -106,43 +106,43 @@ func (a *Authorizer) Authorize(ctx context.Context, attrs authorizer.Attributes)
 
 // subdivided decides the requests on resources whose access depends on the node; ok is
 // false for the others, which the static rules decide.
-func (a *Authorizer) subdivided(node string, attrs authorizer.Attributes) (d decision, ok bool) {
+func (a *Authorizer) subdivided(ctx context.Context, node string, attrs authorizer.Attributes) (d decision, ok bool) {
 	switch (schema.GroupResource{Group: attrs.GetAPIGroup(), Resource: attrs.GetResource()}) {
 	case secretsResource:
-		return a.read(node, kindSecret, attrs), true
+		return a.read(ctx, node, kindSecret, attrs), true
 	case configMapsResource:
-		return a.read(node, kindConfigMap, attrs), true
+		return a.read(ctx, node, kindConfigMap, attrs), true
 	case pvcsResource:
 		if attrs.GetSubresource() == "status" {
-			return a.updateStatus(node, kindPVC, attrs), true
+			return a.updateStatus(ctx, node, kindPVC, attrs), true
 		}
-		return a.get(node, kindPVC, attrs), true
+		return a.get(ctx, node, kindPVC, attrs), true
 	case pvsResource:
-		return a.get(node, kindPV, attrs), true
+		return a.get(ctx, node, kindPV, attrs), true
 	case resourceClaimsResource:
-		return a.get(node, kindResourceClaim, attrs), true
+		return a.get(ctx, node, kindResourceClaim, attrs), true
 	case volumeAttachmentsResource:
-		return a.get(node, kindVolumeAttachment, attrs), true
+		return a.get(ctx, node, kindVolumeAttachment, attrs), true
 	case serviceAccountsResource:
-		return a.serviceAccount(node, attrs), true
+		return a.serviceAccount(ctx, node, attrs), true
 	case leasesResource:
 		return lease(node, attrs), true
 	case csiNodesResource:
 		return csiNode(node, attrs), true
 	case resourceSlicesResource:
-		return a.resourceSlice(node, attrs), true
+		return a.resourceSlice(ctx, node, attrs), true
 	case podCertificateRequestsResource:
-		return a.podCertificateRequest(node, attrs), true
+		return a.podCertificateRequest(ctx, node, attrs), true
 	case nodesResource:
 		return nodeObject(node, attrs), true
 	case podsResource:
-		return a.pod(node, attrs), true
+		return a.pod(ctx, node, attrs), true
 	}
 	return decision{}, false
 }
 
 // read allows get, list and watch of one namespaced object related to the node.
-func (a *Authorizer) read(node string, k kind, attrs authorizer.Attributes) decision {
+func (a *Authorizer) read(ctx context.Context, node string, k kind, attrs authorizer.Attributes) decision {
 	switch attrs.GetVerb() {
 	case "get", "list", "watch":
 	default:
@@ -154,22 +154,22 @@ func (a *Authorizer) read(node string, k kind, attrs authorizer.Attributes) deci
 	if attrs.GetNamespace() == "" {
 		return refuse("can only read namespaced object of this type")
 	}
-	return a.related(node, k, attrs)
+	return a.related(ctx, node, k, attrs)
 }
 
 // get allows get of one object related to the node.
-func (a *Authorizer) get(node string, k kind, attrs authorizer.Attributes) decision {
+func (a *Authorizer) get(ctx context.Context, node string, k kind, attrs authorizer.Attributes) decision {
 	if attrs.GetVerb() != "get" {
 		return refuse("can only get individual resources of this type")
 	}
 	if attrs.GetSubresource() != "" {
 		return refuse("cannot get subresource")
 	}
-	return a.related(node, k, attrs)
+	return a.related(ctx, node, k, attrs)
 }
 
 // updateStatus allows update and patch of the status of one object related to the node.
-func (a *Authorizer) updateStatus(node string, k kind, attrs authorizer.Attributes) decision {
+func (a *Authorizer) updateStatus(ctx context.Context, node string, k kind, attrs authorizer.Attributes) decision {
 	switch attrs.GetVerb() {
 	case "update", "patch":
 	default:
@@ -178,15 +178,15 @@ func (a *Authorizer) updateStatus(node string, k kind, attrs authorizer.Attribut
 	if attrs.GetSubresource() != "status" {
 		return refuse("can only update status subresource")
 	}
-	return a.related(node, k, attrs)
+	return a.related(ctx, node, k, attrs)
 }
 
 // related allows the request if the object it names is related to the node.
-func (a *Authorizer) related(node string, k kind, attrs authorizer.Attributes) decision {
+func (a *Authorizer) related(ctx context.Context, node string, k kind, attrs authorizer.Attributes) decision {
 	if attrs.GetName() == "" {
 		return refuse("No Object name found")
 	}
-	ok, err := a.reaches(node, k, attrs.GetNamespace(), attrs.GetName())
+	ok, err := a.reaches(ctx, node, k, attrs.GetNamespace(), attrs.GetName())
 	if ok {
 		return allowed
 	}
@@ -195,11 +195,11 @@ func (a *Authorizer) related(node string, k kind, attrs authorizer.Attributes) d
 	return d
 }
 
-func (a *Authorizer) serviceAccount(node string, attrs authorizer.Attributes) decision {
+func (a *Authorizer) serviceAccount(ctx context.Context, node string, attrs authorizer.Attributes) decision {
 	// Kubelets read the service accounts of their pods for credential providers
 	// (KubeletServiceAccountTokenForCredentialProviders, on by default upstream).
 	if attrs.GetVerb() == "get" && attrs.GetSubresource() == "" {
-		return a.read(node, kindServiceAccount, attrs)
+		return a.read(ctx, node, kindServiceAccount, attrs)
 	}
 	if attrs.GetVerb() != "create" || attrs.GetName() == "" {
 		return refuse("can only create tokens for individual service accounts")
@@ -207,7 +207,7 @@ func (a *Authorizer) serviceAccount(node string, attrs authorizer.Attributes) de
 	if attrs.GetSubresource() != "token" {
 		return refuse("can only create token subresource of serviceaccount")
 	}
-	return a.related(node, kindServiceAccount, attrs)
+	return a.related(ctx, node, kindServiceAccount, attrs)
 }
 
 // lease allows a node its own Lease in kube-node-lease. The name of a Lease being created
@@ -261,7 +261,7 @@ func selects(attrs authorizer.Attributes, field, value string) bool {
 	return false
 }
 
-func (a *Authorizer) resourceSlice(node string, attrs authorizer.Attributes) decision {
+func (a *Authorizer) resourceSlice(ctx context.Context, node string, attrs authorizer.Attributes) decision {
 	if attrs.GetSubresource() != "" {
 		return refuse("cannot authorize ResourceSlice subresources")
 	}
@@ -270,7 +270,7 @@ func (a *Authorizer) resourceSlice(node string, attrs authorizer.Attributes) dec
 		// NodeRestriction checks spec.nodeName.
 		return allowed
 	case "get", "update", "patch", "delete":
-		return a.related(node, kindResourceSlice, attrs)
+		return a.related(ctx, node, kindResourceSlice, attrs)
 	case "watch", "list", "deletecollection":
 		if selects(attrs, resourcev1.ResourceSliceSelectorNodeName, node) {
 			return allowed
@@ -280,7 +280,7 @@ func (a *Authorizer) resourceSlice(node string, attrs authorizer.Attributes) dec
 	return refuse("only the following verbs are allowed for a ResourceSlice: get, watch, list, create, update, patch, delete, deletecollection")
 }
 
-func (a *Authorizer) podCertificateRequest(node string, attrs authorizer.Attributes) decision {
+func (a *Authorizer) podCertificateRequest(ctx context.Context, node string, attrs authorizer.Attributes) decision {
 	if attrs.GetSubresource() != "" {
 		return refuse("nodes may not access the status subresource of PodCertificateRequests")
 	}
@@ -289,7 +289,7 @@ func (a *Authorizer) podCertificateRequest(node string, attrs authorizer.Attribu
 		// NodeRestriction checks the node, pod and service account.
 		return allowed
 	case "get":
-		return a.related(node, kindPodCertificateRequest, attrs)
+		return a.related(ctx, node, kindPodCertificateRequest, attrs)
 	case "list", "watch":
 		if selects(attrs, "spec.nodeName", node) {
 			return allowed
@@ -328,19 +328,19 @@ func nodeObject(node string, attrs authorizer.Attributes) decision {
 
 // pod lets a node read the pods bound to it, create and delete (mirror) pods, write pod
 // status and evict pods; NodeRestriction limits the writes to its own pods.
-func (a *Authorizer) pod(node string, attrs authorizer.Attributes) decision {
+func (a *Authorizer) pod(ctx context.Context, node string, attrs authorizer.Attributes) decision {
 	verb := attrs.GetVerb()
 	switch attrs.GetSubresource() {
 	case "":
 		switch verb {
 		case "get":
-			return a.get(node, kindPod, attrs)
+			return a.get(ctx, node, kindPod, attrs)
 		case "list", "watch":
 			if selects(attrs, "spec.nodeName", node) {
 				return allowed
 			}
 			if attrs.GetName() != "" {
-				return a.related(node, kindPod, attrs)
+				return a.related(ctx, node, kindPod, attrs)
 			}
 			return refuse("can only list/watch pods with spec.nodeName field selector")
 		case "create", "delete":
@@ -362,7 +362,12 @@ func (a *Authorizer) pod(node string, attrs authorizer.Attributes) decision {
 // or an object such a pod (other than a mirror pod) refers to, directly or, for volumes and
 // their secrets, through its claims. An error is returned only when no relationship was
 // found and a read failed.
-func (a *Authorizer) reaches(node string, k kind, namespace, name string) (bool, error) {
+//
+// The pods come from the source's informer, which can lag a binding by the time it takes to
+// work through its queue, while the node's own watch (or a read) may already show the pod:
+// on a miss, a LiveSource is asked for the node's pods as they are now, so the node is not
+// refused for the informer's lag. Only misses pay for that read.
+func (a *Authorizer) reaches(ctx context.Context, node string, k kind, namespace, name string) (bool, error) {
 	switch k {
 	case kindVolumeAttachment, kindResourceSlice, kindPodCertificateRequest:
 		// No graph of these is kept: a node reads its own by listing with its
@@ -373,6 +378,27 @@ func (a *Authorizer) reaches(node string, k kind, namespace, name string) (bool,
 	if err != nil {
 		return false, err
 	}
+	ok, err := a.podsReach(pods, k, namespace, name)
+	live, isLive := a.src.(LiveSource)
+	if ok || !isLive {
+		return ok, err
+	}
+	pods, liveErr := live.LivePodsOnNode(ctx, node)
+	if liveErr != nil {
+		liveLookups.WithLabelValues("error").Inc()
+		return false, errors.Join(err, liveErr)
+	}
+	ok, err = a.podsReach(pods, k, namespace, name)
+	if ok {
+		liveLookups.WithLabelValues("related").Inc()
+	} else {
+		liveLookups.WithLabelValues("unrelated").Inc()
+	}
+	return ok, err
+}
+
+// podsReach tells whether one of pods (a node's) relates the node to k namespace/name.
+func (a *Authorizer) podsReach(pods []*corev1.Pod, k kind, namespace, name string) (bool, error) {
 	pvs, _ := a.src.(PersistentVolumeSource)
 	var errs []error
 	for _, pod := range pods {

@@ -7,7 +7,10 @@
 // Upstream keeps a graph of these relationships fed by informers. Skiff instead answers each
 // request from the pods bound to the node (an informer indexed by spec.nodeName) and, for
 // volumes, the claims they use: a cluster this size has few pods per node, and there is no
-// second copy of the state to keep in step.
+// second copy of the state to keep in step. An informer lags the writes it shows (a binding
+// reaches the node's own watch and the authorizer's informer in no fixed order), so where the
+// informer finds no relationship the authorizer reads the node's pods consistently before it
+// refuses (LiveSource): a node is never refused a pod bound to it, and only misses pay.
 //
 // Writes a node is allowed here (mirror pods, pod status, evictions, its Node, leases and
 // CSINodes on create, token requests) are narrowed further by the NodeRestriction admission

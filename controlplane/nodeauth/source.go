@@ -1,8 +1,13 @@
 package nodeauth
 
 import (
+	"context"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
@@ -24,6 +29,15 @@ type PersistentVolumeSource interface {
 	PersistentVolume(name string) (*corev1.PersistentVolume, error)
 }
 
+// LiveSource is implemented by a Source whose pods may lag the cluster (an informer): on a
+// miss, the Authorizer asks it for the node's pods as they are now before it refuses, so a
+// node is never refused a pod its own watch has already delivered bound to it.
+type LiveSource interface {
+	// LivePodsOnNode returns the pods whose spec.nodeName is node, read consistently (at
+	// least as new as any write acknowledged before the call).
+	LivePodsOnNode(ctx context.Context, node string) ([]*corev1.Pod, error)
+}
+
 // PodNodeNameIndex is the name of the pod informer's index on spec.nodeName.
 const PodNodeNameIndex = "spec.nodeName"
 
@@ -36,18 +50,48 @@ func IndexPodsByNode(obj any) ([]string, error) {
 	return nil, nil
 }
 
-// InformerSource is a Source (and PersistentVolumeSource) over informers.
+// InformerSource is a Source (and PersistentVolumeSource and LiveSource) over informers.
 type InformerSource struct {
 	pods cache.Indexer
 	pvcs corelisters.PersistentVolumeClaimLister
 	// PVs, when set, reads PersistentVolumes; without it volumes' own secrets stay closed.
 	PVs corelisters.PersistentVolumeLister
+	// Live, when set, lists a node's pods consistently (the informer's own client with no
+	// resourceVersion, see ListPodsOnNode); without it a miss is final.
+	Live func(ctx context.Context, node string) ([]*corev1.Pod, error)
 }
 
 var (
 	_ Source                 = (*InformerSource)(nil)
 	_ PersistentVolumeSource = (*InformerSource)(nil)
+	_ LiveSource             = (*InformerSource)(nil)
 )
+
+// ListPodsOnNode lists a node's pods through client as a consistent read (no
+// resourceVersion: the API server answers at least as new as etcd is now), for
+// InformerSource.Live.
+func ListPodsOnNode(client kubernetes.Interface) func(ctx context.Context, node string) ([]*corev1.Pod, error) {
+	return func(ctx context.Context, node string) ([]*corev1.Pod, error) {
+		list, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
+		if err != nil {
+			return nil, err
+		}
+		pods := make([]*corev1.Pod, len(list.Items))
+		for i := range list.Items {
+			pods[i] = &list.Items[i]
+		}
+		return pods, nil
+	}
+}
+
+// LivePodsOnNode implements LiveSource.
+func (s *InformerSource) LivePodsOnNode(ctx context.Context, node string) ([]*corev1.Pod, error) {
+	if s.Live == nil {
+		return nil, nil
+	}
+	return s.Live(ctx, node)
+}
 
 // NewInformerSource reads pods from the pods informer, adding the PodNodeNameIndex index
 // unless the informer has one by that name already (an index must be added before the

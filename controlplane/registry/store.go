@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,6 +14,7 @@ import (
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage"
+	"k8s.io/client-go/tools/cache"
 )
 
 // resource describes one served resource.
@@ -28,7 +30,8 @@ type resource struct {
 	// fields returns the selectable fields beyond metadata.name/namespace.
 	fields func(obj runtime.Object) fields.Set
 	// triggers index watchers by a field (spec.nodeName for pods), so a node's watch is
-	// woken only by its own pods.
+	// woken only by its own pods; the watch cache also indexes its objects by these fields,
+	// so a list selecting one value (a node's pods) reads only those, as upstream's pods.
 	triggers storage.IndexerFuncs
 	// ttl, if set, expires objects (events) after this many seconds.
 	ttl uint64
@@ -69,6 +72,21 @@ func newREST(opts generic.RESTOptionsGetter, r resource) (*REST, error) {
 		}
 		return labels.Set(m.GetLabels()), f, nil
 	}
+	var indexFields []string
+	var indexers *cache.Indexers
+	for field, value := range r.triggers {
+		if indexers == nil {
+			indexers = &cache.Indexers{}
+		}
+		indexFields = append(indexFields, field)
+		(*indexers)[storage.FieldIndex(field)] = func(obj any) ([]string, error) {
+			o, ok := obj.(runtime.Object)
+			if !ok {
+				return nil, fmt.Errorf("not an object: %T", obj)
+			}
+			return []string{value(o)}, nil
+		}
+	}
 	s := &genericregistry.Store{
 		NewFunc:                   r.newObj,
 		NewListFunc:               r.newList,
@@ -79,13 +97,13 @@ func newREST(opts generic.RESTOptionsGetter, r resource) (*REST, error) {
 		DeleteStrategy:            r.strategy,
 		TableConvertor:            r.printer,
 		PredicateFunc: func(l labels.Selector, f fields.Selector) storage.SelectionPredicate {
-			return storage.SelectionPredicate{Label: l, Field: f, GetAttrs: attrs}
+			return storage.SelectionPredicate{Label: l, Field: f, GetAttrs: attrs, IndexFields: indexFields}
 		},
 	}
 	if r.ttl > 0 {
 		s.TTLFunc = func(runtime.Object, uint64, bool) (uint64, error) { return r.ttl, nil }
 	}
-	if err := s.CompleteWithOptions(&generic.StoreOptions{RESTOptions: opts, AttrFunc: attrs, TriggerFunc: r.triggers}); err != nil {
+	if err := s.CompleteWithOptions(&generic.StoreOptions{RESTOptions: opts, AttrFunc: attrs, TriggerFunc: r.triggers, Indexers: indexers}); err != nil {
 		return nil, err
 	}
 	return &REST{Store: s, shortNames: r.shortNames, categories: r.categories}, nil
