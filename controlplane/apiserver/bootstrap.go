@@ -18,7 +18,9 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -67,8 +69,13 @@ func (b bootstrap) run(ctx context.Context) {
 
 func (b bootstrap) reconcile(ctx context.Context) error {
 	for _, name := range SystemNamespaces {
-		_, err := b.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := createUnlessFound(ctx, func(ctx context.Context) error {
+			_, err := b.client.CoreV1().Namespaces().Get(ctx, name, cached)
+			return err
+		}, func(ctx context.Context) error {
+			_, err := b.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+			return err
+		}); err != nil {
 			return err
 		}
 	}
@@ -95,7 +102,13 @@ func (b bootstrap) reconcile(ctx context.Context) error {
 			SessionAffinity: corev1.ServiceAffinityNone,
 		},
 	}
-	if _, err := b.client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := createUnlessFound(ctx, func(ctx context.Context) error {
+		_, err := b.client.CoreV1().Services("default").Get(ctx, svc.Name, cached)
+		return err
+	}, func(ctx context.Context) error {
+		_, err := b.client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{})
+		return err
+	}); err != nil {
 		return err
 	}
 	addrs := []string{b.advertise.String()}
@@ -138,15 +151,22 @@ const LocalPathProvisioner = "skiff.sh/local-path"
 // ensureClasses creates the system PriorityClasses (as upstream's scheduling bootstrap)
 // and the default StorageClass local-path (as k3s ships one) when they are missing.
 func (b bootstrap) ensureClasses(ctx context.Context) error {
+	var classes []*schedulingv1.PriorityClass
 	for name, value := range validation.SystemPriorityClasses {
 		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value,
 			Description: "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary."}
 		if name == validation.SystemNodeCritical {
 			pc.Description = "Used for system critical pods that must not be moved from their current node."
 		}
-		if _, err := b.client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		classes = append(classes, pc)
+	}
+	pcs := b.client.SchedulingV1().PriorityClasses()
+	if err := createMissing(ctx, classes, func(ctx context.Context) (runtime.Object, error) { return pcs.List(ctx, cachedList) },
+		func(ctx context.Context, pc *schedulingv1.PriorityClass) error {
+			_, err := pcs.Create(ctx, pc, metav1.CreateOptions{})
 			return err
-		}
+		}); err != nil {
+		return err
 	}
 	sc := &storagev1.StorageClass{
 		ObjectMeta:        metav1.ObjectMeta{Name: "local-path", Annotations: map[string]string{printers.IsDefaultClassAnnotation: "true"}},
@@ -154,10 +174,13 @@ func (b bootstrap) ensureClasses(ctx context.Context) error {
 		ReclaimPolicy:     ptr.To(corev1.PersistentVolumeReclaimDelete),
 		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
 	}
-	if _, err := b.client.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	return createUnlessFound(ctx, func(ctx context.Context) error {
+		_, err := b.client.StorageV1().StorageClasses().Get(ctx, sc.Name, cached)
 		return err
-	}
-	return nil
+	}, func(ctx context.Context) error {
+		_, err := b.client.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{})
+		return err
+	})
 }
 
 // ensureFlowControl creates upstream's bootstrap FlowSchemas and priority levels that are
@@ -166,14 +189,66 @@ func (b bootstrap) ensureClasses(ctx context.Context) error {
 // producer does. Ones an operator changed are left as they are.
 func (b bootstrap) ensureFlowControl(ctx context.Context) error {
 	levels := append(append([]*flowcontrolv1.PriorityLevelConfiguration{}, fcbootstrap.MandatoryPriorityLevelConfigurations...), fcbootstrap.SuggestedPriorityLevelConfigurations...)
-	for _, plc := range levels {
-		if _, err := b.client.FlowcontrolV1().PriorityLevelConfigurations().Create(ctx, plc.DeepCopy(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	plcs := b.client.FlowcontrolV1().PriorityLevelConfigurations()
+	if err := createMissing(ctx, levels, func(ctx context.Context) (runtime.Object, error) { return plcs.List(ctx, cachedList) },
+		func(ctx context.Context, plc *flowcontrolv1.PriorityLevelConfiguration) error {
+			_, err := plcs.Create(ctx, plc.DeepCopy(), metav1.CreateOptions{})
 			return err
-		}
+		}); err != nil {
+		return err
 	}
 	schemas := append(append([]*flowcontrolv1.FlowSchema{}, fcbootstrap.MandatoryFlowSchemas...), fcbootstrap.SuggestedFlowSchemas...)
-	for _, fs := range schemas {
-		if _, err := b.client.FlowcontrolV1().FlowSchemas().Create(ctx, fs.DeepCopy(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	fss := b.client.FlowcontrolV1().FlowSchemas()
+	return createMissing(ctx, schemas, func(ctx context.Context) (runtime.Object, error) { return fss.List(ctx, cachedList) },
+		func(ctx context.Context, fs *flowcontrolv1.FlowSchema) error {
+			_, err := fss.Create(ctx, fs.DeepCopy(), metav1.CreateOptions{})
+			return err
+		})
+}
+
+// cached and cachedList read from the watch cache: the reconcile only asks whether objects
+// exist, and a stale answer costs at most a create refused as AlreadyExists.
+var (
+	cached     = metav1.GetOptions{ResourceVersion: "0"}
+	cachedList = metav1.ListOptions{ResourceVersion: "0"}
+)
+
+// createUnlessFound creates an object when get says it is not found, so that a settled
+// cluster's reconcile only reads (one POST refused as AlreadyExists per object every 10 s
+// was most of a scale run's 4xx answers).
+func createUnlessFound(ctx context.Context, get, create func(context.Context) error) error {
+	err := get(ctx)
+	if !apierrors.IsNotFound(err) {
+		return err
+	}
+	if err := create(ctx); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
+
+// createMissing creates those of want that one list does not hold, by name.
+func createMissing[T interface{ GetName() string }](ctx context.Context, want []T, list func(context.Context) (runtime.Object, error),
+	create func(context.Context, T) error) error {
+	l, err := list(ctx)
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	if err := meta.EachListItem(l, func(o runtime.Object) error {
+		m, err := meta.Accessor(o)
+		if err == nil {
+			have[m.GetName()] = true
+		}
+		return err
+	}); err != nil {
+		return err
+	}
+	for _, w := range want {
+		if have[w.GetName()] {
+			continue
+		}
+		if err := create(ctx, w); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}
 	}
