@@ -30,7 +30,7 @@ import (
 type options struct {
 	binDir, kubeSrc, skiff, pause, busybox, kubectl, etcd string
 	lab                                                   string
-	nodes, procs                                          int
+	nodes, procs, repeat                                  int
 	focus, skip, smoke                                    string
 	work, out                                             string
 	e2eVersion                                            string
@@ -52,6 +52,7 @@ func main() {
 	flag.StringVar(&o.lab, "lab", "conf", "name of the lab to bring up (and take down)")
 	flag.IntVar(&o.nodes, "nodes", 2, "worker nodes besides the master")
 	flag.IntVar(&o.procs, "procs", 6, "parallel ginkgo processes (serial specs run after, on one)")
+	flag.IntVar(&o.repeat, "repeat", 1, "run the selected specs this many times in a row (ginkgo --repeat), stopping at the first run that fails")
 	flag.StringVar(&o.focus, "focus", `\[Conformance\]`, "ginkgo focus regexp")
 	flag.StringVar(&o.skip, "skip", "", "ginkgo skip regexp")
 	flag.StringVar(&o.smoke, "smoke", "", "file listing exact spec names, one a line: run only those, and fail unless every one passes")
@@ -187,6 +188,9 @@ func run(o options) error {
 		if procs > 1 {
 			args = append(args, "-p", fmt.Sprintf("--procs=%d", procs))
 		}
+		if n == 1 && o.repeat > 1 {
+			args = append(args, fmt.Sprintf("--repeat=%d", o.repeat-1))
+		}
 		args = append(append(args, e2e, "--"), e2eArgs...)
 		logFile, err := os.Create(filepath.Join(o.work, fmt.Sprintf("ginkgo-%d.log", n)))
 		if err != nil {
@@ -226,6 +230,17 @@ func run(o options) error {
 	if err := runOnce(1, o.focus, o.procs); err != nil {
 		return err
 	}
+	var repeated *Repeat
+	if o.repeat > 1 {
+		// ginkgo writes the report of its last run only: the runs are counted from its log.
+		log, err := os.ReadFile(filepath.Join(o.work, "ginkgo-1.log"))
+		if err != nil {
+			return err
+		}
+		r := CountRuns(string(log), o.repeat)
+		repeated = &r
+		logf("repeat: %d of %d runs passed, %d failed", r.Passed, r.Asked, r.Failed)
+	}
 	// A ginkgo process that dies (a spec that calls Failf outside its goroutine, say) takes
 	// its current spec with it, and process 1's death the serial specs; run those once more.
 	if missing := Missing(selected, runs...); len(missing) > 0 && ctx.Err() == nil {
@@ -240,6 +255,7 @@ func run(o options) error {
 		duration += " (interrupted)"
 	}
 	s := newSummary(o, time.Now().UTC().Format("2006-01-02"), tested, duration, notBuilt, total, Merge(selected, runs...))
+	s.Repeat = repeated
 	if o.smoke != "" {
 		s.Focus = "the specs listed in " + o.smoke
 	}
@@ -248,6 +264,9 @@ func run(o options) error {
 	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("interrupted")
+	}
+	if repeated != nil && repeated.Passed != repeated.Asked {
+		return fmt.Errorf("repeat: %d of %d runs passed", repeated.Passed, repeated.Asked)
 	}
 	if o.smoke != "" && s.Totals.Passed != s.Totals.Selected {
 		for _, r := range s.Results {

@@ -250,6 +250,31 @@ type Summary struct {
 	// Base, when set, is the earlier full run whose results stand for the specs this run did
 	// not select.
 	Base *BaseRun `json:"base,omitempty"`
+	// Repeat, when set, counts the runs of a repeated run (--repeat); the results are its
+	// last run's.
+	Repeat *Repeat `json:"repeat,omitempty"`
+}
+
+// Repeat is how the runs of a repeated run went.
+type Repeat struct {
+	Asked  int `json:"asked"`
+	Passed int `json:"passed"`
+	Failed int `json:"failed"`
+}
+
+// CountRuns counts the suite runs a ginkgo log reports ("SUCCESS!" or "FAIL!" after each
+// "Ran N of M Specs"), asked of them in all.
+func CountRuns(log string, asked int) Repeat {
+	r := Repeat{Asked: asked}
+	for _, line := range strings.Split(log, "\n") {
+		switch {
+		case strings.HasPrefix(line, "SUCCESS! -- "):
+			r.Passed++
+		case strings.HasPrefix(line, "FAIL! -- "):
+			r.Failed++
+		}
+	}
+	return r
 }
 
 // BaseRun names the run results were carried over from.
@@ -353,6 +378,9 @@ func WriteMarkdown(w io.Writer, s *Summary) error {
 		fmt.Fprintf(&b, "| skip | `%s` |\n", s.Skip)
 	}
 	fmt.Fprintf(&b, "| duration | %s |\n", s.Duration)
+	if s.Repeat != nil {
+		fmt.Fprintf(&b, "| runs in a row | %d asked: %d passed, %d failed (the results below are the last run's) |\n", s.Repeat.Asked, s.Repeat.Passed, s.Repeat.Failed)
+	}
 	if s.Base != nil {
 		// Where each carried result was measured (a base may itself carry older ones).
 		at := map[string]int{}

@@ -231,3 +231,17 @@ func TestOverlay(t *testing.T) {
 		}
 	}
 }
+
+func TestCountRuns(t *testing.T) {
+	log := strings.Join([]string{
+		"Running Suite: Kubernetes e2e suite", "Ran 3 of 7022 Specs in 41.2 seconds",
+		"SUCCESS! -- 3 Passed | 0 Failed | 0 Pending | 7019 Skipped", "",
+		"Ginkgo is rerunning the suite (attempt 2 of 3)",
+		"Ran 3 of 7022 Specs in 40.1 seconds",
+		"FAIL! -- 2 Passed | 1 Failed | 0 Pending | 7019 Skipped",
+		"  a line mentioning SUCCESS! -- elsewhere is not a run",
+	}, "\n")
+	if got := CountRuns(log, 3); got != (Repeat{Asked: 3, Passed: 1, Failed: 1}) {
+		t.Fatalf("CountRuns = %+v, want 3 asked, 1 passed, 1 failed", got)
+	}
+}
