@@ -20,6 +20,8 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -62,7 +64,7 @@ func New(o Options, log *slog.Logger) *Server {
 		o.Domain = "cluster.local"
 	}
 	s := &Server{o: o, log: log, metrics: NewMetrics()}
-	s.zone.Store(Build(Inputs{Domain: o.Domain, Nameserver: o.Nameserver}))
+	s.zone.Store(NewZone(o.Domain, o.Nameserver))
 	return s
 }
 
@@ -76,27 +78,60 @@ func (s *Server) Zone() *Zone { return s.zone.Load() }
 func (s *Server) Run(ctx context.Context, client kubernetes.Interface) error {
 	factory, start := sharedinformers.Factory(ctx, s.o.Informers, client)
 	svcs, slices, pods := factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices(), factory.Core().V1().Pods()
-	watched := []cache.SharedIndexInformer{svcs.Informer(), slices.Informer(), pods.Informer()}
+	// Ask for the informers before starting the factory: it starts only those asked for.
+	svcInf, sliceInf, podInf := svcs.Informer(), slices.Informer(), pods.Informer()
 	start()
-	kick := make(chan struct{}, 1)
-	release, err := sharedinformers.Watch(ctx, sharedinformers.Trigger(kick), watched...)
+	// Each event marks the one source it changes (a Service, with its slices, or a pod); the
+	// loop below replaces only those sources' records.
+	var dirty changes
+	dirty.kick = make(chan struct{}, 1)
+	release, err := sharedinformers.Watch(ctx, dirty.handler(serviceSource), svcInf)
 	if err != nil {
 		return err
 	}
 	defer release()
-	rebuild := func() {
+	releaseSlices, err := sharedinformers.Watch(ctx, dirty.handler(sliceSource), sliceInf)
+	if err != nil {
+		return err
+	}
+	defer releaseSlices()
+	releasePods, err := sharedinformers.Watch(ctx, dirty.handler(podSource), podInf)
+	if err != nil {
+		return err
+	}
+	defer releasePods()
+	slicesOf := func(namespace, name string) []*discoveryv1.EndpointSlice {
+		list, _ := slices.Lister().EndpointSlices(namespace).List(labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: name}))
+		return list
+	}
+	apply := func(batch map[string]bool) {
 		began := time.Now()
-		in := Inputs{Domain: s.o.Domain, Nameserver: s.o.Nameserver}
-		in.Services, _ = svcs.Lister().List(labels.Everything())
-		in.Slices, _ = slices.Lister().List(labels.Everything())
-		in.Pods, _ = pods.Lister().List(labels.Everything())
-		z := Build(in)
-		s.zone.Store(z)
+		z := s.zone.Load()
+		for key := range batch {
+			kind, nsName, _ := strings.Cut(key, ":")
+			ns, name, _ := strings.Cut(nsName, "/")
+			switch kind {
+			case "service":
+				svc, err := svcs.Lister().Services(ns).Get(name)
+				if err != nil {
+					svc = nil // gone
+				}
+				z.SetService(nsName, svc, slicesOf(ns, name))
+			case "pod":
+				p, err := pods.Lister().Pods(ns).Get(name)
+				if err != nil {
+					p = nil
+				}
+				z.SetPod(nsName, p)
+			}
+		}
 		s.built.Store(time.Now().UnixNano())
 		s.metrics.build.Observe(time.Since(began).Seconds())
 		s.metrics.names.Set(float64(z.Names()))
 	}
-	rebuild()
+	// The informers have synced and every object they hold is marked: the first batch is
+	// the whole cluster, later ones what changed.
+	apply(dirty.take())
 
 	udp, err := net.ListenPacket("udp", s.o.Listen)
 	if err != nil {
@@ -131,14 +166,14 @@ func (s *Server) Run(ctx context.Context, client kubernetes.Interface) error {
 			return nil
 		case err := <-errc:
 			return fmt.Errorf("cluster DNS stopped serving: %w", err)
-		case <-kick:
+		case <-dirty.kick:
 			// Coalesce a burst; a new Service still resolves within tens of milliseconds.
 			select {
 			case <-ctx.Done():
 				return nil
 			case <-time.After(10 * time.Millisecond):
 			}
-			rebuild()
+			apply(dirty.take())
 		}
 	}
 }
@@ -244,7 +279,71 @@ func (s *Server) Answer(ctx context.Context, r *dns.Msg) (*dns.Msg, string) {
 	return m, "forward"
 }
 
-// LastBuild is when the zone was last rebuilt (zero before the first).
+// changes are the sources ("service:ns/name", "pod:ns/name") whose records are stale.
+type changes struct {
+	mu   sync.Mutex
+	keys map[string]bool
+	kick chan struct{}
+}
+
+func (c *changes) mark(key string) {
+	c.mu.Lock()
+	if c.keys == nil {
+		c.keys = map[string]bool{}
+	}
+	c.keys[key] = true
+	c.mu.Unlock()
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (c *changes) take() map[string]bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keys := c.keys
+	c.keys = nil
+	return keys
+}
+
+// handler marks the source of each object an informer reports (source gives it, or "").
+func (c *changes) handler(source func(obj any) string) cache.ResourceEventHandler {
+	on := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if key := source(obj); key != "" {
+			c.mark(key)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{AddFunc: on, DeleteFunc: on,
+		// A slice that moves to another Service (its label changed) changes both.
+		UpdateFunc: func(old, obj any) { on(old); on(obj) }}
+}
+
+func serviceSource(obj any) string {
+	if svc, ok := obj.(*corev1.Service); ok {
+		return "service:" + svc.Namespace + "/" + svc.Name
+	}
+	return ""
+}
+
+func sliceSource(obj any) string {
+	if sl, ok := obj.(*discoveryv1.EndpointSlice); ok && sl.Labels[discoveryv1.LabelServiceName] != "" {
+		return "service:" + sl.Namespace + "/" + sl.Labels[discoveryv1.LabelServiceName]
+	}
+	return ""
+}
+
+func podSource(obj any) string {
+	if p, ok := obj.(*corev1.Pod); ok {
+		return "pod:" + p.Namespace + "/" + p.Name
+	}
+	return ""
+}
+
+// LastBuild is when the zone was last changed (zero before the first).
 func (s *Server) LastBuild() time.Time {
 	if ns := s.built.Load(); ns != 0 {
 		return time.Unix(0, ns)
