@@ -381,7 +381,7 @@ func NewMetrics() *Metrics {
 			Buckets: []float64{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}},
 			[]string{"source"}),
 		build: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "skiff_dns_zone_build_seconds",
-			Help: "Time to rebuild the cluster zone after a change.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}),
+			Help: "Time to apply a batch of changes to the cluster zone.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}),
 		names: prometheus.NewGauge(prometheus.GaugeOpts{Name: "skiff_dns_zone_names", Help: "Owner names in the cluster zone."}),
 	}
 }
