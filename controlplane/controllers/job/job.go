@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -50,6 +51,50 @@ type Controller struct {
 	loop     *loop.Loop
 	log      *slog.Logger
 	now      func() time.Time
+	// written is the resourceVersion of each Job's last status write by this controller,
+	// until the Job cache shows it (see behind).
+	writtenMu sync.Mutex
+	written   map[string]statusWrite
+}
+
+type statusWrite struct {
+	rv uint64
+	at time.Time
+}
+
+// maxStatusWait bounds how long a sync waits for the cache to show its last status write.
+const maxStatusWait = 5 * time.Second
+
+// behind says whether the cached Job j is older than this controller's last status write to
+// it. A sync must not act on such a Job: its own counts and failed indexes are not in it yet,
+// while the pods it released are already without their finalizers — to it, counted long ago
+// — so it would remake an index that has failed, or count a pod twice.
+func (c *Controller) behind(key string, j *batchv1.Job) bool {
+	c.writtenMu.Lock()
+	defer c.writtenMu.Unlock()
+	w, ok := c.written[key]
+	if !ok {
+		return false
+	}
+	cached, err := strconv.ParseUint(j.ResourceVersion, 10, 64)
+	if err == nil && cached < w.rv && c.now().Sub(w.at) < maxStatusWait {
+		return true
+	}
+	delete(c.written, key)
+	return false
+}
+
+func (c *Controller) wrote(key string, j *batchv1.Job) {
+	rv, err := strconv.ParseUint(j.ResourceVersion, 10, 64)
+	if err != nil {
+		return
+	}
+	c.writtenMu.Lock()
+	defer c.writtenMu.Unlock()
+	if c.written == nil {
+		c.written = map[string]statusWrite{}
+	}
+	c.written[key] = statusWrite{rv: rv, at: c.now()}
 }
 
 // New wires the controller to Job and pod informers.
@@ -122,11 +167,19 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	j, err := c.jobs.Jobs(ns).Get(name)
 	if apierrors.IsNotFound(err) {
+		c.writtenMu.Lock()
+		delete(c.written, key)
+		c.writtenMu.Unlock()
 		// The Job is gone: its pods must not keep its finalizer, or they could never go.
 		return c.releaseOrphans(ctx, ns, name)
 	}
 	if err != nil {
 		return err
+	}
+	if c.behind(key, j) {
+		// The write's event queues the Job again; this is in case it comes late.
+		c.loop.AddAfter(key, 100*time.Millisecond)
+		return nil
 	}
 	if j.Spec.ManagedBy != nil && *j.Spec.ManagedBy != ManagedBy {
 		return nil
@@ -174,9 +227,11 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if !apiequality.Semantic.DeepEqual(plan.Status, j.Status) {
 		cp := j.DeepCopy()
 		cp.Status = plan.Status
-		if _, err := c.client.BatchV1().Jobs(ns).UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err != nil {
+		updated, err := c.client.BatchV1().Jobs(ns).UpdateStatus(ctx, cp, metav1.UpdateOptions{})
+		if err != nil {
 			return errors.Join(append(errs, err)...)
 		}
+		c.wrote(key, updated)
 	}
 	released := false
 	for _, p := range append(plan.Uncount, plan.Release...) {
