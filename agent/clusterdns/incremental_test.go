@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // dump is everything a zone answers from, in a canonical order: each owner name's records,
@@ -99,7 +100,7 @@ func TestIncrementalMatchesBuild(t *testing.T) {
 						}
 						eps = append(eps, endpoint(fmt.Sprintf("10.244.0.%d", rng.Intn(4)+1), rng.Intn(3) != 0, host))
 					}
-					sliceSet[ns+"/"+sname] = slice(ns, name, sname, []discoveryv1.EndpointPort{{Name: ptrTo("http"), Port: ptrTo(int32(8080))}}, eps...)
+					sliceSet[ns+"/"+sname] = slice(ns, name, sname, []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(8080))}}, eps...)
 				}
 				z.SetService(key, services[key], slicesOf(key))
 			case 2: // a pod
@@ -143,5 +144,3 @@ func TestIncrementalMatchesBuild(t *testing.T) {
 		}
 	}
 }
-
-func ptrTo[T any](v T) *T { return &v }

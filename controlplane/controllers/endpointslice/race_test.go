@@ -10,8 +10,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -93,39 +95,36 @@ func (f *liveFixture) checkNoPodTwice(s *discoveryv1.EndpointSlice) {
 	}
 }
 
-// refresh makes the informers' caches what the API holds.
+// refresh makes the informers' caches what the fake API holds.
 func (f *liveFixture) refresh() {
 	f.t.Helper()
-	ctx := context.Background()
-	set := func(inf interface{ Replace([]any, string) error }, items []any) {
-		if err := inf.Replace(items, ""); err != nil {
+	tracker := f.client.Tracker()
+	for _, c := range []struct {
+		inf interface{ Replace([]any, string) error }
+		gvr schema.GroupVersionResource
+		gvk schema.GroupVersionKind
+	}{
+		{f.factory.Core().V1().Services().Informer().GetIndexer(), corev1.SchemeGroupVersion.WithResource("services"), corev1.SchemeGroupVersion.WithKind("Service")},
+		{f.factory.Core().V1().Pods().Informer().GetIndexer(), corev1.SchemeGroupVersion.WithResource("pods"), corev1.SchemeGroupVersion.WithKind("Pod")},
+		{f.factory.Discovery().V1().EndpointSlices().Informer().GetIndexer(), discoveryv1.SchemeGroupVersion.WithResource("endpointslices"), discoveryv1.SchemeGroupVersion.WithKind("EndpointSlice")},
+		{f.factory.Core().V1().Endpoints().Informer().GetIndexer(), corev1.SchemeGroupVersion.WithResource("endpoints"), corev1.SchemeGroupVersion.WithKind("Endpoints")},
+	} {
+		list, err := tracker.List(c.gvr, c.gvk, "")
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		objs := make([]any, len(items))
+		for i := range items {
+			objs[i] = items[i]
+		}
+		if err := c.inf.Replace(objs, ""); err != nil {
 			f.t.Fatal(err)
 		}
 	}
-	var items []any
-	svcs, _ := f.client.CoreV1().Services("").List(ctx, metav1.ListOptions{})
-	for i := range svcs.Items {
-		items = append(items, &svcs.Items[i])
-	}
-	set(f.factory.Core().V1().Services().Informer().GetIndexer(), items)
-	items = nil
-	pods, _ := f.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-	for i := range pods.Items {
-		items = append(items, &pods.Items[i])
-	}
-	set(f.factory.Core().V1().Pods().Informer().GetIndexer(), items)
-	items = nil
-	slices, _ := f.client.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{})
-	for i := range slices.Items {
-		items = append(items, &slices.Items[i])
-	}
-	set(f.factory.Discovery().V1().EndpointSlices().Informer().GetIndexer(), items)
-	items = nil
-	eps, _ := f.client.CoreV1().Endpoints("").List(ctx, metav1.ListOptions{})
-	for i := range eps.Items {
-		items = append(items, &eps.Items[i])
-	}
-	set(f.factory.Core().V1().Endpoints().Informer().GetIndexer(), items)
 }
 
 // syncAndSee runs one sync and lets the caches catch up with it.
