@@ -18,7 +18,7 @@ LDFLAGS := -s -w \
 BIN := bin/skiff
 export SKIFF_BIN := $(CURDIR)/$(BIN)
 
-.PHONY: help deps build run test unit e2e bench kube-proxy coredns conformance conformance-smoke conformance-bin generate lint verify clean
+.PHONY: help deps build run test unit e2e bench scale scale-upstream kwok kube-proxy coredns conformance conformance-smoke conformance-bin generate lint verify clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -38,7 +38,7 @@ run: deps build ## bring up the lab: a master, $(LAB_NODES) workers and an FRR t
 		echo "skiff: lab $(LAB) is already up (skiff lab down --name $(LAB) to remove it)"; ./$(BIN) lab status --name $(LAB); \
 	else ./$(BIN) lab up --name $(LAB) --nodes $(LAB_NODES) --tor frr; fi
 
-test: deps build ## run every test: unit, fuzz seeds, end-to-end with the real kubectl and etcd, and the conformance smoke
+test: deps build kwok ## run every test: unit, fuzz seeds, end-to-end with the real kubectl and etcd, the 100-node scale smoke, and the conformance smoke
 	@hack/test.sh
 
 unit: ## unit tests only (no root, no network)
@@ -81,6 +81,38 @@ tests/bench/kubeproxy/kube-proxy: tests/bench/kubeproxy/go.mod tests/bench/kubep
 		-X k8s.io/component-base/version.gitVersion=$(KUBE_PROXY_VERSION) \
 		-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37" \
 		k8s.io/kubernetes/cmd/kube-proxy
+
+# kwok (sigs.k8s.io/kwok), the simulated nodes of the scale harness (tests/scale), built in its
+# own throwaway module; its stages (fast node start-up, heartbeats with Leases, fast pods) are
+# kwok's own files from the module, gathered into one configuration. ~2 minutes the first time.
+KWOK_DIR := tests/scale/kwok
+kwok: $(KWOK_DIR)/kwok $(KWOK_DIR)/stages.yaml ## kwok and its stages (for make scale and the 100-node smoke in make test)
+$(KWOK_DIR)/kwok: $(KWOK_DIR)/go.mod $(KWOK_DIR)/go.sum
+	cd $(KWOK_DIR) && $(GO) build -o kwok -ldflags '-s -w' sigs.k8s.io/kwok/cmd/kwok
+$(KWOK_DIR)/stages.yaml: $(KWOK_DIR)/go.mod $(KWOK_DIR)/go.sum
+	cd $(KWOK_DIR) && src="$$($(GO) list -m -f '{{.Dir}}' sigs.k8s.io/kwok)/kustomize/stage" && \
+	for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+		pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do \
+		echo '---'; cat "$$src/$$f"; done > stages.yaml.tmp && mv stages.yaml.tmp stages.yaml
+
+# Upstream's control plane for the scale harness's side-by-side run: kube-apiserver,
+# kube-scheduler and kube-controller-manager at $(KUBE_PROXY_VERSION) and etcd at the version
+# skiff embeds, in their own throwaway module (tests/scale/upstream); CI never builds them.
+UPSTREAM_DIR := tests/scale/upstream
+UPSTREAM_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_PROXY_VERSION) \
+	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37
+scale-upstream: $(UPSTREAM_DIR)/bin/kube-apiserver $(UPSTREAM_DIR)/bin/kube-scheduler $(UPSTREAM_DIR)/bin/kube-controller-manager $(UPSTREAM_DIR)/bin/etcd ## upstream's control plane (for make scale)
+$(UPSTREAM_DIR)/bin/kube-%: $(UPSTREAM_DIR)/go.mod $(UPSTREAM_DIR)/go.sum
+	cd $(UPSTREAM_DIR) && $(GO) build -o bin/kube-$* -ldflags "$(UPSTREAM_LDFLAGS)" k8s.io/kubernetes/cmd/kube-$*
+$(UPSTREAM_DIR)/bin/etcd: $(UPSTREAM_DIR)/go.mod $(UPSTREAM_DIR)/go.sum $(UPSTREAM_DIR)/etcd/main.go
+	cd $(UPSTREAM_DIR) && $(GO) build -o bin/etcd -ldflags '-s -w' ./etcd
+
+# The scale harness at every size, skiff beside upstream; results land in tests/scale/results.
+SCALE_NODES ?= 100,1000,5000
+SCALE_CHURN ?= 2m
+scale: deps build kwok scale-upstream ## the scale harness: kwok nodes, ClusterLoader2-like load, skiff beside upstream at $(SCALE_NODES) nodes
+	$(GO) test -count=1 -run '^TestScale$$' -timeout 6h -v ./tests/scale/ -args -scale.nodes $(SCALE_NODES) \
+		-scale.upstream -scale.churn $(SCALE_CHURN) -scale.settle 60s -scale.out $(CURDIR)/tests/scale/results
 
 # Upstream CoreDNS (its kubernetes plugin only) for BenchmarkClusterDNS's side-by-side run, in
 # its own throwaway module (tests/bench/coredns) as kube-proxy; CI never builds it.

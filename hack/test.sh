@@ -22,10 +22,11 @@ phase vet
 # Unit and privileged package tests two at a time; the end-to-end packages one at a time: each
 # brings up API servers or a whole lab with BFD at 4 x 300 ms, and two beside each other on 2
 # cores starved the BFD sessions through an agent restart (TestLabMesh lost 109 of 176 pings).
-go test -count=1 -timeout 45m $(go list ./... | grep -v '/tests/e2e/') 2>&1 | tee "$log"
+go test -count=1 -timeout 45m $(go list ./... | grep -v -e '/tests/e2e/' -e '/tests/scale') 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 phase unit
-go test -count=1 -timeout 45m -p 1 ./tests/e2e/... 2>&1 | tee -a "$log"
+# The scale harness's 100-node smoke (kwok, 3,000 pods, skiff alone) runs among them.
+go test -count=1 -timeout 45m -p 1 ./tests/e2e/... ./tests/scale/... 2>&1 | tee -a "$log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
 phase e2e
 pkgs_ok=$(grep -c '^ok ' "$log")
