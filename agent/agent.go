@@ -110,8 +110,10 @@ type Options struct {
 	CPUManagerPolicy          string
 	ReservedCPUs              cpuset.CPUSet
 	CPUManagerReconcilePeriod time.Duration
-	// ServiceProxy runs the eBPF service load balancer for the node's pods.
+	// ServiceProxy runs the eBPF service load balancer for the node's pods, its maps sized
+	// by BPFMapSizes (zero: dataplane.DefaultMapSizes).
 	ServiceProxy bool
+	BPFMapSizes  dataplane.MapSizes
 	// NetworkPolicy enforces NetworkPolicies on the node's pod veths with eBPF.
 	NetworkPolicy bool
 	// BGP, if set, runs the node's BGP speaker and installs learned pod routes.
@@ -266,9 +268,11 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		return nil
 	}
 	pressureChanged := make(chan struct{}, 1)
+	var mapStatus atomic.Pointer[dataplane.MapStatus] // the service maps' fill after the last sync
 	nopts := node.Options{Name: o.NodeName, InternalIP: o.InternalIP, RuntimeVersion: "containerd://" + v.RuntimeVersion, Taints: o.Taints,
 		Labels: o.Labels, APIPort: o.APIPort, Health: sup.Health, Pressure: pressureNow, PressureChanged: pressureChanged,
-		NodeFs: o.DataDir, Reserved: o.Reserved, EvictionHard: o.EvictionHard,
+		Conditions: func() []corev1.NodeCondition { return serviceMapsCondition(o.ServiceProxy, mapStatus.Load()) },
+		NodeFs:     o.DataDir, Reserved: o.Reserved, EvictionHard: o.EvictionHard,
 		// The PV binder provisions local-path volumes under this directory of the node.
 		Annotations: map[string]string{volumes.LocalPathRootAnnotation: dirs.Storage()}}
 	if _, err := node.Register(ctx, client, nopts, log); err != nil {
@@ -341,7 +345,8 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 			root = cgroups.DefaultRoot
 		}
 		po := dataplane.ProxyOptions{Node: dataplane.Node{Name: o.NodeName, IP: nodeAddr(o.InternalIP)}, Netns: o.Netns, Uplink: uplinkOf(o.InternalIP), PinDir: dataplane.PinDir(o.NodeName), CgroupPath: filepath.Join(cgroups.Unified(), root),
-			Informers: shared, Started: func(d *dataplane.Dataplane) { proxy.Store(d) }}
+			Informers: shared, Started: func(d *dataplane.Dataplane) { proxy.Store(d) },
+			MapSizes: o.BPFMapSizes, Synced: func(s dataplane.MapStatus) { mapStatus.Store(&s) }}
 		sup.Go(supervisor.Part{Name: "service-proxy", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
 			return dataplane.RunProxy(ctx, client, po, log.With("component", "service-proxy"))
 		}})
@@ -437,7 +442,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	sup.Go(supervisor.Part{Name: "eviction", Policy: supervisor.Restart, Run: pmgr.Run})
 	if o.HealthzAddress != "" {
 		sup.Go(supervisor.Part{Name: "healthz", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
-			return serveHealthz(ctx, o.HealthzAddress, ctr, sup, &speaker, &proxy, policyEnforcer, dnsServer)
+			return serveHealthz(ctx, o.HealthzAddress, ctr, sup, &speaker, proxyCollector{proxy: &proxy, maps: &mapStatus}, policyEnforcer, dnsServer)
 		}})
 	}
 	if o.PodManifestPath != "" {
@@ -548,10 +553,10 @@ func replaceLink(target, name string) error {
 // states and route counts, the service tables, each part's state) on the agent's loopback
 // address.
 func serveHealthz(ctx context.Context, addr string, ctr *runtime.Containerd, sup *supervisor.Supervisor, speaker *atomic.Pointer[bgp.Speaker],
-	proxy *atomic.Pointer[dataplane.Dataplane], policy *dataplane.Enforcer, dnsServer *clusterdns.Server) error {
+	proxy proxyCollector, policy *dataplane.Enforcer, dnsServer *clusterdns.Server) error {
 	mux := http.NewServeMux()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(bgpCollector{speaker}, proxyCollector{proxy}, partsCollector{sup})
+	reg.MustRegister(bgpCollector{speaker}, proxy, partsCollector{sup})
 	if policy != nil {
 		reg.MustRegister(policyCollector{policy})
 	}
@@ -641,9 +646,39 @@ var (
 		"Capacity of the NodePort connection-tracking table.", nil, nil)
 )
 
-// proxyCollector exports the service dataplane's table occupancy, counted exactly at scrape.
+var (
+	mapEntriesDesc = prometheus.NewDesc("skiff_bpf_map_entries",
+		"Entries the cluster's Services need in each service map after the last sync (more than the capacity when it is full).", []string{"map"}, nil)
+	mapCapacityDesc = prometheus.NewDesc("skiff_bpf_map_capacity",
+		"Capacity of each service map (--bpf-map-services, --bpf-map-backends, --bpf-map-maglev).", []string{"map"}, nil)
+	unprogrammedDesc = prometheus.NewDesc("skiff_service_frontends_unprogrammed",
+		"Service frontends left out of the maps because a map is full (0 when everything fits).", nil, nil)
+)
+
+// ServiceMapsFull is the Node condition that says a service map is full: True names the
+// map and the first frontend left out, as NetworkUnavailable names a broken network.
+const ServiceMapsFull corev1.NodeConditionType = "SkiffServiceMapsFull"
+
+// serviceMapsCondition is the node's ServiceMapsFull condition; none before the first sync
+// or without the service proxy.
+func serviceMapsCondition(proxy bool, s *dataplane.MapStatus) []corev1.NodeCondition {
+	if !proxy || s == nil {
+		return nil
+	}
+	now := metav1.Now()
+	c := corev1.NodeCondition{Type: ServiceMapsFull, Status: corev1.ConditionFalse, Reason: "ServiceMapsHaveRoom",
+		Message: "every Service frontend is programmed", LastHeartbeatTime: now, LastTransitionTime: now}
+	if msg := s.Full(); msg != "" {
+		c.Status, c.Reason, c.Message = corev1.ConditionTrue, "ServiceMapFull", msg
+	}
+	return []corev1.NodeCondition{c}
+}
+
+// proxyCollector exports the service dataplane's table occupancy, counted exactly at scrape,
+// and the service maps' fill as of the last sync.
 type proxyCollector struct {
 	proxy *atomic.Pointer[dataplane.Dataplane]
+	maps  *atomic.Pointer[dataplane.MapStatus]
 }
 
 func (c proxyCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -651,9 +686,19 @@ func (c proxyCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- socketsCapDesc
 	ch <- ctDesc
 	ch <- ctCapDesc
+	ch <- mapEntriesDesc
+	ch <- mapCapacityDesc
+	ch <- unprogrammedDesc
 }
 
 func (c proxyCollector) Collect(ch chan<- prometheus.Metric) {
+	if s := c.maps.Load(); s != nil {
+		for _, f := range s.Fill {
+			ch <- prometheus.MustNewConstMetric(mapEntriesDesc, prometheus.GaugeValue, float64(f.Entries), f.Map)
+			ch <- prometheus.MustNewConstMetric(mapCapacityDesc, prometheus.GaugeValue, float64(f.Capacity), f.Map)
+		}
+		ch <- prometheus.MustNewConstMetric(unprogrammedDesc, prometheus.GaugeValue, float64(len(s.Dropped)))
+	}
 	d := c.proxy.Load()
 	if d == nil {
 		return

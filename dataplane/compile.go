@@ -20,6 +20,10 @@ type Frontend struct {
 	Proto corev1.Protocol
 }
 
+func (f Frontend) String() string {
+	return netip.AddrPortFrom(f.Addr, f.Port).String() + "/" + string(f.Proto)
+}
+
 // Backend is one endpoint address and port.
 type Backend struct {
 	Addr netip.Addr

@@ -92,7 +92,7 @@ func TestPrivilegedSocketLB(t *testing.T) {
 		_ = Remove(pinDir)
 		_ = os.Remove(cgroup)
 	})
-	d, err := Load(pinDir, cgroup, "", netip.Addr{})
+	d, err := Load(pinDir, cgroup, "", netip.Addr{}, MapSizes{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ print(data.decode(), src[0], src[1])
 	}
 
 	// An agent restart: load again over the pinned maps and links.
-	d2, err := Load(pinDir, cgroup, "", netip.Addr{})
+	d2, err := Load(pinDir, cgroup, "", netip.Addr{}, MapSizes{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ print(data.decode(), src[0], src[1])
 		t.Fatal(err)
 	}
 	meta.Close()
-	d3, err := Load(pinDir, cgroup, "", netip.Addr{})
+	d3, err := Load(pinDir, cgroup, "", netip.Addr{}, MapSizes{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +317,7 @@ func TestPrivilegedCheckAndRepair(t *testing.T) {
 			t.Fatalf("%s: the ClusterIP answered %q", when, got)
 		}
 	}
-	d, err := Load(pinDir, cgroup, "", netip.Addr{})
+	d, err := Load(pinDir, cgroup, "", netip.Addr{}, MapSizes{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +335,7 @@ func TestPrivilegedCheckAndRepair(t *testing.T) {
 		t.Fatalf("Check after detaching connect4: %v", err)
 	}
 	d.Close()
-	if d, err = Load(pinDir, cgroup, "", netip.Addr{}); err != nil {
+	if d, err = Load(pinDir, cgroup, "", netip.Addr{}, MapSizes{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Check(); err != nil {
@@ -355,7 +355,7 @@ func TestPrivilegedCheckAndRepair(t *testing.T) {
 		}
 	}
 	d.Close()
-	if d, err = Load(pinDir, cgroup, "", netip.Addr{}); err != nil {
+	if d, err = Load(pinDir, cgroup, "", netip.Addr{}, MapSizes{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Check(); err != nil {

@@ -40,7 +40,7 @@ func TestPrivilegedHostPortLoopback(t *testing.T) {
 	if out, err := exec.Command("ip", "-n", podNetns, "link", "set", "lo", "up").CombinedOutput(); err != nil {
 		t.Fatalf("lo up: %v\n%s", err, out)
 	}
-	d, err := Load(pinDir, cgroup, "", netip.Addr{})
+	d, err := Load(pinDir, cgroup, "", netip.Addr{}, MapSizes{})
 	if err != nil {
 		t.Fatal(err)
 	}

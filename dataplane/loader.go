@@ -28,6 +28,8 @@ type Dataplane struct {
 	pins   []string // where each of links is pinned
 	pinDir string
 	Maps   Maps
+	// Resized names the service maps Load replaced because their pinned size differed.
+	Resized []string
 }
 
 // attachments pairs each program with its hook.
@@ -54,7 +56,11 @@ func (o *sockObjects) attachments() []struct {
 // and, when uplink is set, the NodePort programs to that interface (tcx ingress and egress),
 // all through pinned links. A link pinned by an earlier run is updated in place to the new
 // program, so restarting the agent never leaves a moment without service translation.
-func Load(pinDir, cgroupPath, uplink string, node netip.Addr) (*Dataplane, error) {
+//
+// sizes are the service maps' capacities (zero fields: DefaultMapSizes); maps pinned with
+// other sizes are replaced, and Resized says which.
+func Load(pinDir, cgroupPath, uplink string, node netip.Addr, sizes MapSizes) (*Dataplane, error) {
+	sizes = sizes.withDefaults()
 	if err := ensureBPFFS(); err != nil {
 		return nil, err
 	}
@@ -71,7 +77,11 @@ func Load(pinDir, cgroupPath, uplink string, node netip.Addr) (*Dataplane, error
 	if err := migrate(pinDir); err != nil {
 		return nil, err
 	}
+	size(spec, sizes)
 	d := &Dataplane{pinDir: pinDir}
+	if d.Resized, err = unpinResized(pinDir, spec); err != nil {
+		return nil, err
+	}
 	if err := spec.LoadAndAssign(&d.objs, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: pinDir}}); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
@@ -99,6 +109,7 @@ func Load(pinDir, cgroupPath, uplink string, node netip.Addr) (*Dataplane, error
 		d.Close()
 		return nil, err
 	}
+	size(npSpec, sizes) // it shares the service maps just pinned: same sizes, same flags
 	if err := npSpec.LoadAndAssign(&d.np, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: pinDir}}); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("loading skiff's NodePort programs: %w", err)

@@ -149,11 +149,18 @@ func (m Maps) Apply(services []Service) error {
 type Programmer struct {
 	Maps Maps
 	last *entries
+	// Status is what the last Apply could program (Fit): each map's fill, and the
+	// frontends left out because a map is full.
+	Status MapStatus
 }
 
 // Apply programs services; full rewrites every entry and prunes by iterating the maps.
+// Frontends beyond the maps' capacity are left out whole and named in Status, never
+// written in part: a full map is reported, not a failure of the Services that fit.
 func (p *Programmer) Apply(services []Service, full bool) error {
-	want := encode(services)
+	kept, status := Fit(services, p.Maps.Capacity())
+	p.Status = status
+	want := encode(kept)
 	var err error
 	if full || p.last == nil {
 		err = p.Maps.write(entries{}, want, true)
@@ -169,10 +176,29 @@ func (p *Programmer) Apply(services []Service, full bool) error {
 
 // write moves the maps from have to want. Backends are written before the frontends that
 // point at them and removed after, so a lookup never finds a slot without its backend; a
-// frontend's count only changes once its new slots exist. With full, have is ignored: every
-// entry of want is written and whatever else the maps hold is pruned.
+// frontend's count only changes once its new slots exist. Room is made first: frontends
+// that are gone, and then everything of the ids no frontend will name (nothing points at
+// them any more), so a near-full map takes a new Service in the same sync that deletes an
+// old one. With full, have is ignored: every entry of want is written and whatever else the
+// maps hold is pruned.
 func (m Maps) write(have, want entries, full bool) error {
 	var errs []error
+	goneID := func(id uint32) bool { _, ok := want.names[id]; return !ok }
+	if full {
+		errs = append(errs, prune(m.Services, want.services),
+			pruneIf(m.Backends, func(k sockBackendKey) bool { return goneID(k.Id) }),
+			pruneIf(m.Names, goneID))
+		if m.Maglev != nil {
+			errs = append(errs, pruneIf(m.Maglev, func(k sockMaglevKey) bool { return goneID(k.Id) }))
+		}
+	} else {
+		errs = append(errs, remove(m.Services, have.services, want.services),
+			removeIf(m.Backends, have.backends, func(k sockBackendKey) bool { return goneID(k.Id) }),
+			removeIf(m.Names, have.names, goneID))
+		if m.Maglev != nil {
+			errs = append(errs, removeIf(m.Maglev, have.maglev, func(k sockMaglevKey) bool { return goneID(k.Id) }))
+		}
+	}
 	for k, v := range want.backends {
 		if old, ok := have.backends[k]; full || !ok || old != v {
 			if err := m.Backends.Update(k, v, ebpf.UpdateAny); err != nil {
@@ -204,16 +230,51 @@ func (m Maps) write(have, want entries, full bool) error {
 		}
 	}
 	if full {
-		errs = append(errs, prune(m.Services, want.services), prune(m.Backends, want.backends), prune(m.Names, want.names))
+		errs = append(errs, prune(m.Backends, want.backends), prune(m.Names, want.names))
 		if m.Maglev != nil {
 			errs = append(errs, prune(m.Maglev, want.maglev))
 		}
 		return errors.Join(errs...)
 	}
-	errs = append(errs, remove(m.Services, have.services, want.services), remove(m.Backends, have.backends, want.backends),
-		remove(m.Names, have.names, want.names))
+	errs = append(errs, remove(m.Backends, have.backends, want.backends))
 	if m.Maglev != nil {
 		errs = append(errs, remove(m.Maglev, have.maglev, want.maglev))
+	}
+	return errors.Join(errs...)
+}
+
+// removeIf deletes the keys of have for which gone holds.
+func removeIf[K comparable, V any](m *ebpf.Map, have map[K]V, gone func(K) bool) error {
+	var errs []error
+	for k := range have {
+		if gone(k) {
+			if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// pruneIf deletes the keys of m for which gone holds.
+func pruneIf[K comparable](m *ebpf.Map, gone func(K) bool) error {
+	var stale []K
+	var k K
+	it := m.Iterate()
+	var v []byte
+	for it.Next(&k, &v) {
+		if gone(k) {
+			stale = append(stale, k)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	var errs []error
+	for _, k := range stale {
+		if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

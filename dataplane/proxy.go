@@ -39,6 +39,11 @@ type ProxyOptions struct {
 	Informers *sharedinformers.Shared
 	// Started, if set, receives the loaded dataplane (metrics read its maps).
 	Started func(*Dataplane)
+	// MapSizes are the service maps' capacities (zero: DefaultMapSizes).
+	MapSizes MapSizes
+	// Synced, if set, receives the maps' status after every sync (fill metrics, the Node
+	// condition).
+	Synced func(MapStatus)
 }
 
 // RunProxy loads the programs and keeps the maps equal to the cluster's Services and
@@ -50,7 +55,7 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 	if o.CheckPeriod == 0 {
 		o.CheckPeriod = 5 * time.Second
 	}
-	d, err := Load(o.PinDir, o.CgroupPath, o.Uplink, o.Node.IP)
+	d, err := Load(o.PinDir, o.CgroupPath, o.Uplink, o.Node.IP, o.MapSizes)
 	if err != nil {
 		return err
 	}
@@ -111,7 +116,11 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 	health := newHealthServer(o.Node.IP, log)
 	defer health.Close(ctx)
 	log.Info("service proxy running", "pins", o.PinDir, "cgroup", o.CgroupPath, "nodePortUplink", o.Uplink)
+	if len(d.Resized) > 0 {
+		log.Info("service maps resized: refilled from the API", "maps", d.Resized)
+	}
 	programmer := &Programmer{Maps: d.Maps}
+	fullMsg := "" // the last full-maps message logged
 	compiler := &Compiler{Node: o.Node, IDs: ids}
 	full := true           // the first sync and every resync rewrite everything; changes write their delta
 	var took time.Duration // how long the last sync ran
@@ -129,6 +138,19 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 			// Not a log line: a table that cannot be written is a proxy that is down (the
 			// supervisor restarts it and the node says so).
 			return fmt.Errorf("writing the service maps: %w", err)
+		}
+		// A full map is not a failure of the Services that fit: they are programmed, the
+		// rest are named once per change in the log, and metrics and the Node condition say so.
+		if msg := programmer.Status.Full(); msg != fullMsg {
+			if msg != "" {
+				log.Error(msg)
+			} else if fullMsg != "" {
+				log.Info("service maps have room again: every frontend is programmed")
+			}
+			fullMsg = msg
+		}
+		if o.Synced != nil {
+			o.Synced(programmer.Status)
 		}
 		if full {
 			lastFull = start

@@ -58,6 +58,9 @@ type Options struct {
 	// PressureChanged receives when they change; without them the node reports none.
 	Pressure        func() eviction.Conditions
 	PressureChanged <-chan struct{}
+	// Conditions, if set, are further conditions other parts report (the service maps'
+	// SkiffServiceMapsFull), posted with the others.
+	Conditions func() []corev1.NodeCondition
 }
 
 // Capacity reads CPUs and memory of this machine, and the size of the file system holding
@@ -168,21 +171,25 @@ func Status(o Options) corev1.NodeStatus {
 			readyCond = cond(corev1.NodeReady, corev1.ConditionFalse, "KubeletNotReady", "skiff agent: "+err.Error())
 		}
 	}
+	conditions := []corev1.NodeCondition{
+		pressureCond(corev1.NodeMemoryPressure, "KubeletHasSufficientMemory", "kubelet has sufficient memory available",
+			"KubeletHasInsufficientMemory", "kubelet has insufficient memory available"),
+		pressureCond(corev1.NodeDiskPressure, "KubeletHasNoDiskPressure", "kubelet has no disk pressure",
+			"KubeletHasDiskPressure", "kubelet has disk pressure"),
+		pressureCond(corev1.NodePIDPressure, "KubeletHasSufficientPID", "kubelet has sufficient PID available",
+			"KubeletHasInsufficientPID", "kubelet has insufficient PID available"),
+		cond(corev1.NodeNetworkUnavailable, corev1.ConditionFalse, "SkiffCNIReady", "skiff-cni is installed and pod addresses come from the node's block"),
+		readyCond,
+	}
+	if o.Conditions != nil {
+		conditions = append(conditions, o.Conditions()...)
+	}
 	return corev1.NodeStatus{
 		Capacity:    capacity,
 		Allocatable: Allocatable(capacity, o.Reserved, o.EvictionHard),
 		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: o.InternalIP},
 			{Type: corev1.NodeHostName, Address: o.Name}},
-		Conditions: []corev1.NodeCondition{
-			pressureCond(corev1.NodeMemoryPressure, "KubeletHasSufficientMemory", "kubelet has sufficient memory available",
-				"KubeletHasInsufficientMemory", "kubelet has insufficient memory available"),
-			pressureCond(corev1.NodeDiskPressure, "KubeletHasNoDiskPressure", "kubelet has no disk pressure",
-				"KubeletHasDiskPressure", "kubelet has disk pressure"),
-			pressureCond(corev1.NodePIDPressure, "KubeletHasSufficientPID", "kubelet has sufficient PID available",
-				"KubeletHasInsufficientPID", "kubelet has insufficient PID available"),
-			cond(corev1.NodeNetworkUnavailable, corev1.ConditionFalse, "SkiffCNIReady", "skiff-cni is installed and pod addresses come from the node's block"),
-			readyCond,
-		},
+		Conditions:      conditions,
 		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(o.APIPort)}},
 		NodeInfo: corev1.NodeSystemInfo{
 			KernelVersion: kernelVersion(), OSImage: osImage(), OperatingSystem: "linux", Architecture: runtime.GOARCH,

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/skiff-sh/skiff/dataplane"
 	"log/slog"
 	"net"
 	"os"
@@ -169,6 +170,9 @@ func addAgentFlags(fs *pflag.FlagSet, f *config.Agent, prefix string) {
 	fs.DurationVar(&f.CPUManagerReconcilePeriod, "cpu-manager-reconcile-period", 10*time.Second, "how often the static CPU manager policy checks every container is on its CPUs")
 	fs.Int64Var(&f.PodMaxPIDs, "pod-max-pids", -1, "most processes and threads each pod may run (pids.max of its cgroup), as the kubelet's (-1: no limit)")
 	fs.BoolVar(&f.ServiceProxy, "service-proxy", true, "load-balance Services for this node's pods with eBPF (pinned under /sys/fs/bpf/skiff/<node>)")
+	fs.IntVar(&f.BPFMapSizes.Services, "bpf-map-services", dataplane.DefaultMapSizes.Services, "capacity of the service maps in frontends (a Service port's ClusterIP, NodePort, external or LoadBalancer address each); allocated as used")
+	fs.IntVar(&f.BPFMapSizes.Backends, "bpf-map-backends", dataplane.DefaultMapSizes.Backends, "capacity of the backend map: the endpoints of every Service port together; allocated as used")
+	fs.IntVar(&f.BPFMapSizes.Maglev, "bpf-map-maglev", dataplane.DefaultMapSizes.Maglev, "capacity of the Maglev lookup map: 1021 entries per Service port balanced by Maglev; allocated as used")
 	fs.BoolVar(&f.NetworkPolicy, "network-policy", true, "enforce NetworkPolicies on this node's pod veths with eBPF (tcx; pinned under /sys/fs/bpf/skiff/<node>)")
 	fs.BoolVar(&f.BGP, "bgp", true, "run the node's BGP speaker: advertise its pod CIDR, install the other nodes' (see ConfigMap kube-system/skiff-bgp)")
 	fs.Uint32Var(&f.BGPASN, "bgp-asn", 0, "this node's AS, overriding the ConfigMap and the bgp.skiff.sh/asn annotation (default 64512)")

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/skiff-sh/skiff/dataplane"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -50,7 +51,9 @@ type Agent struct {
 	ClusterDomain, ResolvConf, RuntimeEndpoint             string
 	CgroupRoot                                             string
 	ServiceProxy                                           bool
-	NetworkPolicy                                          bool
+	// BPFMapSizes are the service maps' capacities (--bpf-map-*).
+	BPFMapSizes   dataplane.MapSizes
+	NetworkPolicy bool
 	// DNS serves the cluster DNS on DNSAddress (default <node-ip>:53), forwarding other
 	// names to DNSUpstreams (default: --resolv-conf's nameservers; "none": nowhere).
 	DNS          bool
@@ -243,6 +246,14 @@ func (a Agent) Options(taints []corev1.Taint) (agent.Options, error) {
 	if a.PodMaxPIDs < -1 {
 		return agent.Options{}, fmt.Errorf("--pod-max-pids %d: want a positive number of processes, or -1 for no limit", a.PodMaxPIDs)
 	}
+	for _, size := range []struct {
+		flag string
+		n    int
+	}{{"--bpf-map-services", a.BPFMapSizes.Services}, {"--bpf-map-backends", a.BPFMapSizes.Backends}, {"--bpf-map-maglev", a.BPFMapSizes.Maglev}} {
+		if size.n < 1 || size.n > 1<<28 {
+			return agent.Options{}, fmt.Errorf("%s: %d entries; give 1 to %d", size.flag, size.n, 1<<28)
+		}
+	}
 	gc := imagegc.Policy{HighThresholdPercent: a.ImageGCHighThreshold, LowThresholdPercent: a.ImageGCLowThreshold, MinAge: a.MinimumImageTTL}
 	if err := gc.Validate(); err != nil {
 		return agent.Options{}, fmt.Errorf("--image-gc-high-threshold/--image-gc-low-threshold/--minimum-image-ttl-duration: %w", err)
@@ -253,7 +264,7 @@ func (a Agent) Options(taints []corev1.Taint) (agent.Options, error) {
 		APIAddress: fmt.Sprintf(":%d", a.Port), APIPort: a.Port, ServingCert: a.ServingCert, ServingKey: a.ServingKey, ClientCA: a.ClientCA,
 		ClusterDNS: a.ClusterDNS, ClusterDomain: a.ClusterDomain, ResolvConf: a.ResolvConf, RuntimeEndpoint: a.RuntimeEndpoint,
 		CgroupRoot: a.CgroupRoot, FlatCgroups: !a.CgroupsPerQOS, PodMaxPIDs: a.PodMaxPIDs, NoCFSQuota: !a.CPUCFSQuota,
-		CPUManagerPolicy: cpuPolicy, ReservedCPUs: reservedCPUs, CPUManagerReconcilePeriod: a.CPUManagerReconcilePeriod, ServiceProxy: a.ServiceProxy, NetworkPolicy: a.NetworkPolicy, BGP: b,
+		CPUManagerPolicy: cpuPolicy, ReservedCPUs: reservedCPUs, CPUManagerReconcilePeriod: a.CPUManagerReconcilePeriod, ServiceProxy: a.ServiceProxy, BPFMapSizes: a.BPFMapSizes, NetworkPolicy: a.NetworkPolicy, BGP: b,
 		DNS: a.DNS, DNSAddress: a.DNSAddress, DNSUpstreams: a.DNSUpstreams}, nil
 }
 

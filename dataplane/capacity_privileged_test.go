@@ -1,0 +1,112 @@
+package dataplane
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/skiff-sh/skiff/agent/cgroups"
+)
+
+// TestPrivilegedFullMaps loads the maps small, programs more Services than fit, and checks
+// that what fits is in the maps and works, what does not is named (never a half-written
+// frontend), and that loading again with other sizes replaces the pinned maps with maps of
+// the new size and on-demand allocation, which the next sync fills.
+func TestPrivilegedFullMaps(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs root and BPF: make unit (-short) skips it, make test runs it")
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("this test needs root (every machine here has it)")
+	}
+	cgroup := filepath.Join(cgroups.Unified(), fmt.Sprintf("skiff-dp-full-%d", os.Getpid()))
+	pinDir := filepath.Join(BPFFS, "skiff", fmt.Sprintf("test-full-%d", os.Getpid()))
+	t.Cleanup(func() {
+		_ = Remove(pinDir)
+		_ = os.Remove(cgroup)
+	})
+	small := MapSizes{Services: 4, Backends: 6, Maglev: MaglevSize}
+	d, err := Load(pinDir, cgroup, "", netip.Addr{}, small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := d.Maps.Capacity(); c != small {
+		t.Fatalf("capacity %+v, want %+v", c, small)
+	}
+	var services []Service
+	for i := 1; i <= 5; i++ {
+		services = append(services, fitSvc(fmt.Sprintf("ns/s%d:80/TCP", i), uint32(i), fmt.Sprintf("10.96.0.%d", i), 80, 2, false))
+	}
+	p := &Programmer{Maps: d.Maps}
+	if err := p.Apply(services, true); err != nil {
+		t.Fatalf("a full map failed the sync: %v", err)
+	}
+	// 5 Services × 2 backends into 6 slots: the first three (by name) fit.
+	if len(p.Status.Dropped) != 2 || !strings.HasPrefix(p.Status.Dropped[0], "ns/s4:80/TCP") {
+		t.Fatalf("dropped %v", p.Status.Dropped)
+	}
+	if msg := p.Status.Full(); !strings.Contains(msg, "skiff_backends (6 entries)") {
+		t.Fatalf("Full() = %q", msg)
+	}
+	entries, err := d.Maps.Dump()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 3 {
+		t.Fatalf("%d frontends in the maps, want the 3 that fit: %+v", len(entries), entries)
+	}
+	for _, e := range entries {
+		if len(e.Backends) != 2 {
+			t.Fatalf("%s has %d backends, want 2 (a frontend is written whole)", e.Name, len(e.Backends))
+		}
+	}
+	// Deleting one Service makes room: the next delta sync programs one more.
+	if err := p.Apply(services[1:], false); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Status.Dropped) != 1 || !strings.HasPrefix(p.Status.Dropped[0], "ns/s5:80/TCP") {
+		t.Fatalf("after a deletion, dropped %v", p.Status.Dropped)
+	}
+	d.Close()
+
+	// The operator raises the sizes: the pinned maps are replaced, empty until the sync.
+	d, err = Load(pinDir, cgroup, "", netip.Addr{}, MapSizes{Services: 64, Backends: 64, Maglev: MaglevSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if len(d.Resized) != 3 || !strings.Contains(strings.Join(d.Resized, ","), "skiff_backends: 6 entries -> 64") {
+		t.Fatalf("resized %v, want services, names and backends", d.Resized)
+	}
+	info, err := d.Maps.Backends.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.MaxEntries != 64 || info.Flags&unix.BPF_F_NO_PREALLOC == 0 {
+		t.Fatalf("backends map: %d entries, flags %#x; want 64, allocated on demand", info.MaxEntries, info.Flags)
+	}
+	p = &Programmer{Maps: d.Maps}
+	if err := p.Apply(services, true); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := d.Maps.Dump(); len(entries) != 5 || len(p.Status.Dropped) != 0 {
+		t.Fatalf("after resizing: %d frontends, dropped %v", len(entries), p.Status.Dropped)
+	}
+	// Loading again at the same sizes keeps the maps and their entries (an agent restart).
+	d.Close()
+	d, err = Load(pinDir, cgroup, "", netip.Addr{}, MapSizes{Services: 64, Backends: 64, Maglev: MaglevSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Resized) != 0 {
+		t.Fatalf("a restart at the same sizes resized %v", d.Resized)
+	}
+	if entries, _ := d.Maps.Dump(); len(entries) != 5 {
+		t.Fatalf("a restart lost entries: %d frontends", len(entries))
+	}
+}
