@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	sharedinformers "github.com/skiff-sh/skiff/internal/informers"
 	"log/slog"
 	"time"
 
@@ -39,7 +40,12 @@ func newAuthz(loopback *restclient.Config) (*authz, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := informers.NewSharedInformerFactory(client, 0)
+	// The graph's pods keep only what the Node authorizer reads (nodeauth.SlimPod); RBAC
+	// objects lose their managed fields, as every in-process informer's objects do.
+	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(func(obj any) (any, error) {
+		obj, _ = sharedinformers.StripManagedFields(obj)
+		return nodeauth.SlimPod(obj)
+	}))
 	r := f.Rbac().V1()
 	a := &authz{factory: f, rbac: rbac.New(rbac.Listers{
 		Roles: r.Roles().Lister(), ClusterRoles: r.ClusterRoles().Lister(),

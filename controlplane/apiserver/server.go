@@ -7,6 +7,7 @@ import (
 	"crypto/x509/pkix"
 	"errors"
 	"fmt"
+	sharedinformers "github.com/skiff-sh/skiff/internal/informers"
 	"log/slog"
 	"maps"
 	"net"
@@ -493,7 +494,7 @@ func newServer(o Options, log *slog.Logger, layout pki.Layout, etcdTLS storageba
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	quotaInformers := informers.NewSharedInformerFactory(loopback, 0)
+	quotaInformers := sharedinformers.NewFactory(loopback)
 	quotaAdmission, err := newQuotaAdmission(loopback, quotaInformers, stopQuota)
 	if err != nil {
 		return nil, nil, nil, err

@@ -7,6 +7,7 @@ package controllermanager
 import (
 	"context"
 	"fmt"
+	sharedinformers "github.com/skiff-sh/skiff/internal/informers"
 	"log/slog"
 	"os"
 	"sync"
@@ -15,7 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -125,7 +125,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 }
 
 func runControllers(ctx context.Context, cfg *rest.Config, root kubernetes.Interface, o Options, caPEM []byte, log *slog.Logger) error {
-	factory := informers.NewSharedInformerFactory(root, 0)
+	factory := sharedinformers.NewFactory(root)
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: root.CoreV1().Events("")})
 	defer broadcaster.Shutdown()

@@ -151,7 +151,9 @@ func (u *upstreamTarget) waitReady(timeout time.Duration) error {
 	return fmt.Errorf("kube-apiserver not ready after %s:\n%s", timeout, tailLines(string(log), 30))
 }
 
-func exitedProcess(c *exec.Cmd) bool { return syscall.Kill(c.Process.Pid, 0) != nil || zombie(c.Process.Pid) }
+func exitedProcess(c *exec.Cmd) bool {
+	return syscall.Kill(c.Process.Pid, 0) != nil || zombie(c.Process.Pid)
+}
 
 // zombie reports a child that has exited but not been waited for.
 func zombie(pid int) bool {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	sharedinformers "github.com/skiff-sh/skiff/internal/informers"
 	"k8s.io/utils/ptr"
 	"log/slog"
 	"slices"
@@ -65,7 +66,7 @@ type Controller struct {
 func New(md metadata.Interface, disc discovery.DiscoveryInterface, shared SharedInformers, log *slog.Logger) *Controller {
 	c := &Controller{md: md, shared: shared, discovery: disc, graph: newGraph(), log: log.With("controller", Name),
 		mapper:  restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)),
-		factory: metadatainformer.NewSharedInformerFactory(md, 0), watched: sets.New[schema.GroupVersionResource]()}
+		factory: metadatainformer.NewSharedInformerFactoryWithOptions(md, 0, metadatainformer.WithTransform(sharedinformers.StripManagedFields)), watched: sets.New[schema.GroupVersionResource]()}
 	c.loop = loop.New(Name, c.sync, log)
 	return c
 }
