@@ -2,6 +2,7 @@ package endpointslice
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 
@@ -146,4 +147,13 @@ func LegacyEndpoints(groups []Group) []corev1.EndpointSubset {
 		}
 	}
 	return subsets
+}
+
+// EndpointsChanged says whether a pod update can change any Service's endpoints: the
+// fields Desired reads, and the labels that decide which Services select the pod.
+func EndpointsChanged(old, cur *corev1.Pod) bool {
+	return !maps.Equal(old.Labels, cur.Labels) || old.UID != cur.UID ||
+		old.Status.PodIP != cur.Status.PodIP || old.Status.Phase != cur.Status.Phase ||
+		podutil.IsReady(old) != podutil.IsReady(cur) || (old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) ||
+		old.Spec.NodeName != cur.Spec.NodeName || old.Spec.Hostname != cur.Spec.Hostname || old.Spec.Subdomain != cur.Spec.Subdomain
 }

@@ -7,6 +7,7 @@ package endpointslice
 import (
 	"context"
 	"errors"
+	"github.com/skiff-sh/skiff/controlplane/controllers/podindex"
 	"log/slog"
 	"time"
 
@@ -34,6 +35,8 @@ const ManagedBy = "endpointslice-controller.k8s.io"
 
 // Controller reconciles EndpointSlices and Endpoints.
 type Controller struct {
+	// podIndex finds a Service's pods through the label index (podindex).
+	podIndex  podindex.Lister
 	client    kubernetes.Interface
 	services  corelisters.ServiceLister
 	pods      corelisters.PodLister
@@ -47,9 +50,11 @@ type Controller struct {
 // New wires the controller.
 func New(client kubernetes.Interface, svc coreinformers.ServiceInformer, pods coreinformers.PodInformer,
 	slices discoveryinformers.EndpointSliceInformer, eps coreinformers.EndpointsInformer, log *slog.Logger) *Controller {
+	_ = podindex.Add(pods.Informer()) // without it, Selected lists the namespace
 	c := &Controller{client: client, services: svc.Lister(), pods: pods.Lister(), slices: slices.Lister(), endpoints: eps.Lister(),
-		synced: []cache.InformerSynced{svc.Informer().HasSynced, pods.Informer().HasSynced, slices.Informer().HasSynced, eps.Informer().HasSynced},
-		writes: newTracker()}
+		podIndex: podindex.Lister{Indexer: pods.Informer().GetIndexer()},
+		synced:   []cache.InformerSynced{svc.Informer().HasSynced, pods.Informer().HasSynced, slices.Informer().HasSynced, eps.Informer().HasSynced},
+		writes:   newTracker()}
 	c.loop = loop.New(Name, c.sync, log)
 	_, _ = svc.Informer().AddEventHandler(c.loop.Handler())
 	onPod := func(obj any) {
@@ -70,6 +75,13 @@ func New(client kubernetes.Interface, svc coreinformers.ServiceInformer, pods co
 	_, _ = pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: onPod,
 		UpdateFunc: func(old, obj any) {
+			// Most pod updates (status conditions other than Ready, annotations, a
+			// container's restart count) change no endpoint: skip them, as upstream does.
+			if o, ok := old.(*corev1.Pod); ok {
+				if p, ok := obj.(*corev1.Pod); ok && !EndpointsChanged(o, p) {
+					return
+				}
+			}
 			onPod(old) // labels may have changed: the old services lose the pod
 			onPod(obj)
 		},
@@ -141,7 +153,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if svc.Spec.Selector == nil || svc.DeletionTimestamp != nil {
 		return nil
 	}
-	pods, err := c.pods.Pods(ns).List(labels.SelectorFromSet(svc.Spec.Selector))
+	pods, err := c.podIndex.Selected(ns, svc.Spec.Selector)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ package replicaset
 import (
 	"context"
 	"errors"
+	"github.com/skiff-sh/skiff/controlplane/controllers/podindex"
 	"log/slog"
 	"sync"
 	"time"
@@ -39,6 +40,8 @@ const burst = 500
 
 // Controller reconciles ReplicaSets.
 type Controller struct {
+	// podIndex finds pods by controller and by label (podindex).
+	podIndex podindex.Lister
 	client   kubernetes.Interface
 	rsLister appslisters.ReplicaSetLister
 	pods     corelisters.PodLister
@@ -52,8 +55,10 @@ type Controller struct {
 
 // New wires the controller to ReplicaSet and pod informers.
 func New(client kubernetes.Interface, rs appsinformers.ReplicaSetInformer, pods coreinformers.PodInformer, recorder record.EventRecorder, log *slog.Logger) *Controller {
+	_ = podindex.Add(pods.Informer()) // without it, the lookups list the namespace
 	c := &Controller{client: client, rsLister: rs.Lister(), pods: pods.Lister(), recorder: recorder, exp: expectations.New(),
-		synced: []cache.InformerSynced{rs.Informer().HasSynced, pods.Informer().HasSynced}, log: log.With("controller", Name), now: time.Now}
+		podIndex: podindex.Lister{Indexer: pods.Informer().GetIndexer()},
+		synced:   []cache.InformerSynced{rs.Informer().HasSynced, pods.Informer().HasSynced}, log: log.With("controller", Name), now: time.Now}
 	c.loop = loop.New(Name, c.sync, log)
 	_, _ = rs.Informer().AddEventHandler(c.loop.Handler())
 	_, _ = pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -125,6 +130,35 @@ func (c *Controller) claim(ctx context.Context, rs *appsv1.ReplicaSet, all []*co
 	return ownership.ClaimPods(ctx, c.client, rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"), sel, all, nil)
 }
 
+// candidates are the pods a claim can concern: those rs controls (it may have to release
+// them) and those its selector's matchLabels select (it may adopt the orphans among them);
+// pods controlled by others are never claimed. Found through the pod indexes, not by
+// listing the namespace: O(the ReplicaSet's pods), as upstream's owner index makes it.
+func (c *Controller) candidates(rs *appsv1.ReplicaSet) ([]*corev1.Pod, error) {
+	owned, err := c.podIndex.Controlled(rs.Namespace, rs.UID)
+	if err != nil {
+		return nil, err
+	}
+	var match map[string]string
+	if rs.Spec.Selector != nil {
+		match = rs.Spec.Selector.MatchLabels
+	}
+	selected, err := c.podIndex.Selected(rs.Namespace, match)
+	if err != nil {
+		return nil, err
+	}
+	seen := make(map[types.UID]bool, len(owned))
+	for _, p := range owned {
+		seen[p.UID] = true
+	}
+	for _, p := range selected {
+		if !seen[p.UID] {
+			owned = append(owned, p)
+		}
+	}
+	return owned, nil
+}
+
 // Run runs the controller until ctx ends.
 func (c *Controller) Run(ctx context.Context) {
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
@@ -146,7 +180,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	all, err := c.pods.Pods(ns).List(labels.Everything())
+	all, err := c.candidates(rs)
 	if err != nil {
 		return err
 	}
