@@ -281,38 +281,12 @@ func pruneIf[K comparable](m *ebpf.Map, gone func(K) bool) error {
 
 // remove deletes the keys of have that want lacks.
 func remove[K comparable, V any](m *ebpf.Map, have, want map[K]V) error {
-	var errs []error
-	for k := range have {
-		if _, ok := want[k]; !ok {
-			if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-				errs = append(errs, err)
-			}
-		}
-	}
-	return errors.Join(errs...)
+	return removeIf(m, have, func(k K) bool { _, ok := want[k]; return !ok })
 }
 
 // prune deletes the keys of m that want lacks.
 func prune[K comparable, V any](m *ebpf.Map, want map[K]V) error {
-	var stale []K
-	var k K
-	var v V
-	it := m.Iterate()
-	for it.Next(&k, &v) {
-		if _, ok := want[k]; !ok {
-			stale = append(stale, k)
-		}
-	}
-	if err := it.Err(); err != nil {
-		return err
-	}
-	var errs []error
-	for _, k := range stale {
-		if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return pruneIf(m, func(k K) bool { _, ok := want[k]; return !ok })
 }
 
 // Entry is one frontend as the maps hold it, for `skiff bpf services|backends`.
