@@ -250,8 +250,9 @@ func (a Agent) Options(taints []corev1.Taint) (agent.Options, error) {
 		flag string
 		n    int
 	}{{"--bpf-map-services", a.BPFMapSizes.Services}, {"--bpf-map-backends", a.BPFMapSizes.Backends}, {"--bpf-map-maglev", a.BPFMapSizes.Maglev}} {
-		if size.n < 1 || size.n > 1<<28 {
-			return agent.Options{}, fmt.Errorf("%s: %d entries; give 1 to %d", size.flag, size.n, 1<<28)
+		// 0 is the default (dataplane.DefaultMapSizes), as for a server's own agent.
+		if size.n < 0 || size.n > 1<<28 {
+			return agent.Options{}, fmt.Errorf("%s: %d entries; give 1 to %d (0: the default)", size.flag, size.n, 1<<28)
 		}
 	}
 	gc := imagegc.Policy{HighThresholdPercent: a.ImageGCHighThreshold, LowThresholdPercent: a.ImageGCLowThreshold, MinAge: a.MinimumImageTTL}

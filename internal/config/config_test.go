@@ -1,6 +1,7 @@
 package config
 
 import (
+	"github.com/skiff-sh/skiff/dataplane"
 	"net"
 	"strings"
 	"testing"
@@ -43,6 +44,12 @@ func TestAgentOptions(t *testing.T) {
 	}
 	if _, err := (Agent{BGP: true, BGPNodeMesh: "maybe"}).Options(nil); err == nil {
 		t.Error("a bad BGP flag did not fail the agent's options")
+	}
+	if _, err := (Agent{BPFMapSizes: dataplane.MapSizes{Backends: -1}}).Options(nil); err == nil || !strings.Contains(err.Error(), "--bpf-map-backends: -1 entries") {
+		t.Errorf("a negative map size: %v", err)
+	}
+	if o, err := (Agent{BPFMapSizes: dataplane.MapSizes{Services: 1000}}).Options(nil); err != nil || o.BPFMapSizes.Services != 1000 {
+		t.Errorf("a map size is not passed on: %+v %v", o.BPFMapSizes, err)
 	}
 	o, err = Agent{EvictionHard: "memory.available<200Mi", EvictionSoft: "memory.available<1Gi", EvictionSoftGracePeriod: "memory.available=1m",
 		EvictionMaxPodGracePeriod: 30, ImageGCHighThreshold: 90, ImageGCLowThreshold: 70}.Options(nil)
