@@ -112,7 +112,7 @@ SCALE_NODES ?= 100,1000,5000
 SCALE_CHURN ?= 2m
 scale: deps build kwok scale-upstream ## the scale harness: kwok nodes, ClusterLoader2-like load, skiff beside upstream at $(SCALE_NODES) nodes
 	$(GO) test -count=1 -run '^TestScale$$' -timeout 6h -v ./tests/scale/ -args -scale.nodes $(SCALE_NODES) \
-		-scale.upstream -scale.churn $(SCALE_CHURN) -scale.settle 60s -scale.out $(CURDIR)/tests/scale/results
+		-scale.upstream -scale.pause 60s -scale.churn $(SCALE_CHURN) -scale.settle 60s -scale.out $(CURDIR)/tests/scale/results
 
 # Upstream CoreDNS (its kubernetes plugin only) for BenchmarkClusterDNS's side-by-side run, in
 # its own throwaway module (tests/bench/coredns) as kube-proxy; CI never builds it.

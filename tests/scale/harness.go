@@ -35,8 +35,10 @@ type Options struct {
 	// Churn is how long the steady churn runs after the burst, at ChurnRate mutations/s.
 	Churn     time.Duration
 	ChurnRate float64
-	// Settle is how long the harness waits after the churn before it reads memory.
-	Settle time.Duration
+	// Settle is how long the harness waits after the churn before it reads memory, and
+	// Pause between the burst and the churn, so the churn's pod start-up (the SLO) is not
+	// measured behind the burst's queues.
+	Settle, Pause time.Duration
 	// Kwok is kwok's binary and KwokStages its stage configuration (`make kwok`).
 	Kwok, KwokStages string
 	// Dir holds kwok's log.
@@ -174,9 +176,18 @@ func Measure(ctx context.Context, t Target, o Options) (Result, error) {
 	}, o.Logf, kwok); err != nil {
 		return res, err
 	}
+	burstEnd := time.Now()
+	res.Burst = burstEnd.Sub(burstStart)
+	res.BurstStartup = pods.Startup(burstStart, burstEnd)
+	if o.Pause > 0 {
+		phase("pause")
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(o.Pause):
+		}
+	}
 	churnStart := time.Now()
-	res.Burst = churnStart.Sub(burstStart)
-	res.BurstStartup = pods.Startup(burstStart, churnStart)
 
 	phase("churn")
 	stop := make(chan struct{})

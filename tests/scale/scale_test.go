@@ -24,6 +24,7 @@ var (
 	churnFor    = flag.Duration("scale.churn", 30*time.Second, "how long the steady churn runs after the burst")
 	churnRate   = flag.Float64("scale.churn-rate", 10, "churn mutations per second (upstream's SLOs hold at up to 20)")
 	settleFor   = flag.Duration("scale.settle", 10*time.Second, "wait after the churn before memory is read")
+	pauseFor    = flag.Duration("scale.pause", 15*time.Second, "wait between the burst and the churn (the churn's pod start-up is the SLO; the burst's queues should be gone)")
 	outDir      = flag.String("scale.out", "", "directory the results (JSON, Markdown table, SVG plot) are written to; none when empty")
 )
 
@@ -74,11 +75,11 @@ func TestScale(t *testing.T) {
 
 func run(t *testing.T, target Target, nodes int) Result {
 	timeout := 10*time.Minute + time.Duration(nodes*(*podsPerNode))*20*time.Millisecond
-	ctx, cancel := context.WithTimeout(context.Background(), timeout+*churnFor+*settleFor+10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+*pauseFor+*churnFor+*settleFor+10*time.Minute)
 	defer cancel()
 	r, err := Measure(ctx, target, Options{
 		Nodes: nodes, PodsPerNode: *podsPerNode,
-		Churn: *churnFor, ChurnRate: *churnRate, Settle: *settleFor,
+		Churn: *churnFor, ChurnRate: *churnRate, Settle: *settleFor, Pause: *pauseFor,
 		Kwok: "kwok/kwok", KwokStages: "kwok/stages.yaml",
 		Dir: t.TempDir(), Seed: 41, Logf: t.Logf, Timeout: timeout,
 	})
