@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"github.com/skiff-sh/skiff/tests/scale"
 	"net"
 	"net/netip"
 	"os/exec"
@@ -157,7 +158,7 @@ func (e *policyLab) podIP(name string) string {
 // hollowPods creates n pods in groups hg=g0…g99 bound to a node that does not exist and
 // writes their status as Running with an address.
 func (e *policyLab) hollowPods(n int) {
-	err := parallel(n, 16, func(i int) error {
+	err := scale.Parallel(n, 16, func(i int) error {
 		name := fmt.Sprintf("hollow-%d", i)
 		p, err := e.client.CoreV1().Pods("default").Create(e.ctx, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"hollow": "true", "hg": fmt.Sprintf("g%d", i%100)}},
@@ -297,7 +298,7 @@ func (e *policyLab) applyToEnforced() []applyTimes {
 	var out []applyTimes
 	made := 0
 	for _, others := range []int{100, 1000} {
-		err := parallel(others-made, 16, func(i int) error {
+		err := scale.Parallel(others-made, 16, func(i int) error {
 			i += made
 			_, err := e.client.NetworkingV1().NetworkPolicies("default").Create(e.ctx, hollowRules(fmt.Sprintf("other-%d", i), int32(20000+i), groups(i%100, i%100+1)), metav1.CreateOptions{})
 			return err

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -21,38 +20,12 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/skiff-sh/skiff/tests/e2e/framework"
+	"github.com/skiff-sh/skiff/tests/scale"
 )
 
 // upstreamThreshold is scheduler_perf's required throughput for 5000 nodes and 10,000 pods
 // (SchedulingBasic), the figure skiff's goal is stated against.
 const upstreamThreshold = 680.0
-
-func parallel(n, workers int, f func(i int) error) error {
-	var next atomic.Int64
-	var first atomic.Value
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				if err := f(i); err != nil {
-					first.CompareAndSwap(nil, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if err, ok := first.Load().(error); ok {
-		return err
-	}
-	return nil
-}
 
 // BenchmarkSchedulerThroughAPI measures pods/s bound by `skiff scheduler` through skiff's API
 // server, as upstream's scheduler_perf does: N Node objects and 10,000 pending pods exist
@@ -73,7 +46,7 @@ func schedulerRun(b *testing.B, nodes, pods int) {
 	c := protobufClient(b, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	err := parallel(nodes, 16, func(i int) error {
+	err := scale.Parallel(nodes, 16, func(i int) error {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%05d", i),
 			Labels: map[string]string{"kubernetes.io/hostname": fmt.Sprintf("node-%05d", i), "topology.kubernetes.io/zone": fmt.Sprint("zone-", i%3)}}}
 		created, err := c.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
@@ -90,7 +63,7 @@ func schedulerRun(b *testing.B, nodes, pods int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	err = parallel(pods, 32, func(i int) error {
+	err = scale.Parallel(pods, 32, func(i int) error {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%05d", i)},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "localhost/skiff/pause:1",
 				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{

@@ -366,9 +366,14 @@ func (k *kwokProcess) exited() bool {
 
 func (k *kwokProcess) tail() string {
 	b, _ := os.ReadFile(k.log)
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) > 20 {
-		lines = lines[len(lines)-20:]
+	return tailLines(string(b), 20)
+}
+
+// tailLines is the last n lines of s.
+func tailLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
 }

@@ -168,14 +168,6 @@ func zombie(pid int) bool {
 	return false
 }
 
-func tailLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
 func (u *upstreamTarget) stop() {
 	for i := len(u.procs) - 1; i >= 0; i-- {
 		p := u.procs[i]
