@@ -52,7 +52,7 @@ type Enforcer struct {
 	mu      sync.Mutex
 	p       *Policy
 	alloc   *policy.Allocator
-	pods    corelisters.PodLister
+	pods    *podViews
 	nss     corelisters.NamespaceLister
 	netpols networkinglisters.NetworkPolicyLister
 	ready   chan struct{}
@@ -81,15 +81,22 @@ func (e *Enforcer) Run(ctx context.Context, client kubernetes.Interface) error {
 	factory, start := sharedinformers.Factory(ctx, e.o.Informers, client)
 	pods, nss, netpols := factory.Core().V1().Pods(), factory.Core().V1().Namespaces(), factory.Networking().V1().NetworkPolicies()
 	kick := make(chan struct{}, 1)
-	watched := []cache.SharedIndexInformer{pods.Informer(), nss.Informer(), netpols.Informer()}
+	watched := []cache.SharedIndexInformer{nss.Informer(), netpols.Informer()}
+	podInf := pods.Informer()
 	start() // after asking for the informers: Start starts only those asked for
 	release, err := sharedinformers.Watch(ctx, sharedinformers.Trigger(kick), watched...)
 	if err != nil {
 		return err
 	}
 	defer release()
+	views := &podViews{m: map[PodRef]policy.Pod{}}
+	releasePods, err := sharedinformers.Watch(ctx, views.handler(kick), podInf)
+	if err != nil {
+		return err
+	}
+	defer releasePods()
 	e.mu.Lock()
-	e.p, e.pods, e.nss, e.netpols = p, pods.Lister(), nss.Lister(), netpols.Lister()
+	e.p, e.pods, e.nss, e.netpols = p, views, nss.Lister(), netpols.Lister()
 	e.mu.Unlock()
 	defer func() {
 		e.mu.Lock()
@@ -143,29 +150,29 @@ func (e *Enforcer) syncLocked() error {
 	for ip, ref := range local {
 		byPod[ref] = ip
 	}
-	all, err := e.pods.List(labels.Everything())
-	if err != nil {
-		return err
-	}
-	var pods []policy.Pod
+	pods := make([]policy.Pod, 0, e.pods.len())
 	seen := map[netip.Addr]bool{}
-	for _, pod := range all {
-		pp := PolicyPod(pod)
-		if ip, ok := byPod[PodRef{pod.Namespace, pod.Name}]; ok && !pp.HostNetwork {
+	e.pods.each(func(ref PodRef, pp policy.Pod) {
+		if ip, ok := byPod[ref]; ok && !pp.HostNetwork {
 			pp.IPs = []netip.Addr{ip} // the IPAM's, known before the API's status
 		}
 		for _, ip := range pp.IPs {
-			seen[ip] = true
+			if _, ok := local[ip]; ok {
+				seen[ip] = true
+			}
 		}
 		pods = append(pods, pp)
-	}
+	})
 	namespaces, _ := e.nss.List(labels.Everything())
 	var nss []policy.Namespace
 	for _, ns := range namespaces {
 		nss = append(nss, policy.Namespace{Name: ns.Name, Labels: ns.Labels})
 	}
 	netpols, _ := e.netpols.List(labels.Everything())
-	res, errs := policy.Compile(e.alloc, netpols, pods, nss)
+	isLocal := func(a netip.Addr) bool { _, ok := local[a]; return ok }
+	// Only this node's pods are endpoints: the rules compiled are the node's, whatever the
+	// cluster's size (every pod still gets an identity: peers are anywhere).
+	res, errs := policy.Compile(e.alloc, netpols, pods, nss, isLocal)
 	for _, err := range errs {
 		e.log.Warn("network policy", "err", err)
 	}
@@ -176,7 +183,6 @@ func (e *Enforcer) syncLocked() error {
 			res.Endpoints[ip] = policy.Endpoint{Pod: local[ip].Namespace + "/" + local[ip].Name, Ingress: true, Egress: true}
 		}
 	}
-	isLocal := func(a netip.Addr) bool { _, ok := local[a]; return ok }
 	if _, err := e.p.Sync(res, isLocal, e.host); err != nil {
 		return err
 	}
@@ -233,6 +239,60 @@ func (e *Enforcer) Drops() ([]Drop, error) {
 		return nil, nil
 	}
 	return e.p.Drops()
+}
+
+// podViews are the cluster's pods as the compiler takes them, converted once per pod change
+// (with their identity keys) rather than once per pod on every compilation.
+type podViews struct {
+	mu sync.Mutex
+	m  map[PodRef]policy.Pod
+}
+
+// handler keeps the views and kicks a compilation.
+func (v *podViews) handler(kick chan struct{}) cache.ResourceEventHandler {
+	trigger := sharedinformers.Trigger(kick)
+	set := func(obj any) {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		pp := PolicyPod(pod)
+		pp.Key = policy.IdentityKey(pp)
+		v.mu.Lock()
+		v.m[PodRef{pod.Namespace, pod.Name}] = pp
+		v.mu.Unlock()
+		trigger.OnAdd(obj, false)
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    set,
+		UpdateFunc: func(_, obj any) { set(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if pod, ok := obj.(*corev1.Pod); ok {
+				v.mu.Lock()
+				delete(v.m, PodRef{pod.Namespace, pod.Name})
+				v.mu.Unlock()
+			}
+			trigger.OnDelete(obj)
+		},
+	}
+}
+
+// each calls f with every view, under the lock (f only copies).
+func (v *podViews) each(f func(PodRef, policy.Pod)) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for k, p := range v.m {
+		f(k, p)
+	}
+}
+
+func (v *podViews) len() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.m)
 }
 
 // PolicyPod is what the compiler needs of a pod.

@@ -127,7 +127,7 @@ func TestPolicyProgramTruthTable(t *testing.T) {
 				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: ptr.To(intstr.FromString("serve"))}}}}}},
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "y", Name: "deny-in"}, Spec: networkingv1.NetworkPolicySpec{}},
 	}
-	res, errs := policy.Compile(policy.NewAllocator(), policies, pods, []policy.Namespace{{Name: "x"}, {Name: "y"}})
+	res, errs := policy.Compile(policy.NewAllocator(), policies, pods, []policy.Namespace{{Name: "x"}, {Name: "y"}}, nil)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -226,7 +226,7 @@ func TestPolicyProgramTruthTable(t *testing.T) {
 		runProg(t, p.objs.SkiffPolicyToPod, l4packet(ya, a, policy.UDP, 40003, 55)) != tcxNext {
 		t.Fatal("y/a -> x/a TCP 80 / UDP 55 refused while a-in admits them")
 	}
-	revoked, errs := policy.Compile(policy.NewAllocator(), policies[1:], pods, []policy.Namespace{{Name: "x"}, {Name: "y"}})
+	revoked, errs := policy.Compile(policy.NewAllocator(), policies[1:], pods, []policy.Namespace{{Name: "x"}, {Name: "y"}}, nil)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -293,7 +293,7 @@ func TestPolicyProgramTruthTable(t *testing.T) {
 		t.Fatalf("the sync after Reread: %d changes, %v; want the one missing endpoint rewritten", n, err)
 	}
 	// Sync to nothing removes every entry.
-	empty, _ := policy.Compile(policy.NewAllocator(), nil, nil, nil)
+	empty, _ := policy.Compile(policy.NewAllocator(), nil, nil, nil, nil)
 	if _, err := p.Sync(empty, func(netip.Addr) bool { return true }, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +338,7 @@ func BenchmarkPolicyVerdict(b *testing.B) {
 			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "server"}},
 			Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "client"}}}},
 				Ports: append(ports, networkingv1.NetworkPolicyPort{Protocol: &tcp, Port: ptr.To(intstr.FromInt32(80))})}}}}
-		res, _ := policy.Compile(policy.NewAllocator(), []*networkingv1.NetworkPolicy{np}, pods, nil)
+		res, _ := policy.Compile(policy.NewAllocator(), []*networkingv1.NetworkPolicy{np}, pods, nil, nil)
 		if _, err := p.Sync(res, func(netip.Addr) bool { return true }, nil); err != nil {
 			b.Fatal(err)
 		}

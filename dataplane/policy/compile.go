@@ -10,6 +10,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -60,6 +61,9 @@ type Pod struct {
 	Ports []NamedPort
 	// HostNetwork pods share the node's address and are not policed (nor identified).
 	HostNetwork bool
+	// Key, if set, is IdentityKey(pod), worked out once when the pod changed: a compilation
+	// then costs no string building per pod of the cluster.
+	Key string
 }
 
 // NamedPort is a container port with a name.
@@ -145,14 +149,21 @@ type podInfo struct {
 	Pod
 	id       Identity
 	nsLabels labels.Set
+	local    bool // an endpoint this compilation writes rules for
 }
 
 // Compile computes the maps for pods, namespaces and policies; alloc keeps identities across
 // calls. Invalid selectors make the policy select nothing and admit nothing, with an error
 // naming it; the other policies still compile.
-func Compile(alloc *Allocator, policies []*networkingv1.NetworkPolicy, pods []Pod, namespaces []Namespace) (*Result, []error) {
-	res := &Result{PodIdentities: map[netip.Addr]Identity{}, CIDRIdentities: map[netip.Prefix]Identity{},
-		Endpoints: map[netip.Addr]Endpoint{}, Entries: map[Key]string{}, Labels: map[Identity]string{}, Pods: map[netip.Addr]string{}}
+//
+// local says which addresses are the node's: only pods with one are endpoints, so the rules
+// (Entries, Endpoints) are the node's alone — O(its pods × their policies), not the cluster's
+// — while every pod still gets an identity, since a peer can be anywhere. A policy that
+// selects none of the node's pods costs only its podSelector's match. nil makes every pod an
+// endpoint (the cluster's whole view, for tests and tools).
+func Compile(alloc *Allocator, policies []*networkingv1.NetworkPolicy, pods []Pod, namespaces []Namespace, local func(netip.Addr) bool) (*Result, []error) {
+	res := &Result{PodIdentities: make(map[netip.Addr]Identity, len(pods)), CIDRIdentities: map[netip.Prefix]Identity{},
+		Endpoints: map[netip.Addr]Endpoint{}, Entries: map[Key]string{}, Labels: map[Identity]string{}, Pods: make(map[netip.Addr]string, len(pods))}
 	var errs []error
 	nsLabels := map[string]labels.Set{}
 	for _, ns := range namespaces {
@@ -164,23 +175,37 @@ func Compile(alloc *Allocator, policies []*networkingv1.NetworkPolicy, pods []Po
 		nsLabels[ns.Name] = l
 	}
 	keep := map[string]bool{}
-	var infos []*podInfo
+	var infos, locals []*podInfo
 	for _, p := range pods {
 		if p.HostNetwork || len(p.IPs) == 0 {
 			continue
 		}
-		key := identityKey(p)
+		key := p.Key
+		if key == "" {
+			key = IdentityKey(p)
+		}
 		keep[key] = true
-		pi := &podInfo{Pod: p, id: alloc.id(key, false), nsLabels: nsLabels[p.Namespace]}
+		pi := &podInfo{Pod: p, id: alloc.id(key, false), nsLabels: nsLabels[p.Namespace], local: local == nil}
+		for _, ip := range p.IPs {
+			pi.local = pi.local || local(ip)
+		}
 		if pi.nsLabels == nil {
 			pi.nsLabels = labels.Set{"kubernetes.io/metadata.name": p.Namespace}
 		}
 		infos = append(infos, pi)
+		if pi.local {
+			locals = append(locals, pi)
+		}
+		name := p.Namespace + "/" + p.Name
 		for _, ip := range p.IPs {
 			res.PodIdentities[ip] = pi.id
-			res.Pods[ip] = p.Namespace + "/" + p.Name
+			res.Pods[ip] = name
 		}
-		res.Labels[pi.id] = describe(p)
+		if _, ok := res.Labels[pi.id]; !ok {
+			// The key starts with describe(p); no label has a ';'.
+			d, _, _ := strings.Cut(key, ";")
+			res.Labels[pi.id] = d
+		}
 	}
 	// Every prefix an ipBlock names gets a CIDR identity.
 	for _, np := range policies {
@@ -197,6 +222,7 @@ func Compile(alloc *Allocator, policies []*networkingv1.NetworkPolicy, pods []Po
 	}
 	alloc.retain(keep)
 
+	x := newPodIndex(infos)
 	sorted := append([]*networkingv1.NetworkPolicy(nil), policies...)
 	sort.Slice(sorted, func(i, j int) bool { return policyName(sorted[i]) < policyName(sorted[j]) })
 	for _, np := range sorted {
@@ -208,7 +234,7 @@ func Compile(alloc *Allocator, policies []*networkingv1.NetworkPolicy, pods []Po
 		}
 		ingress, egress := policyTypes(np)
 		var selected []*podInfo
-		for _, pi := range infos {
+		for _, pi := range locals {
 			if pi.Namespace != np.Namespace || !sel.Matches(labels.Set(pi.Labels)) {
 				continue
 			}
@@ -233,7 +259,7 @@ func Compile(alloc *Allocator, policies []*networkingv1.NetworkPolicy, pods []Po
 		// Each rule's peers are resolved once for all the endpoints it applies to.
 		if ingress {
 			for _, r := range np.Spec.Ingress {
-				pr, perrs := resolvePeers(res, infos, name, np.Namespace, r.From)
+				pr, perrs := resolvePeers(res, x, name, np.Namespace, r.From)
 				errs = append(errs, perrs...)
 				for _, pi := range selected {
 					errs = append(errs, addRule(res, infos, name, pi, Ingress, pr, r.Ports)...)
@@ -242,7 +268,7 @@ func Compile(alloc *Allocator, policies []*networkingv1.NetworkPolicy, pods []Po
 		}
 		if egress {
 			for _, r := range np.Spec.Egress {
-				pr, perrs := resolvePeers(res, infos, name, np.Namespace, r.To)
+				pr, perrs := resolvePeers(res, x, name, np.Namespace, r.To)
 				errs = append(errs, perrs...)
 				for _, pi := range selected {
 					errs = append(errs, addRule(res, infos, name, pi, Egress, pr, r.Ports)...)
@@ -261,7 +287,7 @@ type peers struct {
 	cidr map[Identity]bool
 }
 
-func resolvePeers(res *Result, infos []*podInfo, policy, namespace string, from []networkingv1.NetworkPolicyPeer) (peers, []error) {
+func resolvePeers(res *Result, x *podIndex, policy, namespace string, from []networkingv1.NetworkPolicyPeer) (peers, []error) {
 	var errs []error
 	pr := peers{any: len(from) == 0, pods: map[Identity]*podInfo{}, cidr: map[Identity]bool{}}
 	for _, peer := range from {
@@ -271,7 +297,7 @@ func resolvePeers(res *Result, infos []*podInfo, policy, namespace string, from 
 			}
 			continue
 		}
-		matched, err := selectPods(infos, namespace, peer)
+		matched, err := selectPods(x, namespace, peer)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("networkpolicy %s: %w", policy, err))
 			continue
@@ -394,8 +420,60 @@ func contains(outer, inner netip.Prefix) bool {
 	return outer.Addr().Is4() == inner.Addr().Is4() && outer.Bits() <= inner.Bits() && outer.Contains(inner.Addr())
 }
 
+// podIndex finds a peer selector's pods without looking at every pod of the cluster: by
+// namespace, and by each label key=value, so a selector with an equality (or "in")
+// requirement looks only at the pods that carry one of its values. Selections are
+// remembered for the compilation: policies repeat peers.
+type podIndex struct {
+	all      []*podInfo
+	byNS     map[string][]*podInfo
+	byLabel  map[string][]*podInfo // "key=value"
+	selected map[string][]*podInfo
+}
+
+func newPodIndex(infos []*podInfo) *podIndex {
+	x := &podIndex{all: infos, byNS: map[string][]*podInfo{}, byLabel: map[string][]*podInfo{}, selected: map[string][]*podInfo{}}
+	for _, pi := range infos {
+		x.byNS[pi.Namespace] = append(x.byNS[pi.Namespace], pi)
+		for k, v := range pi.Labels {
+			x.byLabel[k+"="+v] = append(x.byLabel[k+"="+v], pi)
+		}
+	}
+	return x
+}
+
+// candidates is a superset of the pods sel matches (in namespace, if not ""): the
+// postings of its narrowest equality requirement, else the namespace's pods, else all.
+func (x *podIndex) candidates(sel labels.Selector, namespace string) [][]*podInfo {
+	best, bestLen := [][]*podInfo(nil), -1
+	if namespace != "" {
+		best, bestLen = [][]*podInfo{x.byNS[namespace]}, len(x.byNS[namespace])
+	} else {
+		best, bestLen = [][]*podInfo{x.all}, len(x.all)
+	}
+	reqs, _ := sel.Requirements()
+	for _, r := range reqs {
+		switch r.Operator() {
+		case selection.Equals, selection.DoubleEquals, selection.In:
+		default:
+			continue
+		}
+		var lists [][]*podInfo
+		n := 0
+		for v := range r.Values() {
+			l := x.byLabel[r.Key()+"="+v]
+			lists = append(lists, l)
+			n += len(l)
+		}
+		if n < bestLen {
+			best, bestLen = lists, n
+		}
+	}
+	return best
+}
+
 // selectPods returns the pods a pod/namespace selector peer names.
-func selectPods(infos []*podInfo, namespace string, peer networkingv1.NetworkPolicyPeer) ([]*podInfo, error) {
+func selectPods(x *podIndex, namespace string, peer networkingv1.NetworkPolicyPeer) ([]*podInfo, error) {
 	podSel, nsSel := labels.Everything(), labels.Selector(nil)
 	var err error
 	if peer.PodSelector != nil {
@@ -408,18 +486,32 @@ func selectPods(infos []*podInfo, namespace string, peer networkingv1.NetworkPol
 			return nil, fmt.Errorf("namespaceSelector: %w", err)
 		}
 	}
+	scope := ""
+	if nsSel == nil {
+		scope = namespace // a podSelector alone means the policy's namespace
+	}
+	memo := scope + "|" + podSel.String() + "|"
+	if nsSel != nil {
+		memo += "ns:" + nsSel.String()
+	}
+	if out, ok := x.selected[memo]; ok {
+		return out, nil
+	}
 	var out []*podInfo
-	for _, pi := range infos {
-		if nsSel == nil && pi.Namespace != namespace {
-			continue // a podSelector alone means the policy's namespace
-		}
-		if nsSel != nil && !nsSel.Matches(pi.nsLabels) {
-			continue
-		}
-		if podSel.Matches(labels.Set(pi.Labels)) {
-			out = append(out, pi)
+	for _, list := range x.candidates(podSel, scope) {
+		for _, pi := range list {
+			if scope != "" && pi.Namespace != scope {
+				continue
+			}
+			if nsSel != nil && !nsSel.Matches(pi.nsLabels) {
+				continue
+			}
+			if podSel.Matches(labels.Set(pi.Labels)) {
+				out = append(out, pi)
+			}
 		}
 	}
+	x.selected[memo] = out
 	return out, nil
 }
 
@@ -481,8 +573,8 @@ func protocolNumber(p *corev1.Protocol) uint8 {
 	return TCP
 }
 
-// identityKey is what makes two pods the same peer: namespace, labels and named ports.
-func identityKey(p Pod) string {
+// IdentityKey is what makes two pods the same peer: namespace, labels and named ports.
+func IdentityKey(p Pod) string {
 	var b strings.Builder
 	b.WriteString(describe(p))
 	ports := append([]NamedPort(nil), p.Ports...)

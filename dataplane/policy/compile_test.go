@@ -2,6 +2,7 @@ package policy
 
 import (
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -73,10 +74,11 @@ func addr(s string) netip.Addr {
 // to, as the datapath does (both must admit).
 func check(t *testing.T, policies []*networkingv1.NetworkPolicy, probes []probe) {
 	t.Helper()
-	res, errs := Compile(NewAllocator(), policies, pods, namespaces)
+	res, errs := Compile(NewAllocator(), policies, pods, namespaces, nil)
 	if len(errs) > 0 {
 		t.Fatalf("compile: %v", errs)
 	}
+	nodeViewsAgree(t, res, policies)
 	for _, p := range probes {
 		src, dst := addr(p.from), addr(p.to)
 		out := res.Decide(src, Egress, dst, p.proto, p.port)
@@ -221,7 +223,7 @@ func TestEgressAndIngressBothApply(t *testing.T) {
 }
 
 func TestHostNetworkPodsAreNotPoliced(t *testing.T) {
-	res, _ := Compile(NewAllocator(), []*networkingv1.NetworkPolicy{np("x", "deny", networkingv1.NetworkPolicySpec{})}, pods, namespaces)
+	res, _ := Compile(NewAllocator(), []*networkingv1.NetworkPolicy{np("x", "deny", networkingv1.NetworkPolicySpec{})}, pods, namespaces, nil)
 	hostnet := netip.MustParseAddr("192.0.2.10")
 	if _, ok := res.Endpoints[hostnet]; ok {
 		t.Error("a host-network pod is an endpoint")
@@ -233,7 +235,7 @@ func TestHostNetworkPodsAreNotPoliced(t *testing.T) {
 
 func TestIdentitiesAreStable(t *testing.T) {
 	alloc := NewAllocator()
-	first, _ := Compile(alloc, nil, pods, namespaces)
+	first, _ := Compile(alloc, nil, pods, namespaces, nil)
 	// y/c gets a new label: its identity changes, no one else's does.
 	changed := append([]Pod(nil), pods...)
 	for i := range changed {
@@ -241,7 +243,7 @@ func TestIdentitiesAreStable(t *testing.T) {
 			changed[i].Labels = map[string]string{"pod": "c", "new": "yes"}
 		}
 	}
-	second, _ := Compile(alloc, nil, changed, namespaces)
+	second, _ := Compile(alloc, nil, changed, namespaces, nil)
 	for name, ip := range podIP {
 		same := first.PodIdentities[ip] == second.PodIdentities[ip]
 		if (name == "y/c") == same {
@@ -257,7 +259,7 @@ func TestIdentitiesAreStable(t *testing.T) {
 func TestInvalidPolicyIsReported(t *testing.T) {
 	bad := np("x", "bad", networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "k", Operator: "Sometimes"}}}})
 	good := np("x", "deny", networkingv1.NetworkPolicySpec{})
-	res, errs := Compile(NewAllocator(), []*networkingv1.NetworkPolicy{bad, good}, pods, namespaces)
+	res, errs := Compile(NewAllocator(), []*networkingv1.NetworkPolicy{bad, good}, pods, namespaces, nil)
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "networkpolicy x/bad: podSelector") {
 		t.Fatalf("errors %v", errs)
 	}
@@ -288,5 +290,44 @@ func TestPortPrefixes(t *testing.T) {
 	}
 	if got := PortPrefixes(1024, 2047); len(got) != 1 || got[0] != (PortPrefix{Port: 1024, Bits: 6}) {
 		t.Errorf("1024-2047 = %v, want 1024/6", got)
+	}
+}
+
+// nodeViewsAgree compiles the same cluster as each of two nodes sees it (the pods split
+// between them): each node's rules are exactly the whole view's for its own pods, and its
+// identities those of the whole cluster, so a node that compiles only its own endpoints
+// enforces what the cluster-wide compilation would.
+func nodeViewsAgree(t *testing.T, whole *Result, policies []*networkingv1.NetworkPolicy) {
+	t.Helper()
+	onNode := map[netip.Addr]int{}
+	for i, p := range pods {
+		for _, ip := range p.IPs {
+			onNode[ip] = i % 2
+		}
+	}
+	for node := 0; node < 2; node++ {
+		local := func(a netip.Addr) bool { n, ok := onNode[a]; return ok && n == node }
+		res, _ := Compile(NewAllocator(), policies, pods, namespaces, local)
+		if !reflect.DeepEqual(res.PodIdentities, whole.PodIdentities) {
+			t.Errorf("node %d: identities %v, the whole cluster's %v", node, res.PodIdentities, whole.PodIdentities)
+		}
+		wantEntries := map[Key]string{}
+		for k, v := range whole.Entries {
+			if local(k.Endpoint) {
+				wantEntries[k] = v
+			}
+		}
+		if !reflect.DeepEqual(res.Entries, wantEntries) {
+			t.Errorf("node %d: entries %v, want the whole view's for its pods %v", node, res.Entries, wantEntries)
+		}
+		wantEndpoints := map[netip.Addr]Endpoint{}
+		for a, ep := range whole.Endpoints {
+			if local(a) {
+				wantEndpoints[a] = ep
+			}
+		}
+		if !reflect.DeepEqual(res.Endpoints, wantEndpoints) {
+			t.Errorf("node %d: endpoints %v, want %v", node, res.Endpoints, wantEndpoints)
+		}
 	}
 }

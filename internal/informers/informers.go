@@ -40,9 +40,10 @@ func NewFactory(client kubernetes.Interface, options ...informers.SharedInformer
 	return informers.NewSharedInformerFactoryWithOptions(client, 0, append([]informers.SharedInformerOption{informers.WithTransform(StripManagedFields)}, options...)...)
 }
 
-// NewShared makes the factory; it stops when ctx ends.
+// NewShared makes the factory; it stops when ctx ends. Its pods are NodeViewPods: a node's
+// parts read only that of the cluster's pods.
 func NewShared(ctx context.Context, client kubernetes.Interface) *Shared {
-	f := NewFactory(client)
+	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(nodeView))
 	context.AfterFunc(ctx, f.Shutdown)
 	return &Shared{SharedInformerFactory: f, ctx: ctx}
 }
