@@ -131,7 +131,7 @@ func Up(ctx context.Context, o Options, log *slog.Logger) error {
 	other, stale := otherLabs(o.Name)
 	if other != "" {
 		return fmt.Errorf("lab %q is up, and only one lab runs on a machine (they share the host link %s and the host's routes to %s): skiff lab down --name %s first",
-			other, hostSide, podCIDR, other)
+			other, hostSide, o.PodCIDR(), other)
 	}
 	progress := func(format string, args ...any) { fmt.Fprintf(o.Out, format+"\n", args...) }
 	// A lab whose processes are all gone (the machine stopped them, or a crash) still holds
@@ -173,7 +173,7 @@ func Up(ctx context.Context, o Options, log *slog.Logger) error {
 	master := o.Master()
 	mdir := filepath.Join(o.Dir, "master")
 	pid, err := spawn(master.Netns, filepath.Join(o.Dir, "master.log"), o.Binary, "server",
-		"--data-dir", mdir, "--advertise-address", master.IP.String(), "--tls-san", masterSide.String(),
+		"--cluster-cidr", o.PodCIDR().String(), "--data-dir", mdir, "--advertise-address", master.IP.String(), "--tls-san", masterSide.String(),
 		"--node-name", master.NodeName, "--node-ip", master.IP.String(),
 		"--agent-data-dir", filepath.Join(mdir, "agent"), "--pod-log-dir", filepath.Join(mdir, "logs"),
 		"--pod-manifest-path", filepath.Join(mdir, "manifests"), "--cgroup-root", CgroupRoot(o.Name)+"/master",

@@ -50,7 +50,7 @@ var (
 // master at once (ClusterIPs exist only in the pods' socket hooks), and never sends lab
 // traffic out of the host's default route — which on many hosts also covers these ranges.
 func (s Spec) HostRoutes() []netip.Prefix {
-	return []netip.Prefix{podCIDR, serviceCIDR, fabric, LoadBalancerPool}
+	return []netip.Prefix{s.PodCIDR(), serviceCIDR, fabric, LoadBalancerPool}
 }
 
 // HostLink is the host's interface into the master's namespace.
@@ -67,6 +67,17 @@ type Spec struct {
 	// NoNetworkPolicy runs the agents with --network-policy=false (no policy programs on
 	// the pods' veths): the baseline of the policy benchmark.
 	NoNetworkPolicy bool `json:",omitempty"`
+	// ClusterCIDR, if valid, is the server's --cluster-cidr instead of its default
+	// 10.244.0.0/16 (256 node blocks): the scale harness adds thousands of simulated nodes.
+	ClusterCIDR netip.Prefix `json:",omitempty"`
+}
+
+// PodCIDR is the range the cluster's pod blocks come from.
+func (s Spec) PodCIDR() netip.Prefix {
+	if s.ClusterCIDR.IsValid() {
+		return s.ClusterCIDR.Masked()
+	}
+	return podCIDR
 }
 
 // Validate checks the spec; names are short because they prefix interface names (15 bytes).
@@ -81,6 +92,16 @@ func (s Spec) Validate() error {
 	case ToRFRR, ToRBIRD, ToRNone:
 	default:
 		return fmt.Errorf("--tor %q: want frr, bird or none", s.ToR)
+	}
+	if c := s.ClusterCIDR; c.IsValid() {
+		for _, r := range []netip.Prefix{serviceCIDR, fabric, hostLink} {
+			if c.Overlaps(r) {
+				return fmt.Errorf("--cluster-cidr %s overlaps the lab's %s", c, r)
+			}
+		}
+		if !c.Addr().Is4() || c.Bits() > 24 {
+			return fmt.Errorf("--cluster-cidr %s: want an IPv4 range of /24 or larger (a /24 per node)", c)
+		}
 	}
 	return nil
 }

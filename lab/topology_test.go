@@ -2,6 +2,7 @@ package lab
 
 import (
 	"errors"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -23,6 +24,11 @@ func TestSpecValidate(t *testing.T) {
 		{Spec{Name: "lab", Nodes: -1, ToR: ToRFRR}, false},
 		{Spec{Name: "lab", Nodes: 101, ToR: ToRFRR}, false},
 		{Spec{Name: "lab", Nodes: 2, ToR: "quagga"}, false},
+		{Spec{Name: "lab", Nodes: 1, ToR: ToRFRR, ClusterCIDR: netip.MustParsePrefix("10.128.0.0/9")}, true},
+		{Spec{Name: "lab", Nodes: 1, ToR: ToRFRR, ClusterCIDR: netip.MustParsePrefix("10.0.0.0/8")}, false},    // holds the Service range
+		{Spec{Name: "lab", Nodes: 1, ToR: ToRFRR, ClusterCIDR: netip.MustParsePrefix("198.18.0.0/16")}, false}, // the fabric
+		{Spec{Name: "lab", Nodes: 1, ToR: ToRFRR, ClusterCIDR: netip.MustParsePrefix("10.128.0.0/25")}, false}, // not one node's block
+		{Spec{Name: "lab", Nodes: 1, ToR: ToRFRR, ClusterCIDR: netip.MustParsePrefix("fd00::/48")}, false},
 	} {
 		if err := tc.spec.Validate(); (err == nil) != tc.ok {
 			t.Errorf("%+v: err = %v, want ok=%v", tc.spec, err, tc.ok)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -16,7 +17,7 @@ import (
 
 // labCommand builds and tears down the multi-node lab on this machine (see package lab).
 func labCommand() *cobra.Command {
-	var name, tor, logLevel string
+	var name, tor, logLevel, clusterCIDR string
 	var nodes int
 	var serviceProxy, networkPolicy bool
 	var timeout time.Duration
@@ -27,6 +28,13 @@ func labCommand() *cobra.Command {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			spec := lab.Spec{Name: name, Nodes: nodes, ToR: tor, NoServiceProxy: !serviceProxy, NoNetworkPolicy: !networkPolicy}
+			if clusterCIDR != "" {
+				p, err := netip.ParsePrefix(clusterCIDR)
+				if err != nil {
+					return fmt.Errorf("--cluster-cidr %q: %w", clusterCIDR, err)
+				}
+				spec.ClusterCIDR = p
+			}
 			start := time.Now()
 			if err := lab.Up(ctx, lab.Options{Spec: spec, Timeout: timeout, Out: os.Stdout}, newLogger(logLevel)); err != nil {
 				return fmt.Errorf("%w\n(inspect the logs under %s/%s, then: skiff lab down --name %s)", err, lab.Root, name, name)
@@ -51,6 +59,7 @@ func labCommand() *cobra.Command {
 	up.Flags().BoolVar(&serviceProxy, "service-proxy", true, "load-balance Services with skiff's eBPF programs (false leaves Services to another proxy, such as kube-proxy)")
 	up.Flags().BoolVar(&networkPolicy, "network-policy", true, "enforce NetworkPolicies with skiff's eBPF programs (false leaves pods unpoliced)")
 	up.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	up.Flags().StringVar(&clusterCIDR, "cluster-cidr", "", "the server's --cluster-cidr (default 10.244.0.0/16: 256 nodes; the scale harness's simulated nodes need more)")
 	var grow int
 	add := &cobra.Command{Use: "add-node", Short: "Add worker nodes to a running lab", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

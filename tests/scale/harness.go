@@ -1,6 +1,7 @@
 package scale
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -41,6 +42,8 @@ type Options struct {
 	Settle, Pause time.Duration
 	// Kwok is kwok's binary and KwokStages its stage configuration (`make kwok`).
 	Kwok, KwokStages string
+	// KwokCIDR is where kwok gives its pods addresses (10.128.0.0/9 when empty).
+	KwokCIDR string
 	// Dir holds kwok's log.
 	Dir  string
 	Seed uint64
@@ -340,7 +343,7 @@ func startKwok(ctx context.Context, o Options, kubeconfig string) (*kwokProcess,
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector", KwokAnnotation+"=fake",
 		"--node-lease-duration-seconds", "40",
-		"--cidr", "10.128.0.0/9",
+		"--cidr", cmp.Or(o.KwokCIDR, "10.128.0.0/9"),
 		"--node-ip", "10.127.0.1",
 		"--server-address", "",
 	)
