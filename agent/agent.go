@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -328,7 +329,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 			host = append(host, a)
 		}
 		enf := dataplane.NewEnforcer(dataplane.EnforcerOptions{PinDir: dataplane.PinDir(o.NodeName), Local: local, Host: host,
-			Netns: o.Netns, Informers: shared}, log.With("component", "network-policy"))
+			Netns: o.Netns, Informers: shared, Node: o.NodeName}, log.With("component", "network-policy"))
 		cni.Policy = enf
 		policyEnforcer = enf
 		sup.Go(supervisor.Part{Name: "network-policy", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
@@ -549,9 +550,9 @@ func replaceLink(target, name string) error {
 }
 
 // serveHealthz serves /healthz, as the kubelet's 10248 — ok while the runtime answers CRI and
-// every supervised part runs; `?verbose` lists each — and /metrics (the BGP speaker's session
-// states and route counts, the service tables, each part's state) on the agent's loopback
-// address.
+// every supervised part runs; `?verbose` lists each — /metrics (the BGP speaker's session
+// states and route counts, the service tables, each part's state) and /debug/pprof on the
+// agent's loopback address.
 func serveHealthz(ctx context.Context, addr string, ctr *runtime.Containerd, sup *supervisor.Supervisor, speaker *atomic.Pointer[bgp.Speaker],
 	proxy proxyCollector, policy *dataplane.Enforcer, dnsServer *clusterdns.Server) error {
 	mux := http.NewServeMux()
@@ -564,6 +565,13 @@ func serveHealthz(ctx context.Context, addr string, ctr *runtime.Containerd, sup
 		reg.MustRegister(dnsServer.Metrics().Collectors()...)
 	}
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	// Go's profiles, as the kubelet serves them (enableProfilingHandler): on this loopback
+	// address only, for `go tool pprof http://127.0.0.1:10248/debug/pprof/heap` on the node.
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		cctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -41,6 +42,10 @@ type EnforcerOptions struct {
 	Informers *sharedinformers.Shared
 	// Resync rewrites the maps at least this often (30 s).
 	Resync time.Duration
+	// Node is this node's name: another node's pod that starts, moves or goes with an
+	// identity that exists changes only its addresses' identities, written without a
+	// compilation. Empty: every change compiles.
+	Node string
 }
 
 // Enforcer keeps the policy maps equal to the cluster's NetworkPolicies, pods and
@@ -84,12 +89,12 @@ func (e *Enforcer) Run(ctx context.Context, client kubernetes.Interface) error {
 	watched := []cache.SharedIndexInformer{nss.Informer(), netpols.Informer()}
 	podInf := pods.Informer()
 	start() // after asking for the informers: Start starts only those asked for
-	release, err := sharedinformers.Watch(ctx, sharedinformers.Trigger(kick), watched...)
+	views := &podViews{m: map[PodRef]policy.Pod{}, node: e.o.Node, full: true, ips: map[netip.Addr]string{}, owner: map[netip.Addr]PodRef{}}
+	release, err := sharedinformers.Watch(ctx, views.fullHandler(kick), watched...)
 	if err != nil {
 		return err
 	}
 	defer release()
-	views := &podViews{m: map[PodRef]policy.Pod{}}
 	releasePods, err := sharedinformers.Watch(ctx, views.handler(kick), podInf)
 	if err != nil {
 		return err
@@ -108,8 +113,16 @@ func (e *Enforcer) Run(ctx context.Context, client kubernetes.Interface) error {
 	}
 	e.log.Info("network policy enforcement running", "pins", e.o.PinDir, "host", e.host)
 	for {
-		if err := e.Sync(); err != nil {
-			return fmt.Errorf("writing the policy maps: %w", err)
+		full, ips := views.take()
+		switch {
+		case full:
+			if err := e.Sync(); err != nil {
+				return fmt.Errorf("writing the policy maps: %w", err)
+			}
+		case len(ips) > 0:
+			if err := e.setIdentities(ips); err != nil {
+				return fmt.Errorf("writing the policy maps: %w", err)
+			}
 		}
 		select {
 		case <-e.ready:
@@ -126,12 +139,38 @@ func (e *Enforcer) Run(ctx context.Context, client kubernetes.Interface) error {
 			case <-time.After(20 * time.Millisecond):
 			}
 		case <-time.After(e.o.Resync):
-			// The periodic pass compares with the kernel's maps, not the last write.
+			// The periodic pass compiles everything and compares with the kernel's maps,
+			// not the last write.
 			e.mu.Lock()
 			e.p.Reread()
 			e.mu.Unlock()
+			views.markFull()
 		}
 	}
+}
+
+// setIdentities writes other nodes' pods' addresses with the identities their keys have
+// ("" removes an address), compiling everything instead if one has none yet: a new identity
+// may be some rule's peer.
+func (e *Enforcer) setIdentities(ips map[netip.Addr]string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.p == nil {
+		return fmt.Errorf("network policy enforcement is not running")
+	}
+	set := make(map[netip.Addr]policy.Identity, len(ips))
+	for ip, key := range ips {
+		if key == "" {
+			set[ip] = Unidentified
+			continue
+		}
+		id, ok := e.alloc.Lookup(key)
+		if !ok {
+			return e.syncLocked()
+		}
+		set[ip] = id
+	}
+	return e.p.SetPeerIdentities(set)
 }
 
 // Sync compiles the current state and writes it.
@@ -242,13 +281,46 @@ func (e *Enforcer) Drops() ([]Drop, error) {
 }
 
 // podViews are the cluster's pods as the compiler takes them, converted once per pod change
-// (with their identity keys) rather than once per pod on every compilation.
+// (with their identity keys) rather than once per pod on every compilation, and what the
+// changes since the last pass ask of it: a compilation (full), or only some addresses'
+// identities (ips: address → identity key, "" when it has none any more). Most changes in a
+// large cluster are the second kind — another node's pod of an existing workload started,
+// or went — and cost one map write instead of a compilation of the whole cluster.
 type podViews struct {
-	mu sync.Mutex
-	m  map[PodRef]policy.Pod
+	node string
+
+	mu   sync.Mutex
+	m    map[PodRef]policy.Pod
+	full bool
+	ips  map[netip.Addr]string
+	// owner is which pod each remote address is of now: a pod that went does not take its
+	// address's identity from the pod that has it since.
+	owner map[netip.Addr]PodRef
 }
 
-// handler keeps the views and kicks a compilation.
+// take returns and clears what the changes since the last call ask for.
+func (v *podViews) take() (full bool, ips map[netip.Addr]string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	full, ips = v.full, v.ips
+	v.full, v.ips = false, map[netip.Addr]string{}
+	return full, ips
+}
+
+func (v *podViews) markFull() {
+	v.mu.Lock()
+	v.full = true
+	v.mu.Unlock()
+}
+
+// fullHandler marks every change a compilation (namespaces, policies) and kicks.
+func (v *podViews) fullHandler(kick chan struct{}) cache.ResourceEventHandler {
+	trigger := sharedinformers.Trigger(kick)
+	mark := func() { v.markFull(); trigger.OnAdd(nil, false) }
+	return cache.ResourceEventHandlerFuncs{AddFunc: func(any) { mark() }, UpdateFunc: func(any, any) { mark() }, DeleteFunc: func(any) { mark() }}
+}
+
+// handler keeps the views and kicks a pass when a change matters to the maps.
 func (v *podViews) handler(kick chan struct{}) cache.ResourceEventHandler {
 	trigger := sharedinformers.Trigger(kick)
 	set := func(obj any) {
@@ -258,10 +330,18 @@ func (v *podViews) handler(kick chan struct{}) cache.ResourceEventHandler {
 		}
 		pp := PolicyPod(pod)
 		pp.Key = policy.IdentityKey(pp)
+		ref := PodRef{pod.Namespace, pod.Name}
 		v.mu.Lock()
-		v.m[PodRef{pod.Namespace, pod.Name}] = pp
+		old, had := v.m[ref]
+		v.m[ref] = pp
+		changed := !had || !sameView(old, pp)
+		if changed {
+			v.note(ref, pod.Spec.NodeName, old, had, pp, true)
+		}
 		v.mu.Unlock()
-		trigger.OnAdd(obj, false)
+		if changed {
+			trigger.OnAdd(obj, false)
+		}
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    set,
@@ -270,14 +350,50 @@ func (v *podViews) handler(kick chan struct{}) cache.ResourceEventHandler {
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
 			}
-			if pod, ok := obj.(*corev1.Pod); ok {
-				v.mu.Lock()
-				delete(v.m, PodRef{pod.Namespace, pod.Name})
-				v.mu.Unlock()
+			pod, ok := obj.(*corev1.Pod)
+			if !ok {
+				return
 			}
+			ref := PodRef{pod.Namespace, pod.Name}
+			v.mu.Lock()
+			old, had := v.m[ref]
+			delete(v.m, ref)
+			if had {
+				v.note(ref, pod.Spec.NodeName, old, true, policy.Pod{}, false)
+			}
+			v.mu.Unlock()
 			trigger.OnDelete(obj)
 		},
 	}
+}
+
+// note records what a pod's change (old → now; gone when !exists) asks for. Called with
+// v.mu held.
+func (v *podViews) note(ref PodRef, node string, old policy.Pod, had bool, now policy.Pod, exists bool) {
+	if v.node == "" || node == v.node || old.HostNetwork || now.HostNetwork {
+		v.full = true // this node's pods are endpoints; host-network pods were never identified
+		return
+	}
+	if had {
+		for _, ip := range old.IPs {
+			if v.owner[ip] == ref {
+				delete(v.owner, ip)
+				v.ips[ip] = ""
+			}
+		}
+	}
+	if exists {
+		for _, ip := range now.IPs {
+			v.owner[ip] = ref
+			v.ips[ip] = now.Key
+		}
+	}
+}
+
+// sameView reports whether two views of a pod give the maps the same: its identity key
+// (namespace, labels, named ports) and addresses.
+func sameView(a, b policy.Pod) bool {
+	return a.Key == b.Key && a.HostNetwork == b.HostNetwork && slices.Equal(a.IPs, b.IPs)
 }
 
 // each calls f with every view, under the lock (f only copies).

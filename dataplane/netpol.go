@@ -281,6 +281,44 @@ func RuleKey(k policy.Key) policyPolRuleKey {
 		Dir: uint8(k.Direction), Proto: k.Protocol, Port: be16(k.Port)}
 }
 
+// SetPeerIdentities writes the identities of single addresses — remote pods that started,
+// moved or went, whose identities exist already — without a compilation; Unidentified
+// deletes an address's entry. What Sync last wrote follows, so the next Sync diffs from it.
+func (p *Policy) SetPeerIdentities(set map[netip.Addr]policy.Identity) error {
+	m := p.objs.SkiffPolIdentities
+	have, _ := p.written[m].(map[uint32]uint32)
+	var errs []error
+	for a, id := range set {
+		if !a.Is4() {
+			continue
+		}
+		k := be32(a)
+		if id == Unidentified {
+			if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				errs = append(errs, err)
+			}
+			if have != nil {
+				delete(have, k)
+			}
+			continue
+		}
+		if err := m.Put(k, uint32(id)); err != nil {
+			errs = append(errs, err)
+		}
+		if have != nil {
+			have[k] = uint32(id)
+		}
+	}
+	if len(errs) > 0 {
+		delete(p.written, m) // read it back at the next Sync
+		return fmt.Errorf("%s: %w", m.String(), errors.Join(errs...))
+	}
+	return nil
+}
+
+// Unidentified, given to SetPeerIdentities, removes an address's identity.
+const Unidentified = policy.AnyPeer
+
 // syncMap writes want into m and deletes what m has beyond it: what m has is what the last
 // sync wrote, or when that is not known (the first sync, after Reread or a failed write),
 // what the kernel's map holds.

@@ -285,6 +285,32 @@ func TestPolicyProgramTruthTable(t *testing.T) {
 	if n, err := p.Sync(res, func(netip.Addr) bool { return true }, []netip.Addr{host}); err != nil || n != 0 {
 		t.Fatalf("a second identical sync: %d changes, %v", n, err)
 	}
+	// Another node's pod joining an existing identity is one identity entry, written
+	// without a sync; the next sync of the same result takes it back out, and only it.
+	remote := netip.MustParseAddr("10.244.9.9")
+	someID := res.PodIdentities[a]
+	if err := p.SetPeerIdentities(map[netip.Addr]policy.Identity{remote: someID}); err != nil {
+		t.Fatal(err)
+	}
+	var got uint32
+	if err := p.objs.SkiffPolIdentities.Lookup(be32(remote), &got); err != nil || got != uint32(someID) {
+		t.Fatalf("the remote pod's identity: %d, %v; want %d", got, err, someID)
+	}
+	if n, err := p.Sync(res, func(netip.Addr) bool { return true }, []netip.Addr{host}); err != nil || n != 1 {
+		t.Fatalf("a sync after SetPeerIdentities: %d changes, %v; want the one entry removed", n, err)
+	}
+	if err := p.SetPeerIdentities(map[netip.Addr]policy.Identity{remote: someID}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SetPeerIdentities(map[netip.Addr]policy.Identity{remote: Unidentified}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.objs.SkiffPolIdentities.Lookup(be32(remote), &got); err == nil {
+		t.Fatalf("the remote pod's identity %d is left after Unidentified", got)
+	}
+	if n, err := p.Sync(res, func(netip.Addr) bool { return true }, []netip.Addr{host}); err != nil || n != 0 {
+		t.Fatalf("a sync after an identity came and went: %d changes, %v", n, err)
+	}
 	if err := p.objs.SkiffPolEndpoints.Delete(be32(a)); err != nil {
 		t.Fatal(err)
 	}

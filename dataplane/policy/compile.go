@@ -136,6 +136,14 @@ func (a *Allocator) id(key string, cidr bool) Identity {
 	return id
 }
 
+// Lookup is the identity key has now, if any pod has had it since the last compilation
+// forgot the unused ones: a pod joining an identity that exists changes no rule, only which
+// identity its addresses are (the agent writes that alone, without a compilation).
+func (a *Allocator) Lookup(key string) (Identity, bool) {
+	id, ok := a.ids[key]
+	return id, ok
+}
+
 // retain forgets every key not in keep.
 func (a *Allocator) retain(keep map[string]bool) {
 	for k := range a.ids {
