@@ -50,6 +50,9 @@ type Options struct {
 	Logf func(format string, args ...any)
 	// Timeout bounds waiting for nodes and pods.
 	Timeout time.Duration
+	// Agents, if not 0, is how many node agents' watches (Fanout) the server carries from
+	// the pause on, through the churn.
+	Agents int
 }
 
 // CallLatency is one call's latency as the server's histogram or the client measured it.
@@ -87,8 +90,23 @@ type Result struct {
 	CPU      time.Duration `json:"cpu"`
 	EtcdDB   int64         `json:"etcd_db"`
 	Watchers float64       `json:"watchers"`
+	Fanout   *FanoutResult `json:"fanout,omitempty"`
 	Samples  []Sample      `json:"samples"`
 	Phases   []Phase       `json:"phases"`
+}
+
+// FanoutResult is what the simulated agents' watches cost the server and how fast a change
+// reached all of them.
+type FanoutResult struct {
+	Agents, Streams int
+	// Before is the server just before the watches opened, Open once they had (and the
+	// server settled).
+	Before, Open Sample
+	// Delivery is a new Service's creation → each agent's watch event; Slowest the last
+	// agent's. Events is every event the agents read; Broken the watches that failed.
+	Delivery       Latency
+	Slowest        time.Duration
+	Events, Broken int64
 }
 
 // Phase marks when a part of the run began, for the plot.
@@ -115,6 +133,7 @@ func Measure(ctx context.Context, t Target, o Options) (Result, error) {
 		return res, err
 	}
 	rec := NewRecorder()
+	base := cfg
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = 1000, 2000
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
@@ -190,6 +209,29 @@ func Measure(ctx context.Context, t Target, o Options) (Result, error) {
 		case <-time.After(o.Pause):
 		}
 	}
+	var fan *Fanout
+	if o.Agents > 0 {
+		phase("watches")
+		// Its own client: the watches are not calls the SLOs judge.
+		plain := rest.CopyConfig(base)
+		plain.QPS, plain.Burst = 1000, 2000
+		fc, err := kubernetes.NewForConfig(plain)
+		if err != nil {
+			return res, err
+		}
+		res.Fanout = &FanoutResult{Before: sampler.Last()}
+		if fan, err = StartFanout(ctx, fc, o.Agents); err != nil {
+			return res, fmt.Errorf("the agents' watches: %w", err)
+		}
+		defer fan.Stop()
+		res.Fanout.Agents, res.Fanout.Streams = fan.Agents, fan.Streams
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(30 * time.Second):
+		}
+		res.Fanout.Open = sampler.Last()
+	}
 	churnStart := time.Now()
 
 	phase("churn")
@@ -215,6 +257,12 @@ func Measure(ctx context.Context, t Target, o Options) (Result, error) {
 	case <-time.After(o.Settle):
 	}
 	res.ChurnStartup = pods.Startup(churnStart, churnEnd)
+	if fan != nil {
+		if res.Fanout.Delivery, res.Fanout.Slowest, err = fan.Delivery(ctx, c, plan.Namespaces[0], 10); err != nil {
+			return res, err
+		}
+		res.Fanout.Events, res.Fanout.Broken = fan.Events(), fan.Broken()
+	}
 	after, err := metricsOf()
 	if err != nil {
 		return res, err

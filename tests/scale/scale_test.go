@@ -25,6 +25,7 @@ var (
 	churnRate   = flag.Float64("scale.churn-rate", 10, "churn mutations per second (upstream's SLOs hold at up to 20)")
 	settleFor   = flag.Duration("scale.settle", 10*time.Second, "wait after the churn before memory is read")
 	pauseFor    = flag.Duration("scale.pause", 15*time.Second, "wait between the burst and the churn (the churn's pod start-up is the SLO; the burst's queues should be gone)")
+	agents      = flag.Int("scale.agents", -1, "simulated node agents whose watches (their pods, every Service, every EndpointSlice) the server carries from the pause on; -1 (default): one per node")
 	outDir      = flag.String("scale.out", "", "directory the results (JSON, Markdown table, SVG plot) are written to; none when empty")
 )
 
@@ -81,7 +82,7 @@ func run(t *testing.T, target Target, nodes int) Result {
 		Nodes: nodes, PodsPerNode: *podsPerNode,
 		Churn: *churnFor, ChurnRate: *churnRate, Settle: *settleFor, Pause: *pauseFor,
 		Kwok: "kwok/kwok", KwokStages: "kwok/stages.yaml",
-		Dir: t.TempDir(), Seed: 41, Logf: t.Logf, Timeout: timeout,
+		Dir: t.TempDir(), Seed: 41, Logf: t.Logf, Timeout: timeout, Agents: agentsFor(nodes),
 	})
 	if err != nil {
 		t.Fatalf("%s at %d nodes: %v", target.Name(), nodes, err)
@@ -99,6 +100,9 @@ func run(t *testing.T, target Target, nodes int) Result {
 		t.Errorf("a reading is missing: RSS %d, anon %d, CPU %s, etcd %d bytes, %v watchers, %d server calls",
 			r.End.RSS, r.End.Anon, r.CPU, r.EtcdDB, r.Watchers, len(r.Server))
 	}
+	if f := r.Fanout; agentsFor(nodes) > 0 && (f == nil || f.Delivery.Count != 10*f.Agents || f.Events == 0) {
+		t.Errorf("the agents' watches: %+v", f)
+	}
 	if len(r.SLOs) != 5 {
 		t.Errorf("%d SLOs judged, want 5", len(r.SLOs))
 	}
@@ -106,6 +110,14 @@ func run(t *testing.T, target Target, nodes int) Result {
 		t.Logf("%s %d nodes: SLO %v", target.Name(), nodes, s)
 	}
 	return r
+}
+
+// agentsFor is -scale.agents at a size.
+func agentsFor(nodes int) int {
+	if *agents < 0 {
+		return nodes
+	}
+	return *agents
 }
 
 // skiffTarget is one `skiff server` with its embedded etcd, scheduler and controllers.
