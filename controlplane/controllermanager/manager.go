@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -82,6 +83,9 @@ type Options struct {
 	// LoadBalancerCIDRs are pools LoadBalancer Services take addresses from, beside the
 	// loadBalancerPools of kube-system/skiff-bgp.
 	LoadBalancerCIDRs []string
+	// Informers, if set, is the server's factory shared with the scheduler: one cache of
+	// each pod and node between them. Nil: a factory of the manager's own.
+	Informers *sharedinformers.Shared
 }
 
 // accounts are the service accounts of controllers that upstream runs under another's
@@ -125,7 +129,12 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 }
 
 func runControllers(ctx context.Context, cfg *rest.Config, root kubernetes.Interface, o Options, caPEM []byte, log *slog.Logger) error {
-	factory := sharedinformers.NewFactory(root)
+	var factory informers.SharedInformerFactory = sharedinformers.NewFactory(root)
+	if o.Informers != nil {
+		scope := o.Informers.Scope()
+		defer scope.Release() // this term's handlers go; the caches stay for the next
+		factory = scope
+	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: root.CoreV1().Events("")})
 	defer broadcaster.Shutdown()

@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -48,6 +49,9 @@ type Options struct {
 	SecureAddress string
 	// Parallelism bounds concurrent bind calls (64).
 	Parallelism int
+	// Informers, if set, is the server's factory shared with the controller manager: one
+	// cache of each pod and node between them. Nil: a factory of the scheduler's own.
+	Informers *sharedinformers.Shared
 }
 
 // Run serves health and campaigns for leadership; while leading, schedules.
@@ -105,9 +109,14 @@ func New(client kubernetes.Interface, o Options, log *slog.Logger) *Scheduler {
 func (s *Scheduler) Run(ctx context.Context) {
 	s.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: s.client.CoreV1().Events("")})
 	defer s.events.Shutdown()
-	factory := sharedinformers.NewFactory(s.client)
+	var factory informers.SharedInformerFactory = sharedinformers.NewFactory(s.client)
+	if s.opts.Informers != nil {
+		scope := s.opts.Informers.Scope()
+		defer scope.Release() // this term's handlers go; the caches stay for the next
+		factory = scope
+	}
 	nodes, pods := factory.Core().V1().Nodes().Informer(), factory.Core().V1().Pods().Informer()
-	_, _ = nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	nodesSeen, nodesErr := nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { s.nodeChanged(obj.(*corev1.Node)) },
 		UpdateFunc: func(_, obj any) { s.nodeChanged(obj.(*corev1.Node)) },
 		DeleteFunc: func(obj any) {
@@ -121,7 +130,7 @@ func (s *Scheduler) Run(ctx context.Context) {
 			}
 		},
 	})
-	_, _ = pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	podsSeen, podsErr := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { s.podChanged(nil, obj.(*corev1.Pod)) },
 		UpdateFunc: func(old, obj any) { s.podChanged(old.(*corev1.Pod), obj.(*corev1.Pod)) },
 		DeleteFunc: func(obj any) {
@@ -144,7 +153,14 @@ func (s *Scheduler) Run(ctx context.Context) {
 		UpdateFunc: func(any, any) { s.queue.MoveAll() },
 		DeleteFunc: func(any) { s.queue.MoveAll() },
 	}
-	synced := []cache.InformerSynced{nodes.HasSynced, pods.HasSynced, pdbs.Informer().HasSynced}
+	if err := errors.Join(nodesErr, podsErr); err != nil {
+		s.log.Error("scheduler's informers", "err", err) // stopped: the server is stopping
+		return
+	}
+	// Synced means this run's handlers have seen every node and pod, not only that the
+	// informers have: a shared informer synced long ago, and a snapshot short of a node's
+	// pods would overcommit it.
+	synced := []cache.InformerSynced{nodesSeen.HasSynced, podsSeen.HasSynced, pdbs.Informer().HasSynced}
 	for _, inf := range []cache.SharedIndexInformer{claims.Informer(), volumes.Informer(), classes.Informer()} {
 		_, _ = inf.AddEventHandler(storageChanged)
 		synced = append(synced, inf.HasSynced)

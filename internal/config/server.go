@@ -6,10 +6,12 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/encryption"
 	"github.com/skiff-sh/skiff/controlplane/scheduler"
 	"github.com/skiff-sh/skiff/internal/gctune"
+	sharedinformers "github.com/skiff-sh/skiff/internal/informers"
 	"github.com/skiff-sh/skiff/internal/layout"
 	"github.com/skiff-sh/skiff/internal/supervisor"
 )
@@ -164,17 +167,28 @@ func (s Server) controlPlane(sup *supervisor.Supervisor, agentOpts agent.Options
 	cm := s.ControllerManager
 	cm.RootCAFile = dirs.PKI().CA().Cert
 	cm.ClusterSigningCertFile, cm.ClusterSigningKeyFile = cm.RootCAFile, dirs.PKI().CA().Key
+	shared := sharedControlPlaneInformers(sup.Context(), dirs.Kubeconfig("controller-manager"))
 	if !s.DisableControllerManager {
 		sup.Go(supervisor.Part{Name: "controller-manager", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
 			return whenReady(ctx, dirs.Kubeconfig("controller-manager"), func(cfg *rest.Config) error {
-				return controllermanager.Run(ctx, cfg, cm, log.With("component", "controller-manager"))
+				o := cm
+				var err error
+				if o.Informers, err = shared(); err != nil {
+					return err
+				}
+				return controllermanager.Run(ctx, cfg, o, log.With("component", "controller-manager"))
 			})
 		}})
 	}
 	if !s.DisableScheduler {
 		sup.Go(supervisor.Part{Name: "scheduler", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
 			return whenReady(ctx, dirs.Kubeconfig("scheduler"), func(cfg *rest.Config) error {
-				return scheduler.Run(ctx, cfg, s.Scheduler, log.With("component", "scheduler"))
+				o := s.Scheduler
+				var err error
+				if o.Informers, err = shared(); err != nil {
+					return err
+				}
+				return scheduler.Run(ctx, cfg, o, log.With("component", "scheduler"))
 			})
 		}})
 	}
@@ -184,6 +198,37 @@ func (s Server) controlPlane(sup *supervisor.Supervisor, agentOpts agent.Options
 				return agent.Run(ctx, cfg, agentOpts, log.With("component", "agent"))
 			})
 		}})
+	}
+}
+
+// sharedControlPlaneInformers is the one informer factory of the scheduler and the
+// controller manager, made on first use (once the API server is ready) with the controller
+// manager's identity, which may list and watch everything; it lives as long as ctx (the
+// server). Upstream's scheduler and controller manager are two processes with a cache of
+// every pod each; here they are one process, and each pod is decoded and held once for both.
+func sharedControlPlaneInformers(ctx context.Context, kubeconfig string) func() (*sharedinformers.Shared, error) {
+	var once sync.Once
+	var shared *sharedinformers.Shared
+	var err error
+	return func() (*sharedinformers.Shared, error) {
+		once.Do(func() {
+			var cfg *rest.Config
+			if cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
+				return
+			}
+			cfg.DisableCompression = true // see whenReady
+			cfg.QPS, cfg.Burst = 100, 200 // lists at start, then watches
+			cfg.UserAgent = "skiff-control-plane-informers"
+			var client kubernetes.Interface
+			if client, err = kubernetes.NewForConfig(cfg); err != nil {
+				return
+			}
+			shared = sharedinformers.Own(ctx, sharedinformers.NewFactory(client))
+		})
+		if err != nil {
+			return nil, fmt.Errorf("the control plane's shared informers: %w", err)
+		}
+		return shared, nil
 	}
 }
 

@@ -48,6 +48,13 @@ func NewShared(ctx context.Context, client kubernetes.Interface) *Shared {
 	return &Shared{SharedInformerFactory: f, ctx: ctx}
 }
 
+// Own makes f a Shared factory that stops when ctx ends: the control plane's, whose pods are
+// whole (NewFactory), shared by the scheduler and the controllers through Scope.
+func Own(ctx context.Context, f informers.SharedInformerFactory) *Shared {
+	context.AfterFunc(ctx, f.Shutdown)
+	return &Shared{SharedInformerFactory: f, ctx: ctx}
+}
+
 // Start starts every informer asked for so far that has not started.
 func (s *Shared) Start() { s.SharedInformerFactory.Start(s.ctx.Done()) }
 
