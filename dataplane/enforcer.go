@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -184,6 +185,8 @@ func (e *Enforcer) syncLocked() error {
 	if e.p == nil {
 		return fmt.Errorf("network policy enforcement is not running")
 	}
+	netpols, _ := e.netpols.List(labels.Everything())
+	e.pods.rekey(policy.SelectorKeys(netpols))
 	local := e.o.Local()
 	byPod := map[PodRef]netip.Addr{}
 	for ip, ref := range local {
@@ -207,7 +210,6 @@ func (e *Enforcer) syncLocked() error {
 	for _, ns := range namespaces {
 		nss = append(nss, policy.Namespace{Name: ns.Name, Labels: ns.Labels})
 	}
-	netpols, _ := e.netpols.List(labels.Everything())
 	isLocal := func(a netip.Addr) bool { _, ok := local[a]; return ok }
 	// Only this node's pods are endpoints: the rules compiled are the node's, whatever the
 	// cluster's size (every pod still gets an identity: peers are anywhere).
@@ -296,6 +298,24 @@ type podViews struct {
 	// owner is which pod each remote address is of now: a pod that went does not take its
 	// address's identity from the pod that has it since.
 	owner map[netip.Addr]PodRef
+	// keys are the label keys the policies' selectors name (nil until the first
+	// compilation: every label); views' identity keys count only those.
+	keys map[string]bool
+}
+
+// rekey makes keys the label keys identities count, working every view's key out again
+// when they changed (a policy naming a label no policy named before).
+func (v *podViews) rekey(keys map[string]bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.keys != nil && maps.Equal(v.keys, keys) {
+		return
+	}
+	v.keys = keys
+	for ref, pp := range v.m {
+		pp.Key = policy.IdentityKeyFor(pp, keys)
+		v.m[ref] = pp
+	}
 }
 
 // take returns and clears what the changes since the last call ask for.
@@ -329,9 +349,9 @@ func (v *podViews) handler(kick chan struct{}) cache.ResourceEventHandler {
 			return
 		}
 		pp := PolicyPod(pod)
-		pp.Key = policy.IdentityKey(pp)
 		ref := PodRef{pod.Namespace, pod.Name}
 		v.mu.Lock()
+		pp.Key = policy.IdentityKeyFor(pp, v.keys)
 		old, had := v.m[ref]
 		v.m[ref] = pp
 		changed := !had || !sameView(old, pp)

@@ -73,4 +73,13 @@ func TestPodViewsClassifyChanges(t *testing.T) {
 
 	v.fullHandler(kick).OnAdd(&networkingv1.NetworkPolicy{}, false)
 	expect("a policy", true, map[netip.Addr]string{}, true)
+
+	// Once identities count only the labels policies name, a rolling update's new
+	// pod-template-hash is no new identity, and a change of such a label alone is nothing.
+	v.rekey(map[string]bool{"app": true})
+	b := netip.MustParseAddr("10.1.0.6")
+	h.OnAdd(viewPod("r3", "n2", "10.1.0.6", map[string]string{"app": "web", "pod-template-hash": "new"}), false)
+	expect("a new ReplicaSet's pod", false, map[netip.Addr]string{b: "ns:app=web"}, true)
+	h.OnUpdate(nil, viewPod("r3", "n2", "10.1.0.6", map[string]string{"app": "web", "pod-template-hash": "newer"}))
+	expect("a label no policy names changed", false, map[netip.Addr]string{}, false)
 }

@@ -582,9 +582,27 @@ func protocolNumber(p *corev1.Protocol) uint8 {
 }
 
 // IdentityKey is what makes two pods the same peer: namespace, labels and named ports.
-func IdentityKey(p Pod) string {
+func IdentityKey(p Pod) string { return IdentityKeyFor(p, nil) }
+
+// IdentityKeyFor is IdentityKey with only the labels whose keys are in keys (nil: every
+// label). With SelectorKeys of the policies, pods that differ only in labels no policy
+// names — a Deployment's pod-template-hash, which every rolling update changes — share an
+// identity, so a new ReplicaSet's pods on other nodes cost a node identity entries, not a
+// compilation. Exact, unlike a fixed list of ignored labels: a policy that does select on
+// such a label makes it part of the identity.
+func IdentityKeyFor(p Pod, keys map[string]bool) string {
 	var b strings.Builder
-	b.WriteString(describe(p))
+	if keys == nil {
+		b.WriteString(describe(p))
+	} else {
+		relevant := labels.Set{}
+		for k, v := range p.Labels {
+			if keys[k] {
+				relevant[k] = v
+			}
+		}
+		b.WriteString(p.Namespace + ":" + relevant.String())
+	}
 	ports := append([]NamedPort(nil), p.Ports...)
 	sort.Slice(ports, func(i, j int) bool {
 		if ports[i].Name != ports[j].Name {
@@ -596,6 +614,37 @@ func IdentityKey(p Pod) string {
 		fmt.Fprintf(&b, ";%s/%d=%d", np.Name, np.Protocol, np.Port)
 	}
 	return b.String()
+}
+
+// SelectorKeys are the pod label keys some policy's pod selector names — the pods a policy
+// applies to, or the peers a rule admits — by matchLabels or matchExpressions.
+func SelectorKeys(policies []*networkingv1.NetworkPolicy) map[string]bool {
+	keys := map[string]bool{}
+	add := func(sel *metav1.LabelSelector) {
+		if sel == nil {
+			return
+		}
+		for k := range sel.MatchLabels {
+			keys[k] = true
+		}
+		for _, r := range sel.MatchExpressions {
+			keys[r.Key] = true
+		}
+	}
+	for _, np := range policies {
+		add(&np.Spec.PodSelector)
+		for _, r := range np.Spec.Ingress {
+			for _, peer := range r.From {
+				add(peer.PodSelector)
+			}
+		}
+		for _, r := range np.Spec.Egress {
+			for _, peer := range r.To {
+				add(peer.PodSelector)
+			}
+		}
+	}
+	return keys
 }
 
 // describe is "namespace:k=v,k=v", labels sorted.

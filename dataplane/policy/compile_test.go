@@ -32,7 +32,7 @@ func init() {
 			if ns == "y" && name == "a" {
 				serve = 81
 			}
-			pods = append(pods, Pod{Namespace: ns, Name: name, Labels: map[string]string{"pod": name}, IPs: []netip.Addr{ip},
+			pods = append(pods, Pod{Namespace: ns, Name: name, Labels: map[string]string{"pod": name, "pod-template-hash": ns + "-h"}, IPs: []netip.Addr{ip},
 				Ports: []NamedPort{{Name: "serve", Protocol: TCP, Port: serve}, {Name: "dns", Protocol: UDP, Port: 53}}})
 		}
 	}
@@ -79,6 +79,20 @@ func check(t *testing.T, policies []*networkingv1.NetworkPolicy, probes []probe)
 		t.Fatalf("compile: %v", errs)
 	}
 	nodeViewsAgree(t, res, policies)
+	// Identities of only the labels some policy names decide every probe the same.
+	keys := SelectorKeys(policies)
+	narrowed := append([]Pod(nil), pods...)
+	for i := range narrowed {
+		narrowed[i].Key = IdentityKeyFor(narrowed[i], keys)
+	}
+	narrow, _ := Compile(NewAllocator(), policies, narrowed, namespaces, nil)
+	for _, p := range probes {
+		src, dst := addr(p.from), addr(p.to)
+		whole := res.Decide(src, Egress, dst, p.proto, p.port).Allowed && res.Decide(dst, Ingress, src, p.proto, p.port).Allowed
+		if got := narrow.Decide(src, Egress, dst, p.proto, p.port).Allowed && narrow.Decide(dst, Ingress, src, p.proto, p.port).Allowed; got != whole {
+			t.Errorf("%s -> %s %d/%d: identities of the selectors' labels (%v) decide %v, whole labels %v", p.from, p.to, p.proto, p.port, keys, got, whole)
+		}
+	}
 	for _, p := range probes {
 		src, dst := addr(p.from), addr(p.to)
 		out := res.Decide(src, Egress, dst, p.proto, p.port)

@@ -39,6 +39,12 @@ func Markdown(rs []Result) string {
 			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s |\n", r.Target, r.Nodes, s.Name, s.Limit, round(s.P99), verdict, s.Worst)
 		}
 	}
+	b.WriteString("\nThe churn's pods, first seen → scheduled and → Running (p50 / p99, pods):\n\n")
+	for _, r := range rs {
+		c := r.ChurnStartup
+		fmt.Fprintf(&b, "- %s, %d nodes: scheduled %s / %s (%d), Running %s / %s (%d)\n", r.Target, r.Nodes,
+			round(c.Scheduled.P50), round(c.Scheduled.P99), c.Scheduled.Count, round(c.Running.P50), round(c.Running.P99), c.Running.Count)
+	}
 	fanouts := false
 	for _, r := range rs {
 		if f := r.Fanout; f != nil {
