@@ -103,10 +103,10 @@ type FanoutResult struct {
 	// server settled).
 	Before, Open Sample
 	// Delivery is a new Service's creation → each agent's watch event; Slowest the last
-	// agent's. Events is every event the agents read; Broken the watches that failed.
-	Delivery       Latency
-	Slowest        time.Duration
-	Events, Broken int64
+	// agent's. Bytes is what the agents' watches carried; Broken the watches that failed.
+	Delivery      Latency
+	Slowest       time.Duration
+	Bytes, Broken int64
 }
 
 // Phase marks when a part of the run began, for the plot.
@@ -215,6 +215,7 @@ func Measure(ctx context.Context, t Target, o Options) (Result, error) {
 		// Its own client: the watches are not calls the SLOs judge.
 		plain := rest.CopyConfig(base)
 		plain.QPS, plain.Burst = 1000, 2000
+		plain.ContentType = "application/vnd.kubernetes.protobuf" // as agents and kubelets watch
 		fc, err := kubernetes.NewForConfig(plain)
 		if err != nil {
 			return res, err
@@ -261,7 +262,7 @@ func Measure(ctx context.Context, t Target, o Options) (Result, error) {
 		if res.Fanout.Delivery, res.Fanout.Slowest, err = fan.Delivery(ctx, c, plan.Namespaces[0], 10); err != nil {
 			return res, err
 		}
-		res.Fanout.Events, res.Fanout.Broken = fan.Events(), fan.Broken()
+		res.Fanout.Bytes, res.Fanout.Broken = fan.Bytes(), fan.Broken()
 	}
 	after, err := metricsOf()
 	if err != nil {

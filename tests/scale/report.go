@@ -50,15 +50,15 @@ func Markdown(rs []Result) string {
 		if f := r.Fanout; f != nil {
 			if !fanouts {
 				b.WriteString("\nWatch fan-out (simulated agents: their pods by node, every Service, every EndpointSlice):\n\n")
-				b.WriteString("| target | nodes | agents | watches | anon before → open | per watch | events read | broken | new Service → every agent p50 / p99 / last |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+				b.WriteString("| target | nodes | agents | watches | anon before → open | per watch | bytes carried | broken | new Service → every agent p50 / p99 / last |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 				fanouts = true
 			}
 			per := 0.0
 			if f.Open.Anon > f.Before.Anon && f.Streams > 0 {
 				per = float64(f.Open.Anon-f.Before.Anon) / float64(f.Streams) / 1024
 			}
-			fmt.Fprintf(&b, "| %s | %d | %d | %d | %s → %s | %.1f KiB | %d | %d | %s / %s / %s |\n", r.Target, r.Nodes, f.Agents, f.Streams,
-				mib(f.Before.Anon), mib(f.Open.Anon), per, f.Events, f.Broken, round(f.Delivery.P50), round(f.Delivery.P99), round(f.Slowest))
+			fmt.Fprintf(&b, "| %s | %d | %d | %d | %s → %s | %.1f KiB | %.0f MiB | %d | %s / %s / %s |\n", r.Target, r.Nodes, f.Agents, f.Streams,
+				mib(f.Before.Anon), mib(f.Open.Anon), per, float64(f.Bytes)/(1<<20), f.Broken, round(f.Delivery.P50), round(f.Delivery.P99), round(f.Slowest))
 		}
 	}
 	b.WriteString("\nSlowest calls by the server's own histograms (p50 / p99, calls):\n\n")
