@@ -29,8 +29,11 @@ func TestReport(t *testing.T) {
 	if got := rs[0].AnonPerPod() / 1024; int(got) != 204 {
 		t.Fatalf("anon per pod = %.1f KiB, want (700-100) MiB / 3000 = 204.8", got)
 	}
+	rs[0].Fanout = &FanoutResult{Agents: 100, Streams: 300, Before: Sample{Anon: 600 << 20}, Open: Sample{Anon: 603 << 20},
+		Delivery: Latency{P50: 40 * time.Millisecond, P99: 50 * time.Millisecond, Count: 1000}, Slowest: 55 * time.Millisecond, Bytes: 10 << 20}
 	md := Markdown(rs)
-	for _, want := range []string{"| skiff | 100 | 3000 | 200 |", "| upstream | 100 |", "anonymous memory per pod 0.50x, CPU 0.50x",
+	for _, want := range []string{"| skiff | 100 | 100 | 300 | 600 MiB → 603 MiB | 10.2 KiB | 10 MiB | 0 | 40ms / 50ms / 55ms |",
+		"- skiff, 100 nodes: scheduled ","| skiff | 100 | 3000 | 200 |", "| upstream | 100 |", "anonymous memory per pod 0.50x, CPU 0.50x",
 		"| skiff | 100 | pod start-up | 5s | 2s | pass |", "POST pods (resource) 50ms / 400ms (3000)"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("Markdown lacks %q:\n%s", want, md)
@@ -54,5 +57,21 @@ func TestReport(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "memory-100.svg")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The agent's table: per remote pod is the memory the cluster added over its pods.
+func TestAgentReport(t *testing.T) {
+	r := AgentResult{Nodes: 1000, Pods: 10000, Routes: 5000, Idle: Sample{RSS: 100 << 20, Anon: 20 << 20}, Loaded: Sample{RSS: 200 << 20, Anon: 120 << 20},
+		Programming: Latency{P50: 30 * time.Millisecond, P99: 90 * time.Millisecond, Count: 40}, Learn: 1100 * time.Millisecond}
+	if got := r.PerRemotePod() / 1024; int(got*10) != 102 {
+		t.Fatalf("per remote pod = %.2f KiB, want 100 MiB / 10,000 = 10.24", got)
+	}
+	md := r.Markdown()
+	for _, want := range []string{"| anonymous memory per remote pod | 10.2 KiB |", "| EndpointSlice → service map, p50 / p99 (n) | 30ms / 90ms (40) | p99 < 100 ms |",
+		"| 5000 BGP routes from the ToR → node's kernel table | 1.1s | < 2 s |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the agent's table lacks %q:\n%s", want, md)
+		}
 	}
 }
