@@ -55,6 +55,14 @@ type Controller struct {
 	// until the Job cache shows it (see behind).
 	writtenMu sync.Mutex
 	written   map[string]statusWrite
+	// created are the pods each Job's last sync made, until the pod cache shows them
+	// (see unseen): upstream's creation expectations.
+	created map[string]podsMade
+}
+
+type podsMade struct {
+	pods map[string]types.UID // namespace/name
+	at   time.Time
 }
 
 type statusWrite struct {
@@ -82,6 +90,44 @@ func (c *Controller) behind(key string, j *batchv1.Job) bool {
 	}
 	delete(c.written, key)
 	return false
+}
+
+// unseen says whether a pod this controller made for the Job at key is not in the pod cache
+// yet. A sync must not act before it is: to it the pod's index has no pod, and it makes a
+// second one (the FailIndex conformance spec saw index 1 made twice within 20 ms, both failed:
+// status.failed 2). Bounded by maxStatusWait, as behind is.
+func (c *Controller) unseen(key string) bool {
+	c.writtenMu.Lock()
+	defer c.writtenMu.Unlock()
+	made, ok := c.created[key]
+	if !ok {
+		return false
+	}
+	if c.now().Sub(made.at) < maxStatusWait {
+		for name, uid := range made.pods {
+			ns, n, _ := strings.Cut(name, "/")
+			if p, err := c.pods.Pods(ns).Get(n); err != nil || p.UID != uid {
+				return true
+			}
+		}
+	}
+	delete(c.created, key)
+	return false
+}
+
+func (c *Controller) made(key string, p *corev1.Pod) {
+	c.writtenMu.Lock()
+	defer c.writtenMu.Unlock()
+	if c.created == nil {
+		c.created = map[string]podsMade{}
+	}
+	m, ok := c.created[key]
+	if !ok {
+		m = podsMade{pods: map[string]types.UID{}}
+	}
+	m.pods[p.Namespace+"/"+p.Name] = p.UID
+	m.at = c.now()
+	c.created[key] = m
 }
 
 func (c *Controller) wrote(key string, j *batchv1.Job) {
@@ -169,6 +215,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if apierrors.IsNotFound(err) {
 		c.writtenMu.Lock()
 		delete(c.written, key)
+		delete(c.created, key)
 		c.writtenMu.Unlock()
 		// The Job is gone: its pods must not keep its finalizer, or they could never go.
 		return c.releaseOrphans(ctx, ns, name)
@@ -176,8 +223,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	if c.behind(key, j) {
-		// The write's event queues the Job again; this is in case it comes late.
+	if c.behind(key, j) || c.unseen(key) {
+		// The write's (or the pod's) event queues the Job again; this is in case it comes late.
 		c.loop.AddAfter(key, 100*time.Millisecond)
 		return nil
 	}
@@ -219,6 +266,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 				errs = append(errs, err)
 				break
 			}
+			c.made(key, p)
 			c.recorder.Eventf(j, corev1.EventTypeNormal, "SuccessfulCreate", "Created pod: %s", p.Name)
 		}
 	}

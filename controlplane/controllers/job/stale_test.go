@@ -79,3 +79,64 @@ func TestSyncWaitsForItsOwnStatusWrite(t *testing.T) {
 		t.Fatalf("status.failed %d, want 1", got.Status.Failed)
 	}
 }
+
+// A sync must not act before the pod cache shows the pods the last one made: the FailIndex
+// conformance spec saw index 1 made twice within 20 ms (the Job's own events queued a second
+// sync at once), both pods failed, and status.failed was 2.
+func TestSyncWaitsForThePodsItMade(t *testing.T) {
+	selected := func(j *batchv1.Job) {
+		j.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"job": "j"}}
+		j.Spec.Template.Labels = map[string]string{"job": "j"}
+	}
+	j := newJob(completionsParallelism(2, 2), indexed, selected)
+	f := newFixture(t, j)
+	creates := func() int {
+		n := 0
+		for _, a := range f.client.Actions() {
+			if a.GetVerb() == "create" && a.GetResource().Resource == "pods" {
+				n++
+			}
+		}
+		return n
+	}
+	if err := f.c.sync(context.Background(), "ns/j"); err != nil {
+		t.Fatal(err)
+	}
+	if n := creates(); n != 2 {
+		t.Fatalf("the first sync made %d pods, want 2", n)
+	}
+	// The pod cache has not seen them: the next sync makes nothing.
+	f.client.ClearActions()
+	if err := f.c.sync(context.Background(), "ns/j"); err != nil {
+		t.Fatal(err)
+	}
+	if n := creates(); n != 0 {
+		t.Fatalf("a sync before the cache showed the pods it made made %d more", n)
+	}
+	// Once the cache shows them, syncs go on, and make nothing more either.
+	list, _ := f.client.CoreV1().Pods("ns").List(context.Background(), metav1.ListOptions{})
+	for i := range list.Items {
+		if err := f.factory.Core().V1().Pods().Informer().GetIndexer().Add(&list.Items[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f.c.unseen("ns/j") {
+		t.Fatal("the pods are in the cache, and still unseen")
+	}
+	f.client.ClearActions()
+	if err := f.c.sync(context.Background(), "ns/j"); err != nil {
+		t.Fatal(err)
+	}
+	if n := creates(); n != 0 {
+		t.Fatalf("a sync with both pods in the cache made %d more", n)
+	}
+	// A pod the cache never shows holds syncs back for maxStatusWait at most.
+	f.c.made("ns/j", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "lost", UID: "u"}})
+	if !f.c.unseen("ns/j") {
+		t.Fatal("a pod not in the cache is not unseen")
+	}
+	f.c.now = func() time.Time { return now.Add(maxStatusWait) }
+	if f.c.unseen("ns/j") {
+		t.Fatal("still waiting after maxStatusWait")
+	}
+}
