@@ -33,7 +33,7 @@ func TestReport(t *testing.T) {
 		Delivery: Latency{P50: 40 * time.Millisecond, P99: 50 * time.Millisecond, Count: 1000}, Slowest: 55 * time.Millisecond, Bytes: 10 << 20}
 	md := Markdown(rs)
 	for _, want := range []string{"| skiff | 100 | 100 | 300 | 600 MiB → 603 MiB | 10.2 KiB | 10 MiB | 0 | 40ms / 50ms / 55ms |",
-		"- skiff, 100 nodes: scheduled ","| skiff | 100 | 3000 | 200 |", "| upstream | 100 |", "anonymous memory per pod 0.50x, CPU 0.50x",
+		"- skiff, 100 nodes: scheduled ", "| skiff | 100 | 3000 | 200 |", "| upstream | 100 |", "anonymous memory per pod 0.50x, CPU 0.50x",
 		"| skiff | 100 | pod start-up | 5s | 2s | pass |", "POST pods (resource) 50ms / 400ms (3000)"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("Markdown lacks %q:\n%s", want, md)

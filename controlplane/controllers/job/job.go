@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/skiff-sh/skiff/controlplane/controllers/expectations"
 	"github.com/skiff-sh/skiff/controlplane/controllers/loop"
 	"github.com/skiff-sh/skiff/controlplane/controllers/ownership"
 )
@@ -55,14 +56,10 @@ type Controller struct {
 	// until the Job cache shows it (see behind).
 	writtenMu sync.Mutex
 	written   map[string]statusWrite
-	// created are the pods each Job's last sync made, until the pod cache shows them
-	// (see unseen): upstream's creation expectations.
-	created map[string]podsMade
-}
-
-type podsMade struct {
-	pods map[string]types.UID // namespace/name
-	at   time.Time
+	// exp holds each Job's pod creations until the pod informer shows them: a sync before
+	// then sees an index without its pod and makes a second one (the FailIndex conformance
+	// spec saw index 1 made twice within 20 ms, both failed: status.failed 2).
+	exp *expectations.Expectations
 }
 
 type statusWrite struct {
@@ -92,44 +89,6 @@ func (c *Controller) behind(key string, j *batchv1.Job) bool {
 	return false
 }
 
-// unseen says whether a pod this controller made for the Job at key is not in the pod cache
-// yet. A sync must not act before it is: to it the pod's index has no pod, and it makes a
-// second one (the FailIndex conformance spec saw index 1 made twice within 20 ms, both failed:
-// status.failed 2). Bounded by maxStatusWait, as behind is.
-func (c *Controller) unseen(key string) bool {
-	c.writtenMu.Lock()
-	defer c.writtenMu.Unlock()
-	made, ok := c.created[key]
-	if !ok {
-		return false
-	}
-	if c.now().Sub(made.at) < maxStatusWait {
-		for name, uid := range made.pods {
-			ns, n, _ := strings.Cut(name, "/")
-			if p, err := c.pods.Pods(ns).Get(n); err != nil || p.UID != uid {
-				return true
-			}
-		}
-	}
-	delete(c.created, key)
-	return false
-}
-
-func (c *Controller) made(key string, p *corev1.Pod) {
-	c.writtenMu.Lock()
-	defer c.writtenMu.Unlock()
-	if c.created == nil {
-		c.created = map[string]podsMade{}
-	}
-	m, ok := c.created[key]
-	if !ok {
-		m = podsMade{pods: map[string]types.UID{}}
-	}
-	m.pods[p.Namespace+"/"+p.Name] = p.UID
-	m.at = c.now()
-	c.created[key] = m
-}
-
 func (c *Controller) wrote(key string, j *batchv1.Job) {
 	rv, err := strconv.ParseUint(j.ResourceVersion, 10, 64)
 	if err != nil {
@@ -145,16 +104,25 @@ func (c *Controller) wrote(key string, j *batchv1.Job) {
 
 // New wires the controller to Job and pod informers.
 func New(client kubernetes.Interface, jobs batchinformers.JobInformer, pods coreinformers.PodInformer, recorder record.EventRecorder, log *slog.Logger) *Controller {
-	c := &Controller{client: client, jobs: jobs.Lister(), pods: pods.Lister(), recorder: recorder,
+	c := &Controller{client: client, jobs: jobs.Lister(), pods: pods.Lister(), recorder: recorder, exp: expectations.New(),
 		synced: []cache.InformerSynced{jobs.Informer().HasSynced, pods.Informer().HasSynced}, log: log.With("controller", Name), now: time.Now}
 	c.loop = loop.New(Name, c.sync, log)
 	_, _ = jobs.Informer().AddEventHandler(c.loop.Handler())
 	_, _ = pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.podEvent,
+		AddFunc:    func(obj any) { c.podAdded(obj); c.podEvent(obj) },
 		UpdateFunc: func(_, obj any) { c.podEvent(obj) },
 		DeleteFunc: c.podEvent,
 	})
 	return c
+}
+
+// podAdded counts a new pod of a Job against the creations its sync expects.
+func (c *Controller) podAdded(obj any) {
+	if p, ok := obj.(*corev1.Pod); ok {
+		if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "Job" {
+			c.exp.Created(p.Namespace+"/"+ref.Name, 1)
+		}
+	}
 }
 
 func (c *Controller) podEvent(obj any) {
@@ -215,15 +183,15 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if apierrors.IsNotFound(err) {
 		c.writtenMu.Lock()
 		delete(c.written, key)
-		delete(c.created, key)
 		c.writtenMu.Unlock()
+		c.exp.Forget(key)
 		// The Job is gone: its pods must not keep its finalizer, or they could never go.
 		return c.releaseOrphans(ctx, ns, name)
 	}
 	if err != nil {
 		return err
 	}
-	if c.behind(key, j) || c.unseen(key) {
+	if c.behind(key, j) || !c.exp.Satisfied(key) {
 		// The write's (or the pod's) event queues the Job again; this is in case it comes late.
 		c.loop.AddAfter(key, 100*time.Millisecond)
 		return nil
@@ -252,13 +220,15 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 			}
 			c.recorder.Eventf(j, corev1.EventTypeNormal, "SuccessfulDelete", "Deleted pod: %s", p.Name)
 		}
-		for _, i := range plan.Create {
+		c.exp.Expect(key, len(plan.Create), nil)
+		for made, i := range plan.Create {
 			pod := NewPod(j, i)
 			if n, ok := plan.IndexFailures[i]; ok {
 				pod.Annotations[IndexFailureCount] = strconv.Itoa(int(n))
 			}
 			p, err := c.client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 			if err != nil {
+				c.exp.Created(key, len(plan.Create)-made) // these will not show
 				if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 					return nil
 				}
@@ -266,7 +236,6 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 				errs = append(errs, err)
 				break
 			}
-			c.made(key, p)
 			c.recorder.Eventf(j, corev1.EventTypeNormal, "SuccessfulCreate", "Created pod: %s", p.Name)
 		}
 	}
