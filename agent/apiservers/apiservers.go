@@ -89,12 +89,7 @@ func (d *Dialer) DialContext(ctx context.Context, network, _ string) (net.Conn, 
 		n := (start + i) % len(d.addrs)
 		conn, err := (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext(ctx, network, d.addrs[n])
 		if err == nil {
-			d.mu.Lock()
-			if d.current != n {
-				d.log.Info("API server failover", "from", d.addrs[d.current], "to", d.addrs[n])
-				d.current = n
-			}
-			d.mu.Unlock()
+			d.connected(start, n)
 			return conn, nil
 		}
 		errs = append(errs, err)
@@ -103,6 +98,21 @@ func (d *Dialer) DialContext(ctx context.Context, network, _ string) (net.Conn, 
 		}
 	}
 	return nil, fmt.Errorf("no API server answers: %w", errors.Join(errs...))
+}
+
+// connected records that a dial which began at server start reached server n. A dial that
+// reached the server it began at changes nothing, and neither does one that began before
+// another dial moved current: several dials run at once (HTTP/2 and HTTP/1 connections are
+// made concurrently), and one that connected to a server just before it died must not undo
+// a later dial's failover away from it.
+func (d *Dialer) connected(start, n int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if n == start || d.current != start {
+		return
+	}
+	d.log.Info("API server failover", "from", d.addrs[d.current], "to", d.addrs[n])
+	d.current = n
 }
 
 // Current is the server connections go to now.

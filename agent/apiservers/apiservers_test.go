@@ -71,6 +71,28 @@ func TestDialerFailsOver(t *testing.T) {
 	}
 }
 
+// A dial that connected to a server just before it died finishes after a later dial failed
+// over; the later dial's choice stands.
+func TestStaleDialDoesNotUndoFailover(t *testing.T) {
+	d, err := NewDialer([]string{"https://10.0.0.1:6443", "https://10.0.0.2:6443", "https://10.0.0.3:6443"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.connected(0, 1) // began at server 1, which refused; reached server 2
+	d.connected(0, 0) // began at server 1 earlier and reached it before it died
+	if got := d.Current(); got != "10.0.0.2:6443" {
+		t.Errorf("current %s after a stale dial, want 10.0.0.2:6443", got)
+	}
+	d.connected(0, 2) // a dial that began before the failover and went further still
+	if got := d.Current(); got != "10.0.0.2:6443" {
+		t.Errorf("current %s, want 10.0.0.2:6443 kept", got)
+	}
+	d.connected(1, 2) // server 2 refused a dial that began there
+	if got := d.Current(); got != "10.0.0.3:6443" {
+		t.Errorf("current %s, want 10.0.0.3:6443", got)
+	}
+}
+
 func TestParseURLs(t *testing.T) {
 	got, err := ParseURLs(" https://10.0.0.1:6443/, https://10.0.0.2:6443,,")
 	if err != nil || len(got) != 2 || got[0] != "https://10.0.0.1:6443" || got[1] != "https://10.0.0.2:6443" {
