@@ -65,6 +65,10 @@ func TestPrivilegedFullMaps(t *testing.T) {
 			t.Fatalf("%s has %d backends, want 2 (a frontend is written whole)", e.Name, len(e.Backends))
 		}
 	}
+	// With something left out, no change is applied alone: what fits is a whole-state choice.
+	if ok, err := p.ApplyChanges([]ServiceChange{{Key: "ns/s6", New: []Service{fitSvc("ns/s6:80/TCP", 6, "10.96.0.6", 80, 0, false)}}}); ok || err != nil {
+		t.Fatalf("a change applied alone beside a full map (%v)", err)
+	}
 	// Deleting one Service makes room: the next delta sync programs one more.
 	if err := p.Apply(services[1:], false); err != nil {
 		t.Fatal(err)
@@ -96,6 +100,30 @@ func TestPrivilegedFullMaps(t *testing.T) {
 	}
 	if entries, _ := d.Maps.Dump(); len(entries) != 5 || len(p.Status.Dropped) != 0 {
 		t.Fatalf("after resizing: %d frontends, dropped %v", len(entries), p.Status.Dropped)
+	}
+	// A change that would overfill a map, or that takes another Service's frontend, is not
+	// applied alone (the whole state decides), and writes nothing.
+	before := rawMaps(t, d.Maps)
+	for what, change := range map[string]ServiceChange{
+		"55 backends into 54 free slots": {Key: "ns/big", New: []Service{fitSvc("ns/big:80/TCP", 50, "10.96.0.50", 80, 55, false)}},
+		"another Service's frontend":     {Key: "ns/dup", New: []Service{fitSvc("ns/dup:80/TCP", 51, "10.96.0.1", 80, 1, false)}},
+		"an old state the maps lack":     {Key: "ns/s1", Old: []Service{fitSvc("ns/s1:80/TCP", 1, "10.96.0.1", 80, 3, false)}},
+	} {
+		if ok, err := p.ApplyChanges([]ServiceChange{change}); ok || err != nil {
+			t.Errorf("%s: applied alone (%v)", what, err)
+		}
+		if rawMaps(t, d.Maps) != before {
+			t.Fatalf("%s: the maps changed", what)
+		}
+	}
+	if ok, err := p.ApplyChanges([]ServiceChange{{Key: "ns/s1", Old: services[:1]}}); !ok || err != nil {
+		t.Fatalf("deleting a Service alone: %v, %v", ok, err)
+	}
+	if entries, _ := d.Maps.Dump(); len(entries) != 4 {
+		t.Fatalf("after deleting one alone: %d frontends", len(entries))
+	}
+	if err := p.Apply(services, true); err != nil {
+		t.Fatal(err)
 	}
 	// Loading again at the same sizes keeps the maps and their entries (an agent restart).
 	d.Close()

@@ -88,6 +88,20 @@ type Compiler struct {
 	// IDs keeps frontend ids stable (see Compile).
 	IDs  map[string]uint32
 	memo map[string]compiled
+	// groups are the frontends (with ids) each Service key had in the last call, and the
+	// node's hostPorts under HostPortsKey: what Recompile's changes start from.
+	groups map[string][]Service
+	// used are the ids of IDs, kept beside it so a Recompile costs O(the Service).
+	used map[uint32]bool
+}
+
+// HostPortsKey names the node's hostPort frontends among the Services' keys.
+const HostPortsKey = "\x00hostports"
+
+// ServiceChange is one Service's frontends before and after a change (nil: none), with ids.
+type ServiceChange struct {
+	Key      string
+	Old, New []Service
 }
 
 type compiled struct {
@@ -110,6 +124,7 @@ func (c *Compiler) Compile(services []*corev1.Service, epSlices []*discoveryv1.E
 	}
 	var out []Service
 	memo := map[string]compiled{}
+	byKey := make(map[string][]Service, len(services))
 	for _, svc := range services {
 		key := svc.Namespace + "/" + svc.Name
 		slicesOf := bySvc[key]
@@ -121,6 +136,7 @@ func (c *Compiler) Compile(services []*corev1.Service, epSlices []*discoveryv1.E
 		if version != "" {
 			memo[key] = m
 		}
+		byKey[key] = m.out
 		out = append(out, m.out...)
 	}
 	c.memo = memo
@@ -160,10 +176,111 @@ func (c *Compiler) Compile(services []*corev1.Service, epSlices []*discoveryv1.E
 	}
 	for name := range c.IDs {
 		if !live[name] {
+			delete(used, c.IDs[name])
 			delete(c.IDs, name)
 		}
 	}
+	c.used = used
+	// Each Service's frontends as programmed, for Recompile.
+	c.groups = make(map[string][]Service, len(byKey)+1)
+	for key, frontends := range byKey {
+		if len(frontends) == 0 {
+			continue
+		}
+		g := slices.Clone(frontends)
+		for i := range g {
+			g[i].ID = c.IDs[g[i].Name]
+		}
+		slices.SortFunc(g, func(a, b Service) int { return cmp.Compare(a.Name, b.Name) })
+		c.groups[key] = g
+	}
+	for _, s := range out {
+		if strings.Contains(s.Name, "@hostport@") {
+			c.groups[HostPortsKey] = append(c.groups[HostPortsKey], s)
+		}
+	}
 	return out
+}
+
+// Recompile compiles one Service (svc nil: deleted) with its EndpointSlices (those of any
+// address type; the IPv4 ones are used) and returns how its frontends changed since the last
+// Compile or Recompile. Ids of frontends it no longer has are freed, new ones get ids in
+// name order. It costs O(the Service), so a change among 10,000 Services costs one.
+func (c *Compiler) Recompile(key string, svc *corev1.Service, epSlices []*discoveryv1.EndpointSlice) ServiceChange {
+	var fresh []Service
+	if svc != nil {
+		var slicesOf []*discoveryv1.EndpointSlice
+		for _, s := range epSlices {
+			if s.AddressType == discoveryv1.AddressTypeIPv4 {
+				slicesOf = append(slicesOf, s)
+			}
+		}
+		version := versionOf(svc, slicesOf)
+		m, ok := c.memo[key]
+		if !ok || version == "" || m.version != version {
+			m = compiled{version: version, out: compileService(svc, slicesOf, c.Node)}
+		}
+		if c.memo == nil {
+			c.memo = map[string]compiled{}
+		}
+		if version != "" {
+			c.memo[key] = m
+		} else {
+			delete(c.memo, key)
+		}
+		fresh = slices.Clone(m.out)
+	} else {
+		delete(c.memo, key)
+	}
+	return c.regroup(key, fresh)
+}
+
+// RecompileHostPorts is Recompile for the hostPorts of the node's pods (see HostPorts).
+func (c *Compiler) RecompileHostPorts(pods []*corev1.Pod) ServiceChange {
+	return c.regroup(HostPortsKey, HostPorts(pods, c.Node))
+}
+
+// regroup gives fresh (key's new frontends) their ids and records it as key's group.
+func (c *Compiler) regroup(key string, fresh []Service) ServiceChange {
+	if c.IDs == nil {
+		c.IDs = map[string]uint32{}
+	}
+	if c.used == nil {
+		c.used = make(map[uint32]bool, len(c.IDs))
+		for _, id := range c.IDs {
+			c.used[id] = true
+		}
+	}
+	old := c.groups[key]
+	slices.SortFunc(fresh, func(a, b Service) int { return cmp.Compare(a.Name, b.Name) })
+	keep := make(map[string]bool, len(fresh))
+	for _, s := range fresh {
+		keep[s.Name] = true
+	}
+	for _, s := range old {
+		if id, ok := c.IDs[s.Name]; ok && !keep[s.Name] {
+			delete(c.IDs, s.Name)
+			delete(c.used, id)
+		}
+	}
+	for i := range fresh {
+		id, ok := c.IDs[fresh[i].Name]
+		if !ok {
+			id = newID(fresh[i].Name, c.used)
+			c.IDs[fresh[i].Name] = id
+			c.used[id] = true
+		}
+		fresh[i].ID = id
+	}
+	if c.groups == nil {
+		c.groups = map[string][]Service{}
+	}
+	if len(fresh) == 0 {
+		delete(c.groups, key)
+	} else {
+		c.groups[key] = fresh
+	}
+	return ServiceChange{Key: key, Old: old, New: fresh}
 }
 
 // versionOf identifies a Service's inputs: its resourceVersion and its slices' (in a fixed

@@ -149,6 +149,10 @@ func (m Maps) Apply(services []Service) error {
 type Programmer struct {
 	Maps Maps
 	last *entries
+	// overlapped is set when the last full Apply had two frontends on one address (a later
+	// one wins in encode): which one the maps hold is then a whole-state decision, so
+	// changes are not applied alone.
+	overlapped bool
 	// Status is what the last Apply could program (Fit): each map's fill, and the
 	// frontends left out because a map is full.
 	Status MapStatus
@@ -161,6 +165,7 @@ func (p *Programmer) Apply(services []Service, full bool) error {
 	kept, status := Fit(services, p.Maps.Capacity())
 	p.Status = status
 	want := encode(kept)
+	p.overlapped = len(want.services) < len(kept)
 	var err error
 	if full || p.last == nil {
 		err = p.Maps.write(entries{}, want, true)
@@ -172,6 +177,89 @@ func (p *Programmer) Apply(services []Service, full bool) error {
 		p.last = &want
 	}
 	return err
+}
+
+// ApplyChanges programs the changed Services alone: the entries of their old frontends are
+// moved to those of their new ones, and nothing else is read or written, so one change among
+// 10,000 Services costs that Service's entries (not a pass over every frontend). It applies
+// nothing and says so (false) when the change cannot be made alone — no full Apply has
+// succeeded since the last error, a map was full then or would be now (what is left out is a
+// whole-state decision, see Fit), or a new frontend or id is one another Service holds — and
+// the caller applies the whole state instead.
+func (p *Programmer) ApplyChanges(changes []ServiceChange) (bool, error) {
+	if p.last == nil || p.overlapped || len(p.Status.Dropped) > 0 {
+		return false, nil
+	}
+	var olds, news []Service
+	for _, c := range changes {
+		olds = append(olds, c.Old...)
+		news = append(news, c.New...)
+	}
+	have, want := encode(olds), encode(news)
+	last := p.last
+	// Every old entry must be what the maps hold, and every new one free or the change's own.
+	if !within(have.services, last.services) || !within(have.names, last.names) ||
+		!within(have.backends, last.backends) || !within(have.maglev, last.maglev) ||
+		len(want.services) < len(news) ||
+		taken(want.services, have.services, last.services) || taken(want.names, have.names, last.names) {
+		return false, nil
+	}
+	caps := p.Maps.Capacity()
+	nServices := len(last.services) - len(have.services) + len(want.services)
+	nNames := len(last.names) - len(have.names) + len(want.names)
+	nBackends := len(last.backends) - len(have.backends) + len(want.backends)
+	nMaglev := len(last.maglev) - len(have.maglev) + len(want.maglev)
+	if nServices > caps.Services || nNames > caps.Services || nBackends > caps.Backends || nMaglev > caps.Maglev {
+		return false, nil
+	}
+	if err := p.Maps.write(have, want, false); err != nil {
+		p.last = nil // the maps are in between: the next Apply rewrites everything
+		return true, err
+	}
+	patch(last.services, have.services, want.services)
+	patch(last.names, have.names, want.names)
+	patch(last.backends, have.backends, want.backends)
+	patch(last.maglev, have.maglev, want.maglev)
+	p.Status.Fill = []MapFill{
+		{"skiff_services", len(last.services), caps.Services},
+		{"skiff_svc_names", len(last.names), caps.Services},
+		{"skiff_backends", len(last.backends), caps.Backends},
+		{"skiff_maglev", len(last.maglev), caps.Maglev},
+	}
+	return true, nil
+}
+
+// within says whether every entry of part is in whole, with the same value.
+func within[K, V comparable](part, whole map[K]V) bool {
+	for k, v := range part {
+		if w, ok := whole[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// taken says whether a key of want is held in last by something other than have.
+func taken[K comparable, V any](want, have, last map[K]V) bool {
+	for k := range want {
+		if _, mine := have[k]; mine {
+			continue
+		}
+		if _, held := last[k]; held {
+			return true
+		}
+	}
+	return false
+}
+
+// patch moves whole from have's entries to want's.
+func patch[K comparable, V any](whole, have, want map[K]V) {
+	for k := range have {
+		delete(whole, k)
+	}
+	for k, v := range want {
+		whole[k] = v
+	}
 }
 
 // write moves the maps from have to want. Backends are written before the frontends that

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -82,18 +83,25 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 	// Pods for their hostPorts: the agent's factory watches them all already (cluster DNS,
 	// network policy), so this adds no watch.
 	pods := factory.Core().V1().Pods()
-	kick := make(chan struct{}, 1)
-	watched := []cache.SharedIndexInformer{services.Informer(), slices.Informer()}
+	if err := indexSlicesByService(slices.Informer()); err != nil {
+		return err
+	}
+	dirty := newChanged()
 	start() // after asking for the informers: Start starts only those
-	release, err := sharedinformers.Watch(ctx, sharedinformers.Trigger(kick), watched...)
+	release, err := sharedinformers.Watch(ctx, dirty.handler(serviceKeyOf), services.Informer())
 	if err != nil {
 		return err
 	}
 	defer release()
+	releaseSlices, err := sharedinformers.Watch(ctx, dirty.handler(sliceServiceKey), slices.Informer())
+	if err != nil {
+		return err
+	}
+	defer releaseSlices()
 	// Of the pods, only this node's with host ports change the maps.
 	releasePods, err := sharedinformers.Watch(ctx, cache.FilteringResourceEventHandler{
 		FilterFunc: func(obj any) bool { return hasHostPorts(obj, o.Node.Name) },
-		Handler:    sharedinformers.Trigger(kick),
+		Handler:    dirty.handler(func(any) string { return HostPortsKey }),
 	}, pods.Informer())
 	if err != nil {
 		return err
@@ -126,18 +134,59 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 	var took time.Duration // how long the last sync ran
 	var done time.Time     // and when it ended
 	var lastFull time.Time // when everything was last rewritten: at least every Resync, even under constant churn
+	// The Services the node serves a health check for: a change to one (or to one that now
+	// has one) recounts them, as a whole sync does.
+	checked := map[string]bool{}
+	healthChecked := func(keys []string) bool {
+		for _, key := range keys {
+			ns, name := splitKey(key)
+			if svc, err := services.Lister().Services(ns).Get(name); checked[key] || (err == nil && hasHealthCheck(svc)) {
+				return true
+			}
+		}
+		return false
+	}
 	check := time.NewTicker(o.CheckPeriod)
 	defer check.Stop()
 	for {
 		start := time.Now()
-		svcs, _ := services.Lister().List(labels.Everything())
-		eps, _ := slices.Lister().List(labels.Everything())
-		podList, _ := pods.Lister().List(labels.Everything())
-		compiled := compiler.Compile(svcs, eps, podList)
-		if err := programmer.Apply(compiled, full); err != nil {
-			// Not a log line: a table that cannot be written is a proxy that is down (the
-			// supervisor restarts it and the node says so).
-			return fmt.Errorf("writing the service maps: %w", err)
+		// What changed since the last sync is taken before anything is read, so a change
+		// made while this sync runs is in the next.
+		keys := dirty.take()
+		applied := false
+		if !full {
+			// The changed Services alone (see Programmer.ApplyChanges); anything it cannot
+			// do alone falls through to the whole state.
+			changes := make([]ServiceChange, 0, len(keys))
+			for _, key := range keys {
+				if key == HostPortsKey {
+					podList, _ := pods.Lister().List(labels.Everything())
+					changes = append(changes, compiler.RecompileHostPorts(podList))
+					continue
+				}
+				ns, name := splitKey(key)
+				svc, _ := services.Lister().Services(ns).Get(name)
+				changes = append(changes, compiler.Recompile(key, svc, slicesOf(slices.Informer(), key)))
+			}
+			if applied, err = programmer.ApplyChanges(changes); err != nil {
+				return fmt.Errorf("writing the service maps: %w", err)
+			}
+		}
+		var svcs []*corev1.Service
+		var eps []*discoveryv1.EndpointSlice
+		listed := !applied || healthChecked(keys)
+		if listed {
+			svcs, _ = services.Lister().List(labels.Everything())
+			eps, _ = slices.Lister().List(labels.Everything())
+		}
+		if !applied {
+			podList, _ := pods.Lister().List(labels.Everything())
+			compiled := compiler.Compile(svcs, eps, podList)
+			if err := programmer.Apply(compiled, full); err != nil {
+				// Not a log line: a table that cannot be written is a proxy that is down (the
+				// supervisor restarts it and the node says so).
+				return fmt.Errorf("writing the service maps: %w", err)
+			}
 		}
 		// A full map is not a failure of the Services that fit: they are programmed, the
 		// rest are named once per change in the log, and metrics and the Node condition say so.
@@ -155,8 +204,13 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 		if full {
 			lastFull = start
 		}
-		if o.Node.IP.IsValid() {
-			health.Sync(HealthChecks(svcs, eps, o.Node.Name))
+		if o.Node.IP.IsValid() && listed {
+			checks := HealthChecks(svcs, eps, o.Node.Name)
+			health.Sync(checks)
+			clear(checked)
+			for _, c := range checks {
+				checked[c.Namespace+"/"+c.Name] = true
+			}
 		}
 		done = time.Now()
 		took = done.Sub(start)
@@ -166,7 +220,7 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-kick:
+			case <-dirty.kick:
 				// Coalesce a burst (a Deployment's endpoints change together), and in a long
 				// one (thousands of Services created) spend at most half the time syncing; a
 				// change after a quiet spell waits only the 20 ms.

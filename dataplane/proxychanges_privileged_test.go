@@ -1,0 +1,107 @@
+package dataplane
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/skiff-sh/skiff/agent/cgroups"
+)
+
+// expectedMaps is what rawMaps prints for maps holding exactly services.
+func expectedMaps(services []Service) string {
+	e := encode(services)
+	var lines []string
+	for k, v := range e.services {
+		lines = append(lines, fmt.Sprintf("service %+v %+v", k, v))
+	}
+	for k, v := range e.backends {
+		lines = append(lines, fmt.Sprintf("backend %+v %+v", k, v))
+	}
+	for k, v := range e.names {
+		lines = append(lines, fmt.Sprintf("name %+v %+v", k, v))
+	}
+	for k, v := range e.maglev {
+		lines = append(lines, fmt.Sprintf("maglev %+v %+v", k, v))
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
+}
+
+// TestPrivilegedApplyChanges drives real maps through random changes the way the proxy does
+// (the changed Services alone when ApplyChanges can, the whole state when it says it
+// cannot) and checks after every step that the maps hold exactly what writing the whole state
+// into empty maps would, entry for entry — and that the change path was the one taken.
+func TestPrivilegedApplyChanges(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs root and BPF: make unit (-short) skips it, make test runs it")
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("this test needs root (every machine here has it)")
+	}
+	cgroup := filepath.Join(cgroups.Unified(), fmt.Sprintf("skiff-dp-changes-%d", os.Getpid()))
+	pinDir := filepath.Join(BPFFS, "skiff", fmt.Sprintf("test-changes-%d", os.Getpid()))
+	t.Cleanup(func() {
+		_ = Remove(pinDir)
+		_ = os.Remove(cgroup)
+	})
+	d, err := Load(pinDir, cgroup, "", netip.Addr{}, MapSizes{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var alone, whole int
+	for seed := range uint64(5) {
+		w := newWorld(seed)
+		c := &Compiler{Node: w.node, IDs: map[string]uint32{}}
+		p := &Programmer{Maps: d.Maps}
+		if err := p.Apply(c.Compile(w.all()), true); err != nil {
+			t.Fatal(err)
+		}
+		for step := range 40 {
+			var keys []string
+			for range 1 + w.rng.IntN(3) {
+				keys = append(keys, w.change())
+			}
+			slices.Sort(keys)
+			keys = slices.Compact(keys)
+			applied, err := p.ApplyChanges(w.recompile(c, keys))
+			if err != nil {
+				t.Fatalf("seed %d step %d: %v", seed, step, err)
+			}
+			if applied {
+				alone++
+			} else {
+				whole++
+				if err := p.Apply(c.Compile(w.all()), false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := expectedMaps(groupsOf(c))
+			if got := rawMaps(t, d.Maps); got != want {
+				t.Fatalf("seed %d step %d (changed %v, alone %v): the maps hold\n%s\nwant\n%s", seed, step, keys, applied, got, want)
+			}
+			if fill := p.Status.Fill; fill[0].Entries != countPrefix(want, "service ") || fill[2].Entries != countPrefix(want, "backend ") {
+				t.Fatalf("seed %d step %d: fill %+v, the maps hold %d frontends and %d backends", seed, step, fill, countPrefix(want, "service "), countPrefix(want, "backend "))
+			}
+		}
+	}
+	// The random world has no overlapping frontends and no full map: every change goes alone.
+	if whole > 0 || alone == 0 {
+		t.Errorf("%d changes applied alone, %d needed the whole state", alone, whole)
+	}
+}
+
+func countPrefix(s, prefix string) int {
+	n := 0
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			n++
+		}
+	}
+	return n
+}
