@@ -44,37 +44,64 @@ func StartFanout(ctx context.Context, c kubernetes.Interface, agents int) (*Fano
 	ctx, cancel := context.WithCancel(ctx)
 	f := &Fanout{Agents: agents, Streams: 3 * agents, probes: map[string]map[int]time.Time{}, stop: cancel}
 	core, discovery := c.CoreV1().RESTClient(), c.DiscoveryV1().RESTClient()
+	podsVersion := &sharedVersion{req: func() *rest.Request { return core.Get().Resource("pods") }}
+	servicesVersion := &sharedVersion{req: func() *rest.Request { return core.Get().Resource("services") }}
+	slicesVersion := &sharedVersion{req: func() *rest.Request { return discovery.Get().Resource("endpointslices") }}
 	for i := 0; i < agents; i++ {
 		node := fields.OneTermEqualSelector("spec.nodeName", NodeName(i)).String()
-		f.follow(ctx, -1, func() *rest.Request {
+		f.follow(ctx, -1, podsVersion, func() *rest.Request {
 			return core.Get().Resource("pods").Param("fieldSelector", node)
 		})
-		f.follow(ctx, i, func() *rest.Request { return core.Get().Resource("services") })
-		f.follow(ctx, -1, func() *rest.Request { return discovery.Get().Resource("endpointslices") })
+		f.follow(ctx, i, servicesVersion, func() *rest.Request { return core.Get().Resource("services") })
+		f.follow(ctx, -1, slicesVersion, func() *rest.Request { return discovery.Get().Resource("endpointslices") })
 	}
 	return f, nil
 }
 
+// sharedVersion is a resource's current version, read with a list of one object and shared by
+// every agent's watch of it for a few seconds: the agents are synced ones, whose watches start
+// from where they were, not thousands of start-up lists at once.
+type sharedVersion struct {
+	req func() *rest.Request
+
+	mu      sync.Mutex
+	version string
+	read    time.Time
+}
+
+func (v *sharedVersion) get(ctx context.Context) (string, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.version != "" && time.Since(v.read) < 10*time.Second {
+		return v.version, nil
+	}
+	var list struct {
+		metav1.TypeMeta
+		ListMeta metav1.ListMeta `json:"metadata"`
+	}
+	body, err := v.req().Param("limit", "1").SetHeader("Accept", "application/json").DoRaw(ctx)
+	if err == nil {
+		err = json.Unmarshal(body, &list)
+	}
+	if err != nil {
+		return "", err
+	}
+	v.version, v.read = list.ListMeta.ResourceVersion, time.Now()
+	return v.version, nil
+}
+
 // follow keeps one watch stream open, reading it raw; agent, if not -1, is whose Service
 // stream it is, in which the probe Services' names are looked for.
-func (f *Fanout) follow(ctx context.Context, agent int, req func() *rest.Request) {
+func (f *Fanout) follow(ctx context.Context, agent int, version *sharedVersion, req func() *rest.Request) {
 	f.done.Add(1)
 	go func() {
 		defer f.done.Done()
 		buf := make([]byte, 32<<10)
 		for ctx.Err() == nil {
-			// The version now: a list of one object (the watch cache answers it).
-			var list struct {
-				metav1.TypeMeta
-				ListMeta metav1.ListMeta `json:"metadata"`
-			}
-			body, err := req().Param("limit", "1").SetHeader("Accept", "application/json").DoRaw(ctx)
-			if err == nil {
-				err = json.Unmarshal(body, &list)
-			}
+			rv, err := version.get(ctx)
 			var stream io.ReadCloser
 			if err == nil {
-				stream, err = req().Param("watch", "true").Param("resourceVersion", list.ListMeta.ResourceVersion).
+				stream, err = req().Param("watch", "true").Param("resourceVersion", rv).
 					Param("allowWatchBookmarks", "true").Stream(ctx)
 			}
 			if err != nil {

@@ -376,7 +376,7 @@ type kwokProcess struct {
 }
 
 func startKwok(ctx context.Context, o Options, kubeconfig string) (*kwokProcess, error) {
-	for _, f := range []string{o.Kwok, o.KwokStages} {
+	for _, f := range []string{o.Kwok, o.KwokStages, filepath.Join(filepath.Dir(o.KwokStages), "kwok.yaml")} {
 		if _, err := os.Stat(f); err != nil {
 			return nil, fmt.Errorf("%s is missing: `make kwok` builds kwok and its stages (%v)", f, err)
 		}
@@ -389,6 +389,7 @@ func startKwok(ctx context.Context, o Options, kubeconfig string) (*kwokProcess,
 	cmd := exec.Command(o.Kwok,
 		"--kubeconfig", kubeconfig,
 		"--config", o.KwokStages,
+		"--config", filepath.Join(filepath.Dir(o.KwokStages), "kwok.yaml"),
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector", KwokAnnotation+"=fake",
 		"--node-lease-duration-seconds", "40",
