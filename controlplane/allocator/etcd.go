@@ -29,9 +29,13 @@ func (s EtcdStore) Release(ctx context.Context, key string) error {
 	return err
 }
 
-// Held reports whether key is reserved.
+// Held reports whether key is reserved, from this member's copy of the data (a serializable
+// read, no quorum round). It is for reservations nothing makes any more — the ClusterIP
+// allocator's legacy keys, which can only be released — where an older copy can only say
+// "held" of a key since released (an address skipped, never one handed out twice); under a
+// burst of writes a linearizable read waits for them to apply, on every Service created.
 func (s EtcdStore) Held(ctx context.Context, key string) (bool, error) {
-	resp, err := s.Client.Get(ctx, key, clientv3.WithCountOnly())
+	resp, err := s.Client.Get(ctx, key, clientv3.WithCountOnly(), clientv3.WithSerializable())
 	if err != nil {
 		return false, err
 	}
