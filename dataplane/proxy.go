@@ -131,7 +131,7 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 	fullMsg := "" // the last full-maps message logged
 	compiler := &Compiler{Node: o.Node, IDs: ids}
 	full := true           // the first sync and every resync rewrite everything; changes write their delta
-	var took time.Duration // how long the last sync ran
+	var took time.Duration // how long the last sync of changes ran (not a resync)
 	var done time.Time     // and when it ended
 	var lastFull time.Time // when everything was last rewritten: at least every Resync, even under constant churn
 	// The Services the node serves a health check for: a change to one (or to one that now
@@ -213,7 +213,13 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 			}
 		}
 		done = time.Now()
+		// The burst throttle below weighs syncs that changes caused. A resync rewrites
+		// everything (hundreds of milliseconds at 10,000 Services) on a timer: the change
+		// after it must not wait as long again.
 		took = done.Sub(start)
+		if full {
+			took = 0
+		}
 		// Wait for a change or the resync; the periodic check does not sync.
 		for waiting := true; waiting; {
 			waiting = false

@@ -44,6 +44,8 @@ type AgentResult struct {
 	// created or deleted → the pod's isolation in the maps; Label a pod label changed →
 	// the same; DNS a Service created → the node's cluster DNS answering its name.
 	Programming, Policy, Label, DNS Latency
+	// Samples are each probe's times in the order taken (for the tail: which round, after what).
+	Samples map[string][]time.Duration `json:",omitempty"`
 	// Routes prefixes originated by the ToR: all in the node's table (Learn), then none
 	// (Withdraw).
 	Routes          int
@@ -197,16 +199,19 @@ func TestAgentScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Programming = latencyOf(d)
+	r.Samples = map[string][]time.Duration{"programming": d}
 	create, label, err := PolicyLatency(ctx, c, pinDir, probe, probeIP, *agentRounds/2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.Policy, r.Label = latencyOf(create), latencyOf(label)
+	r.Samples["policy"], r.Samples["label"] = create, label
 	d, err = DNSLatency(ctx, c, net.JoinHostPort(nodeIP, "53"), *agentRounds)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.DNS = latencyOf(d)
+	r.Samples["dns"] = d
 	r.Learn, r.Withdraw, err = RouteProbe{Tor: name + "-tor", Node: netnsName, ASN: skifflab.ASN, N: r.Routes}.Run(ctx)
 	if err != nil {
 		t.Fatal(err)
