@@ -347,7 +347,10 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		}
 		po := dataplane.ProxyOptions{Node: dataplane.Node{Name: o.NodeName, IP: nodeAddr(o.InternalIP)}, Netns: o.Netns, Uplink: uplinkOf(o.InternalIP), PinDir: dataplane.PinDir(o.NodeName), CgroupPath: filepath.Join(cgroups.Unified(), root),
 			Informers: shared, Started: func(d *dataplane.Dataplane) { proxy.Store(d) },
-			MapSizes: o.BPFMapSizes, Synced: func(s dataplane.MapStatus) { mapStatus.Store(&s) }}
+			MapSizes: o.BPFMapSizes, Synced: func(s dataplane.MapStatus) {
+				mapStatus.Store(&s)
+				proxySyncSeconds.WithLabelValues(s.Sync).Observe(s.Took.Seconds())
+			}}
 		sup.Go(supervisor.Part{Name: "service-proxy", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
 			return dataplane.RunProxy(ctx, client, po, log.With("component", "service-proxy"))
 		}})
@@ -689,7 +692,14 @@ type proxyCollector struct {
 	maps  *atomic.Pointer[dataplane.MapStatus]
 }
 
+// proxySyncSeconds is how long each sync of the service maps took, by how it ran (see
+// dataplane.SyncChanges, SyncWhole, SyncResync): kube-proxy's sync_proxy_rules_duration_seconds.
+var proxySyncSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "skiff_service_proxy_sync_seconds",
+	Help:    "Time a sync of the service maps took, by kind: changes (the changed Services alone), whole (the whole state for a change), resync (everything rewritten, periodically).",
+	Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}}, []string{"kind"})
+
 func (c proxyCollector) Describe(ch chan<- *prometheus.Desc) {
+	proxySyncSeconds.Describe(ch)
 	ch <- socketsDesc
 	ch <- socketsCapDesc
 	ch <- ctDesc
@@ -700,6 +710,7 @@ func (c proxyCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c proxyCollector) Collect(ch chan<- prometheus.Metric) {
+	proxySyncSeconds.Collect(ch)
 	if s := c.maps.Load(); s != nil {
 		for _, f := range s.Fill {
 			ch <- prometheus.MustNewConstMetric(mapEntriesDesc, prometheus.GaugeValue, float64(f.Entries), f.Map)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -78,7 +79,21 @@ type MapStatus struct {
 	// Dropped names the frontends that did not fit ("namespace/name:port/PROTO at
 	// ADDR:PORT"), sorted; empty when everything fits.
 	Dropped []string
+	// Sync is how the last sync ran — SyncChanges, SyncWhole or SyncResync — and Took how
+	// long (the agent's skiff_service_proxy_sync_seconds).
+	Sync string
+	Took time.Duration
 }
+
+// How a sync of the service maps ran.
+const (
+	// SyncChanges wrote the changed Services alone (Programmer.ApplyChanges).
+	SyncChanges = "changes"
+	// SyncWhole compiled the whole state for a change that could not be made alone.
+	SyncWhole = "whole"
+	// SyncResync rewrote everything: the first sync, and every Resync.
+	SyncResync = "resync"
+)
 
 // Full says which maps are full and what was left out, for a log line and the Node
 // condition; "" when everything fits.

@@ -198,9 +198,6 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 			}
 			fullMsg = msg
 		}
-		if o.Synced != nil {
-			o.Synced(programmer.Status)
-		}
 		if full {
 			lastFull = start
 		}
@@ -213,6 +210,17 @@ func RunProxy(ctx context.Context, client kubernetes.Interface, o ProxyOptions, 
 			}
 		}
 		done = time.Now()
+		if o.Synced != nil {
+			status := programmer.Status
+			status.Sync, status.Took = SyncWhole, done.Sub(start)
+			switch {
+			case full:
+				status.Sync = SyncResync
+			case applied:
+				status.Sync = SyncChanges
+			}
+			o.Synced(status)
+		}
 		// The burst throttle below weighs syncs that changes caused. A resync rewrites
 		// everything (hundreds of milliseconds at 10,000 Services) on a timer: the change
 		// after it must not wait as long again.

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os/exec"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/miekg/dns"
@@ -422,4 +423,52 @@ func nodeInternalIP(n *corev1.Node) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("node %s has no InternalIP (%v)", n.Name, n.Status.Addresses)
+}
+
+// SyncStat is how many syncs of one kind the agent's service proxy ran and how long they took
+// in all (its skiff_service_proxy_sync_seconds histogram's count and sum).
+type SyncStat struct {
+	Count int
+	Total time.Duration
+}
+
+// Mean is the mean sync time.
+func (s SyncStat) Mean() time.Duration {
+	if s.Count == 0 {
+		return 0
+	}
+	return s.Total / time.Duration(s.Count)
+}
+
+// ProxySyncs reads the agent's service proxy syncs by kind from its metrics (Prometheus text),
+// which fetch returns (the agent serves them on 127.0.0.1:10248 in the node's namespace).
+func ProxySyncs(metrics string) (map[string]SyncStat, error) {
+	out := map[string]SyncStat{}
+	for _, line := range strings.Split(metrics, "\n") {
+		name, rest, ok := strings.Cut(line, "{")
+		if !ok || (name != "skiff_service_proxy_sync_seconds_count" && name != "skiff_service_proxy_sync_seconds_sum") {
+			continue
+		}
+		labels, value, ok := strings.Cut(rest, "} ")
+		kind, found := strings.CutPrefix(labels, `kind="`)
+		if !ok || !found {
+			return nil, fmt.Errorf("metrics: %q", line)
+		}
+		kind = strings.TrimSuffix(kind, `"`)
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			return nil, fmt.Errorf("metrics: %q: %w", line, err)
+		}
+		s := out[kind]
+		if strings.HasSuffix(name, "_count") {
+			s.Count = int(v)
+		} else {
+			s.Total = time.Duration(v * float64(time.Second))
+		}
+		out[kind] = s
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("metrics: no skiff_service_proxy_sync_seconds")
+	}
+	return out, nil
 }

@@ -46,6 +46,9 @@ type AgentResult struct {
 	Programming, Policy, Label, DNS Latency
 	// Samples are each probe's times in the order taken (for the tail: which round, after what).
 	Samples map[string][]time.Duration `json:",omitempty"`
+	// ProxySyncs are the agent's service proxy syncs by kind over the whole run (its own
+	// metric): what a change waits behind.
+	ProxySyncs map[string]SyncStat `json:",omitempty"`
 	// Routes prefixes originated by the ToR: all in the node's table (Learn), then none
 	// (Withdraw).
 	Routes          int
@@ -76,6 +79,11 @@ func (r AgentResult) Markdown() string {
 	fmt.Fprintf(&b, "| anonymous memory per remote pod | %.1f KiB | (Cilium ~9 KiB) |\n", r.PerRemotePod()/1024)
 	fmt.Fprintf(&b, "| agent CPU during the probes and churn | %.2f cores | |\n", r.CPUPerSecond)
 	fmt.Fprintf(&b, "| EndpointSlice → service map, p50 / p99 (n) | %s | p99 < 100 ms |\n", lat(r.Programming))
+	for _, kind := range []string{"changes", "whole", "resync"} {
+		if s, ok := r.ProxySyncs[kind]; ok {
+			fmt.Fprintf(&b, "| … the proxy's syncs of kind %s: count, mean | %d, %v | |\n", kind, s.Count, s.Mean().Round(10*time.Microsecond))
+		}
+	}
 	fmt.Fprintf(&b, "| NetworkPolicy created/deleted → enforced, p50 / p99 (n) | %s | p99 < 500 ms |\n", lat(r.Policy))
 	fmt.Fprintf(&b, "| pod label changed → enforced, p50 / p99 (n) | %s | p99 < 500 ms |\n", lat(r.Label))
 	fmt.Fprintf(&b, "| Service created → DNS answer, p50 / p99 (n) | %s | |\n", lat(r.DNS))
@@ -221,6 +229,15 @@ func TestAgentScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.End = sampler.Last()
+	netutil := filepath.Join(filepath.Dir(bin), "netutil") // make build puts it beside skiff
+	if _, err := os.Stat(netutil); err != nil {
+		netutil, _ = filepath.Abs(filepath.Join("..", "..", "bin", "netutil"))
+	}
+	if out, err := exec.CommandContext(ctx, "ip", "netns", "exec", netnsName, netutil, "fetch", "http://127.0.0.1:10248/metrics").Output(); err != nil {
+		t.Errorf("the agent's metrics: %v", err)
+	} else if r.ProxySyncs, err = ProxySyncs(string(out)); err != nil {
+		t.Error(err)
+	}
 	if wall := time.Since(probeStart).Seconds(); wall > 0 {
 		r.CPUPerSecond = (r.End.CPU - r.Loaded.CPU).Seconds() / wall
 	}
@@ -278,4 +295,27 @@ func startProbePod(t *testing.T, ctx context.Context, c kubernetes.Interface, no
 		t.Fatal(err)
 	}
 	return pod
+}
+
+func TestProxySyncs(t *testing.T) {
+	got, err := ProxySyncs(`# HELP skiff_service_proxy_sync_seconds Time a sync took.
+skiff_service_proxy_sync_seconds_bucket{kind="changes",le="0.001"} 40
+skiff_service_proxy_sync_seconds_sum{kind="changes"} 0.08
+skiff_service_proxy_sync_seconds_count{kind="changes"} 400
+skiff_service_proxy_sync_seconds_sum{kind="resync"} 1.5
+skiff_service_proxy_sync_seconds_count{kind="resync"} 10
+skiff_service_sockets 3
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := got["changes"]; c.Count != 400 || c.Mean() != 200*time.Microsecond {
+		t.Errorf("changes %+v (mean %v)", c, c.Mean())
+	}
+	if r := got["resync"]; r.Count != 10 || r.Mean() != 150*time.Millisecond {
+		t.Errorf("resync %+v (mean %v)", r, r.Mean())
+	}
+	if _, err := ProxySyncs("skiff_service_sockets 3\n"); err == nil {
+		t.Error("no proxy metrics: no error")
+	}
 }
