@@ -63,6 +63,13 @@ sizes:
 			})
 			if r.Target != "" {
 				results = append(results, r) // a run that missed a check still reports what it measured
+				// Written as each target ends: a long run stopped part-way keeps what it finished.
+				t.Logf("\n%s", Markdown([]Result{r}))
+				if *outDir != "" {
+					if err := WriteResults(*outDir, results); err != nil {
+						t.Error(err)
+					}
+				}
 			}
 		}
 		// Upstream runs beside a skiff that missed a check (the comparison is the point);
