@@ -274,7 +274,7 @@ func rawMaps(t *testing.T, m Maps) string {
 	dump := func(what string, mp *ebpf.Map, key, value any) {
 		it := mp.Iterate()
 		for it.Next(key, value) {
-			lines = append(lines, fmt.Sprintf("%s %+v %+v", what, reflect.ValueOf(key).Elem(), reflect.ValueOf(value).Elem()))
+			lines = append(lines, mapLine(what, reflect.ValueOf(key).Elem().Interface(), reflect.ValueOf(value).Elem().Interface()))
 		}
 		if err := it.Err(); err != nil {
 			t.Fatal(err)
@@ -286,6 +286,11 @@ func rawMaps(t *testing.T, m Maps) string {
 	dump("maglev", m.Maglev, &sockMaglevKey{}, new(uint32))
 	slices.Sort(lines)
 	return strings.Join(lines, "\n")
+}
+
+// mapLine is one map entry as rawMaps prints it.
+func mapLine(what string, key, value any) string {
+	return fmt.Sprintf("%s %+v %+v", what, key, value)
 }
 
 // TestPrivilegedCheckAndRepair damages a loaded dataplane the ways an operator or a stray

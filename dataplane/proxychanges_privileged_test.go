@@ -17,16 +17,16 @@ func expectedMaps(services []Service) string {
 	e := encode(services)
 	var lines []string
 	for k, v := range e.services {
-		lines = append(lines, fmt.Sprintf("service %+v %+v", k, v))
+		lines = append(lines, mapLine("service", k, v))
 	}
 	for k, v := range e.backends {
-		lines = append(lines, fmt.Sprintf("backend %+v %+v", k, v))
+		lines = append(lines, mapLine("backend", k, v))
 	}
 	for k, v := range e.names {
-		lines = append(lines, fmt.Sprintf("name %+v %+v", k, v))
+		lines = append(lines, mapLine("name", k, v))
 	}
 	for k, v := range e.maglev {
-		lines = append(lines, fmt.Sprintf("maglev %+v %+v", k, v))
+		lines = append(lines, mapLine("maglev", k, v))
 	}
 	slices.Sort(lines)
 	return strings.Join(lines, "\n")
@@ -63,12 +63,7 @@ func TestPrivilegedApplyChanges(t *testing.T) {
 			t.Fatal(err)
 		}
 		for step := range 40 {
-			var keys []string
-			for range 1 + w.rng.IntN(3) {
-				keys = append(keys, w.change())
-			}
-			slices.Sort(keys)
-			keys = slices.Compact(keys)
+			keys := w.changes()
 			applied, err := p.ApplyChanges(w.recompile(c, keys))
 			if err != nil {
 				t.Fatalf("seed %d step %d: %v", seed, step, err)

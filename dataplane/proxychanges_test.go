@@ -92,6 +92,16 @@ func (w *world) change() string {
 	return key
 }
 
+// changes makes one to three random changes and returns the keys they dirty, sorted, once each.
+func (w *world) changes() []string {
+	var keys []string
+	for range 1 + w.rng.IntN(3) {
+		keys = append(keys, w.change())
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
+}
+
 func (w *world) all() ([]*corev1.Service, []*discoveryv1.EndpointSlice, []*corev1.Pod) {
 	var svcs []*corev1.Service
 	var eps []*discoveryv1.EndpointSlice
@@ -150,12 +160,7 @@ func TestRecompileAgreesWithCompile(t *testing.T) {
 		inc.Compile(w.all())
 		prev := map[string][]Service{}
 		for step := range 60 {
-			var keys []string
-			for range 1 + w.rng.IntN(3) {
-				keys = append(keys, w.change())
-			}
-			slices.Sort(keys)
-			keys = slices.Compact(keys)
+			keys := w.changes()
 			for _, ch := range w.recompile(inc, keys) {
 				if show(ch.Old) != show(prev[ch.Key]) {
 					t.Fatalf("seed %d step %d: %s's old frontends\n%s\nwant what the last step made\n%s", seed, step, ch.Key, show(ch.Old), show(prev[ch.Key]))
