@@ -80,23 +80,7 @@ func backend(ap netip.AddrPort) Backend { return Backend{Addr: ap.Addr(), Port: 
 // endpoints refuses at once; ClientIP affinity sticks; and a second Load (an agent restart)
 // keeps the entries and the translation.
 func TestPrivilegedSocketLB(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs root, BPF and network namespaces: make unit (-short) skips it, make test runs it")
-	}
-	if os.Geteuid() != 0 {
-		t.Fatal("this test needs root (every machine here has it)")
-	}
-	cgroup := filepath.Join(cgroups.Unified(), fmt.Sprintf("skiff-dp-test-%d", os.Getpid()))
-	pinDir := filepath.Join(BPFFS, "skiff", fmt.Sprintf("test-%d", os.Getpid()))
-	t.Cleanup(func() {
-		_ = Remove(pinDir)
-		_ = os.Remove(cgroup)
-	})
-	d, err := Load(pinDir, cgroup, "", netip.Addr{}, MapSizes{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d, pinDir, cgroup := testDataplane(t, "test")
 
 	a, b := tcpServer(t, "A"), tcpServer(t, "B")
 	u := udpEcho(t, "U")
@@ -286,6 +270,31 @@ func rawMaps(t *testing.T, m Maps) string {
 	dump("maglev", m.Maglev, &sockMaglevKey{}, new(uint32))
 	slices.Sort(lines)
 	return strings.Join(lines, "\n")
+}
+
+// testDataplane loads the programs with default map sizes under a pin directory and cgroup
+// named for the test and this process, removed (and the dataplane closed) when the test ends;
+// it skips under -short and needs root.
+func testDataplane(t *testing.T, name string) (d *Dataplane, pinDir, cgroup string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs root, BPF and network namespaces: make unit (-short) skips it, make test runs it")
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("this test needs root (every machine here has it)")
+	}
+	cgroup = filepath.Join(cgroups.Unified(), fmt.Sprintf("skiff-dp-%s-%d", name, os.Getpid()))
+	pinDir = filepath.Join(BPFFS, "skiff", fmt.Sprintf("%s-%d", name, os.Getpid()))
+	t.Cleanup(func() {
+		_ = Remove(pinDir)
+		_ = os.Remove(cgroup)
+	})
+	d, err := Load(pinDir, cgroup, "", netip.Addr{}, MapSizes{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	return d, pinDir, cgroup
 }
 
 // mapLine is one map entry as rawMaps prints it.

@@ -1,15 +1,9 @@
 package dataplane
 
 import (
-	"fmt"
-	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/skiff-sh/skiff/agent/cgroups"
 )
 
 // expectedMaps is what rawMaps prints for maps holding exactly services.
@@ -37,23 +31,7 @@ func expectedMaps(services []Service) string {
 // cannot) and checks after every step that the maps hold exactly what writing the whole state
 // into empty maps would, entry for entry — and that the change path was the one taken.
 func TestPrivilegedApplyChanges(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs root and BPF: make unit (-short) skips it, make test runs it")
-	}
-	if os.Geteuid() != 0 {
-		t.Fatal("this test needs root (every machine here has it)")
-	}
-	cgroup := filepath.Join(cgroups.Unified(), fmt.Sprintf("skiff-dp-changes-%d", os.Getpid()))
-	pinDir := filepath.Join(BPFFS, "skiff", fmt.Sprintf("test-changes-%d", os.Getpid()))
-	t.Cleanup(func() {
-		_ = Remove(pinDir)
-		_ = os.Remove(cgroup)
-	})
-	d, err := Load(pinDir, cgroup, "", netip.Addr{}, MapSizes{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d, _, _ := testDataplane(t, "test-changes")
 	var alone, whole int
 	for seed := range uint64(5) {
 		w := newWorld(seed)
