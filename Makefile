@@ -109,13 +109,16 @@ $(UPSTREAM_DIR)/bin/etcd: $(UPSTREAM_DIR)/go.mod $(UPSTREAM_DIR)/go.sum $(UPSTRE
 
 # The scale harness at every size, skiff beside upstream; results land in tests/scale/results.
 SCALE_NODES ?= 100,1000,5000
+# Pods per node (upstream's load test: 30). 5,000 nodes at 30 need ~21 GiB for skiff's server
+# alone; on a 24 GB machine run that size with SCALE_PODS=10.
+SCALE_PODS ?= 30
 SCALE_CHURN ?= 2m
 # The real agent's run (a lab node among kwok's): the lab's server shares the machine with its
 # agents, kwok and FRR, so it runs a smaller cluster than the server-alone sizes.
 SCALE_AGENT_NODES ?= 1000
 SCALE_AGENT_PODS ?= 10
 scale: deps build kwok scale-upstream ## the scale harness: kwok nodes, ClusterLoader2-like load, skiff beside upstream at $(SCALE_NODES) nodes, then a real agent among $(SCALE_AGENT_NODES)
-	$(GO) test -count=1 -run '^TestScale$$' -timeout 6h -v ./tests/scale/ -args -scale.nodes $(SCALE_NODES) \
+	$(GO) test -count=1 -run '^TestScale$$' -timeout 6h -v ./tests/scale/ -args -scale.nodes $(SCALE_NODES) -scale.pods-per-node $(SCALE_PODS) \
 		-scale.upstream -scale.pause 60s -scale.churn $(SCALE_CHURN) -scale.settle 60s -scale.out $(CURDIR)/tests/scale/results
 	$(GO) test -count=1 -run '^TestAgentScale$$' -timeout 2h -v ./tests/scale/ -args -scale.agent-nodes $(SCALE_AGENT_NODES) \
 		-scale.agent-pods-per-node $(SCALE_AGENT_PODS) -scale.agent-routes 5000 -scale.agent-rounds 40 -scale.out $(CURDIR)/tests/scale/results
