@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
@@ -440,35 +442,22 @@ func (s SyncStat) Mean() time.Duration {
 	return s.Total / time.Duration(s.Count)
 }
 
-// ProxySyncs reads the agent's service proxy syncs by kind from its metrics (Prometheus text),
-// which fetch returns (the agent serves them on 127.0.0.1:10248 in the node's namespace).
+// ProxySyncs reads the agent's service proxy syncs by kind from its metrics (the Prometheus
+// text format, served on 127.0.0.1:10248 in the node's namespace).
 func ProxySyncs(metrics string) (map[string]SyncStat, error) {
-	out := map[string]SyncStat{}
-	for _, line := range strings.Split(metrics, "\n") {
-		name, rest, ok := strings.Cut(line, "{")
-		if !ok || (name != "skiff_service_proxy_sync_seconds_count" && name != "skiff_service_proxy_sync_seconds_sum") {
-			continue
-		}
-		labels, value, ok := strings.Cut(rest, "} ")
-		kind, found := strings.CutPrefix(labels, `kind="`)
-		if !ok || !found {
-			return nil, fmt.Errorf("metrics: %q", line)
-		}
-		kind = strings.TrimSuffix(kind, `"`)
-		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-		if err != nil {
-			return nil, fmt.Errorf("metrics: %q: %w", line, err)
-		}
-		s := out[kind]
-		if strings.HasSuffix(name, "_count") {
-			s.Count = int(v)
-		} else {
-			s.Total = time.Duration(v * float64(time.Second))
-		}
-		out[kind] = s
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(metrics))
+	if err != nil {
+		return nil, fmt.Errorf("parsing the agent's metrics: %w", err)
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("metrics: no skiff_service_proxy_sync_seconds")
+	f := families["skiff_service_proxy_sync_seconds"]
+	if f == nil {
+		return nil, fmt.Errorf("the agent's metrics have no skiff_service_proxy_sync_seconds")
+	}
+	out := map[string]SyncStat{}
+	for _, m := range f.GetMetric() {
+		h := m.GetHistogram()
+		out[labels(m)["kind"]] = SyncStat{Count: int(h.GetSampleCount()), Total: time.Duration(h.GetSampleSum() * float64(time.Second))}
 	}
 	return out, nil
 }

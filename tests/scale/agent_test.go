@@ -299,11 +299,15 @@ func startProbePod(t *testing.T, ctx context.Context, c kubernetes.Interface, no
 
 func TestProxySyncs(t *testing.T) {
 	got, err := ProxySyncs(`# HELP skiff_service_proxy_sync_seconds Time a sync took.
-skiff_service_proxy_sync_seconds_bucket{kind="changes",le="0.001"} 40
+# TYPE skiff_service_proxy_sync_seconds histogram
+skiff_service_proxy_sync_seconds_bucket{kind="changes",le="0.001"} 400
+skiff_service_proxy_sync_seconds_bucket{kind="changes",le="+Inf"} 400
 skiff_service_proxy_sync_seconds_sum{kind="changes"} 0.08
 skiff_service_proxy_sync_seconds_count{kind="changes"} 400
+skiff_service_proxy_sync_seconds_bucket{kind="resync",le="+Inf"} 10
 skiff_service_proxy_sync_seconds_sum{kind="resync"} 1.5
 skiff_service_proxy_sync_seconds_count{kind="resync"} 10
+# TYPE skiff_service_sockets gauge
 skiff_service_sockets 3
 `)
 	if err != nil {
