@@ -185,13 +185,18 @@ func Fit(services []Service, caps MapSizes) (kept []Service, status MapStatus) {
 		}
 	}
 	sort.Strings(status.Dropped)
-	status.Fill = []MapFill{
-		{"skiff_services", wantServices, caps.Services},
-		{"skiff_svc_names", len(wantSlots), caps.Services},
-		{"skiff_backends", wantBackends, caps.Backends},
-		{"skiff_maglev", wantMaglev, caps.Maglev},
-	}
+	status.Fill = fill(wantServices, len(wantSlots), wantBackends, wantMaglev, caps)
 	return kept, status
+}
+
+// fill is each sized map's entries against its capacity, in MapStatus.Fill's order.
+func fill(services, names, backends, maglev int, caps MapSizes) []MapFill {
+	return []MapFill{
+		{"skiff_services", services, caps.Services},
+		{"skiff_svc_names", names, caps.Services},
+		{"skiff_backends", backends, caps.Backends},
+		{"skiff_maglev", maglev, caps.Maglev},
+	}
 }
 
 // Capacity is the sizes of the maps as loaded.

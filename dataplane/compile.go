@@ -112,28 +112,18 @@ type compiled struct {
 // Compile is the package's Compile, remembering each Service's result for the next call.
 func (c *Compiler) Compile(services []*corev1.Service, epSlices []*discoveryv1.EndpointSlice, pods []*corev1.Pod) []Service {
 	bySvc := map[string][]*discoveryv1.EndpointSlice{}
-	for _, s := range epSlices {
-		if s.AddressType != discoveryv1.AddressTypeIPv4 {
-			continue
+	for _, s := range ipv4Slices(epSlices) {
+		if key := sliceServiceKey(s); key != "" {
+			bySvc[key] = append(bySvc[key], s)
 		}
-		name := s.Labels[discoveryv1.LabelServiceName]
-		if name == "" {
-			continue
-		}
-		bySvc[s.Namespace+"/"+name] = append(bySvc[s.Namespace+"/"+name], s)
 	}
 	var out []Service
 	memo := map[string]compiled{}
-	byKey := make(map[string][]Service, len(services))
+	byKey := make(map[string][]Service, len(services)+1)
 	for _, svc := range services {
 		key := svc.Namespace + "/" + svc.Name
-		slicesOf := bySvc[key]
-		version := versionOf(svc, slicesOf)
-		m, ok := c.memo[key]
-		if !ok || version == "" || m.version != version {
-			m = compiled{version: version, out: compileService(svc, slicesOf, c.Node)}
-		}
-		if version != "" {
+		m := c.compiled(key, svc, bySvc[key])
+		if m.version != "" {
 			memo[key] = m
 		}
 		byKey[key] = m.out
@@ -152,11 +142,12 @@ func (c *Compiler) Compile(services []*corev1.Service, epSlices []*discoveryv1.E
 			if !taken[hp.Frontend] {
 				taken[hp.Frontend] = true
 				out = append(out, hp)
+				byKey[HostPortsKey] = append(byKey[HostPortsKey], hp)
 			}
 		}
 	}
 	// In name order, so two new names whose ids collide get the same ids on every node.
-	slices.SortFunc(out, func(a, b Service) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, byName)
 
 	used := map[uint32]bool{}
 	for _, id := range c.IDs {
@@ -181,8 +172,8 @@ func (c *Compiler) Compile(services []*corev1.Service, epSlices []*discoveryv1.E
 		}
 	}
 	c.used = used
-	// Each Service's frontends as programmed, for Recompile.
-	c.groups = make(map[string][]Service, len(byKey)+1)
+	// Each Service's frontends as programmed (and the hostPorts kept), for Recompile.
+	c.groups = make(map[string][]Service, len(byKey))
 	for key, frontends := range byKey {
 		if len(frontends) == 0 {
 			continue
@@ -191,16 +182,34 @@ func (c *Compiler) Compile(services []*corev1.Service, epSlices []*discoveryv1.E
 		for i := range g {
 			g[i].ID = c.IDs[g[i].Name]
 		}
-		slices.SortFunc(g, func(a, b Service) int { return cmp.Compare(a.Name, b.Name) })
+		slices.SortFunc(g, byName)
 		c.groups[key] = g
 	}
-	for _, s := range out {
-		if strings.Contains(s.Name, "@hostport@") {
-			c.groups[HostPortsKey] = append(c.groups[HostPortsKey], s)
+	return out
+}
+
+// compiled is key's frontends for svc and its IPv4 slices: the last call's when their
+// versions are unchanged, else compiled afresh.
+func (c *Compiler) compiled(key string, svc *corev1.Service, slicesOf []*discoveryv1.EndpointSlice) compiled {
+	version := versionOf(svc, slicesOf)
+	if m, ok := c.memo[key]; ok && version != "" && m.version == version {
+		return m
+	}
+	return compiled{version: version, out: compileService(svc, slicesOf, c.Node)}
+}
+
+// ipv4Slices are the slices of IPv4 endpoints, the ones the maps take.
+func ipv4Slices(epSlices []*discoveryv1.EndpointSlice) []*discoveryv1.EndpointSlice {
+	var out []*discoveryv1.EndpointSlice
+	for _, s := range epSlices {
+		if s.AddressType == discoveryv1.AddressTypeIPv4 {
+			out = append(out, s)
 		}
 	}
 	return out
 }
+
+func byName(a, b Service) int { return cmp.Compare(a.Name, b.Name) }
 
 // Recompile compiles one Service (svc nil: deleted) with its EndpointSlices (those of any
 // address type; the IPv4 ones are used) and returns how its frontends changed since the last
@@ -209,21 +218,11 @@ func (c *Compiler) Compile(services []*corev1.Service, epSlices []*discoveryv1.E
 func (c *Compiler) Recompile(key string, svc *corev1.Service, epSlices []*discoveryv1.EndpointSlice) ServiceChange {
 	var fresh []Service
 	if svc != nil {
-		var slicesOf []*discoveryv1.EndpointSlice
-		for _, s := range epSlices {
-			if s.AddressType == discoveryv1.AddressTypeIPv4 {
-				slicesOf = append(slicesOf, s)
+		m := c.compiled(key, svc, ipv4Slices(epSlices))
+		if m.version != "" {
+			if c.memo == nil {
+				c.memo = map[string]compiled{}
 			}
-		}
-		version := versionOf(svc, slicesOf)
-		m, ok := c.memo[key]
-		if !ok || version == "" || m.version != version {
-			m = compiled{version: version, out: compileService(svc, slicesOf, c.Node)}
-		}
-		if c.memo == nil {
-			c.memo = map[string]compiled{}
-		}
-		if version != "" {
 			c.memo[key] = m
 		} else {
 			delete(c.memo, key)
@@ -252,7 +251,7 @@ func (c *Compiler) regroup(key string, fresh []Service) ServiceChange {
 		}
 	}
 	old := c.groups[key]
-	slices.SortFunc(fresh, func(a, b Service) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(fresh, byName)
 	keep := make(map[string]bool, len(fresh))
 	for _, s := range fresh {
 		keep[s.Name] = true

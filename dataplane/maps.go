@@ -205,12 +205,11 @@ func (p *Programmer) ApplyChanges(changes []ServiceChange) (bool, error) {
 		return false, nil
 	}
 	caps := p.Maps.Capacity()
-	nServices := len(last.services) - len(have.services) + len(want.services)
-	nNames := len(last.names) - len(have.names) + len(want.names)
-	nBackends := len(last.backends) - len(have.backends) + len(want.backends)
-	nMaglev := len(last.maglev) - len(have.maglev) + len(want.maglev)
-	if nServices > caps.Services || nNames > caps.Services || nBackends > caps.Backends || nMaglev > caps.Maglev {
-		return false, nil
+	for _, f := range fill(len(last.services)-len(have.services)+len(want.services), len(last.names)-len(have.names)+len(want.names),
+		len(last.backends)-len(have.backends)+len(want.backends), len(last.maglev)-len(have.maglev)+len(want.maglev), caps) {
+		if f.Entries > f.Capacity {
+			return false, nil
+		}
 	}
 	if err := p.Maps.write(have, want, false); err != nil {
 		p.last = nil // the maps are in between: the next Apply rewrites everything
@@ -220,12 +219,7 @@ func (p *Programmer) ApplyChanges(changes []ServiceChange) (bool, error) {
 	patch(last.names, have.names, want.names)
 	patch(last.backends, have.backends, want.backends)
 	patch(last.maglev, have.maglev, want.maglev)
-	p.Status.Fill = []MapFill{
-		{"skiff_services", len(last.services), caps.Services},
-		{"skiff_svc_names", len(last.names), caps.Services},
-		{"skiff_backends", len(last.backends), caps.Backends},
-		{"skiff_maglev", len(last.maglev), caps.Maglev},
-	}
+	p.Status.Fill = fill(len(last.services), len(last.names), len(last.backends), len(last.maglev), caps)
 	return true, nil
 }
 
