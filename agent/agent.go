@@ -270,6 +270,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	}
 	pressureChanged := make(chan struct{}, 1)
 	var mapStatus atomic.Pointer[dataplane.MapStatus] // the service maps' fill after the last sync
+	proxySyncs := newProxySyncSeconds()
 	nopts := node.Options{Name: o.NodeName, InternalIP: o.InternalIP, RuntimeVersion: "containerd://" + v.RuntimeVersion, Taints: o.Taints,
 		Labels: o.Labels, APIPort: o.APIPort, Health: sup.Health, Pressure: pressureNow, PressureChanged: pressureChanged,
 		Conditions: func() []corev1.NodeCondition { return serviceMapsCondition(o.ServiceProxy, mapStatus.Load()) },
@@ -349,7 +350,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 			Informers: shared, Started: func(d *dataplane.Dataplane) { proxy.Store(d) },
 			MapSizes: o.BPFMapSizes, Synced: func(s dataplane.MapStatus) {
 				mapStatus.Store(&s)
-				proxySyncSeconds.WithLabelValues(s.Sync).Observe(s.Took.Seconds())
+				proxySyncs.WithLabelValues(s.Sync).Observe(s.Took.Seconds())
 			}}
 		sup.Go(supervisor.Part{Name: "service-proxy", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
 			return dataplane.RunProxy(ctx, client, po, log.With("component", "service-proxy"))
@@ -446,7 +447,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	sup.Go(supervisor.Part{Name: "eviction", Policy: supervisor.Restart, Run: pmgr.Run})
 	if o.HealthzAddress != "" {
 		sup.Go(supervisor.Part{Name: "healthz", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
-			return serveHealthz(ctx, o.HealthzAddress, ctr, sup, &speaker, proxyCollector{proxy: &proxy, maps: &mapStatus}, policyEnforcer, dnsServer)
+			return serveHealthz(ctx, o.HealthzAddress, ctr, sup, &speaker, proxyCollector{proxy: &proxy, maps: &mapStatus, syncs: proxySyncs}, policyEnforcer, dnsServer)
 		}})
 	}
 	if o.PodManifestPath != "" {
@@ -690,16 +691,19 @@ func serviceMapsCondition(proxy bool, s *dataplane.MapStatus) []corev1.NodeCondi
 type proxyCollector struct {
 	proxy *atomic.Pointer[dataplane.Dataplane]
 	maps  *atomic.Pointer[dataplane.MapStatus]
+	syncs *prometheus.HistogramVec // skiff_service_proxy_sync_seconds
 }
 
-// proxySyncSeconds is how long each sync of the service maps took, by how it ran (see
+// newProxySyncSeconds is how long each sync of the service maps took, by how it ran (see
 // dataplane.SyncChanges, SyncWhole, SyncResync): kube-proxy's sync_proxy_rules_duration_seconds.
-var proxySyncSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "skiff_service_proxy_sync_seconds",
-	Help:    "Time a sync of the service maps took, by kind: changes (the changed Services alone), whole (the whole state for a change), resync (everything rewritten, periodically).",
-	Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}}, []string{"kind"})
+func newProxySyncSeconds() *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "skiff_service_proxy_sync_seconds",
+		Help:    "Time a sync of the service maps took, by kind: changes (the changed Services alone), whole (the whole state for a change), resync (everything rewritten, periodically).",
+		Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}}, []string{"kind"})
+}
 
 func (c proxyCollector) Describe(ch chan<- *prometheus.Desc) {
-	proxySyncSeconds.Describe(ch)
+	c.syncs.Describe(ch)
 	ch <- socketsDesc
 	ch <- socketsCapDesc
 	ch <- ctDesc
@@ -710,7 +714,7 @@ func (c proxyCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c proxyCollector) Collect(ch chan<- prometheus.Metric) {
-	proxySyncSeconds.Collect(ch)
+	c.syncs.Collect(ch)
 	if s := c.maps.Load(); s != nil {
 		for _, f := range s.Fill {
 			ch <- prometheus.MustNewConstMetric(mapEntriesDesc, prometheus.GaugeValue, float64(f.Entries), f.Map)
