@@ -18,7 +18,7 @@ LDFLAGS := -s -w \
 BIN := bin/skiff
 export SKIFF_BIN := $(CURDIR)/$(BIN)
 
-.PHONY: help deps build run test unit e2e bench scale scale-upstream kwok kube-proxy coredns conformance conformance-smoke conformance-bin generate lint verify clean
+.PHONY: help deps build run test unit e2e bench scale scale-upstream kwok kube-proxy coredns conformance conformance-smoke conformance-bin generate lint docs verify clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -179,7 +179,10 @@ lint: ## go vet and gofmt
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-verify: generate ## regenerate and fail if anything generated or go.mod is stale
+docs: ## regenerate the generated reference pages (docs/reference/commands, from the CLI)
+	$(GO) run ./cmd/skiff gen-docs docs/reference/commands
+
+verify: generate docs ## regenerate and fail if anything generated (code, reference docs) or go.mod is stale
 	$(GO) mod tidy
 	git diff --exit-code
 

@@ -198,7 +198,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		return err
 	}
 	cniBin, cniConf, socket := dirs.CNIBin(), dirs.CNIConf(), dirs.CNISocket()
-	if err := installCNI(o.CNIPlugin, cniBin, cniConf, socket); err != nil {
+	if err := installCNI(o.CNIPlugin, cniBin, dirs.CNIConflist(), socket); err != nil {
 		return err
 	}
 	var ctr *runtime.Containerd
@@ -342,11 +342,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	}})
 	var proxy atomic.Pointer[dataplane.Dataplane]
 	if o.ServiceProxy {
-		root := o.CgroupRoot
-		if root == "" {
-			root = cgroups.DefaultRoot
-		}
-		po := dataplane.ProxyOptions{Node: dataplane.Node{Name: o.NodeName, IP: nodeAddr(o.InternalIP)}, Netns: o.Netns, Uplink: uplinkOf(o.InternalIP), PinDir: dataplane.PinDir(o.NodeName), CgroupPath: filepath.Join(cgroups.Unified(), root),
+		po := dataplane.ProxyOptions{Node: dataplane.Node{Name: o.NodeName, IP: nodeAddr(o.InternalIP)}, Netns: o.Netns, Uplink: uplinkOf(o.InternalIP), PinDir: dataplane.PinDir(o.NodeName), CgroupPath: filepath.Join(cgroups.Unified(), o.CgroupRoot),
 			Informers: shared, Started: func(d *dataplane.Dataplane) { proxy.Store(d) },
 			MapSizes: o.BPFMapSizes, Synced: func(s dataplane.MapStatus) {
 				mapStatus.Store(&s)
@@ -409,9 +405,6 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		return (&podresources.Server{Pods: pm.ActivePods, CPUs: cpus}).Run(ctx, dirs.PodResourcesSocket())
 	}})
 	transition := o.EvictionPressureTransitionPeriod
-	if transition == 0 {
-		transition = eviction.DefaultTransitionPeriod
-	}
 	// The node's own events (upstream's kubelet records them on its Node): pressure
 	// transitions and image collections that could not free enough.
 	nodeEvents := record.NewBroadcaster()
@@ -467,8 +460,8 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 // for lo) and writes the network config. A separate skiff-cni binary is copied; without one
 // (a plain `go build ./cmd/skiff`), both names link to this binary, which is the plugin when
 // started by them.
-func installCNI(plugin, binDir, confDir, socket string) error {
-	for _, d := range []string{binDir, confDir} {
+func installCNI(plugin, binDir, conflist, socket string) error {
+	for _, d := range []string{binDir, filepath.Dir(conflist)} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
@@ -494,7 +487,7 @@ func installCNI(plugin, binDir, confDir, socket string) error {
 		"cniVersion": "1.0.0", "name": "skiff",
 		"plugins": []map[string]any{{"type": "skiff-cni", "agentSocket": socket}},
 	}, "", "  ")
-	return os.WriteFile(filepath.Join(confDir, "10-skiff.conflist"), conf, 0o644)
+	return os.WriteFile(conflist, conf, 0o644)
 }
 
 // waitPodCIDR watches the node until the nodeipam controller has given it a pod CIDR.
@@ -827,7 +820,7 @@ func cpuManager(o Options, log *slog.Logger) (*cpumanager.Manager, error) {
 			return nil, fmt.Errorf("CPU manager: reserving the CPUs of --kube-reserved and --system-reserved: %w", err)
 		}
 	}
-	m, err := cpumanager.New(topo, reserved, filepath.Join(o.DataDir, cpumanager.CheckpointFile))
+	m, err := cpumanager.New(topo, reserved, layout.Agent{Dir: o.DataDir}.CPUManagerCheckpoint())
 	if err != nil {
 		return nil, fmt.Errorf("CPU manager: %w", err)
 	}
@@ -842,9 +835,6 @@ func cpuManager(o Options, log *slog.Logger) (*cpumanager.Manager, error) {
 // here (they are in allocatable, for the scheduler), as the kubelet's.
 func enforceNodeAllocatable(o Options, log *slog.Logger) error {
 	root := o.CgroupRoot
-	if root == "" {
-		root = cgroups.DefaultRoot
-	}
 	capacity := node.Capacity(0, o.DataDir)
 	pidReserved := false
 	for _, r := range o.Reserved {

@@ -12,13 +12,15 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/skiff-sh/skiff/internal/layout"
 )
 
 // BPFFS is where bpffs is (or gets) mounted.
-const BPFFS = "/sys/fs/bpf"
+const BPFFS = layout.BPFFS
 
 // PinDir is a node's pin directory.
-func PinDir(node string) string { return filepath.Join(BPFFS, "skiff", node) }
+func PinDir(node string) string { return layout.PinDir(node) }
 
 // Dataplane is the loaded programs and maps of one node.
 type Dataplane struct {

@@ -51,7 +51,7 @@ type state struct {
 	PIDs map[string]int `json:"pids"`
 }
 
-func dirOf(name string) string { return filepath.Join(Root, name) }
+func dirOf(name string) string { return layout.LabOf(name).Dir }
 
 // otherLabs looks at the labs other than except that skiff recorded under Root: running
 // names one in which a recorded process runs ("" if none does), stale those in which none
@@ -62,7 +62,7 @@ func otherLabs(except string) (running string, stale []string) {
 		if !e.IsDir() || e.Name() == except || !nameRE.MatchString(e.Name()) {
 			continue
 		}
-		st, err := load(filepath.Join(Root, e.Name()))
+		st, err := load(layout.LabOf(e.Name()).Dir)
 		switch {
 		case err == nil && st.anyAlive():
 			running = e.Name()
@@ -92,7 +92,7 @@ func PID(name, role string) (int, error) {
 func CgroupRoot(name string) string { return "/skiff/lab-" + name }
 
 // Kubeconfig is the admin kubeconfig the host uses.
-func Kubeconfig(name string) string { return filepath.Join(dirOf(name), "admin.kubeconfig") }
+func Kubeconfig(name string) string { return layout.LabOf(name).Kubeconfig() }
 
 func (o *Options) defaults() error {
 	if o.Binary == "" {
@@ -160,7 +160,7 @@ func Up(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 	if o.ToR != ToRNone {
 		progress("top-of-rack: %s in %s (AS %d, route reflector for %s)", o.ToR, o.ToRHost().Netns, ASN, fabric)
-		pids, err := startRouter(o.Spec, filepath.Join(o.Dir, "tor"))
+		pids, err := startRouter(o.Spec, layout.Lab{Dir: o.Dir}.Router())
 		for k, v := range pids {
 			st.PIDs[k] = v
 		}
@@ -171,12 +171,12 @@ func Up(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 
 	master := o.Master()
-	mdir := filepath.Join(o.Dir, "master")
-	pid, err := spawn(master.Netns, filepath.Join(o.Dir, "master.log"), o.Binary, "server",
-		"--cluster-cidr", o.PodCIDR().String(), "--data-dir", mdir, "--advertise-address", master.IP.String(), "--tls-san", masterSide.String(),
+	dirs := layout.Lab{Dir: o.Dir}
+	pid, err := spawn(master.Netns, dirs.Log("master"), o.Binary, "server",
+		"--cluster-cidr", o.PodCIDR().String(), "--data-dir", dirs.Master().Dir, "--advertise-address", master.IP.String(), "--tls-san", masterSide.String(),
 		"--node-name", master.NodeName, "--node-ip", master.IP.String(),
-		"--agent-data-dir", filepath.Join(mdir, "agent"), "--pod-log-dir", filepath.Join(mdir, "logs"),
-		"--pod-manifest-path", filepath.Join(mdir, "manifests"), "--cgroup-root", CgroupRoot(o.Name)+"/master",
+		"--agent-data-dir", dirs.Agent("master").Dir, "--pod-log-dir", dirs.PodLogs("master"),
+		"--pod-manifest-path", dirs.Manifests("master"), "--cgroup-root", CgroupRoot(o.Name)+"/master",
 		"--service-proxy="+strconv.FormatBool(!o.NoServiceProxy), "--network-policy="+strconv.FormatBool(!o.NoNetworkPolicy),
 		// The lab's traffic never leaves it: its cluster DNS forwards nowhere.
 		"--dns-upstream=none", "--loadbalancer-cidr="+LoadBalancerPool.String(), "--eviction-hard="+EvictionHard, "--image-gc-high-threshold=100")
@@ -185,9 +185,9 @@ func Up(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 	st.PIDs["master"] = pid
 	_ = st.save(o.Dir)
-	progress("master: skiff server in %s at %s (pid %d, log %s)", master.Netns, master.IP, pid, filepath.Join(o.Dir, "master.log"))
+	progress("master: skiff server in %s at %s (pid %d, log %s)", master.Netns, master.IP, pid, dirs.Log("master"))
 
-	client, err := waitAPI(ctx, layout.Server{Dir: mdir}.Kubeconfig("admin"), Kubeconfig(o.Name), o.HostAPIServer(), 2*time.Minute)
+	client, err := waitAPI(ctx, dirs.Master().Kubeconfig("admin"), Kubeconfig(o.Name), o.HostAPIServer(), 2*time.Minute)
 	if err != nil {
 		return err
 	}
@@ -216,27 +216,28 @@ func Up(ctx context.Context, o Options, log *slog.Logger) error {
 // AddNode starts worker i (its namespace must exist: Up builds them, Grow adds one).
 func AddNode(o Options, i int, st *state) error {
 	n := o.Node(i)
-	token := layout.Server{Dir: filepath.Join(o.Dir, "master")}.Token()
+	dirs := layout.Lab{Dir: o.Dir}
+	token := dirs.Master().Token()
 	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		_, err := os.Stat(token)
 		return err == nil, nil
 	}); err != nil {
 		return fmt.Errorf("the server wrote no join token at %s", token)
 	}
-	pid, err := spawn(n.Netns, filepath.Join(o.Dir, n.Role+".log"), o.Binary, agentArgs(o.Spec, o.Dir, n)...)
+	pid, err := spawn(n.Netns, dirs.Log(n.Role), o.Binary, agentArgs(o.Spec, o.Dir, n)...)
 	if err != nil {
 		return err
 	}
 	st.PIDs[n.Role] = pid
-	fmt.Fprintf(o.Out, "%s: skiff agent in %s at %s (pid %d, log %s)\n", n.Role, n.Netns, n.IP, pid, filepath.Join(o.Dir, n.Role+".log"))
+	fmt.Fprintf(o.Out, "%s: skiff agent in %s at %s (pid %d, log %s)\n", n.Role, n.Netns, n.IP, pid, dirs.Log(n.Role))
 	return st.save(o.Dir)
 }
 
 func agentArgs(s Spec, labDir string, n Host) []string {
-	dir := filepath.Join(labDir, n.Role)
-	return []string{"agent", "--server", s.APIServer(), "--token-file", layout.Server{Dir: filepath.Join(labDir, "master")}.Token(), "--data-dir", dir,
-		"--node-name", n.NodeName, "--node-ip", n.IP.String(), "--pod-log-dir", filepath.Join(dir, "logs"),
-		"--pod-manifest-path", filepath.Join(dir, "manifests"), "--cgroup-root", CgroupRoot(s.Name) + "/" + n.Role,
+	dirs := layout.Lab{Dir: labDir}
+	return []string{"agent", "--server", s.APIServer(), "--token-file", dirs.Master().Token(), "--data-dir", dirs.Agent(n.Role).Dir,
+		"--node-name", n.NodeName, "--node-ip", n.IP.String(), "--pod-log-dir", dirs.PodLogs(n.Role),
+		"--pod-manifest-path", dirs.Manifests(n.Role), "--cgroup-root", CgroupRoot(s.Name) + "/" + n.Role,
 		"--service-proxy=" + strconv.FormatBool(!s.NoServiceProxy), "--network-policy=" + strconv.FormatBool(!s.NoNetworkPolicy),
 		"--dns-upstream=none", "--eviction-hard=" + EvictionHard, "--image-gc-high-threshold=100"}
 }
@@ -278,7 +279,7 @@ func RestartAgent(o Options, role string) (int, error) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
-	pid, err := spawn(host.Netns, filepath.Join(o.Dir, role+".log"), o.Binary, agentArgs(st.Spec, o.Dir, *host)...)
+	pid, err := spawn(host.Netns, layout.Lab{Dir: o.Dir}.Log(role), o.Binary, agentArgs(st.Spec, o.Dir, *host)...)
 	if err != nil {
 		return 0, err
 	}
@@ -470,13 +471,13 @@ func ready(n *corev1.Node) bool {
 }
 
 func load(dir string) (*state, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	b, err := os.ReadFile(layout.Lab{Dir: dir}.State())
 	if err != nil {
 		return nil, err
 	}
 	st := &state{}
 	if err := json.Unmarshal(b, st); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "state.json"), err)
+		return nil, fmt.Errorf("%s: %w", layout.Lab{Dir: dir}.State(), err)
 	}
 	return st, nil
 }
@@ -486,7 +487,7 @@ func (st *state) save(dir string) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "state.json"), b, 0o644)
+	return os.WriteFile(layout.Lab{Dir: dir}.State(), b, 0o644)
 }
 
 func (st *state) anyAlive() bool {
@@ -553,10 +554,10 @@ func Down(name string, out io.Writer) error {
 			errs = append(errs, fmt.Errorf("ip netns del %s: %v: %s", ns, err, strings.TrimSpace(string(out))))
 		}
 	}
-	_ = os.RemoveAll(filepath.Join("/var/run/frr", name+"-tor"))
+	_ = os.RemoveAll(filepath.Join(layout.FRRRunDir, name+"-tor"))
 	_ = os.RemoveAll(frrEtc(Spec{Name: name}))
 	// Each node's pinned programs, links and maps (dataplane.PinDir of its node name).
-	pins, _ := filepath.Glob(filepath.Join("/sys/fs/bpf/skiff", name+"-*"))
+	pins, _ := filepath.Glob(layout.PinDir(name + "-*"))
 	for _, pin := range pins {
 		if err := os.RemoveAll(pin); err != nil {
 			errs = append(errs, fmt.Errorf("bpf pins: %w", err))
@@ -582,7 +583,7 @@ func exists(mounts []string, cg string) bool {
 
 // namespaces lists the lab's namespaces that exist.
 func namespaces(name string) []string {
-	entries, _ := os.ReadDir("/run/netns")
+	entries, _ := os.ReadDir(layout.NetnsDir)
 	var out []string
 	for _, e := range entries {
 		n := e.Name()

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/skiff-sh/skiff/internal/layout"
 )
 
 // frrConfig makes the ToR an iBGP route reflector for every address on the fabric: nodes
@@ -120,7 +122,7 @@ func startRouter(s Spec, dir string) (map[string]int, error) {
 	switch s.ToR {
 	case ToRFRR:
 		// vtysh -N <pathspace> looks for the daemons' sockets in /var/run/frr/<pathspace>.
-		run := filepath.Join("/var/run/frr", tor.Netns)
+		run := filepath.Join(layout.FRRRunDir, tor.Netns)
 		uid, gid, err := frrOwner()
 		if err != nil {
 			return nil, err
@@ -198,7 +200,7 @@ func RouterCLI(s Spec) []string {
 	case ToRFRR:
 		return []string{"vtysh", "-N", tor.Netns, "-c", "show bgp ipv4 unicast"}
 	case ToRBIRD:
-		return []string{"birdc", "-s", filepath.Join(dirOf(s.Name), "tor", "bird.ctl"), "show", "route"}
+		return []string{"birdc", "-s", filepath.Join(layout.LabOf(s.Name).Router(), "bird.ctl"), "show", "route"}
 	}
 	return nil
 }

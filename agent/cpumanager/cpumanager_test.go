@@ -182,7 +182,7 @@ func TestPlan(t *testing.T) {
 }
 
 func TestManager(t *testing.T) {
-	file := filepath.Join(t.TempDir(), CheckpointFile)
+	file := filepath.Join(t.TempDir(), "cpu_manager_state")
 	topo := flat(4)
 	if _, err := New(topo, cpuset.New(), file); err == nil || !strings.Contains(err.Error(), "--reserved-cpus") {
 		t.Errorf("no reserved CPUs: %v", err)

@@ -18,10 +18,6 @@ import (
 // PolicyStatic is the one policy Manager runs; "none" (the default) is no Manager at all.
 const PolicyStatic = "static"
 
-// CheckpointFile is the checkpoint's name in the agent's data directory (the kubelet's
-// /var/lib/kubelet/cpu_manager_state).
-const CheckpointFile = "cpu_manager_state"
-
 // checkpoint is the file's content, in the kubelet's format (without its checksum: the file
 // is replaced by rename, never seen half written).
 type checkpoint struct {

@@ -25,7 +25,7 @@ import (
 // and message, its CPUs never taken.
 func TestAdmitRefusesWithoutFreeCPUs(t *testing.T) {
 	topo := cpumanager.Topology{CPUs: []cpumanager.CPU{{ID: 0, Core: 0}, {ID: 1, Core: 1}}}
-	cpus, err := cpumanager.New(topo, cpuset.New(0), filepath.Join(t.TempDir(), cpumanager.CheckpointFile))
+	cpus, err := cpumanager.New(topo, cpuset.New(0), filepath.Join(t.TempDir(), "cpu_manager_state"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,8 +53,6 @@ type Options struct {
 	HostIP string
 	// PodLogDir is the root of pod logs (/var/log/pods).
 	PodLogDir string
-	// ResyncPeriod is how often each pod's containers are checked (2 s).
-	ResyncPeriod time.Duration
 	// Netns is the runtime's network namespace, from which probes reach pods ("" for here).
 	Netns string
 	// CgroupRoot is the parent of every pod cgroup (cgroups.DefaultRoot).
@@ -165,17 +163,12 @@ type Manager struct {
 	admitted map[types.UID]bool
 }
 
-// New builds a manager over CRI clients.
+// resyncPeriod is how often each pod's containers are checked, events or not.
+const resyncPeriod = 2 * time.Second
+
+// New builds a manager over CRI clients. Its options come whole from the agent (every
+// default is system's).
 func New(client kubernetes.Interface, rt runtimeapi.RuntimeServiceClient, img runtimeapi.ImageServiceClient, o Options, log *slog.Logger) *Manager {
-	if o.CgroupRoot == "" {
-		o.CgroupRoot = cgroups.DefaultRoot
-	}
-	if o.ResyncPeriod == 0 {
-		o.ResyncPeriod = 2 * time.Second
-	}
-	if o.PodLogDir == "" {
-		o.PodLogDir = "/var/log/pods"
-	}
 	b := record.NewBroadcaster()
 	m := &Manager{client: client, runtime: rt, images: img, opts: o, log: log.With("component", "pods"), events: b,
 		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: o.NodeName}),
@@ -220,7 +213,7 @@ func (m *Manager) Run(ctx context.Context) {
 	go m.syncQOSPeriodically(ctx)
 	go m.reconcileCPUsPeriodically(ctx, m.opts.CPUReconcilePeriod)
 	go func() {
-		t := time.NewTicker(m.opts.ResyncPeriod)
+		t := time.NewTicker(resyncPeriod)
 		defer t.Stop()
 		for {
 			select {

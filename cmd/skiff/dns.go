@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/skiff-sh/skiff/agent/clusterdns"
-	"github.com/skiff-sh/skiff/internal/config"
+	"github.com/skiff-sh/skiff/system"
 )
 
 // dnsCommand asks a node's cluster DNS, as dig would.
@@ -40,7 +40,7 @@ func dnsCommand() *cobra.Command {
 			}
 			addr := server
 			if addr == "" {
-				addr = net.JoinHostPort(config.NodeAddress(""), "53")
+				addr = net.JoinHostPort(system.NodeAddress(""), "53")
 			} else if _, _, err := net.SplitHostPort(addr); err != nil {
 				addr = net.JoinHostPort(addr, "53")
 			}

@@ -5,16 +5,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/skiff-sh/skiff/dataplane"
 	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -23,18 +20,15 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
-	"github.com/skiff-sh/skiff/agent/eviction"
-	"github.com/skiff-sh/skiff/agent/imagegc"
 	"github.com/skiff-sh/skiff/cni"
 	"github.com/skiff-sh/skiff/controlplane/allocator"
 	"github.com/skiff-sh/skiff/controlplane/controllermanager"
 	"github.com/skiff-sh/skiff/controlplane/pki"
 	"github.com/skiff-sh/skiff/controlplane/scheduler"
 	"github.com/skiff-sh/skiff/images"
-	"github.com/skiff-sh/skiff/internal/config"
-	"github.com/skiff-sh/skiff/internal/gctune"
 	"github.com/skiff-sh/skiff/internal/layout"
 	"github.com/skiff-sh/skiff/internal/version"
+	"github.com/skiff-sh/skiff/system"
 )
 
 func main() {
@@ -78,12 +72,13 @@ func newRoot() *cobra.Command {
 		dnsCommand(),
 		labCommand(),
 		kubeconfigCommand(),
+		genDocsCommand(),
 	)
 	return root
 }
 
 func serverCommand(use, short string) *cobra.Command {
-	var f config.Server
+	f := system.DefaultServer()
 	var logLevel string
 	cmd := &cobra.Command{
 		Use:   use,
@@ -92,120 +87,119 @@ func serverCommand(use, short string) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return config.RunServer(ctx, f, use == "server", newLogger(logLevel))
+			return system.RunServer(ctx, f, use == "server", newLogger(logLevel))
 		},
 	}
 	fs := cmd.Flags()
 	f.Audit = genericoptions.NewAuditOptions()
 	f.Audit.AddFlags(fs)
-	fs.BoolVar(&f.SecretsEncryption, "secrets-encryption", false, "encrypt Secrets at rest with a generated aescbc key (<data-dir>/cred/encryption-config.json; rotate with `skiff secrets-encrypt rotate-keys`)")
-	fs.StringVar(&f.EncryptionProviderConfig, "encryption-provider-config", "", "an EncryptionConfiguration file of your own (upstream's flag); reloaded when it changes")
-	fs.StringVar(&f.DataDir, "data-dir", layout.ServerDir, "directory for etcd data, the PKI and admin.kubeconfig")
-	fs.StringVar(&f.BindAddress, "bind-address", "0.0.0.0", "address the API server listens on")
-	fs.StringVar(&f.AdvertiseAddress, "advertise-address", "", "address other components reach the API server at (default: first non-loopback address)")
-	fs.StringSliceVar(&f.TLSSANs, "tls-san", nil, "extra IP addresses or DNS names for the API server certificate")
-	fs.StringVar(&f.Token, "token", "", "node-join bootstrap token <id>.<secret> ([a-z0-9]{6}.[a-z0-9]{16}) instead of a random one; written with the CA pin to <data-dir>/token")
-	fs.IntVar(&f.SecurePort, "secure-port", 6443, "HTTPS port of the API server")
-	fs.StringVar(&f.ServiceCIDR, "service-cidr", "10.96.0.0/12", "range ClusterIPs are allocated from")
-	fs.StringVar(&f.NodePortRange, "service-node-port-range", "30000-32767", "range NodePorts are allocated from")
-	fs.StringSliceVar(&f.EtcdServers, "etcd-servers", nil, "external etcd client URLs; embedded etcd is used when empty")
-	fs.StringVar(&f.EtcdCA, "etcd-cafile", "", "CA of the external etcd (default: <data-dir>/pki/etcd/ca.crt)")
-	fs.StringVar(&f.EtcdCert, "etcd-certfile", "", "client certificate for etcd (default: <data-dir>/pki/apiserver-etcd-client.crt)")
-	fs.StringVar(&f.EtcdKey, "etcd-keyfile", "", "client key for etcd (default: <data-dir>/pki/apiserver-etcd-client.key)")
-	fs.IntVar(&f.EtcdClientPort, "etcd-client-port", 2379, "client port of the embedded etcd (127.0.0.1)")
-	fs.IntVar(&f.EtcdPeerPort, "etcd-peer-port", 2380, "peer port of the embedded etcd (127.0.0.1)")
-	fs.IntVar(&f.EtcdMetrics, "etcd-metrics-port", 2381, "plain-HTTP metrics port of the embedded etcd (127.0.0.1)")
-	fs.DurationVar(&f.Compaction, "etcd-compaction-interval", 5*time.Minute, "how often the API server compacts etcd")
-	fs.DurationVar(&f.MetricResolution, "metric-resolution", 15*time.Second, "how often node agents are read for metrics.k8s.io (kubectl top, HPAs), as metrics-server's flag")
+	fs.BoolVar(&f.SecretsEncryption, "secrets-encryption", f.SecretsEncryption, "encrypt Secrets at rest with a generated aescbc key (<data-dir>/cred/encryption-config.json; rotate with `skiff secrets-encrypt rotate-keys`)")
+	fs.StringVar(&f.EncryptionProviderConfig, "encryption-provider-config", f.EncryptionProviderConfig, "an EncryptionConfiguration file of your own (upstream's flag); reloaded when it changes")
+	fs.StringVar(&f.DataDir, "data-dir", f.DataDir, "directory for etcd data, the PKI and admin.kubeconfig")
+	fs.StringVar(&f.BindAddress, "bind-address", f.BindAddress, "address the API server listens on")
+	fs.StringVar(&f.AdvertiseAddress, "advertise-address", f.AdvertiseAddress, "address other components reach the API server at (default: first non-loopback address)")
+	fs.StringSliceVar(&f.TLSSANs, "tls-san", f.TLSSANs, "extra IP addresses or DNS names for the API server certificate")
+	fs.StringVar(&f.Token, "token", f.Token, "node-join bootstrap token <id>.<secret> ([a-z0-9]{6}.[a-z0-9]{16}) instead of a random one; written with the CA pin to <data-dir>/token")
+	fs.IntVar(&f.SecurePort, "secure-port", f.SecurePort, "HTTPS port of the API server")
+	fs.StringVar(&f.ServiceCIDR, "service-cidr", f.ServiceCIDR, "range ClusterIPs are allocated from")
+	fs.StringVar(&f.NodePortRange, "service-node-port-range", f.NodePortRange, "range NodePorts are allocated from")
+	fs.StringSliceVar(&f.EtcdServers, "etcd-servers", f.EtcdServers, "external etcd client URLs; embedded etcd is used when empty")
+	fs.StringVar(&f.EtcdCA, "etcd-cafile", f.EtcdCA, "CA of the external etcd (default: <data-dir>/pki/etcd/ca.crt)")
+	fs.StringVar(&f.EtcdCert, "etcd-certfile", f.EtcdCert, "client certificate for etcd (default: <data-dir>/pki/apiserver-etcd-client.crt)")
+	fs.StringVar(&f.EtcdKey, "etcd-keyfile", f.EtcdKey, "client key for etcd (default: <data-dir>/pki/apiserver-etcd-client.key)")
+	fs.IntVar(&f.EtcdClientPort, "etcd-client-port", f.EtcdClientPort, "client port of the embedded etcd (127.0.0.1)")
+	fs.IntVar(&f.EtcdPeerPort, "etcd-peer-port", f.EtcdPeerPort, "peer port of the embedded etcd (127.0.0.1)")
+	fs.IntVar(&f.EtcdMetrics, "etcd-metrics-port", f.EtcdMetrics, "plain-HTTP metrics port of the embedded etcd (127.0.0.1)")
+	fs.DurationVar(&f.Compaction, "etcd-compaction-interval", f.Compaction, "how often the API server compacts etcd")
+	fs.DurationVar(&f.MetricResolution, "metric-resolution", f.MetricResolution, "how often node agents are read for metrics.k8s.io (kubectl top, HPAs), as metrics-server's flag")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	addIdleGCFlag(fs, &f.IdleGCPercent)
 	if use == "server" {
-		fs.BoolVar(&f.DisableAgent, "disable-agent", false, "do not run a node agent beside the control plane")
+		fs.BoolVar(&f.DisableAgent, "disable-agent", f.DisableAgent, "do not run a node agent beside the control plane")
 		addControllerManagerFlags(fs, &f.ControllerManager)
 		addSchedulerFlags(fs, &f.Scheduler)
 		addAgentFlags(fs, &f.Agent, "agent-")
-		fs.BoolVar(&f.DisableScheduler, "disable-scheduler", false, "do not run the scheduler (run `skiff scheduler` elsewhere)")
-		fs.BoolVar(&f.DisableControllerManager, "disable-controller-manager", false, "do not run the controllers (run `skiff controller-manager` elsewhere)")
+		fs.BoolVar(&f.DisableScheduler, "disable-scheduler", f.DisableScheduler, "do not run the scheduler (run `skiff scheduler` elsewhere)")
+		fs.BoolVar(&f.DisableControllerManager, "disable-controller-manager", f.DisableControllerManager, "do not run the controllers (run `skiff controller-manager` elsewhere)")
 	}
 	return cmd
 }
 
 // addIdleGCFlag is --idle-gc-percent, of `skiff server` and `skiff agent` (internal/gctune).
 func addIdleGCFlag(fs *pflag.FlagSet, p *int) {
-	fs.IntVar(p, "idle-gc-percent", gctune.DefaultIdlePercent, "garbage collector target (GOGC) while the process is idle; Go's default (100) comes back within a quarter of a second of load (0: Go's default always; GOGC in the environment also turns this off)")
+	fs.IntVar(p, "idle-gc-percent", *p, "garbage collector target (GOGC) while the process is idle; Go's default (100) comes back within a quarter of a second of load (0: Go's default always; GOGC in the environment also turns this off)")
 }
 
-func addAgentFlags(fs *pflag.FlagSet, f *config.Agent, prefix string) {
-	host, _ := os.Hostname()
-	fs.StringVar(&f.DataDir, prefix+"data-dir", layout.AgentDir, "directory for the agent's containerd, CNI and IPAM state")
-	fs.StringVar(&f.NodeName, "node-name", host, "name of this node")
-	fs.StringVar(&f.NodeIP, "node-ip", "", "address of this node (default: first non-loopback address)")
-	fs.StringVar(&f.Netns, prefix+"netns", "", "network namespace (/run/netns/NAME) for the node's containerd and pods, as in the lab")
-	fs.StringVar(&f.CNIPlugin, "cni-plugin", filepath.Join(config.ExeDir(), "skiff-cni"), "skiff-cni binary to install (when it does not exist, this binary serves as the plugin)")
-	fs.StringSliceVar(&f.ImageDirs, prefix+"images-dir", nil, "directories of image archives to import at start (default: <data-dir>/images and images/ beside the binary)")
-	fs.StringVar(&f.PodLogDir, "pod-log-dir", "/var/log/pods", "where container logs are written")
-	fs.StringVar(&f.ContainerLogMaxSize, "container-log-max-size", "10Mi", "size at which a container's log is rotated, as the kubelet's containerLogMaxSize")
-	fs.IntVar(&f.ContainerLogMaxFiles, "container-log-max-files", 5, "log files kept per container, the live one included (at least 2), as the kubelet's containerLogMaxFiles")
-	fs.DurationVar(&f.ContainerLogMonitorInterval, "container-log-monitor-interval", 10*time.Second, "how often container logs are checked for rotation, as the kubelet's containerLogMonitorInterval")
-	fs.StringVar(&f.EvictionHard, "eviction-hard", eviction.DefaultHard, "hard node-pressure eviction thresholds SIGNAL<QUANTITY|PERCENT%, comma-separated, as the kubelet's (a signal at 0 is off; empty: none)")
-	fs.IntVar(&f.ImageGCHighThreshold, "image-gc-high-threshold", imagegc.DefaultHighThresholdPercent, "percent of the image file system used that starts removing unused images, as the kubelet's (100: never)")
-	fs.IntVar(&f.ImageGCLowThreshold, "image-gc-low-threshold", imagegc.DefaultLowThresholdPercent, "percent of the image file system used that image garbage collection brings it down to, as the kubelet's")
-	fs.DurationVar(&f.MinimumImageTTL, "minimum-image-ttl-duration", imagegc.DefaultMinAge, "how long an unused image stays before garbage collection may remove it, as the kubelet's")
-	fs.StringVar(&f.EvictionSoft, "eviction-soft", "", "soft node-pressure eviction thresholds, as --eviction-hard's, each acted on once crossed for its grace period (empty: none)")
-	fs.StringVar(&f.EvictionSoftGracePeriod, "eviction-soft-grace-period", "", "SIGNAL=DURATION for each --eviction-soft threshold, comma-separated, e.g. memory.available=1m30s")
-	fs.Int64Var(&f.EvictionMaxPodGracePeriod, "eviction-max-pod-grace-period", 0, "longest termination grace period, in seconds, of a pod evicted for a soft threshold (0: the pod's own)")
-	fs.StringVar(&f.EvictionMinimumReclaim, "eviction-minimum-reclaim", "", "SIGNAL=QUANTITY|PERCENT% for thresholds, comma-separated: once crossed, a threshold holds until the signal is this far past it, as the kubelet's (e.g. nodefs.available=500Mi)")
-	fs.DurationVar(&f.EvictionPressureTransitionPeriod, "eviction-pressure-transition-period", eviction.DefaultTransitionPeriod, "how long a pressure condition stays after its threshold was last crossed, as the kubelet's")
-	fs.StringVar(&f.KubeReserved, "kube-reserved", "", "resources kept back from pods for skiff and containerd, RESOURCE=QUANTITY comma-separated (cpu, memory, ephemeral-storage, pid), as the kubelet's")
-	fs.StringVar(&f.SystemReserved, "system-reserved", "", "resources kept back from pods for the operating system's daemons, as --kube-reserved's")
-	fs.StringVar(&f.EnforceNodeAllocatable, "enforce-node-allocatable", "pods", "pods: limit the cgroup holding every pod (--cgroup-root) to the capacity less what is reserved; none: do not")
-	fs.IntVar(&f.Port, prefix+"port", 10250, "HTTPS port of the agent API (container logs)")
-	fs.StringVar(&f.PodManifestPath, "pod-manifest-path", "/etc/skiff/manifests", "directory of static pod manifests")
-	fs.StringVar(&f.HealthzAddress, prefix+"healthz-address", "127.0.0.1:10248", "plain-HTTP /healthz of the agent (empty to disable)")
-	fs.StringVar(&f.CgroupRoot, "cgroup-root", "/skiff", "parent cgroup of every pod")
-	fs.BoolVar(&f.CgroupsPerQOS, "cgroups-per-qos", true, "put each pod's cgroup under its QoS class's (burstable, besteffort) with the pod's CPU weight, quota and memory limit, as the kubelet's; false: every pod's right under --cgroup-root, unlimited")
-	fs.BoolVar(&f.CPUCFSQuota, "cpu-cfs-quota", true, "enforce CPU limits with CFS quotas on pods and containers, as the kubelet's; false: limits are not enforced and nothing is throttled")
-	fs.StringVar(&f.CPUManagerPolicy, "cpu-manager-policy", "none", "static: containers of Guaranteed pods that request whole CPUs get those CPUs to themselves, the others share the rest, as the kubelet's; none: every container may run on every CPU")
-	fs.StringVar(&f.ReservedCPUs, "reserved-cpus", "", "CPUs kept for the node's daemons, never given to a container to itself, e.g. 0-1 (stands for the cpu of --kube-reserved and --system-reserved), as the kubelet's")
-	fs.DurationVar(&f.CPUManagerReconcilePeriod, "cpu-manager-reconcile-period", 10*time.Second, "how often the static CPU manager policy checks every container is on its CPUs")
-	fs.Int64Var(&f.PodMaxPIDs, "pod-max-pids", -1, "most processes and threads each pod may run (pids.max of its cgroup), as the kubelet's (-1: no limit)")
-	fs.BoolVar(&f.ServiceProxy, "service-proxy", true, "load-balance Services for this node's pods with eBPF (pinned under /sys/fs/bpf/skiff/<node>)")
-	fs.IntVar(&f.BPFMapSizes.Services, "bpf-map-services", dataplane.DefaultMapSizes.Services, "capacity of the service maps in frontends (a Service port's ClusterIP, NodePort, external or LoadBalancer address each); allocated as used")
-	fs.IntVar(&f.BPFMapSizes.Backends, "bpf-map-backends", dataplane.DefaultMapSizes.Backends, "capacity of the backend map: the endpoints of every Service port together; allocated as used")
-	fs.IntVar(&f.BPFMapSizes.Maglev, "bpf-map-maglev", dataplane.DefaultMapSizes.Maglev, "capacity of the Maglev lookup map: 1021 entries per Service port balanced by Maglev; allocated as used")
-	fs.BoolVar(&f.NetworkPolicy, "network-policy", true, "enforce NetworkPolicies on this node's pod veths with eBPF (tcx; pinned under /sys/fs/bpf/skiff/<node>)")
-	fs.BoolVar(&f.BGP, "bgp", true, "run the node's BGP speaker: advertise its pod CIDR, install the other nodes' (see ConfigMap kube-system/skiff-bgp)")
-	fs.Uint32Var(&f.BGPASN, "bgp-asn", 0, "this node's AS, overriding the ConfigMap and the bgp.skiff.sh/asn annotation (default 64512)")
-	fs.StringSliceVar(&f.BGPPeers, "bgp-peer", nil, "BGP peer ADDRESS:ASN (repeatable), replacing the configured peers, e.g. a top-of-rack router")
-	fs.StringVar(&f.BGPNodeMesh, "bgp-node-mesh", "", "true or false: peer with every other node (default true, or as configured)")
-	fs.StringVar(&f.BGPAPI, "bgp-api-address", "127.0.0.1:50051", "GoBGP gRPC API of the speaker, for skiff bgp peers|routes (empty: none)")
-	fs.StringVar(&f.RuntimeEndpoint, "container-runtime-endpoint", "", "CRI socket of a containerd to use instead of supervising one (unix:///run/containerd/containerd.sock)")
-	fs.StringSliceVar(&f.ClusterDNS, "cluster-dns", nil, "DNS server IPs of the cluster, for pods with dnsPolicy ClusterFirst (default: kube-system/kube-dns's address when --dns is on; else none, and they use the node's resolv.conf)")
-	fs.BoolVar(&f.DNS, "dns", true, "serve the cluster DNS (the kube-dns Service) for this node's pods")
-	fs.StringVar(&f.DNSAddress, "dns-address", "", "address the cluster DNS listens on, UDP and TCP (default <node-ip>:53)")
-	fs.StringSliceVar(&f.DNSUpstreams, "dns-upstream", nil, "resolvers for names outside the cluster domain, HOST[:PORT] (default: the nameservers of --resolv-conf; \"none\": forward nowhere)")
-	fs.StringVar(&f.ClusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain, the base of pods' search paths")
-	fs.StringVar(&f.ResolvConf, "resolv-conf", "/etc/resolv.conf", "the node's resolver configuration, for pods with dnsPolicy Default")
+func addAgentFlags(fs *pflag.FlagSet, f *system.Agent, prefix string) {
+	fs.StringVar(&f.DataDir, prefix+"data-dir", f.DataDir, "directory for the agent's containerd, CNI and IPAM state")
+	fs.StringVar(&f.NodeName, "node-name", f.NodeName, "name of this node")
+	fs.StringVar(&f.NodeIP, "node-ip", f.NodeIP, "address of this node (default: first non-loopback address)")
+	fs.StringVar(&f.Netns, prefix+"netns", f.Netns, "network namespace (/run/netns/NAME) for the node's containerd and pods, as in the lab")
+	fs.StringVar(&f.CNIPlugin, "cni-plugin", f.CNIPlugin, "skiff-cni binary to install (when it does not exist, this binary serves as the plugin)")
+	fs.StringSliceVar(&f.ImageDirs, prefix+"images-dir", f.ImageDirs, "directories of image archives to import at start (default: <data-dir>/images and images/ beside the binary)")
+	fs.StringVar(&f.PodLogDir, "pod-log-dir", f.PodLogDir, "where container logs are written")
+	fs.StringVar(&f.ContainerLogMaxSize, "container-log-max-size", f.ContainerLogMaxSize, "size at which a container's log is rotated, as the kubelet's containerLogMaxSize")
+	fs.IntVar(&f.ContainerLogMaxFiles, "container-log-max-files", f.ContainerLogMaxFiles, "log files kept per container, the live one included (at least 2), as the kubelet's containerLogMaxFiles")
+	fs.DurationVar(&f.ContainerLogMonitorInterval, "container-log-monitor-interval", f.ContainerLogMonitorInterval, "how often container logs are checked for rotation, as the kubelet's containerLogMonitorInterval")
+	fs.StringVar(&f.EvictionHard, "eviction-hard", f.EvictionHard, "hard node-pressure eviction thresholds SIGNAL<QUANTITY|PERCENT%, comma-separated, as the kubelet's (a signal at 0 is off; empty: none)")
+	fs.IntVar(&f.ImageGCHighThreshold, "image-gc-high-threshold", f.ImageGCHighThreshold, "percent of the image file system used that starts removing unused images, as the kubelet's (100: never)")
+	fs.IntVar(&f.ImageGCLowThreshold, "image-gc-low-threshold", f.ImageGCLowThreshold, "percent of the image file system used that image garbage collection brings it down to, as the kubelet's")
+	fs.DurationVar(&f.MinimumImageTTL, "minimum-image-ttl-duration", f.MinimumImageTTL, "how long an unused image stays before garbage collection may remove it, as the kubelet's")
+	fs.StringVar(&f.EvictionSoft, "eviction-soft", f.EvictionSoft, "soft node-pressure eviction thresholds, as --eviction-hard's, each acted on once crossed for its grace period (empty: none)")
+	fs.StringVar(&f.EvictionSoftGracePeriod, "eviction-soft-grace-period", f.EvictionSoftGracePeriod, "SIGNAL=DURATION for each --eviction-soft threshold, comma-separated, e.g. memory.available=1m30s")
+	fs.Int64Var(&f.EvictionMaxPodGracePeriod, "eviction-max-pod-grace-period", f.EvictionMaxPodGracePeriod, "longest termination grace period, in seconds, of a pod evicted for a soft threshold (0: the pod's own)")
+	fs.StringVar(&f.EvictionMinimumReclaim, "eviction-minimum-reclaim", f.EvictionMinimumReclaim, "SIGNAL=QUANTITY|PERCENT% for thresholds, comma-separated: once crossed, a threshold holds until the signal is this far past it, as the kubelet's (e.g. nodefs.available=500Mi)")
+	fs.DurationVar(&f.EvictionPressureTransitionPeriod, "eviction-pressure-transition-period", f.EvictionPressureTransitionPeriod, "how long a pressure condition stays after its threshold was last crossed, as the kubelet's")
+	fs.StringVar(&f.KubeReserved, "kube-reserved", f.KubeReserved, "resources kept back from pods for skiff and containerd, RESOURCE=QUANTITY comma-separated (cpu, memory, ephemeral-storage, pid), as the kubelet's")
+	fs.StringVar(&f.SystemReserved, "system-reserved", f.SystemReserved, "resources kept back from pods for the operating system's daemons, as --kube-reserved's")
+	fs.StringVar(&f.EnforceNodeAllocatable, "enforce-node-allocatable", f.EnforceNodeAllocatable, "pods: limit the cgroup holding every pod (--cgroup-root) to the capacity less what is reserved; none: do not")
+	fs.IntVar(&f.Port, prefix+"port", f.Port, "HTTPS port of the agent API (container logs)")
+	fs.StringVar(&f.PodManifestPath, "pod-manifest-path", f.PodManifestPath, "directory of static pod manifests")
+	fs.StringVar(&f.HealthzAddress, prefix+"healthz-address", f.HealthzAddress, "plain-HTTP /healthz of the agent (empty to disable)")
+	fs.StringVar(&f.CgroupRoot, "cgroup-root", f.CgroupRoot, "parent cgroup of every pod")
+	fs.BoolVar(&f.CgroupsPerQOS, "cgroups-per-qos", f.CgroupsPerQOS, "put each pod's cgroup under its QoS class's (burstable, besteffort) with the pod's CPU weight, quota and memory limit, as the kubelet's; false: every pod's right under --cgroup-root, unlimited")
+	fs.BoolVar(&f.CPUCFSQuota, "cpu-cfs-quota", f.CPUCFSQuota, "enforce CPU limits with CFS quotas on pods and containers, as the kubelet's; false: limits are not enforced and nothing is throttled")
+	fs.StringVar(&f.CPUManagerPolicy, "cpu-manager-policy", f.CPUManagerPolicy, "static: containers of Guaranteed pods that request whole CPUs get those CPUs to themselves, the others share the rest, as the kubelet's; none: every container may run on every CPU")
+	fs.StringVar(&f.ReservedCPUs, "reserved-cpus", f.ReservedCPUs, "CPUs kept for the node's daemons, never given to a container to itself, e.g. 0-1 (stands for the cpu of --kube-reserved and --system-reserved), as the kubelet's")
+	fs.DurationVar(&f.CPUManagerReconcilePeriod, "cpu-manager-reconcile-period", f.CPUManagerReconcilePeriod, "how often the static CPU manager policy checks every container is on its CPUs")
+	fs.Int64Var(&f.PodMaxPIDs, "pod-max-pids", f.PodMaxPIDs, "most processes and threads each pod may run (pids.max of its cgroup), as the kubelet's (-1: no limit)")
+	fs.BoolVar(&f.ServiceProxy, "service-proxy", f.ServiceProxy, "load-balance Services for this node's pods with eBPF (pinned under /sys/fs/bpf/skiff/<node>)")
+	fs.IntVar(&f.BPFMapSizes.Services, "bpf-map-services", f.BPFMapSizes.Services, "capacity of the service maps in frontends (a Service port's ClusterIP, NodePort, external or LoadBalancer address each); allocated as used")
+	fs.IntVar(&f.BPFMapSizes.Backends, "bpf-map-backends", f.BPFMapSizes.Backends, "capacity of the backend map: the endpoints of every Service port together; allocated as used")
+	fs.IntVar(&f.BPFMapSizes.Maglev, "bpf-map-maglev", f.BPFMapSizes.Maglev, "capacity of the Maglev lookup map: 1021 entries per Service port balanced by Maglev; allocated as used")
+	fs.BoolVar(&f.NetworkPolicy, "network-policy", f.NetworkPolicy, "enforce NetworkPolicies on this node's pod veths with eBPF (tcx; pinned under /sys/fs/bpf/skiff/<node>)")
+	fs.BoolVar(&f.BGP, "bgp", f.BGP, "run the node's BGP speaker: advertise its pod CIDR, install the other nodes' (see ConfigMap kube-system/skiff-bgp)")
+	fs.Uint32Var(&f.BGPASN, "bgp-asn", f.BGPASN, "this node's AS, overriding the ConfigMap and the bgp.skiff.sh/asn annotation (default 64512)")
+	fs.StringSliceVar(&f.BGPPeers, "bgp-peer", f.BGPPeers, "BGP peer ADDRESS:ASN (repeatable), replacing the configured peers, e.g. a top-of-rack router")
+	fs.StringVar(&f.BGPNodeMesh, "bgp-node-mesh", f.BGPNodeMesh, "true or false: peer with every other node (default true, or as configured)")
+	fs.StringVar(&f.BGPAPI, "bgp-api-address", f.BGPAPI, "GoBGP gRPC API of the speaker, for skiff bgp peers|routes (empty: none)")
+	fs.StringVar(&f.RuntimeEndpoint, "container-runtime-endpoint", f.RuntimeEndpoint, "CRI socket of a containerd to use instead of supervising one (unix:///run/containerd/containerd.sock)")
+	fs.StringSliceVar(&f.ClusterDNS, "cluster-dns", f.ClusterDNS, "DNS server IPs of the cluster, for pods with dnsPolicy ClusterFirst (default: kube-system/kube-dns's address when --dns is on; else none, and they use the node's resolv.conf)")
+	fs.BoolVar(&f.DNS, "dns", f.DNS, "serve the cluster DNS (the kube-dns Service) for this node's pods")
+	fs.StringVar(&f.DNSAddress, "dns-address", f.DNSAddress, "address the cluster DNS listens on, UDP and TCP (default <node-ip>:53)")
+	fs.StringSliceVar(&f.DNSUpstreams, "dns-upstream", f.DNSUpstreams, "resolvers for names outside the cluster domain, HOST[:PORT] (default: the nameservers of --resolv-conf; \"none\": forward nowhere)")
+	fs.StringVar(&f.ClusterDomain, "cluster-domain", f.ClusterDomain, "cluster DNS domain, the base of pods' search paths")
+	fs.StringVar(&f.ResolvConf, "resolv-conf", f.ResolvConf, "the node's resolver configuration, for pods with dnsPolicy Default")
 	if prefix == "" {
-		fs.StringVar(&f.ServingCert, "tls-cert-file", "", "agent API serving certificate (default <data-dir>/pki/agent.crt, obtained when joining with --token)")
-		fs.StringVar(&f.ServingKey, "tls-private-key-file", "", "agent API serving key (default <data-dir>/pki/agent.key)")
-		fs.StringVar(&f.ClientCA, "client-ca-file", "", "CA of the clients the agent API accepts (default <data-dir>/pki/ca.crt)")
+		fs.StringVar(&f.ServingCert, "tls-cert-file", f.ServingCert, "agent API serving certificate (default <data-dir>/pki/agent.crt, obtained when joining with --token)")
+		fs.StringVar(&f.ServingKey, "tls-private-key-file", f.ServingKey, "agent API serving key (default <data-dir>/pki/agent.key)")
+		fs.StringVar(&f.ClientCA, "client-ca-file", f.ClientCA, "CA of the clients the agent API accepts (default <data-dir>/pki/ca.crt)")
 	}
 }
 
 func addControllerManagerFlags(fs *pflag.FlagSet, o *controllermanager.Options) {
-	fs.StringVar(&o.ClusterCIDR, "cluster-cidr", "10.244.0.0/16", "range node pod CIDRs are carved from")
-	fs.IntVar(&o.NodeCIDRMaskSize, "node-cidr-mask-size", 24, "size of each node's pod CIDR")
-	fs.DurationVar(&o.ClusterSigningDuration, "cluster-signing-duration", 365*24*time.Hour, "longest validity of certificates signed for CSRs")
-	fs.DurationVar(&o.NodeMonitorGracePeriod, "node-monitor-grace-period", 40*time.Second, "how long a node Lease may go unrenewed before the node is Unknown")
-	fs.StringVar(&o.SecureAddress, "controller-manager-address", "127.0.0.1:10257", "HTTPS address of the controller manager's health and metrics")
-	fs.BoolVar(&o.UseServiceAccountCredentials, "use-service-account-credentials", true, "run each controller with its own service account")
-	fs.StringSliceVar(&o.LoadBalancerCIDRs, "loadbalancer-cidr", nil, "pool LoadBalancer Services take addresses from (repeatable; more in loadBalancerPools of kube-system/skiff-bgp)")
-	fs.StringVar(&o.ClusterDNS, "cluster-dns-address", "10.96.0.10", "address of the cluster DNS Service kube-system/kube-dns, answered by every agent (empty: no such Service)")
+	fs.StringVar(&o.ClusterCIDR, "cluster-cidr", o.ClusterCIDR, "range node pod CIDRs are carved from")
+	fs.IntVar(&o.NodeCIDRMaskSize, "node-cidr-mask-size", o.NodeCIDRMaskSize, "size of each node's pod CIDR")
+	fs.DurationVar(&o.ClusterSigningDuration, "cluster-signing-duration", o.ClusterSigningDuration, "longest validity of certificates signed for CSRs")
+	fs.DurationVar(&o.NodeMonitorGracePeriod, "node-monitor-grace-period", o.NodeMonitorGracePeriod, "how long a node Lease may go unrenewed before the node is Unknown")
+	fs.StringVar(&o.SecureAddress, "controller-manager-address", o.SecureAddress, "HTTPS address of the controller manager's health and metrics")
+	fs.BoolVar(&o.UseServiceAccountCredentials, "use-service-account-credentials", o.UseServiceAccountCredentials, "run each controller with its own service account")
+	fs.StringSliceVar(&o.LoadBalancerCIDRs, "loadbalancer-cidr", o.LoadBalancerCIDRs, "pool LoadBalancer Services take addresses from (repeatable; more in loadBalancerPools of kube-system/skiff-bgp)")
+	fs.StringVar(&o.ClusterDNS, "cluster-dns-address", o.ClusterDNS, "address of the cluster DNS Service kube-system/kube-dns, answered by every agent (empty: no such Service)")
 }
 
 func addSchedulerFlags(fs *pflag.FlagSet, o *scheduler.Options) {
-	fs.StringVar(&o.SecureAddress, "scheduler-address", "127.0.0.1:10259", "HTTPS address of the scheduler's health and metrics")
+	fs.StringVar(&o.SecureAddress, "scheduler-address", o.SecureAddress, "HTTPS address of the scheduler's health and metrics")
 }
 
 func newLogger(level string) *slog.Logger {
@@ -231,7 +225,7 @@ func certsCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var ips []net.IP
 			if advertise != "" {
-				ip, err := config.ParseIP("--advertise-address", advertise)
+				ip, err := system.ParseIP("--advertise-address", advertise)
 				if err != nil {
 					return err
 				}
@@ -252,7 +246,7 @@ func certsCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", layout.ServerDir, "directory to create pki/ in")
 	cmd.Flags().StringVar(&advertise, "advertise-address", "", "extra IP SAN for the API server certificate")
-	cmd.Flags().StringVar(&serviceCIDR, "service-cidr", "10.96.0.0/12", "the server's --service-cidr: its first address (the kubernetes Service) is a SAN")
+	cmd.Flags().StringVar(&serviceCIDR, "service-cidr", system.DefaultServiceCIDR, "the server's --service-cidr: its first address (the kubernetes Service) is a SAN")
 	return cmd
 }
 
@@ -280,7 +274,7 @@ func imagesCommand() *cobra.Command {
 		Short: "Import image archives into the node agent's containerd (namespace k8s.io)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, files []string) error {
-			socket := filepath.Join(agentDir, "containerd", "containerd.sock")
+			socket := layout.Agent{Dir: agentDir}.ContainerdSocket()
 			for _, f := range files {
 				out, err := exec.CommandContext(cmd.Context(), "ctr", "--address", socket, "-n", "k8s.io", "images", "import", "--all-platforms", f).CombinedOutput()
 				if err != nil {
@@ -324,7 +318,7 @@ func kubeconfigCommand() *cobra.Command {
 	cmd.Flags().StringVar(&dataDir, "data-dir", layout.ServerDir, "server data directory holding pki/")
 	cmd.Flags().StringVar(&user, "user", "", "user name (certificate CN)")
 	cmd.Flags().StringSliceVar(&groups, "group", nil, "groups (certificate O)")
-	cmd.Flags().StringVar(&server, "server", "https://127.0.0.1:6443", "API server URL")
+	cmd.Flags().StringVar(&server, "server", system.DefaultAPIServerURL, "API server URL")
 	cmd.Flags().StringVar(&out, "out", "", "kubeconfig file to write")
 	return cmd
 }
@@ -356,8 +350,8 @@ func clientCommand(use, short, kubeconfig string, run func(ctx context.Context, 
 // and obtains its client and serving certificates through CSRs; a kubeconfig and
 // certificates already in the data directory are reused.
 func agentCommand() *cobra.Command {
-	var f config.Agent
-	var j config.Join
+	f := system.DefaultAgent()
+	var j system.Join
 	var logLevel string
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -366,7 +360,7 @@ func agentCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return config.RunAgent(ctx, f, j, newLogger(logLevel))
+			return system.RunAgent(ctx, f, j, newLogger(logLevel))
 		},
 	}
 	fs := cmd.Flags()
@@ -381,22 +375,20 @@ func agentCommand() *cobra.Command {
 }
 
 func controllerManagerCommand() *cobra.Command {
-	var o controllermanager.Options
-	var caFile string
+	o := system.DefaultControllerManager()
 	cmd := clientCommand("controller-manager", "Run the controllers alone (leader-elected on kube-system/kube-controller-manager)",
 		layout.DefaultServer.Kubeconfig("controller-manager"), func(ctx context.Context, cfg *rest.Config, log *slog.Logger) error {
-			o.RootCAFile = caFile
 			return controllermanager.Run(ctx, cfg, o, log)
 		})
-	cmd.Flags().StringVar(&caFile, "root-ca-file", layout.DefaultServer.PKI().CA().Cert, "cluster CA published as kube-root-ca.crt")
-	cmd.Flags().StringVar(&o.ClusterSigningCertFile, "cluster-signing-cert-file", layout.DefaultServer.PKI().CA().Cert, "CA certificate that signs approved node CSRs (empty: no signing)")
-	cmd.Flags().StringVar(&o.ClusterSigningKeyFile, "cluster-signing-key-file", layout.DefaultServer.PKI().CA().Key, "CA key that signs approved node CSRs")
+	cmd.Flags().StringVar(&o.RootCAFile, "root-ca-file", o.RootCAFile, "cluster CA published as kube-root-ca.crt")
+	cmd.Flags().StringVar(&o.ClusterSigningCertFile, "cluster-signing-cert-file", o.ClusterSigningCertFile, "CA certificate that signs approved node CSRs (empty: no signing)")
+	cmd.Flags().StringVar(&o.ClusterSigningKeyFile, "cluster-signing-key-file", o.ClusterSigningKeyFile, "CA key that signs approved node CSRs")
 	addControllerManagerFlags(cmd.Flags(), &o)
 	return cmd
 }
 
 func schedulerCommand() *cobra.Command {
-	var o scheduler.Options
+	o := system.DefaultScheduler()
 	cmd := clientCommand("scheduler", "Run the scheduler alone (leader-elected on kube-system/kube-scheduler)",
 		layout.DefaultServer.Kubeconfig("scheduler"), func(ctx context.Context, cfg *rest.Config, log *slog.Logger) error {
 			return scheduler.Run(ctx, cfg, o, log)

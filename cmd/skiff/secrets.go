@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,8 +18,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/skiff-sh/skiff/controlplane/encryption"
-	"github.com/skiff-sh/skiff/internal/config"
 	"github.com/skiff-sh/skiff/internal/layout"
+	"github.com/skiff-sh/skiff/system"
 )
 
 // secretsEncryptCommand is k3s's `secrets-encrypt`: status, and rotate-keys, which puts a
@@ -29,7 +30,7 @@ func secretsEncryptCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "secrets-encrypt", Short: "Secrets encryption at rest: status and key rotation (with skiff server --secrets-encryption)"}
 	cmd.PersistentFlags().StringVar(&dataDir, "data-dir", layout.ServerDir, "the server's data directory (its cred/ and pki/)")
 	cmd.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", "", "admin kubeconfig (default <data-dir>/admin.kubeconfig)")
-	cmd.PersistentFlags().StringVar(&etcdEndpoint, "etcd-endpoint", "https://127.0.0.1:2379", "etcd client URL, to read how values are stored")
+	cmd.PersistentFlags().StringVar(&etcdEndpoint, "etcd-endpoint", "https://127.0.0.1:"+strconv.Itoa(system.DefaultServer().EtcdClientPort), "etcd client URL, to read how values are stored")
 	open := func() (kubernetes.Interface, *clientv3.Client, string, error) {
 		if kubeconfig == "" {
 			kubeconfig = layout.Server{Dir: dataDir}.Kubeconfig("admin")
@@ -51,7 +52,7 @@ func secretsEncryptCommand() *cobra.Command {
 		if err != nil {
 			return nil, nil, "", err
 		}
-		return client, etcd, config.EncryptionConfigPath(dataDir), nil
+		return client, etcd, layout.Server{Dir: dataDir}.EncryptionConfig(), nil
 	}
 	status := &cobra.Command{Use: "status", Short: "The keys, and how many Secrets each encrypts", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

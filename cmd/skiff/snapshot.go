@@ -12,6 +12,7 @@ import (
 
 	"github.com/skiff-sh/skiff/controlplane/etcd"
 	"github.com/skiff-sh/skiff/internal/layout"
+	"github.com/skiff-sh/skiff/system"
 )
 
 // etcdSnapshotCommand is k3s's `etcd-snapshot`: save a consistent snapshot of the embedded
@@ -22,11 +23,11 @@ func etcdSnapshotCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "etcd-snapshot", Short: "Snapshots of the embedded etcd: save, ls, restore"}
 	cmd.PersistentFlags().StringVar(&dataDir, "data-dir", layout.ServerDir, "the server's data directory")
 	cmd.PersistentFlags().StringVar(&dir, "dir", "", "where snapshots are kept (default <data-dir>/db/snapshots)")
-	cmd.PersistentFlags().IntVar(&clientPort, "etcd-client-port", 2379, "the embedded etcd's client port (the server's --etcd-client-port)")
-	cmd.PersistentFlags().IntVar(&peerPort, "etcd-peer-port", 2380, "the embedded etcd's peer port (the server's --etcd-peer-port)")
+	cmd.PersistentFlags().IntVar(&clientPort, "etcd-client-port", system.DefaultServer().EtcdClientPort, "the embedded etcd's client port (the server's --etcd-client-port)")
+	cmd.PersistentFlags().IntVar(&peerPort, "etcd-peer-port", system.DefaultServer().EtcdPeerPort, "the embedded etcd's peer port (the server's --etcd-peer-port)")
 	snapshots := func() string {
 		if dir == "" {
-			return filepath.Join(dataDir, "db", "snapshots")
+			return layout.Server{Dir: dataDir}.Snapshots()
 		}
 		return dir
 	}

@@ -4,19 +4,17 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"fmt"
-	sharedinformers "github.com/skiff-sh/skiff/internal/informers"
 	"log/slog"
 	"maps"
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
+
+	sharedinformers "github.com/skiff-sh/skiff/internal/informers"
 
 	restful "github.com/emicklei/go-restful/v3"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -86,7 +84,6 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/scheme"
 	"github.com/skiff-sh/skiff/controlplane/serviceaccount"
 	"github.com/skiff-sh/skiff/controlplane/storage"
-	"github.com/skiff-sh/skiff/internal/hostaddr"
 	"github.com/skiff-sh/skiff/internal/layout"
 )
 
@@ -98,7 +95,7 @@ type Options struct {
 	BindAddress net.IP
 	SecurePort  int
 	// AdvertiseAddress is the address other components reach the API server at; it backs
-	// the `kubernetes` Service's endpoints. Defaults to the first non-loopback address.
+	// the `kubernetes` Service's endpoints (system: the first non-loopback address by default).
 	AdvertiseAddress net.IP
 	// ServiceCIDR is where ClusterIPs come from (10.96.0.0/12).
 	ServiceCIDR string
@@ -115,17 +112,12 @@ type Options struct {
 	CompactionInterval time.Duration
 	// ServiceAccountIssuer is the iss claim of service-account tokens.
 	ServiceAccountIssuer string
-	// Token, if set ("<id>.<secret>"), is the node-join bootstrap token instead of a random
-	// one (provisioning that must know it in advance, like the Vagrantfile).
-	Token string
-	// ExtraSANIPs and ExtraSANNames are added to the API server certificate (--tls-san).
-	ExtraSANIPs   []net.IP
-	ExtraSANNames []string
-	// NodeName, if set, gets a node.kubeconfig (CN=system:node:<name>, O=system:nodes) for
-	// the agent that `skiff server` runs beside the control plane.
+	// JoinToken is the node-join bootstrap token (written by system/bootstrap), kept as its
+	// kube-system Secret.
+	JoinToken bootstraptoken.Token
+	// NodeName, if set, is the agent that `skiff server` runs beside the control plane: its
+	// Node gets the control-plane role.
 	NodeName string
-	// NodeIPs are extra IP SANs of that agent's serving certificate (pki/agent.crt).
-	NodeIPs []net.IP
 	// Audit, if set, is upstream's audit logging (--audit-policy-file, --audit-log-path, ...).
 	Audit *options.AuditOptions
 	// EncryptionProviderConfig, if set, is upstream's --encryption-provider-config: how
@@ -137,20 +129,9 @@ type Options struct {
 	MetricResolution time.Duration
 }
 
-// Kubeconfigs the API server writes for the control plane's clients, as kubeadm writes
-// admin.conf, scheduler.conf and controller-manager.conf.
-var componentKubeconfigs = map[string]string{
-	"admin.kubeconfig":              "kubernetes-admin",
-	"scheduler.kubeconfig":          "system:kube-scheduler",
-	"controller-manager.kubeconfig": "system:kube-controller-manager",
-}
-
 // Run starts etcd (if embedded) and the API server, and serves until ctx ends.
 func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	dirs := layout.Server{Dir: o.DataDir}
-	if o.AdvertiseAddress == nil {
-		o.AdvertiseAddress = hostaddr.First()
-	}
 	ipRange, err := allocator.NewIPRange(o.ServiceCIDR)
 	if err != nil {
 		return err
@@ -160,44 +141,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return err
 	}
 	serviceIP := net.ParseIP(ipRange.First())
-	certs, err := pki.Ensure(pki.Options{Dir: dirs.PKI().Dir,
-		APIServerIPs: append([]net.IP{o.AdvertiseAddress}, o.ExtraSANIPs...), APIServerNames: o.ExtraSANNames, ServiceIP: serviceIP})
-	if err != nil {
-		return fmt.Errorf("pki: %w", err)
-	}
-	ca, err := pki.LoadCA(certs.CA())
-	if err != nil {
-		return err
-	}
-	join, err := ensureJoinToken(dirs.Token(), certs.CA().Cert, o.Token)
-	if err != nil {
-		return fmt.Errorf("join token: %w", err)
-	}
-	server := "https://" + net.JoinHostPort(loopbackFor(o.BindAddress), strconv.Itoa(o.SecurePort))
-	kubeconfigs := map[string]string{}
-	for k, v := range componentKubeconfigs {
-		kubeconfigs[k] = v
-	}
-	if o.NodeName != "" {
-		kubeconfigs["node.kubeconfig"] = "system:node:" + o.NodeName
-	}
-	if o.NodeName != "" {
-		if err := writeAgentServingCert(certs, ca, o.NodeName, o.NodeIPs); err != nil {
-			return err
-		}
-	}
-	for file, user := range kubeconfigs {
-		var groups []string
-		switch {
-		case user == "kubernetes-admin":
-			groups = []string{"system:masters"}
-		case strings.HasPrefix(user, "system:node:"):
-			groups = []string{"system:nodes"}
-		}
-		if err := pki.WriteKubeconfig(filepath.Join(dirs.Dir, file), server, ca, user, groups); err != nil {
-			return fmt.Errorf("%s: %w", file, err)
-		}
-	}
+	// The files were written by the bootstrap step (system/bootstrap); the API server reads them.
+	certs := dirs.PKI()
+	server := "https://" + net.JoinHostPort(o.BindAddress.String(), strconv.Itoa(o.SecurePort))
 
 	servers := o.EtcdServers
 	caFile, certFile, keyFile := o.EtcdCAFile, o.EtcdCertFile, o.EtcdKeyFile
@@ -213,6 +159,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if len(servers) == 0 {
 		e, err := etcd.Start(ctx, etcd.Options{
 			DataDir:    dirs.Etcd(),
+			LogFile:    dirs.EtcdLog(),
 			ClientURL:  fmt.Sprintf("https://127.0.0.1:%d", o.EtcdClientPort),
 			PeerURL:    fmt.Sprintf("https://127.0.0.1:%d", o.EtcdPeerPort),
 			MetricsURL: fmt.Sprintf("http://127.0.0.1:%d", o.EtcdMetricsPort),
@@ -267,7 +214,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			return err
 		}
 		b := bootstrap{client: client, advertise: o.AdvertiseAddress, port: o.SecurePort, serviceIP: serviceIP.String(), serviceCIDR: o.ServiceCIDR,
-			joinToken: join.Token, peers: peers, clientCA: clientCA, frontProxyCA: frontProxyCA, log: log}
+			joinToken: o.JoinToken, peers: peers, clientCA: clientCA, frontProxyCA: frontProxyCA, log: log}
 		// The first reconcile finishes before the hook returns, so /readyz passes only once the
 		// built-in namespaces and the kubernetes Service exist.
 		if err := wait.PollUntilContextTimeout(hc, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -691,50 +638,6 @@ func withCACerts(next http.Handler, caPEM []byte) http.Handler {
 	})
 }
 
-// ensureJoinToken reads the join token at path, or writes a new one; its CA hash always
-// follows the current CA file.
-func ensureJoinToken(path, caFile, preset string) (bootstraptoken.JoinToken, error) {
-	caPEM, err := os.ReadFile(caFile)
-	if err != nil {
-		return bootstraptoken.JoinToken{}, err
-	}
-	hash := bootstraptoken.CAHash(caPEM)
-	if preset != "" {
-		t, err := bootstraptoken.Parse(preset)
-		if err != nil {
-			return bootstraptoken.JoinToken{}, fmt.Errorf("--token: %w", err)
-		}
-		j := bootstraptoken.JoinToken{CAHash: hash, Token: t}
-		return j, os.WriteFile(path, []byte(j.String()+"\n"), 0o600)
-	}
-	if b, err := os.ReadFile(path); err == nil {
-		j, err := bootstraptoken.ParseJoin(string(b))
-		if err != nil {
-			return bootstraptoken.JoinToken{}, fmt.Errorf("%s: %w", path, err)
-		}
-		if j.CAHash == hash {
-			return j, nil
-		}
-		j.CAHash = hash
-		return j, os.WriteFile(path, []byte(j.String()+"\n"), 0o600)
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return bootstraptoken.JoinToken{}, err
-	}
-	t, err := bootstraptoken.Generate()
-	if err != nil {
-		return bootstraptoken.JoinToken{}, err
-	}
-	j := bootstraptoken.JoinToken{CAHash: hash, Token: t}
-	return j, os.WriteFile(path, []byte(j.String()+"\n"), 0o600)
-}
-
-func loopbackFor(bind net.IP) string {
-	if bind == nil || bind.IsUnspecified() {
-		return "127.0.0.1"
-	}
-	return bind.String()
-}
-
 // kubeletClientTLS is the API server's client side towards node agents: the
 // apiserver-kubelet-client pair, verifying agents against the cluster CA.
 func kubeletClientTLS(l pki.Layout) (*tls.Config, error) {
@@ -749,29 +652,6 @@ func kubeletClientTLS(l pki.Layout) (*tls.Config, error) {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
 	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
-}
-
-// writeAgentServingCert issues the serving pair of the agent beside this server (pki/agent.crt),
-// unless it exists.
-func writeAgentServingCert(l pki.Layout, ca *pki.Authority, node string, ips []net.IP) error {
-	crt, key := l.AgentServing().Cert, l.AgentServing().Key
-	if _, err := os.Stat(crt); err == nil {
-		return nil
-	}
-	ips = append([]net.IP{net.ParseIP("127.0.0.1")}, ips...)
-	certPEM, keyPEM, err := ca.Issue(x509.Certificate{
-		Subject:     pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}},
-		DNSNames:    []string{node, "localhost"},
-		IPAddresses: ips,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	})
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(key, keyPEM, 0o600); err != nil {
-		return err
-	}
-	return os.WriteFile(crt, certPEM, 0o644)
 }
 
 // admissionClasses reads priority, runtime and storage classes from their stores for the

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"path/filepath"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -21,8 +20,8 @@ import (
 
 // Options configure the embedded member.
 type Options struct {
-	// DataDir holds the member's WAL and snapshots (<data-dir>/etcd).
-	DataDir string
+	// DataDir holds the member's WAL and snapshots (<data-dir>/etcd); LogFile is etcd's log.
+	DataDir, LogFile string
 	// Name is the member name; the host name by default.
 	Name string
 	// ClientURL is where clients connect (https://127.0.0.1:2379).
@@ -61,7 +60,7 @@ func Start(ctx context.Context, o Options, log *slog.Logger) (*Server, error) {
 	cfg.Dir = o.DataDir
 	cfg.Logger = "zap"
 	cfg.LogLevel = "error"
-	cfg.LogOutputs = []string{filepath.Join(o.DataDir, "etcd.log")}
+	cfg.LogOutputs = []string{o.LogFile}
 	cfg.SnapshotCount = 10000 // etcd's default: a snapshot on disk every 10000 entries
 	// etcd keeps the raft log's last SnapshotCatchUpEntries entries in memory (5000 by
 	// default) so a lagging follower can catch up without a snapshot. This member never has

@@ -18,7 +18,27 @@ const (
 	AgentDir  = Root + "/agent"
 	// LabRoot holds each lab's state (<name>/).
 	LabRoot = Root + "/lab"
+
+	// PodLogDir holds container logs, <ns>_<pod>_<uid>/<container>/<n>.log, as the kubelet's.
+	PodLogDir = "/var/log/pods"
+	// PodManifestDir holds static pod manifests (k3s: /var/lib/rancher/k3s/agent/pod-manifests).
+	PodManifestDir = "/etc/skiff/manifests"
+	// ResolvConf is the node's resolver configuration (pods with dnsPolicy Default).
+	ResolvConf = "/etc/resolv.conf"
+
+	// BPFFS is the BPF file system; BPFRoot holds every node's pinned programs and maps,
+	// one directory per node (PinDir), so several lab nodes share a host.
+	BPFFS   = "/sys/fs/bpf"
+	BPFRoot = BPFFS + "/skiff"
+
+	// NetnsDir is where named network namespaces are bound (`ip netns`), FRRRunDir where
+	// FRR keeps each instance's sockets (the lab's top-of-rack routers).
+	NetnsDir  = "/run/netns"
+	FRRRunDir = "/var/run/frr"
 )
+
+// PinDir is where a node's BPF programs, links and maps are pinned.
+func PinDir(node string) string { return filepath.Join(BPFRoot, node) }
 
 // DefaultServer is the server data directory when --data-dir is not given.
 var DefaultServer = Server{Dir: ServerDir}
@@ -36,8 +56,17 @@ func (s Server) Kubeconfig(name string) string { return filepath.Join(s.Dir, nam
 // Token is the node join token (K10<CA hash>::<id>.<secret>).
 func (s Server) Token() string { return filepath.Join(s.Dir, "token") }
 
-// Etcd is the embedded etcd's data directory.
-func (s Server) Etcd() string { return filepath.Join(s.Dir, "etcd") }
+// Etcd is the embedded etcd's data directory; EtcdLog its log file.
+func (s Server) Etcd() string    { return filepath.Join(s.Dir, "etcd") }
+func (s Server) EtcdLog() string { return filepath.Join(s.Etcd(), "etcd.log") }
+
+// Snapshots holds `skiff etcd-snapshot save`'s files (k3s: <data-dir>/db/snapshots).
+func (s Server) Snapshots() string { return filepath.Join(s.Dir, "db", "snapshots") }
+
+// EncryptionConfig is where --secrets-encryption keeps its EncryptionConfiguration, as k3s.
+func (s Server) EncryptionConfig() string {
+	return filepath.Join(s.Dir, "cred", "encryption-config.json")
+}
 
 // Agent is an agent data directory.
 type Agent struct{ Dir string }
@@ -51,6 +80,9 @@ func (a Agent) Kubeconfig() string { return filepath.Join(a.Dir, "node.kubeconfi
 // Containerd is the agent's own containerd's directory (config, state, socket, log).
 func (a Agent) Containerd() string { return filepath.Join(a.Dir, "containerd") }
 
+// ContainerdSocket is the CRI socket of the agent's own containerd.
+func (a Agent) ContainerdSocket() string { return filepath.Join(a.Containerd(), "containerd.sock") }
+
 // RegistryConfig is containerd's hosts.toml directory (certs.d).
 func (a Agent) RegistryConfig() string { return filepath.Join(a.Containerd(), "certs.d") }
 
@@ -61,6 +93,13 @@ func (a Agent) RegistryLogins() string { return filepath.Join(a.Dir, "config.jso
 // CNIBin and CNIConf are the plugin and network-config directories containerd reads.
 func (a Agent) CNIBin() string  { return filepath.Join(a.Dir, "cni", "bin") }
 func (a Agent) CNIConf() string { return filepath.Join(a.Dir, "cni", "net.d") }
+
+// CNIConflist is the network configuration the agent installs in CNIConf.
+func (a Agent) CNIConflist() string { return filepath.Join(a.CNIConf(), "10-skiff.conflist") }
+
+// CPUManagerCheckpoint is the static CPU manager's checkpoint (the kubelet's
+// <root-dir>/cpu_manager_state).
+func (a Agent) CPUManagerCheckpoint() string { return filepath.Join(a.Dir, "cpu_manager_state") }
 
 // CNISocket is where the agent answers skiff-cni.
 func (a Agent) CNISocket() string { return filepath.Join(a.Dir, "cni.sock") }
@@ -87,3 +126,41 @@ func (a Agent) Storage() string { return filepath.Join(a.Dir, "storage") }
 // images built into the binary are written for import.
 func (a Agent) Images() string         { return filepath.Join(a.Dir, "images") }
 func (a Agent) EmbeddedImages() string { return filepath.Join(a.Dir, "images-embedded") }
+
+// Lab is one lab's directory (LabRoot/<name>): its state, the master's server data, each
+// node's agent data and log, the router's files.
+type Lab struct{ Dir string }
+
+// LabOf is the lab of that name under LabRoot.
+func LabOf(name string) Lab { return Lab{Dir: filepath.Join(LabRoot, name)} }
+
+// State is what `lab down` needs even after a crash.
+func (l Lab) State() string { return filepath.Join(l.Dir, "state.json") }
+
+// Master is the master's server data directory.
+func (l Lab) Master() Server { return Server{Dir: filepath.Join(l.Dir, "master")} }
+
+// Node is a node's directory; role is "master", "node1", ... A worker's is its agent's data
+// directory; the master's is its server's (Master), with its agent's inside (Agent).
+func (l Lab) Node(role string) string { return filepath.Join(l.Dir, role) }
+
+// Agent is a node's agent data directory.
+func (l Lab) Agent(role string) Agent {
+	if role == "master" {
+		return Agent{Dir: filepath.Join(l.Master().Dir, "agent")}
+	}
+	return Agent{Dir: l.Node(role)}
+}
+
+// Log is a node's log file.
+func (l Lab) Log(role string) string { return filepath.Join(l.Dir, role+".log") }
+
+// Router holds the top-of-rack router's configuration.
+func (l Lab) Router() string { return filepath.Join(l.Dir, "tor") }
+
+// Kubeconfig is the admin kubeconfig the host uses to reach the lab.
+func (l Lab) Kubeconfig() string { return filepath.Join(l.Dir, "admin.kubeconfig") }
+
+// PodLogs and Manifests are a lab node's --pod-log-dir and --pod-manifest-path.
+func (l Lab) PodLogs(role string) string   { return filepath.Join(l.Node(role), "logs") }
+func (l Lab) Manifests(role string) string { return filepath.Join(l.Node(role), "manifests") }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/skiff-sh/skiff/agent/cgroups"
 	"github.com/skiff-sh/skiff/agent/cpumanager"
+	"github.com/skiff-sh/skiff/internal/layout"
 	"github.com/skiff-sh/skiff/tests/e2e/framework"
 )
 
@@ -127,7 +128,7 @@ func TestStaticCPUManager(t *testing.T) {
 	}
 
 	// The assignment is in the kubelet's checkpoint format, for a restart and for the operator.
-	b, err := os.ReadFile(filepath.Join(dir, "agent", cpumanager.CheckpointFile))
+	b, err := os.ReadFile(layout.Agent{Dir: filepath.Join(dir, "agent")}.CPUManagerCheckpoint())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,15 +1,9 @@
-// Package config turns what an operator asks for — the flags of `skiff server`, `skiff
-// apiserver` and `skiff agent`, held here as plain structs — into the options of skiff's
-// parts, and runs those parts under one supervisor. cmd/skiff only binds flags to these
-// structs; every default that is derived (a node's address, image directories, the
-// kubernetes Service's address, the server node's taint and role) is decided here, once.
-package config
+package system
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/skiff-sh/skiff/dataplane"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -34,6 +28,7 @@ import (
 	"github.com/skiff-sh/skiff/agent/node"
 	"github.com/skiff-sh/skiff/bgp"
 	bgpconfig "github.com/skiff-sh/skiff/bgp/config"
+	"github.com/skiff-sh/skiff/dataplane"
 	"github.com/skiff-sh/skiff/internal/gctune"
 	"github.com/skiff-sh/skiff/internal/hostaddr"
 	"github.com/skiff-sh/skiff/internal/layout"

@@ -1,11 +1,11 @@
-package config
+package system
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
 	"net"
-	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -16,14 +16,16 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/skiff-sh/skiff/agent"
+	"github.com/skiff-sh/skiff/controlplane/allocator"
 	"github.com/skiff-sh/skiff/controlplane/apiserver"
 	"github.com/skiff-sh/skiff/controlplane/controllermanager"
-	"github.com/skiff-sh/skiff/controlplane/encryption"
 	"github.com/skiff-sh/skiff/controlplane/scheduler"
 	"github.com/skiff-sh/skiff/internal/gctune"
+	"github.com/skiff-sh/skiff/internal/hostaddr"
 	sharedinformers "github.com/skiff-sh/skiff/internal/informers"
 	"github.com/skiff-sh/skiff/internal/layout"
 	"github.com/skiff-sh/skiff/internal/supervisor"
+	"github.com/skiff-sh/skiff/system/bootstrap"
 )
 
 // Server is the configuration of `skiff server` (the API server, and unless disabled the
@@ -56,54 +58,59 @@ type Server struct {
 	IdleGCPercent int
 }
 
-// EncryptionConfigPath is where --secrets-encryption keeps its configuration, as k3s.
-func EncryptionConfigPath(dataDir string) string {
-	return filepath.Join(dataDir, "cred", "encryption-config.json")
-}
-
 // ControlPlaneTaint keeps ordinary pods off the server's own node, as kubeadm's.
 var ControlPlaneTaint = corev1.Taint{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}
 
-// APIServerOptions are the API server's options; withNode names the server's own node (the
-// agent beside it), whose address goes into the serving certificate.
-func (s Server) APIServerOptions(withNode bool) (apiserver.Options, error) {
+// Plan is the server's bootstrap step and its API server's options; withNode names the
+// server's own node (the agent beside it), whose address goes into its serving certificate.
+func (s Server) Plan(withNode bool) (bootstrap.Server, apiserver.Options, error) {
 	o := apiserver.Options{
-		DataDir: s.DataDir, SecurePort: s.SecurePort, Token: s.Token,
+		DataDir: s.DataDir, SecurePort: s.SecurePort,
 		ServiceCIDR: s.ServiceCIDR, NodePortRange: s.NodePortRange,
 		EtcdServers: s.EtcdServers, EtcdCAFile: s.EtcdCA, EtcdCertFile: s.EtcdCert, EtcdKeyFile: s.EtcdKey,
 		EtcdClientPort: s.EtcdClientPort, EtcdPeerPort: s.EtcdPeerPort, EtcdMetricsPort: s.EtcdMetrics,
 		CompactionInterval: s.Compaction, Audit: s.Audit, EncryptionProviderConfig: s.EncryptionProviderConfig,
 		MetricResolution: s.MetricResolution,
 	}
-	if s.SecretsEncryption && s.EncryptionProviderConfig == "" {
-		o.EncryptionProviderConfig = EncryptionConfigPath(s.DataDir)
-		if err := encryption.Generate(o.EncryptionProviderConfig, time.Now()); err != nil {
-			return o, fmt.Errorf("--secrets-encryption: %w", err)
-		}
-	}
+	b := bootstrap.Server{Dirs: layout.Server{Dir: s.DataDir}, Token: s.Token, EmbeddedEtcd: len(s.EtcdServers) == 0,
+		SecretsEncryption: s.SecretsEncryption && s.EncryptionProviderConfig == ""}
 	var err error
 	if o.BindAddress, err = ParseIP("--bind-address", s.BindAddress); err != nil {
-		return o, err
+		return b, o, err
 	}
+	o.AdvertiseAddress = hostaddr.First()
 	if s.AdvertiseAddress != "" {
 		if o.AdvertiseAddress, err = ParseIP("--advertise-address", s.AdvertiseAddress); err != nil {
-			return o, err
+			return b, o, err
 		}
 	}
+	ipRange, err := allocator.NewIPRange(s.ServiceCIDR)
+	if err != nil {
+		return b, o, fmt.Errorf("--service-cidr: %w", err)
+	}
+	b.ServiceIP = net.ParseIP(ipRange.First()) // the kubernetes Service's address
+	b.APIServerIPs = []net.IP{o.AdvertiseAddress}
 	for _, san := range s.TLSSANs {
 		if ip := net.ParseIP(san); ip != nil {
-			o.ExtraSANIPs = append(o.ExtraSANIPs, ip)
+			b.APIServerIPs = append(b.APIServerIPs, ip)
 		} else {
-			o.ExtraSANNames = append(o.ExtraSANNames, san)
+			b.APIServerNames = append(b.APIServerNames, san)
 		}
 	}
+	// The control plane's kubeconfigs reach the API server on loopback, unless it binds one
+	// address only.
+	host := "127.0.0.1"
+	if !o.BindAddress.IsUnspecified() {
+		host = o.BindAddress.String()
+	}
+	b.APIServerURL = "https://" + net.JoinHostPort(host, strconv.Itoa(s.SecurePort))
 	if withNode {
-		o.NodeName = s.Agent.NodeName
+		o.NodeName, b.NodeName = s.Agent.NodeName, s.Agent.NodeName
 		if ip := net.ParseIP(NodeAddress(s.Agent.NodeIP)); ip != nil {
-			o.NodeIPs = []net.IP{ip}
+			b.NodeIPs = []net.IP{ip}
 		}
 	}
-	return o, nil
+	return b, o, nil
 }
 
 // ParseIP parses a flag's IP address.
@@ -122,7 +129,7 @@ func ParseIP(flag, s string) (net.IP, error) {
 // without quorum for a while): they campaign again, and the API server, which waits for etcd
 // by itself, stays up. Each waits for the API server's /readyz before it starts.
 func RunServer(ctx context.Context, s Server, all bool, log *slog.Logger) error {
-	o, err := s.APIServerOptions(all && !s.DisableAgent)
+	plan, o, err := s.Plan(all && !s.DisableAgent)
 	if err != nil {
 		return err
 	}
@@ -135,6 +142,15 @@ func RunServer(ctx context.Context, s Server, all bool, log *slog.Logger) error 
 	tuner, err := gctune.New(s.IdleGCPercent, log)
 	if err != nil {
 		return err
+	}
+	// Every file first: nothing runs until the PKI, kubeconfigs and token are there.
+	files, err := bootstrap.PrepareServer(plan, time.Now())
+	if err != nil {
+		return err
+	}
+	o.JoinToken = files.Join.Token
+	if files.EncryptionConfig != "" {
+		o.EncryptionProviderConfig = files.EncryptionConfig
 	}
 	sup := supervisor.New(ctx, log)
 	if tuner != nil {

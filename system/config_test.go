@@ -1,11 +1,12 @@
-package config
+package system
 
 import (
-	"github.com/skiff-sh/skiff/dataplane"
 	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/skiff-sh/skiff/dataplane"
 )
 
 func TestBGPOptions(t *testing.T) {
@@ -123,19 +124,29 @@ func TestLogPolicy(t *testing.T) {
 }
 
 func TestServerOptions(t *testing.T) {
-	s := Server{DataDir: "/d", BindAddress: "0.0.0.0", TLSSANs: []string{"10.0.0.5", "api.example"}, Agent: Agent{NodeName: "m", NodeIP: "192.0.2.1"}}
-	o, err := s.APIServerOptions(true)
+	s := DefaultServer()
+	s.DataDir, s.AdvertiseAddress, s.TLSSANs, s.Agent.NodeName, s.Agent.NodeIP = "/d", "192.0.2.9", []string{"10.0.0.5", "api.example"}, "m", "192.0.2.1"
+	b, o, err := s.Plan(true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(o.ExtraSANIPs) != 1 || o.ExtraSANIPs[0].String() != "10.0.0.5" || len(o.ExtraSANNames) != 1 || o.NodeName != "m" ||
-		len(o.NodeIPs) != 1 || o.NodeIPs[0].String() != "192.0.2.1" {
-		t.Errorf("options %+v", o)
+	if len(b.APIServerIPs) != 2 || b.APIServerIPs[0].String() != "192.0.2.9" || b.APIServerIPs[1].String() != "10.0.0.5" ||
+		len(b.APIServerNames) != 1 || o.NodeName != "m" || b.NodeName != "m" || len(b.NodeIPs) != 1 || b.NodeIPs[0].String() != "192.0.2.1" ||
+		b.ServiceIP.String() != "10.96.0.1" || b.APIServerURL != "https://127.0.0.1:6443" || !b.EmbeddedEtcd || b.Dirs.Dir != "/d" {
+		t.Errorf("bootstrap %+v, options %+v", b, o)
 	}
-	if o, _ := s.APIServerOptions(false); o.NodeName != "" || o.NodeIPs != nil {
-		t.Errorf("without the agent: %+v", o)
+	if b, o, _ := s.Plan(false); o.NodeName != "" || b.NodeName != "" || b.NodeIPs != nil {
+		t.Errorf("without the agent: %+v %+v", b, o)
 	}
-	if _, err := (Server{BindAddress: "everywhere"}).APIServerOptions(false); err == nil || !strings.Contains(err.Error(), "--bind-address") {
+	s.BindAddress, s.SecurePort, s.EtcdServers, s.SecretsEncryption = "192.0.2.9", 7443, []string{"https://etcd:2379"}, true
+	if b, _, _ := s.Plan(false); b.APIServerURL != "https://192.0.2.9:7443" || b.EmbeddedEtcd || !b.SecretsEncryption {
+		t.Errorf("bound to one address, external etcd: %+v", b)
+	}
+	s.EncryptionProviderConfig = "/etc/enc.yaml"
+	if b, o, _ := s.Plan(false); b.SecretsEncryption || o.EncryptionProviderConfig != "/etc/enc.yaml" {
+		t.Errorf("the operator's own encryption configuration: %+v %+v", b, o)
+	}
+	if _, _, err := (Server{BindAddress: "everywhere"}).Plan(false); err == nil || !strings.Contains(err.Error(), "--bind-address") {
 		t.Errorf("bad bind address: %v", err)
 	}
 	opts, err := Server{DataDir: "/d", Agent: Agent{NodeName: "m"}}.serverAgent()

@@ -1,0 +1,171 @@
+// Package bootstrap is the step that writes every file a server needs before any of its
+// parts runs: the cluster PKI, the node join token, the control plane's kubeconfigs, the
+// serving pair of the agent beside it, the encryption configuration --secrets-encryption
+// asks for, and etcd's data directory (k3s's pkg/daemons/control/deps does this for k3s).
+// Files that exist are kept, so a restart or an upgrade never re-keys the cluster; the parts
+// that run afterwards only read them. An agent's own files come from joining (agent/join).
+package bootstrap
+
+import (
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/skiff-sh/skiff/controlplane/bootstraptoken"
+	"github.com/skiff-sh/skiff/controlplane/encryption"
+	"github.com/skiff-sh/skiff/controlplane/pki"
+	"github.com/skiff-sh/skiff/internal/layout"
+)
+
+// Server is what a server's files depend on.
+type Server struct {
+	Dirs layout.Server
+	// APIServerURL is what the control plane's kubeconfigs point at (the server's own port,
+	// on loopback unless it binds one address).
+	APIServerURL string
+	// APIServerIPs and APIServerNames are the API server certificate's SANs (the advertised
+	// address and --tls-san); ServiceIP the kubernetes Service's address, a SAN too.
+	APIServerIPs   []net.IP
+	APIServerNames []string
+	ServiceIP      net.IP
+	// Token, if set ("<id>.<secret>"), is the join token instead of a random one.
+	Token string
+	// NodeName, if set, is the agent beside the server: it gets node.kubeconfig and a serving
+	// pair for NodeIPs.
+	NodeName string
+	NodeIPs  []net.IP
+	// SecretsEncryption writes a generated aescbc EncryptionConfiguration (k3s's flag) unless
+	// one exists.
+	SecretsEncryption bool
+	// EmbeddedEtcd makes the embedded member's data directory.
+	EmbeddedEtcd bool
+}
+
+// ServerFiles is what PrepareServer leaves for the parts: where the PKI is and the join
+// token the API server keeps as its bootstrap-token Secret.
+type ServerFiles struct {
+	PKI  pki.Layout
+	Join bootstraptoken.JoinToken
+	// EncryptionConfig is the generated configuration ("" without SecretsEncryption).
+	EncryptionConfig string
+}
+
+// kubeconfigs are the control plane's clients, as kubeadm writes admin.conf, scheduler.conf
+// and controller-manager.conf: file name (layout.Server.Kubeconfig) → user and groups.
+var kubeconfigs = []struct {
+	name, user string
+	groups     []string
+}{
+	{"admin", "kubernetes-admin", []string{"system:masters"}},
+	{"scheduler", "system:kube-scheduler", nil},
+	{"controller-manager", "system:kube-controller-manager", nil},
+}
+
+// PrepareServer writes what is missing of a server's files and returns where they are.
+func PrepareServer(o Server, now time.Time) (ServerFiles, error) {
+	certs, err := pki.Ensure(pki.Options{Dir: o.Dirs.PKI().Dir, APIServerIPs: o.APIServerIPs, APIServerNames: o.APIServerNames, ServiceIP: o.ServiceIP})
+	if err != nil {
+		return ServerFiles{}, fmt.Errorf("pki: %w", err)
+	}
+	ca, err := pki.LoadCA(certs.CA())
+	if err != nil {
+		return ServerFiles{}, err
+	}
+	join, err := EnsureJoinToken(o.Dirs.Token(), certs.CA().Cert, o.Token)
+	if err != nil {
+		return ServerFiles{}, fmt.Errorf("join token: %w", err)
+	}
+	files := ServerFiles{PKI: certs, Join: join}
+	all := kubeconfigs
+	if o.NodeName != "" {
+		if err := writeAgentServingCert(certs, ca, o.NodeName, o.NodeIPs); err != nil {
+			return files, err
+		}
+		all = append(all[:len(all):len(all)], struct {
+			name, user string
+			groups     []string
+		}{"node", "system:node:" + o.NodeName, []string{"system:nodes"}})
+	}
+	for _, k := range all {
+		if err := pki.WriteKubeconfig(o.Dirs.Kubeconfig(k.name), o.APIServerURL, ca, k.user, k.groups); err != nil {
+			return files, fmt.Errorf("%s: %w", o.Dirs.Kubeconfig(k.name), err)
+		}
+	}
+	if o.SecretsEncryption {
+		files.EncryptionConfig = o.Dirs.EncryptionConfig()
+		if err := encryption.Generate(files.EncryptionConfig, now); err != nil {
+			return files, fmt.Errorf("--secrets-encryption: %w", err)
+		}
+	}
+	if o.EmbeddedEtcd {
+		// etcd wants a data directory only its owner may read.
+		if err := os.MkdirAll(o.Dirs.Etcd(), 0o700); err != nil {
+			return files, err
+		}
+	}
+	return files, nil
+}
+
+// EnsureJoinToken keeps the join token at path current: a preset token replaces it; else
+// the one there is kept (its CA hash updated when the CA changed); else a new one is made.
+func EnsureJoinToken(path, caFile, preset string) (bootstraptoken.JoinToken, error) {
+	caPEM, err := os.ReadFile(caFile)
+	if err != nil {
+		return bootstraptoken.JoinToken{}, err
+	}
+	hash := bootstraptoken.CAHash(caPEM)
+	if preset != "" {
+		t, err := bootstraptoken.Parse(preset)
+		if err != nil {
+			return bootstraptoken.JoinToken{}, fmt.Errorf("--token: %w", err)
+		}
+		j := bootstraptoken.JoinToken{CAHash: hash, Token: t}
+		return j, os.WriteFile(path, []byte(j.String()+"\n"), 0o600)
+	}
+	if b, err := os.ReadFile(path); err == nil {
+		j, err := bootstraptoken.ParseJoin(string(b))
+		if err != nil {
+			return bootstraptoken.JoinToken{}, fmt.Errorf("%s: %w", path, err)
+		}
+		if j.CAHash == hash {
+			return j, nil
+		}
+		j.CAHash = hash
+		return j, os.WriteFile(path, []byte(j.String()+"\n"), 0o600)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return bootstraptoken.JoinToken{}, err
+	}
+	t, err := bootstraptoken.Generate()
+	if err != nil {
+		return bootstraptoken.JoinToken{}, err
+	}
+	j := bootstraptoken.JoinToken{CAHash: hash, Token: t}
+	return j, os.WriteFile(path, []byte(j.String()+"\n"), 0o600)
+}
+
+// writeAgentServingCert issues the serving pair of the agent beside this server
+// (pki/agent.crt), unless it exists.
+func writeAgentServingCert(l pki.Layout, ca *pki.Authority, node string, ips []net.IP) error {
+	crt, key := l.AgentServing().Cert, l.AgentServing().Key
+	if _, err := os.Stat(crt); err == nil {
+		return nil
+	}
+	ips = append([]net.IP{net.ParseIP("127.0.0.1")}, ips...)
+	certPEM, keyPEM, err := ca.Issue(x509.Certificate{
+		Subject:     pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}},
+		DNSNames:    []string{node, "localhost"},
+		IPAddresses: ips,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(key, keyPEM, 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(crt, certPEM, 0o644)
+}
