@@ -14,7 +14,7 @@ func TestInstallCNI(t *testing.T) {
 	if err := os.WriteFile(plugin, []byte("#!plugin"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	bin, conf := filepath.Join(dir, "bin"), filepath.Join(dir, "net.d")
+	bin, conf := filepath.Join(dir, "bin"), filepath.Join(dir, "net.d", "10-skiff.conflist")
 	for i := 0; i < 2; i++ {
 		if err := installCNI(plugin, bin, conf, "/run/x.sock"); err != nil {
 			t.Fatal(err)
@@ -26,7 +26,7 @@ func TestInstallCNI(t *testing.T) {
 	if l, err := os.Readlink(filepath.Join(bin, "loopback")); err != nil || l != "skiff-cni" {
 		t.Fatalf("loopback -> %q %v", l, err)
 	}
-	if _, err := os.Stat(filepath.Join(conf, "10-skiff.conflist")); err != nil {
+	if _, err := os.Stat(conf); err != nil {
 		t.Fatal(err)
 	}
 

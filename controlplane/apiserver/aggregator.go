@@ -29,6 +29,7 @@ import (
 
 	"github.com/skiff-sh/skiff/controlplane/apiserver/openapiv2"
 	"github.com/skiff-sh/skiff/controlplane/pki"
+	"github.com/skiff-sh/skiff/controlplane/scheme"
 )
 
 // apiServicePriority orders a group version in discovery: groups by GroupPriorityMinimum
@@ -36,34 +37,17 @@ import (
 type apiServicePriority struct{ group, version int32 }
 
 // builtinPriorities are the APIServices of the groups skiff serves itself, with upstream's
-// priorities (kube-apiserver's table), so discovery lists them in upstream's order and kubectl
-// resolves a short resource name ("events") to the same group.
-var builtinPriorities = map[schema.GroupVersion]apiServicePriority{
-	{Group: "", Version: "v1"}:                             {18000, 1},
-	{Group: "apps", Version: "v1"}:                         {17800, 15},
-	{Group: "events.k8s.io", Version: "v1"}:                {17750, 15},
-	{Group: "authentication.k8s.io", Version: "v1"}:        {17700, 15},
-	{Group: "authorization.k8s.io", Version: "v1"}:         {17600, 15},
-	{Group: "autoscaling", Version: "v2"}:                  {17500, 30},
-	{Group: "autoscaling", Version: "v1"}:                  {17500, 15},
-	{Group: "batch", Version: "v1"}:                        {17400, 15},
-	{Group: "certificates.k8s.io", Version: "v1"}:          {17300, 15},
-	{Group: "networking.k8s.io", Version: "v1"}:            {17200, 15},
-	{Group: "policy", Version: "v1"}:                       {17100, 15},
-	{Group: "rbac.authorization.k8s.io", Version: "v1"}:    {17000, 15},
-	{Group: "storage.k8s.io", Version: "v1"}:               {16800, 15},
-	{Group: "apiextensions.k8s.io", Version: "v1"}:         {16700, 15},
-	{Group: "admissionregistration.k8s.io", Version: "v1"}: {16700, 15},
-	{Group: "scheduling.k8s.io", Version: "v1"}:            {16600, 15},
-	{Group: "coordination.k8s.io", Version: "v1"}:          {16500, 15},
-	{Group: "node.k8s.io", Version: "v1"}:                  {16300, 15},
-	{Group: "discovery.k8s.io", Version: "v1"}:             {16200, 15},
-	{Group: "resource.k8s.io", Version: "v1"}:              {16200, 21},
-	{Group: "flowcontrol.apiserver.k8s.io", Version: "v1"}: {16100, 21},
-	{Group: "storagemigration.k8s.io", Version: "v1"}:      {15800, 15},
-	// Served by skiff where clusters run metrics-server, with the priorities of its APIService.
-	{Group: "metrics.k8s.io", Version: "v1beta1"}: {100, 100},
-}
+// priorities (scheme.APIs), and of apiextensions.k8s.io, which the CRD server behind the main
+// one serves.
+var builtinPriorities = func() map[schema.GroupVersion]apiServicePriority {
+	out := map[schema.GroupVersion]apiServicePriority{
+		{Group: "apiextensions.k8s.io", Version: "v1"}: {16700, 15},
+	}
+	for _, a := range scheme.APIs {
+		out[a.GroupVersion] = apiServicePriority{a.GroupPriorityMinimum, a.VersionPriority}
+	}
+	return out
+}()
 
 // crdPriority is what upstream gives a CustomResourceDefinition's group versions.
 var crdPriority = apiServicePriority{1000, 100}

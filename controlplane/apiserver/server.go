@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -543,8 +544,20 @@ func newServer(o Options, log *slog.Logger, layout pki.Layout, etcdTLS storageba
 	}
 	srv.Handler.NonGoRestfulMux.Handle(serviceaccount.OpenIDConfigurationPath, staticJSON(oidcConfig, "application/json"))
 	srv.Handler.NonGoRestfulMux.Handle(serviceaccount.JWKSPath, staticJSON(jwks, "application/jwk-set+json"))
+	// scheme.APIs is the table of what is served; a row without stores, or stores without a
+	// row, is a registration left half done.
+	for gv := range stores {
+		if !slices.Contains(scheme.Served, gv) {
+			return nil, nil, nil, fmt.Errorf("registry.Storage serves %v, which scheme.APIs does not list", gv)
+		}
+	}
 	for _, versions := range scheme.GroupVersions() {
 		group := versions[0].Group
+		for _, gv := range versions {
+			if len(stores[gv]) == 0 {
+				return nil, nil, nil, fmt.Errorf("scheme.APIs lists %v, but registry.Storage has no resource of it", gv)
+			}
+		}
 		info := genericapiserver.NewDefaultAPIGroupInfo(group, scheme.Scheme, scheme.ParameterCodec, scheme.Codecs)
 		info.PrioritizedVersions = versions
 		for _, gv := range versions {

@@ -31,7 +31,7 @@ func TestRaftLogStaysSmall(t *testing.T) {
 	clientURL := "https://127.0.0.1:" + freePort(t)
 	ctx := context.Background()
 	s, err := Start(ctx, Options{
-		DataDir: filepath.Join(dir, "etcd"), Name: "test", ClientURL: clientURL,
+		DataDir: filepath.Join(dir, "etcd"), LogFile: filepath.Join(dir, "etcd.log"), Name: "test", ClientURL: clientURL,
 		PeerURL: "https://127.0.0.1:" + freePort(t), PKI: certs,
 	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {

@@ -51,65 +51,65 @@ var Codecs = serializer.NewCodecFactory(Scheme)
 // ParameterCodec decodes query parameters into option structs.
 var ParameterCodec = runtime.NewParameterCodec(Scheme)
 
-// Served lists every group version skiff's API server installs, in discovery order.
-var Served = []schema.GroupVersion{
-	corev1.SchemeGroupVersion,
-	appsv1.SchemeGroupVersion,
-	batchv1.SchemeGroupVersion,
-	discoveryv1.SchemeGroupVersion,
-	coordinationv1.SchemeGroupVersion,
-	eventsv1.SchemeGroupVersion,
-	networkingv1.SchemeGroupVersion,
-	policyv1.SchemeGroupVersion,
-	authenticationv1.SchemeGroupVersion,
-	authorizationv1.SchemeGroupVersion,
-	rbacv1.SchemeGroupVersion,
-	certificatesv1.SchemeGroupVersion,
-	storagev1.SchemeGroupVersion,
-	nodev1.SchemeGroupVersion,
-	schedulingv1.SchemeGroupVersion,
-	resourcev1.SchemeGroupVersion,
-	autoscalingv2.SchemeGroupVersion,
-	autoscalingv1.SchemeGroupVersion,
-	flowcontrolv1.SchemeGroupVersion,
-	admissionregistrationv1.SchemeGroupVersion,
-	metricsv1beta1.SchemeGroupVersion,
-	storagemigrationv1.SchemeGroupVersion,
-}
-
-// groups pairs each group's registration with the Go package that defines its types, so the
-// internal version gets only the group's own kinds (not the meta/v1 option types).
-var groups = []struct {
-	gv      schema.GroupVersion
+// API is one group version skiff's API server serves: one row of the table that the scheme,
+// discovery, the aggregator's APIServices, storage (registry.Storage) and the OpenAPI
+// generation (openapi/generate.go) all read, so adding a group is adding a row here; the
+// tests of registry and openapi fail when a row has no stores or no definitions.
+type API struct {
+	schema.GroupVersion
+	// install registers the version's types; sample is one of them (the Go package whose
+	// kinds get internal twins, not the meta/v1 option types it also registers).
 	install func(*runtime.Scheme) error
 	sample  any
 	// only, if set, limits the internal twins to these kinds (autoscaling/v1's Scale: its
 	// HorizontalPodAutoscaler is served as autoscaling/v2's).
 	only []string
-}{
-	{gv: corev1.SchemeGroupVersion, install: corev1.AddToScheme, sample: corev1.Pod{}},
-	{gv: appsv1.SchemeGroupVersion, install: appsv1.AddToScheme, sample: appsv1.Deployment{}},
-	{gv: batchv1.SchemeGroupVersion, install: batchv1.AddToScheme, sample: batchv1.Job{}},
-	{gv: discoveryv1.SchemeGroupVersion, install: discoveryv1.AddToScheme, sample: discoveryv1.EndpointSlice{}},
-	{gv: coordinationv1.SchemeGroupVersion, install: coordinationv1.AddToScheme, sample: coordinationv1.Lease{}},
-	{gv: eventsv1.SchemeGroupVersion, install: eventsv1.AddToScheme, sample: eventsv1.Event{}},
-	{gv: networkingv1.SchemeGroupVersion, install: networkingv1.AddToScheme, sample: networkingv1.NetworkPolicy{}},
-	{gv: policyv1.SchemeGroupVersion, install: policyv1.AddToScheme, sample: policyv1.PodDisruptionBudget{}},
-	{gv: autoscalingv1.SchemeGroupVersion, install: autoscalingv1.AddToScheme, sample: autoscalingv1.Scale{}, only: []string{"Scale"}},
-	{gv: authenticationv1.SchemeGroupVersion, install: authenticationv1.AddToScheme, sample: authenticationv1.TokenRequest{}},
-	{gv: certificatesv1.SchemeGroupVersion, install: certificatesv1.AddToScheme, sample: certificatesv1.CertificateSigningRequest{}},
-	{gv: authorizationv1.SchemeGroupVersion, install: authorizationv1.AddToScheme, sample: authorizationv1.SubjectAccessReview{}},
-	{gv: rbacv1.SchemeGroupVersion, install: rbacv1.AddToScheme, sample: rbacv1.Role{}},
-	{gv: storagev1.SchemeGroupVersion, install: storagev1.AddToScheme, sample: storagev1.StorageClass{}},
-	{gv: nodev1.SchemeGroupVersion, install: nodev1.AddToScheme, sample: nodev1.RuntimeClass{}},
-	{gv: schedulingv1.SchemeGroupVersion, install: schedulingv1.AddToScheme, sample: schedulingv1.PriorityClass{}},
-	{gv: resourcev1.SchemeGroupVersion, install: resourcev1.AddToScheme, sample: resourcev1.ResourceClaim{}},
-	{gv: autoscalingv2.SchemeGroupVersion, install: autoscalingv2.AddToScheme, sample: autoscalingv2.HorizontalPodAutoscaler{}},
-	{gv: flowcontrolv1.SchemeGroupVersion, install: flowcontrolv1.AddToScheme, sample: flowcontrolv1.FlowSchema{}},
-	{gv: admissionregistrationv1.SchemeGroupVersion, install: admissionregistrationv1.AddToScheme, sample: admissionregistrationv1.ValidatingWebhookConfiguration{}},
-	{gv: metricsv1beta1.SchemeGroupVersion, install: metricsv1beta1.AddToScheme, sample: metricsv1beta1.NodeMetrics{}},
-	{gv: storagemigrationv1.SchemeGroupVersion, install: storagemigrationv1.AddToScheme, sample: storagemigrationv1.StorageVersionMigration{}},
+	// GroupPriorityMinimum and VersionPriority are its APIService's, upstream's (the
+	// kube-apiserver's table), so discovery lists groups in upstream's order and kubectl
+	// resolves a short resource name ("events") to the same group.
+	GroupPriorityMinimum, VersionPriority int32
 }
+
+// Sample is one of the version's types; TypesPackage the Go package defining them (where
+// their OpenAPI definitions come from).
+func (a API) Sample() reflect.Type { return reflect.TypeOf(a.sample) }
+func (a API) TypesPackage() string { return a.Sample().PkgPath() }
+
+// APIs is every group version skiff serves, in discovery order; a group served in several
+// versions prefers them in this order (autoscaling: v2, then v1).
+var APIs = []API{
+	{GroupVersion: corev1.SchemeGroupVersion, install: corev1.AddToScheme, sample: corev1.Pod{}, GroupPriorityMinimum: 18000, VersionPriority: 1},
+	{GroupVersion: appsv1.SchemeGroupVersion, install: appsv1.AddToScheme, sample: appsv1.Deployment{}, GroupPriorityMinimum: 17800, VersionPriority: 15},
+	{GroupVersion: batchv1.SchemeGroupVersion, install: batchv1.AddToScheme, sample: batchv1.Job{}, GroupPriorityMinimum: 17400, VersionPriority: 15},
+	{GroupVersion: discoveryv1.SchemeGroupVersion, install: discoveryv1.AddToScheme, sample: discoveryv1.EndpointSlice{}, GroupPriorityMinimum: 16200, VersionPriority: 15},
+	{GroupVersion: coordinationv1.SchemeGroupVersion, install: coordinationv1.AddToScheme, sample: coordinationv1.Lease{}, GroupPriorityMinimum: 16500, VersionPriority: 15},
+	{GroupVersion: eventsv1.SchemeGroupVersion, install: eventsv1.AddToScheme, sample: eventsv1.Event{}, GroupPriorityMinimum: 17750, VersionPriority: 15},
+	{GroupVersion: networkingv1.SchemeGroupVersion, install: networkingv1.AddToScheme, sample: networkingv1.NetworkPolicy{}, GroupPriorityMinimum: 17200, VersionPriority: 15},
+	{GroupVersion: policyv1.SchemeGroupVersion, install: policyv1.AddToScheme, sample: policyv1.PodDisruptionBudget{}, GroupPriorityMinimum: 17100, VersionPriority: 15},
+	{GroupVersion: authenticationv1.SchemeGroupVersion, install: authenticationv1.AddToScheme, sample: authenticationv1.TokenRequest{}, GroupPriorityMinimum: 17700, VersionPriority: 15},
+	{GroupVersion: authorizationv1.SchemeGroupVersion, install: authorizationv1.AddToScheme, sample: authorizationv1.SubjectAccessReview{}, GroupPriorityMinimum: 17600, VersionPriority: 15},
+	{GroupVersion: rbacv1.SchemeGroupVersion, install: rbacv1.AddToScheme, sample: rbacv1.Role{}, GroupPriorityMinimum: 17000, VersionPriority: 15},
+	{GroupVersion: certificatesv1.SchemeGroupVersion, install: certificatesv1.AddToScheme, sample: certificatesv1.CertificateSigningRequest{}, GroupPriorityMinimum: 17300, VersionPriority: 15},
+	{GroupVersion: storagev1.SchemeGroupVersion, install: storagev1.AddToScheme, sample: storagev1.StorageClass{}, GroupPriorityMinimum: 16800, VersionPriority: 15},
+	{GroupVersion: nodev1.SchemeGroupVersion, install: nodev1.AddToScheme, sample: nodev1.RuntimeClass{}, GroupPriorityMinimum: 16300, VersionPriority: 15},
+	{GroupVersion: schedulingv1.SchemeGroupVersion, install: schedulingv1.AddToScheme, sample: schedulingv1.PriorityClass{}, GroupPriorityMinimum: 16600, VersionPriority: 15},
+	{GroupVersion: resourcev1.SchemeGroupVersion, install: resourcev1.AddToScheme, sample: resourcev1.ResourceClaim{}, GroupPriorityMinimum: 16200, VersionPriority: 21},
+	{GroupVersion: autoscalingv2.SchemeGroupVersion, install: autoscalingv2.AddToScheme, sample: autoscalingv2.HorizontalPodAutoscaler{}, GroupPriorityMinimum: 17500, VersionPriority: 30},
+	{GroupVersion: autoscalingv1.SchemeGroupVersion, install: autoscalingv1.AddToScheme, sample: autoscalingv1.Scale{}, only: []string{"Scale"}, GroupPriorityMinimum: 17500, VersionPriority: 15},
+	{GroupVersion: flowcontrolv1.SchemeGroupVersion, install: flowcontrolv1.AddToScheme, sample: flowcontrolv1.FlowSchema{}, GroupPriorityMinimum: 16100, VersionPriority: 21},
+	{GroupVersion: admissionregistrationv1.SchemeGroupVersion, install: admissionregistrationv1.AddToScheme, sample: admissionregistrationv1.ValidatingWebhookConfiguration{}, GroupPriorityMinimum: 16700, VersionPriority: 15},
+	{GroupVersion: metricsv1beta1.SchemeGroupVersion, install: metricsv1beta1.AddToScheme, sample: metricsv1beta1.NodeMetrics{}, GroupPriorityMinimum: 100, VersionPriority: 100},
+	{GroupVersion: storagemigrationv1.SchemeGroupVersion, install: storagemigrationv1.AddToScheme, sample: storagemigrationv1.StorageVersionMigration{}, GroupPriorityMinimum: 15800, VersionPriority: 15},
+}
+
+// Served lists every group version skiff's API server installs, in discovery order (APIs').
+var Served = func() []schema.GroupVersion {
+	out := make([]schema.GroupVersion, len(APIs))
+	for i, a := range APIs {
+		out[i] = a.GroupVersion
+	}
+	return out
+}()
 
 func init() {
 	utilruntime.Must(AddToScheme(Scheme))
@@ -117,13 +117,13 @@ func init() {
 
 // AddToScheme registers skiff's served types, their internal twins, defaults and field labels.
 func AddToScheme(s *runtime.Scheme) error {
-	for _, g := range groups {
+	for _, g := range APIs {
 		if err := g.install(s); err != nil {
 			return err
 		}
-		pkg := reflect.TypeOf(g.sample).PkgPath()
-		internal := schema.GroupVersion{Group: g.gv.Group, Version: runtime.APIVersionInternal}
-		for kind, t := range s.KnownTypes(g.gv) {
+		pkg := g.TypesPackage()
+		internal := schema.GroupVersion{Group: g.Group, Version: runtime.APIVersionInternal}
+		for kind, t := range s.KnownTypes(g.GroupVersion) {
 			if t.PkgPath() != pkg || (g.only != nil && !slices.Contains(g.only, kind)) {
 				continue
 			}
