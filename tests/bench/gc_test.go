@@ -27,7 +27,7 @@ type gcRun struct {
 // RSS, and the server's CPU and wall time for the same burst of creates, gets and lists from 8
 // clients. Two candidates: skiff as it runs by default (GOGC 25 while idle, 100 within a
 // second of load: internal/gctune; metrics prefixed idle-gc-), and a fixed lower target
-// (GOGC=50, the setting the README offers memory-tight sites). A lower target means a smaller
+// (GOGC=50, the setting docs/architecture.md offers memory-tight sites). A lower target means a smaller
 // heap between collections and more collections.
 //
 // GOGC in this process's environment replaces the fixed candidate's target, so `GOGC=75 make

@@ -1,4 +1,4 @@
-// Package plainhost walks the README's "Running skiff yourself" as a new user would, with no
+// Package plainhost walks docs/getting-started.md's "Running skiff yourself" as a new user would, with no
 // lab code: two "hosts" that are fresh network namespaces with the kernel's default sysctls
 // (net.ipv4.ip_forward=0, as on a fresh Debian machine) and real addresses on one link;
 // `skiff server` on one, `skiff agent --server … --token …` on the other; pods on both reach
@@ -144,7 +144,7 @@ func TestRunningSkiffYourself(t *testing.T) {
 		}
 	}
 
-	// The README's two commands, with per-test paths (the defaults are shared by every
+	// That page's two commands, with per-test paths (the defaults are shared by every
 	// skiff on a machine: /var/lib/skiff, /var/log/pods, /etc/skiff/manifests, /skiff).
 	server.start("server", "--data-dir", server.dir, "--node-name", server.node,
 		"--agent-data-dir", filepath.Join(server.dir, "agent"), "--pod-log-dir", filepath.Join(server.dir, "logs"),
