@@ -2,16 +2,20 @@ package pods
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/skiff-sh/skiff/agent/api"
+	"github.com/skiff-sh/skiff/agent/downward"
 	"github.com/skiff-sh/skiff/agent/expansion"
 )
 
@@ -141,4 +145,204 @@ func readTail(path string, max int64) ([]byte, error) {
 		}
 	}
 	return io.ReadAll(io.LimitReader(f, max))
+}
+
+// latestContainers maps each container name to its newest attempt in the sandbox.
+func (m *Manager) latestContainers(ctx context.Context, sandboxID string) (map[string]*runtimeapi.Container, error) {
+	list, err := m.runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: sandboxID}})
+	if err != nil {
+		return nil, err
+	}
+	latest := map[string]*runtimeapi.Container{}
+	for _, c := range list.Containers {
+		if cur := latest[c.Metadata.Name]; cur == nil || c.Metadata.Attempt > cur.Metadata.Attempt {
+			latest[c.Metadata.Name] = c
+		}
+	}
+	return latest, nil
+}
+
+// isSidecar says whether an init container is a sidecar: restartPolicy Always, running
+// beside the pod's containers (upstream's native sidecars).
+func isSidecar(c corev1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+}
+
+// shouldRestart applies a restart policy (the pod's, or Always for a sidecar) and upstream's
+// crash backoff (10 s doubling to 5 min).
+func (m *Manager) shouldRestart(ctx context.Context, pod *corev1.Pod, c *runtimeapi.Container, policy corev1.RestartPolicy) bool {
+	s, err := m.runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id})
+	if err != nil {
+		return false
+	}
+	switch policy {
+	case corev1.RestartPolicyNever:
+		return false
+	case corev1.RestartPolicyOnFailure:
+		if s.Status.ExitCode == 0 {
+			return false
+		}
+	}
+	// A container that ran long enough resets its backoff, as upstream (10 min).
+	ranLong := s.Status.StartedAt > 0 && time.Unix(0, s.Status.FinishedAt).Sub(time.Unix(0, s.Status.StartedAt)) > 10*time.Minute
+	if !m.backoffs.crashed(string(pod.UID)+"/"+c.Metadata.Name, time.Now(), ranLong) {
+		m.recorder.Eventf(pod, corev1.EventTypeWarning, "BackOff", "Back-off restarting failed container %s in pod %s_%s(%s)",
+			c.Metadata.Name, pod.Name, pod.Namespace, pod.UID)
+		return false
+	}
+	return true
+}
+
+// start creates and starts one container (a new attempt after prev, if any). A container
+// whose configuration or start fails is an error of type *waitingError, and its next try
+// backs off.
+func (m *Manager) start(ctx context.Context, pod *corev1.Pod, pc *podContext, c corev1.Container, prev *runtimeapi.Container) error {
+	if err := m.ensureImage(ctx, pod, c.Image, c.ImagePullPolicy); err != nil {
+		return err
+	}
+	if err := m.pullImageVolumes(ctx, pod, c); err != nil {
+		return err
+	}
+	key := string(pod.UID) + "/start/" + c.Name
+	if m.backoffs.blocked(key, time.Now()) {
+		if last := m.backoffs.lastStartErr(key); last != nil {
+			return last
+		}
+	}
+	err := m.createAndStart(ctx, pod, pc, c, prev)
+	var we *waitingError
+	if errors.As(err, &we) {
+		m.backoffs.startFailed(key, time.Now(), we)
+		m.recorder.Eventf(pod, corev1.EventTypeWarning, "Failed", "Error: %s", we.Message)
+		return err
+	}
+	if err == nil {
+		m.backoffs.succeeded(key)
+	}
+	return err
+}
+
+func (m *Manager) createAndStart(ctx context.Context, pod *corev1.Pod, pc *podContext, c corev1.Container, prev *runtimeapi.Container) error {
+	attempt := uint32(0)
+	if prev != nil {
+		attempt = prev.Metadata.Attempt + 1
+	}
+	if m.resizeCondition(pod.UID) != nil {
+		// A resize the node has not taken on does not reach a restarted container either.
+		c.Resources = m.appliedTo(pod, c)
+	}
+	envs, err := m.containerEnv(ctx, pod, c, pc.ips)
+	if err != nil {
+		return &waitingError{Reason: "CreateContainerConfigError", Message: err.Error()}
+	}
+	env := envMap(envs)
+	var mounts []*runtimeapi.Mount
+	if m.opts.Volumes != nil {
+		if err := m.mountImageVolumes(ctx, pod, c); err != nil {
+			return err
+		}
+		if mounts, err = m.opts.Volumes.MountsFor(pod, c, env); err != nil {
+			return &waitingError{Reason: "CreateContainerConfigError", Message: err.Error()}
+		}
+	}
+	if pc.hostsFile != "" && !mountsHosts(c) {
+		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: "/etc/hosts", HostPath: pc.hostsFile})
+	}
+	annotations := map[string]string{}
+	if path := c.TerminationMessagePath; path != "" && m.opts.PodsDir != "" {
+		host, err := terminationFile(m.podDir(pod.UID), c.Name, attempt)
+		if err != nil {
+			return &waitingError{Reason: "CreateContainerConfigError", Message: fmt.Sprintf("termination message file: %v", err)}
+		}
+		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: path, HostPath: host})
+		annotations[annotationTerminationPath] = path
+		annotations[annotationTerminationPolicy] = string(c.TerminationMessagePolicy)
+	}
+	if err := m.takeCPUs(ctx, pod); err != nil {
+		return &waitingError{Reason: "CreateContainerConfigError", Message: err.Error()}
+	}
+	if prev != nil {
+		_, _ = m.runtime.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: prev.Id})
+	}
+	res := m.containerResources(pod, c)
+	cfg := &runtimeapi.ContainerConfig{
+		Mounts:      mounts,
+		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: attempt},
+		Image:       &runtimeapi.ImageSpec{Image: c.Image},
+		Command:     expandAll(c.Command, env),
+		Args:        expandAll(c.Args, env),
+		WorkingDir:  c.WorkingDir,
+		Envs:        envs,
+		Annotations: annotations,
+		LogPath:     filepath.Join(c.Name, fmt.Sprintf("%d.log", attempt)),
+		Labels: map[string]string{"io.kubernetes.pod.name": pod.Name, "io.kubernetes.pod.namespace": pod.Namespace,
+			"io.kubernetes.pod.uid": string(pod.UID), "io.kubernetes.container.name": c.Name, imageLabel: c.Image},
+		Linux: &runtimeapi.LinuxContainerConfig{Resources: res, SecurityContext: securityContext(pod, c)},
+	}
+	created, err := m.runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: pc.sandboxID, Config: cfg, SandboxConfig: pc.cfg})
+	if err != nil {
+		return &waitingError{Reason: "CreateContainerError", Message: pullError(err).Error()}
+	}
+	m.setCPUsApplied(created.ContainerId, res.CpusetCpus)
+	m.recorder.Eventf(pod, corev1.EventTypeNormal, "Created", "Created container: %s", c.Name)
+	if _, err := m.runtime.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: created.ContainerId}); err != nil {
+		return &waitingError{Reason: "RunContainerError", Message: pullError(err).Error()}
+	}
+	m.recorder.Eventf(pod, corev1.EventTypeNormal, "Started", "Started container %s", c.Name)
+	m.setApplied(pod, c)
+	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
+		// As the kubelet: the hook runs before the container counts as started, and a failed
+		// hook kills the container (its restart policy decides what follows).
+		podIP := ""
+		if len(pc.ips) > 0 {
+			podIP = pc.ips[0]
+		}
+		if err := m.prober.runHook(ctx, pod, c, created.ContainerId, podIP, c.Lifecycle.PostStart); err != nil {
+			m.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedPostStartHook", "PostStartHook failed: %v", err)
+			_, _ = m.runtime.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: created.ContainerId, Timeout: gracePeriod(pod)})
+		}
+	}
+	return nil
+}
+
+// imageLabel records the image a container was created for, to see the pod's spec change it.
+const imageLabel = "skiff.sh/image"
+
+// gracePeriod is the pod's termination grace period in seconds (30 unless set).
+func gracePeriod(pod *corev1.Pod) int64 {
+	if pod.DeletionGracePeriodSeconds != nil {
+		return *pod.DeletionGracePeriodSeconds
+	}
+	if pod.Spec.TerminationGracePeriodSeconds != nil {
+		return *pod.Spec.TerminationGracePeriodSeconds
+	}
+	return 30
+}
+
+// stopContainer stops a running container within grace seconds, running its preStop hook
+// first (the hook's time counts against the grace period, as upstream).
+func (m *Manager) stopContainer(ctx context.Context, pod *corev1.Pod, c corev1.Container, id string, grace int64) {
+	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil && grace > 0 {
+		start := time.Now()
+		hctx, cancel := context.WithTimeout(ctx, time.Duration(grace)*time.Second)
+		if err := m.prober.runHook(hctx, pod, c, id, pod.Status.PodIP, c.Lifecycle.PreStop); err != nil {
+			m.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedPreStopHook", "PreStopHook failed: %v", err)
+		}
+		cancel()
+		grace = max(grace-int64(time.Since(start).Seconds()), 2) // upstream leaves at least 2 s
+	}
+	_, _ = m.runtime.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: grace})
+}
+
+// containerSpec is the pod's container (regular, init or ephemeral) of that name.
+func (m *Manager) containerSpec(pod *corev1.Pod, name string) corev1.Container {
+	if c := downward.ContainerByName(pod, name); c != nil {
+		return *c
+	}
+	for _, ec := range pod.Spec.EphemeralContainers {
+		if ec.Name == name {
+			return corev1.Container(ec.EphemeralContainerCommon)
+		}
+	}
+	return corev1.Container{Name: name}
 }

@@ -98,11 +98,9 @@ func (m *Manager) reconcileCPUs(ctx context.Context) {
 			live[p.UID] = p
 		}
 	}
-	m.staticMu.Lock()
-	for _, p := range m.static {
+	for _, p := range m.static.all() {
 		live[p.UID] = p
 	}
-	m.staticMu.Unlock()
 	if _, err := m.opts.CPUs.Retain(func(uid types.UID) bool { return live[uid] != nil }); err != nil {
 		m.log.Warn("CPU manager checkpoint", "err", err)
 	}

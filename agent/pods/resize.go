@@ -267,3 +267,56 @@ func setResizeCondition(s *corev1.PodStatus, cond *corev1.PodCondition) {
 		s.Conditions[len(s.Conditions)-1].ObservedGeneration = cond.ObservedGeneration
 	}
 }
+
+// setApplied records the resources a container now runs with.
+func (m *Manager) setApplied(pod *corev1.Pod, c corev1.Container) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.applied[string(pod.UID)+"/"+c.Name] = *c.Resources.DeepCopy()
+}
+
+// appliedTo is what a container runs with; one the agent did not start (it restarted since)
+// is taken to run with its spec.
+func (m *Manager) appliedTo(pod *corev1.Pod, c corev1.Container) corev1.ResourceRequirements {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.applied[string(pod.UID)+"/"+c.Name]
+	if !ok {
+		r = *c.Resources.DeepCopy()
+		m.applied[string(pod.UID)+"/"+c.Name] = r
+	}
+	return r
+}
+
+// resized says whether the spec asks for other cpu or memory than the container runs with.
+func (m *Manager) resized(pod *corev1.Pod, c corev1.Container) bool {
+	return !sameCPUMemory(m.appliedTo(pod, c), c.Resources)
+}
+
+func sameCPUMemory(a, b corev1.ResourceRequirements) bool {
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if !sameQuantity(a.Requests, b.Requests, r) || !sameQuantity(a.Limits, b.Limits, r) {
+			return false
+		}
+	}
+	return true
+}
+
+func sameQuantity(a, b corev1.ResourceList, r corev1.ResourceName) bool {
+	qa, oka := a[r]
+	qb, okb := b[r]
+	return oka == okb && qa.Cmp(qb) == 0
+}
+
+// restartOnResize says whether a resource that changed has resizePolicy RestartContainer.
+func restartOnResize(c corev1.Container, applied corev1.ResourceRequirements) bool {
+	for _, p := range c.ResizePolicy {
+		if p.RestartPolicy != corev1.RestartContainer {
+			continue
+		}
+		if !sameQuantity(applied.Requests, c.Resources.Requests, p.ResourceName) || !sameQuantity(applied.Limits, c.Resources.Limits, p.ResourceName) {
+			return true
+		}
+	}
+	return false
+}

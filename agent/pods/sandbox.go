@@ -2,13 +2,19 @@ package pods
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/ptr"
 )
 
 // hostnameMax is the kernel's limit (64 bytes with the terminating NUL).
@@ -162,4 +168,135 @@ func normalizeSysctl(name string) string {
 		}
 		return r
 	}, name)
+}
+
+func logDir(root string, p *corev1.Pod) string {
+	return filepath.Join(root, fmt.Sprintf("%s_%s_%s", p.Namespace, p.Name, p.UID))
+}
+
+// sandbox returns the pod's ready sandbox, if any.
+func (m *Manager) sandbox(ctx context.Context, uid types.UID) (*runtimeapi.PodSandbox, error) {
+	resp, err := m.runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
+		LabelSelector: map[string]string{"io.kubernetes.pod.uid": string(uid)}}})
+	if err != nil {
+		return nil, err
+	}
+	var best *runtimeapi.PodSandbox
+	for _, s := range resp.Items {
+		if s.State == runtimeapi.PodSandboxState_SANDBOX_READY && (best == nil || s.CreatedAt > best.CreatedAt) {
+			best = s
+		}
+	}
+	return best, nil
+}
+
+// sandboxConfig is the pod's sandbox config: its hostname (none for a host network pod,
+// which shares the node's UTS namespace and so its name), resolver configuration dns (see
+// dnsConfig) and sysctls.
+func sandboxConfig(p *corev1.Pod, logRoot, cgroupParent, hostname string, dns *runtimeapi.DNSConfig) *runtimeapi.PodSandboxConfig {
+	nsMode := runtimeapi.NamespaceMode_POD
+	if p.Spec.HostNetwork {
+		nsMode = runtimeapi.NamespaceMode_NODE
+		hostname = ""
+	}
+	return &runtimeapi.PodSandboxConfig{
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: p.Name, Namespace: p.Namespace, Uid: string(p.UID)},
+		Hostname:     hostname,
+		LogDirectory: logDir(logRoot, p),
+		DnsConfig:    dns,
+		Labels: map[string]string{"io.kubernetes.pod.name": p.Name, "io.kubernetes.pod.namespace": p.Namespace,
+			"io.kubernetes.pod.uid": string(p.UID)},
+		Linux: &runtimeapi.LinuxPodSandboxConfig{CgroupParent: cgroupParent, Sysctls: sysctls(p),
+			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+				// containerd refuses a privileged container in a sandbox that is not.
+				Privileged:       hasPrivilegedContainer(p),
+				NamespaceOptions: &runtimeapi.NamespaceOption{Network: nsMode, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD}}},
+	}
+}
+
+// hasPrivilegedContainer reports whether any of the pod's containers, init containers or
+// ephemeral containers asks for privileged, which makes the sandbox privileged (as the
+// kubelet does).
+func hasPrivilegedContainer(p *corev1.Pod) bool {
+	for _, c := range append(append([]corev1.Container(nil), p.Spec.InitContainers...), p.Spec.Containers...) {
+		if c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
+			return true
+		}
+	}
+	for _, c := range p.Spec.EphemeralContainers {
+		if sc := c.SecurityContext; sc != nil && sc.Privileged != nil && *sc.Privileged {
+			return true
+		}
+	}
+	return false
+}
+
+// sandboxIPs are the sandbox's addresses; a host network pod's are the node's.
+func (m *Manager) sandboxIPs(pod *corev1.Pod, st *runtimeapi.PodSandboxStatus) []string {
+	if pod.Spec.HostNetwork {
+		if m.opts.HostIP == "" {
+			return nil
+		}
+		return []string{m.opts.HostIP}
+	}
+	if st == nil || st.Network == nil || st.Network.Ip == "" {
+		return nil
+	}
+	ips := []string{st.Network.Ip}
+	for _, a := range st.Network.AdditionalIps {
+		ips = append(ips, a.Ip)
+	}
+	return ips
+}
+
+// runtimeHandler is the CRI runtime handler of the pod's RuntimeClass ("" for containerd's
+// default): containerd runs the sandbox with the runtime of that name in its config.
+func (m *Manager) runtimeHandler(ctx context.Context, pod *corev1.Pod) (string, error) {
+	name := ptr.Deref(pod.Spec.RuntimeClassName, "")
+	if name == "" {
+		return "", nil
+	}
+	rc, err := m.client.NodeV1().RuntimeClasses().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("failed to get RuntimeClass %q: %w", name, err)
+	}
+	return rc.Handler, nil
+}
+
+// createSandbox makes the pod's sandbox, its cgroup first, under the sandbox start backoff
+// (a failure waits 10 s doubling to 5 min, so a start that cannot succeed neither spins nor
+// takes a new address each time). When it cannot now (configErr, the backoff, a failure) it
+// writes the pod's ContainerCreating status and returns nil and that write's error.
+func (m *Manager) createSandbox(ctx context.Context, pod *corev1.Pod, cfg *runtimeapi.PodSandboxConfig, configErr error, dnsWarns []dnsWarning) (*runtimeapi.PodSandbox, error) {
+	creating := func() (*runtimeapi.PodSandbox, error) {
+		return nil, m.writeStatus(ctx, pod, nil, nil, "ContainerCreating", nil)
+	}
+	if configErr != nil {
+		m.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to generate sandbox config: %v", configErr)
+		return creating()
+	}
+	key := string(pod.UID) + "/sandbox"
+	if m.backoffs.blocked(key, time.Now()) {
+		return creating()
+	}
+	for _, w := range dnsWarns {
+		m.recorder.Event(pod, corev1.EventTypeWarning, w.Reason, w.Message)
+	}
+	if err := m.ensurePodCgroup(pod); err != nil {
+		m.backoffs.failed(key, time.Now(), startBackoffInitial, startBackoffMax)
+		m.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create the pod's cgroup: %v", err)
+		return creating()
+	}
+	handler, err := m.runtimeHandler(ctx, pod)
+	var resp *runtimeapi.RunPodSandboxResponse
+	if err == nil {
+		resp, err = m.runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: handler})
+	}
+	if err != nil {
+		m.backoffs.failed(key, time.Now(), startBackoffInitial, startBackoffMax)
+		m.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", pullError(err))
+		return creating()
+	}
+	m.backoffs.succeeded(key)
+	return &runtimeapi.PodSandbox{Id: resp.PodSandboxId}, nil
 }
