@@ -20,7 +20,6 @@
 //   - podfiles.go   the files the agent writes for a pod (hosts file, volumes' refresh)
 //   - probes.go, evict.go, cpus.go, cgroups.go, dns.go, env.go: probes, eviction, CPU
 //     pinning, cgroups, DNS configuration, environment
-
 package pods
 
 import (
