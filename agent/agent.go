@@ -2,25 +2,17 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
-	"net/http"
-	"net/http/pprof"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"sync/atomic"
 	"time"
 
-	gobgpmetrics "github.com/osrg/gobgp/v3/pkg/metrics"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
+	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
@@ -155,8 +147,85 @@ type Options struct {
 	EnforceNodeAllocatable bool
 }
 
-// Run runs the agent until ctx ends.
+// Run runs the agent until ctx ends. It is wired in groups, each a method of nodeAgent that
+// adds its long-running parts to one supervisor, in this order: infrastructure (the API
+// client, the kernel's prerequisites, cgroups, CNI, containerd and the images it holds), the
+// node (registration, its Lease, the BGP speaker, then the pod CIDR it is given), the
+// datapath (pod addresses, NetworkPolicy, the service proxy, cluster DNS) and the workloads
+// (the pods, their volumes and logs, eviction, image GC, static pods, the agent's API and
+// health).
 func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) error {
+	a := &nodeAgent{o: o, log: log, dirs: layout.Agent{Dir: o.DataDir}, proxySyncs: newProxySyncSeconds(),
+		pressureChanged: make(chan struct{}, 1)}
+	if err := a.infrastructure(ctx, cfg); err != nil {
+		return err
+	}
+	defer a.ctr.Close()
+	// Every long-running part from here on runs under one supervisor: the pod workers are
+	// required (their end ends the agent, non-zero), the others restart with backoff, and
+	// any part that is down makes /healthz fail and the Node NotReady, naming it.
+	a.sup = supervisor.New(ctx, log)
+	// One watch per resource for the whole agent: the pods' service environment, the service
+	// proxy and the BGP speaker read the same Services, EndpointSlices and Nodes.
+	sharedCtx, stopShared := context.WithCancel(ctx)
+	defer stopShared()
+	a.shared = sharedinformers.NewShared(sharedCtx, a.client)
+	podCIDR, err := a.node(ctx)
+	if err == nil {
+		err = a.datapath(ctx, podCIDR)
+	}
+	if err != nil {
+		a.sup.Stop()
+		return err
+	}
+	log.Info("agent ready", "node", o.NodeName, "podCIDR", podCIDR, "runtime", a.nodeOpts.RuntimeVersion)
+	conn, err := a.ctr.Dial()
+	if err != nil {
+		a.sup.Stop()
+		return err
+	}
+	defer conn.Close()
+	stopEvents := a.workloads(conn)
+	defer stopEvents()
+	return a.sup.Wait()
+}
+
+// nodeAgent is one running agent: what its groups share.
+type nodeAgent struct {
+	o    Options
+	log  *slog.Logger
+	dirs layout.Agent
+
+	// infrastructure
+	client kubernetes.Interface
+	cpus   *cpumanager.Manager
+	ctr    *runtime.Containerd
+	pinned map[string]bool // images image GC never removes
+	socket string          // where skiff-cni reaches the agent
+
+	sup    *supervisor.Supervisor
+	shared *sharedinformers.Shared
+
+	// node: pressure is observed once the runtime's connection and the pod manager exist;
+	// until then the node reports none.
+	nodeOpts        node.Options
+	pressureMgr     atomic.Pointer[pressure.Manager]
+	pressureChanged chan struct{}
+	speaker         atomic.Pointer[bgp.Speaker]
+
+	// datapath
+	proxy          atomic.Pointer[dataplane.Dataplane]
+	mapStatus      atomic.Pointer[dataplane.MapStatus] // the service maps' fill after the last sync
+	proxySyncs     *prometheus.HistogramVec
+	policyEnforcer *dataplane.Enforcer
+	dnsServer      *clusterdns.Server
+}
+
+// infrastructure readies what every other part stands on: the API client, the kernel (fixed
+// where it is not right; the agent stops if pod networking cannot work), the pods' cgroup,
+// the CPU manager, the CNI plugin and configuration, containerd and its images.
+func (a *nodeAgent) infrastructure(ctx context.Context, cfg *rest.Config) error {
+	o, log := a.o, a.log
 	// client-go's default 5 QPS would serialize a burst of pod starts behind the rate
 	// limiter (each start reads volumes and services and writes status); upstream's kubelet
 	// uses 50/100 too.
@@ -166,6 +235,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	if err != nil {
 		return err
 	}
+	a.client = client
 	// As the kubelet (--oom-score-adj -999): the kernel's OOM killer takes pods before the
 	// agent and its containerd (which inherits this), where the agent may lower its score.
 	if runtime.CanLowerOOMScores() {
@@ -192,191 +262,183 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 			return err
 		}
 	}
-	dirs := layout.Agent{Dir: o.DataDir}
-	cpus, err := cpuManager(o, log)
-	if err != nil {
+	if a.cpus, err = cpuManager(o, log); err != nil {
 		return err
 	}
-	cniBin, cniConf, socket := dirs.CNIBin(), dirs.CNIConf(), dirs.CNISocket()
-	if err := installCNI(o.CNIPlugin, cniBin, dirs.CNIConflist(), socket); err != nil {
+	cniBin, cniConf := a.dirs.CNIBin(), a.dirs.CNIConf()
+	a.socket = a.dirs.CNISocket()
+	if err := installCNI(o.CNIPlugin, cniBin, a.dirs.CNIConflist(), a.socket); err != nil {
 		return err
 	}
-	var ctr *runtime.Containerd
 	if o.RuntimeEndpoint != "" {
 		// The operator's containerd must use cniBin/cniConf (or their own skiff-cni setup).
 		log.Info("using an external container runtime", "endpoint", o.RuntimeEndpoint, "cniBinDir", cniBin, "cniConfDir", cniConf)
-		ctr, err = runtime.Connect(ctx, o.RuntimeEndpoint)
+		a.ctr, err = runtime.Connect(ctx, o.RuntimeEndpoint)
 	} else {
-		ctr, err = runtime.Start(ctx, runtime.Options{Dir: dirs.Containerd(), CNIBinDir: cniBin, CNIConfDir: cniConf,
+		a.ctr, err = runtime.Start(ctx, runtime.Options{Dir: a.dirs.Containerd(), CNIBinDir: cniBin, CNIConfDir: cniConf,
 			SandboxImage: images.Pause, PodLogDir: o.PodLogDir, Netns: o.Netns,
-			RegistryConfigDir: dirs.RegistryConfig()}, log)
+			RegistryConfigDir: a.dirs.RegistryConfig()}, log)
 	}
 	if err != nil {
 		return err
 	}
-	defer ctr.Close()
-	// The images built into this binary first (a node needs no image directory to start
-	// pods), then any archives in the image directories, which may replace them. All are
-	// pinned, as k3s pins its airgap images: image garbage collection never removes them.
+	a.pinned = a.importImages(ctx)
+	v, err := a.ctr.Version(ctx)
+	if err != nil {
+		a.ctr.Close()
+		return err
+	}
+	a.nodeOpts.RuntimeVersion = "containerd://" + v.RuntimeVersion
+	return nil
+}
+
+// importImages imports the images built into this binary first (a node needs no image
+// directory to start pods), then any archives in the image directories, which may replace
+// them. All are pinned, as k3s pins its airgap images: image garbage collection never
+// removes them.
+func (a *nodeAgent) importImages(ctx context.Context) map[string]bool {
 	pinned := map[string]bool{images.Pause: true}
-	if files, err := embedded.WriteTo(dirs.EmbeddedImages()); err != nil {
-		log.Warn("embedded images", "err", err)
+	if files, err := embedded.WriteTo(a.dirs.EmbeddedImages()); err != nil {
+		a.log.Warn("embedded images", "err", err)
 	} else {
 		for _, f := range files {
-			refs, err := ctr.ImportPinned(ctx, f)
+			refs, err := a.ctr.ImportPinned(ctx, f)
 			if err != nil {
-				log.Warn("image import", "file", f, "err", err)
+				a.log.Warn("image import", "file", f, "err", err)
 			}
 			for _, r := range refs {
 				pinned[r] = true
 			}
 		}
 	}
-	for _, dir := range o.ImageDirs {
+	for _, dir := range a.o.ImageDirs {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.tar"))
 		for _, f := range files {
-			refs, err := ctr.ImportPinned(ctx, f)
+			refs, err := a.ctr.ImportPinned(ctx, f)
 			if err != nil {
-				log.Warn("image import", "file", f, "err", err)
+				a.log.Warn("image import", "file", f, "err", err)
 			} else {
-				log.Info("image imported", "file", f, "images", refs)
+				a.log.Info("image imported", "file", f, "images", refs)
 			}
 			for _, r := range refs {
 				pinned[r] = true
 			}
 		}
 	}
-	v, err := ctr.Version(ctx)
-	if err != nil {
-		return err
-	}
-	// Every long-running part from here on runs under one supervisor: the pod workers are
-	// required (their end ends the agent, non-zero), the others restart with backoff, and
-	// any part that is down makes /healthz fail and the Node NotReady, naming it.
-	sup := supervisor.New(ctx, log)
-	// One watch per resource for the whole agent: the pods' service environment, the service
-	// proxy and the BGP speaker read the same Services, EndpointSlices and Nodes.
-	sharedCtx, stopShared := context.WithCancel(ctx)
-	defer stopShared()
-	shared := sharedinformers.NewShared(sharedCtx, client)
-	// Node pressure is observed once the runtime's connection and the pod manager exist;
-	// until then the node reports none.
-	var pressureMgr atomic.Pointer[pressure.Manager]
+	return pinned
+}
+
+// node registers the Node, keeps its Lease, starts the BGP speaker (its sessions come up
+// while the pod CIDR is assigned; it advertises the block at the event that brings it) and
+// returns the pod CIDR the nodeipam controller gives the node.
+func (a *nodeAgent) node(ctx context.Context) (string, error) {
+	o, log, client := a.o, a.log, a.client
 	pressureNow := func() eviction.Conditions {
-		if p := pressureMgr.Load(); p != nil {
+		if p := a.pressureMgr.Load(); p != nil {
 			return p.Conditions()
 		}
 		return nil
 	}
-	pressureChanged := make(chan struct{}, 1)
-	var mapStatus atomic.Pointer[dataplane.MapStatus] // the service maps' fill after the last sync
-	proxySyncs := newProxySyncSeconds()
-	nopts := node.Options{Name: o.NodeName, InternalIP: o.InternalIP, RuntimeVersion: "containerd://" + v.RuntimeVersion, Taints: o.Taints,
-		Labels: o.Labels, APIPort: o.APIPort, Health: sup.Health, Pressure: pressureNow, PressureChanged: pressureChanged,
-		Conditions: func() []corev1.NodeCondition { return serviceMapsCondition(o.ServiceProxy, mapStatus.Load()) },
+	a.nodeOpts = node.Options{Name: o.NodeName, InternalIP: o.InternalIP, RuntimeVersion: a.nodeOpts.RuntimeVersion, Taints: o.Taints,
+		Labels: o.Labels, APIPort: o.APIPort, Health: a.sup.Health, Pressure: pressureNow, PressureChanged: a.pressureChanged,
+		Conditions: func() []corev1.NodeCondition { return serviceMapsCondition(o.ServiceProxy, a.mapStatus.Load()) },
 		NodeFs:     o.DataDir, Reserved: o.Reserved, EvictionHard: o.EvictionHard,
 		// The PV binder provisions local-path volumes under this directory of the node.
-		Annotations: map[string]string{volumes.LocalPathRootAnnotation: dirs.Storage()}}
+		Annotations: map[string]string{volumes.LocalPathRootAnnotation: a.dirs.Storage()}}
+	nopts := a.nodeOpts
 	if _, err := node.Register(ctx, client, nopts, log); err != nil {
-		return err
+		return "", err
 	}
 	for _, p := range o.Parts {
-		sup.Go(p)
+		a.sup.Go(p)
 	}
-	sup.Go(supervisor.Part{Name: "node-lease", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
+	a.sup.Go(supervisor.Part{Name: "node-lease", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
 		node.Heartbeat(ctx, client, nopts, log)
 		return ctx.Err()
 	}})
-
-	// The BGP speaker starts before the pod CIDR is known: its sessions come up while the
-	// block is assigned, and it advertises the block at the event that brings it.
-	var speaker atomic.Pointer[bgp.Speaker]
 	if o.BGP != nil {
 		bo := *o.BGP
 		bo.NodeName = o.NodeName
-		bo.Informers = shared
-		bo.BFDStateFile = dirs.BFDSessions()
-		bo.Started = func(s *bgp.Speaker) { speaker.Store(s) }
-		sup.Go(supervisor.Part{Name: "bgp", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
+		bo.Informers = a.shared
+		bo.BFDStateFile = a.dirs.BFDSessions()
+		bo.Started = func(s *bgp.Speaker) { a.speaker.Store(s) }
+		a.sup.Go(supervisor.Part{Name: "bgp", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
 			return bgp.Run(ctx, client, bo, log.With("component", "bgp"))
 		}})
 	}
-
 	// Pod addresses come from the node's block, which the nodeipam controller assigns.
-	podCIDR, err := waitPodCIDR(ctx, client, o.NodeName)
+	return waitPodCIDR(ctx, client, o.NodeName)
+}
+
+// datapath serves pod addresses from the node's block to skiff-cni, and runs what the pods'
+// packets go through: NetworkPolicy at their veths, the service proxy, the cluster DNS.
+func (a *nodeAgent) datapath(ctx context.Context, podCIDR string) error {
+	o, log, client := a.o, a.log, a.client
+	alloc, err := ipam.New(podCIDR, ipam.FileStore{Path: a.dirs.IPAM()})
 	if err != nil {
-		sup.Stop()
-		return err
-	}
-	alloc, err := ipam.New(podCIDR, ipam.FileStore{Path: dirs.IPAM()})
-	if err != nil {
-		sup.Stop()
 		return err
 	}
 	cni := &cniserver.Server{IPAM: alloc, Log: log}
-	var policyEnforcer *dataplane.Enforcer
 	if o.NetworkPolicy {
 		// NetworkPolicy in eBPF: every pod's veth gets the programs, during CNI ADD and
 		// after its entries are written, so no pod's first packet escapes its policy.
 		local := func() map[netip.Addr]dataplane.PodRef {
 			out := map[netip.Addr]dataplane.PodRef{}
-			for _, a := range alloc.Allocations() {
-				out[a.IP] = dataplane.PodRef{Namespace: a.PodNamespace, Name: a.PodName}
+			for _, al := range alloc.Allocations() {
+				out[al.IP] = dataplane.PodRef{Namespace: al.PodNamespace, Name: al.PodName}
 			}
 			return out
 		}
 		var host []netip.Addr
-		if a, err := netip.ParseAddr(o.InternalIP); err == nil {
-			host = append(host, a)
+		if addr, err := netip.ParseAddr(o.InternalIP); err == nil {
+			host = append(host, addr)
 		}
 		enf := dataplane.NewEnforcer(dataplane.EnforcerOptions{PinDir: dataplane.PinDir(o.NodeName), Local: local, Host: host,
-			Netns: o.Netns, Informers: shared, Node: o.NodeName}, log.With("component", "network-policy"))
+			Netns: o.Netns, Informers: a.shared, Node: o.NodeName}, log.With("component", "network-policy"))
 		cni.Policy = enf
-		policyEnforcer = enf
-		sup.Go(supervisor.Part{Name: "network-policy", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
+		a.policyEnforcer = enf
+		a.sup.Go(supervisor.Part{Name: "network-policy", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
 			return enf.Run(ctx, client)
 		}})
 	}
-	sup.Go(supervisor.Part{Name: "cni-server", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
+	socket := a.socket
+	a.sup.Go(supervisor.Part{Name: "cni-server", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
 		return cniserver.Serve(ctx, socket, cni.Handler())
 	}})
-	var proxy atomic.Pointer[dataplane.Dataplane]
 	if o.ServiceProxy {
 		po := dataplane.ProxyOptions{Node: dataplane.Node{Name: o.NodeName, IP: nodeAddr(o.InternalIP)}, Netns: o.Netns, Uplink: uplinkOf(o.InternalIP), PinDir: dataplane.PinDir(o.NodeName), CgroupPath: filepath.Join(cgroups.Unified(), o.CgroupRoot),
-			Informers: shared, Started: func(d *dataplane.Dataplane) { proxy.Store(d) },
+			Informers: a.shared, Started: func(d *dataplane.Dataplane) { a.proxy.Store(d) },
 			MapSizes: o.BPFMapSizes, Synced: func(s dataplane.MapStatus) {
-				mapStatus.Store(&s)
-				proxySyncs.WithLabelValues(s.Sync).Observe(s.Took.Seconds())
+				a.mapStatus.Store(&s)
+				a.proxySyncs.WithLabelValues(s.Sync).Observe(s.Took.Seconds())
 			}}
-		sup.Go(supervisor.Part{Name: "service-proxy", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
+		a.sup.Go(supervisor.Part{Name: "service-proxy", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
 			return dataplane.RunProxy(ctx, client, po, log.With("component", "service-proxy"))
 		}})
 	}
-	var dnsServer *clusterdns.Server
 	if o.DNS {
-		if dnsServer, err = startDNS(ctx, sup, client, shared, o, log); err != nil {
-			sup.Stop()
+		if a.dnsServer, err = startDNS(ctx, a.sup, client, a.shared, o, log); err != nil {
 			return err
 		}
 	}
-	log.Info("agent ready", "node", o.NodeName, "podCIDR", podCIDR, "runtime", nopts.RuntimeVersion)
+	return nil
+}
 
-	conn, err := ctr.Dial()
-	if err != nil {
-		sup.Stop()
-		return err
-	}
-	defer conn.Close()
+// workloads runs the pods and what serves them: the agent's API (logs, exec, stats), volumes,
+// container log rotation, pod resources, image GC, node-pressure eviction, static pods and
+// the health endpoint. It returns what stops the node's event recorder.
+func (a *nodeAgent) workloads(conn *grpc.ClientConn) (stop func()) {
+	o, log, client, sup, dirs := a.o, a.log, a.client, a.sup, a.dirs
+	rt, img := runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn)
 	if o.ServingCert != "" {
 		sup.Go(supervisor.Part{Name: "agent-api", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
-			rt := runtimeapi.NewRuntimeServiceClient(conn)
 			h := (&api.Server{Runtime: rt, Netns: o.Netns, Stats: &stats.Source{Runtime: rt, NodeName: o.NodeName}}).Handler()
 			return api.Serve(ctx, o.APIAddress, o.ServingCert, o.ServingKey, o.ClientCA, h)
 		}})
 	}
 	// What the node offers is what the downward API reports for limits a container leaves
 	// unset (the same figures the Node registered with).
-	nodeStatus := node.Status(nopts)
+	nodeStatus := node.Status(a.nodeOpts)
 	allocatable, memoryCapacity := nodeStatus.Allocatable, nodeStatus.Capacity[corev1.ResourceMemory]
 	vols := volumes.New(client, dirs.Pods())
 	vols.SetNode(o.InternalIP, allocatable)
@@ -387,39 +449,29 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	sup.Go(supervisor.Part{Name: "image-volume-cleanup", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
 		return releaseOrphanImages(ctx, vols, 10*time.Minute, log)
 	}})
-	logs := o.ContainerLogs
-	if logs == (logrotate.Policy{}) {
-		logs = logrotate.Policy{MaxSize: logrotate.DefaultMaxSize, MaxFiles: logrotate.DefaultMaxFiles}
-	}
 	sup.Go(supervisor.Part{Name: "container-log-rotation", Policy: supervisor.Restart, Run: (&logrotate.Manager{
-		Runtime: runtimeapi.NewRuntimeServiceClient(conn), Policy: logs, Log: log}).Run})
+		Runtime: rt, Policy: o.ContainerLogs, Log: log}).Run})
 	sup.Go(supervisor.Part{Name: "local-path-cleanup", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
 		return volumes.CleanLocalPath(ctx, client, dirs.Storage(), time.Minute, log)
 	}})
-	pm := pods.New(client, runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn),
+	pm := pods.New(client, rt, img,
 		pods.Options{NodeName: o.NodeName, HostIP: o.InternalIP, PodLogDir: o.PodLogDir, Netns: o.Netns, CgroupRoot: o.CgroupRoot,
-			FlatCgroups: o.FlatCgroups, PodMaxPIDs: o.PodMaxPIDs, NoCFSQuota: o.NoCFSQuota, CPUs: cpus, CPUReconcilePeriod: o.CPUManagerReconcilePeriod,
-			MemoryCapacity: memoryCapacity.Value(), ClusterDNS: o.ClusterDNS, ClusterDNSService: o.DNS, ClusterDomain: o.ClusterDomain, ResolvConf: o.ResolvConf, Informers: shared,
-			Volumes: vols, PodsDir: dirs.Pods(), Allocatable: allocatable, RegistryLogins: dirs.RegistryLogins(), Pressure: pressureNow}, log)
+			FlatCgroups: o.FlatCgroups, PodMaxPIDs: o.PodMaxPIDs, NoCFSQuota: o.NoCFSQuota, CPUs: a.cpus, CPUReconcilePeriod: o.CPUManagerReconcilePeriod,
+			MemoryCapacity: memoryCapacity.Value(), ClusterDNS: o.ClusterDNS, ClusterDNSService: o.DNS, ClusterDomain: o.ClusterDomain, ResolvConf: o.ResolvConf, Informers: a.shared,
+			Volumes: vols, PodsDir: dirs.Pods(), Allocatable: allocatable, RegistryLogins: dirs.RegistryLogins(), Pressure: a.nodeOpts.Pressure}, log)
 	sup.Go(supervisor.Part{Name: "pod-resources", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
-		return (&podresources.Server{Pods: pm.ActivePods, CPUs: cpus}).Run(ctx, dirs.PodResourcesSocket())
+		return (&podresources.Server{Pods: pm.ActivePods, CPUs: a.cpus}).Run(ctx, dirs.PodResourcesSocket())
 	}})
-	transition := o.EvictionPressureTransitionPeriod
 	// The node's own events (upstream's kubelet records them on its Node): pressure
 	// transitions and image collections that could not free enough.
 	nodeEvents := record.NewBroadcaster()
 	nodeEvents.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	defer nodeEvents.Shutdown()
 	nodeRecorder := nodeEvents.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: o.NodeName})
 	nodeRef := &corev1.ObjectReference{Kind: "Node", Name: o.NodeName, UID: types.UID(o.NodeName)}
-	gcPolicy := o.ImageGC
-	if gcPolicy == (imagegc.Policy{}) {
-		gcPolicy = imagegc.Policy{HighThresholdPercent: imagegc.DefaultHighThresholdPercent, LowThresholdPercent: imagegc.DefaultLowThresholdPercent, MinAge: imagegc.DefaultMinAge}
-	}
-	gc := &imagegc.Manager{Images: runtimeapi.NewImageServiceClient(conn), Runtime: runtimeapi.NewRuntimeServiceClient(conn), Policy: gcPolicy, Log: log,
-		Pinned: func(img imagegc.Image) bool {
-			for _, t := range img.Tags {
-				if pinned[t] {
+	gc := &imagegc.Manager{Images: img, Runtime: rt, Policy: o.ImageGC, Log: log,
+		Pinned: func(i imagegc.Image) bool {
+			for _, t := range i.Tags {
+				if a.pinned[t] {
 					return true
 				}
 			}
@@ -429,18 +481,18 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		Failed:    func(msg string) { nodeRecorder.Event(nodeRef, corev1.EventTypeWarning, "FreeDiskSpaceFailed", msg) }}
 	sup.Go(supervisor.Part{Name: "image-gc", Policy: supervisor.Restart, Run: gc.Run})
 	pmgr := pressure.New(pressure.Options{Thresholds: append(append([]eviction.Threshold{}, o.EvictionHard...), o.EvictionSoft...),
-		MaxPodGracePeriod: o.EvictionMaxPodGracePeriod, TransitionPeriod: transition, NodeFs: o.DataDir,
-		PodLogDir: o.PodLogDir, PodsDir: dirs.Pods(), CgroupPath: filepath.Join(cgroups.Unified(), o.CgroupRoot), Changed: pressureChanged,
+		MaxPodGracePeriod: o.EvictionMaxPodGracePeriod, TransitionPeriod: o.EvictionPressureTransitionPeriod, NodeFs: o.DataDir,
+		PodLogDir: o.PodLogDir, PodsDir: dirs.Pods(), CgroupPath: filepath.Join(cgroups.Unified(), o.CgroupRoot), Changed: a.pressureChanged,
 		Reclaim: gc.DeleteUnused,
 		Event: func(reason string) {
 			nodeRecorder.Eventf(nodeRef, corev1.EventTypeNormal, reason, "Node %s status is now: %s", o.NodeName, reason)
 		}},
-		runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn), pm, log)
-	pressureMgr.Store(pmgr)
+		rt, img, pm, log)
+	a.pressureMgr.Store(pmgr)
 	sup.Go(supervisor.Part{Name: "eviction", Policy: supervisor.Restart, Run: pmgr.Run})
 	if o.HealthzAddress != "" {
 		sup.Go(supervisor.Part{Name: "healthz", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
-			return serveHealthz(ctx, o.HealthzAddress, ctr, sup, &speaker, proxyCollector{proxy: &proxy, maps: &mapStatus, syncs: proxySyncs}, policyEnforcer, dnsServer)
+			return serveHealthz(ctx, o.HealthzAddress, a.ctr, sup, &a.speaker, proxyCollector{proxy: &a.proxy, maps: &a.mapStatus, syncs: a.proxySyncs}, a.policyEnforcer, a.dnsServer)
 		}})
 	}
 	if o.PodManifestPath != "" {
@@ -453,41 +505,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		pm.Run(ctx)
 		return ctx.Err()
 	}})
-	return sup.Wait()
-}
-
-// installCNI puts the plugin in the bin dir as skiff-cni (and as "loopback", which CRI runs
-// for lo) and writes the network config. A separate skiff-cni binary is copied; without one
-// (a plain `go build ./cmd/skiff`), both names link to this binary, which is the plugin when
-// started by them.
-func installCNI(plugin, binDir, conflist, socket string) error {
-	for _, d := range []string{binDir, filepath.Dir(conflist)} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
-	}
-	dst := filepath.Join(binDir, "skiff-cni")
-	if _, err := os.Stat(plugin); err == nil {
-		if err := copyExecutable(plugin, dst); err != nil {
-			return fmt.Errorf("skiff-cni plugin: %w", err)
-		}
-	} else {
-		self, eerr := os.Executable()
-		if eerr != nil {
-			return fmt.Errorf("skiff-cni plugin: %v, and this binary cannot be found to serve instead: %w", err, eerr)
-		}
-		if err := replaceLink(self, dst); err != nil {
-			return err
-		}
-	}
-	if err := replaceLink("skiff-cni", filepath.Join(binDir, "loopback")); err != nil {
-		return err
-	}
-	conf, _ := json.MarshalIndent(map[string]any{
-		"cniVersion": "1.0.0", "name": "skiff",
-		"plugins": []map[string]any{{"type": "skiff-cni", "agentSocket": socket}},
-	}, "", "  ")
-	return os.WriteFile(conflist, conf, 0o644)
+	return nodeEvents.Shutdown
 }
 
 // waitPodCIDR watches the node until the nodeipam controller has given it a pod CIDR.
@@ -513,273 +531,6 @@ func waitPodCIDR(ctx context.Context, client kubernetes.Interface, name string) 
 	return ev.Object.(*corev1.Node).Spec.PodCIDR, nil
 }
 
-// copyExecutable copies src to dst through a temporary file, so a plugin containerd is
-// running is never seen half-written.
-func copyExecutable(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	tmp := dst + ".tmp"
-	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	if err := out.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, dst)
-}
-
-// replaceLink makes name a symbolic link to target, replacing whatever name was.
-func replaceLink(target, name string) error {
-	tmp := name + ".tmp"
-	_ = os.Remove(tmp)
-	if err := os.Symlink(target, tmp); err != nil {
-		return err
-	}
-	return os.Rename(tmp, name)
-}
-
-// serveHealthz serves /healthz, as the kubelet's 10248 — ok while the runtime answers CRI and
-// every supervised part runs; `?verbose` lists each — /metrics (the BGP speaker's session
-// states and route counts, the service tables, each part's state) and /debug/pprof on the
-// agent's loopback address.
-func serveHealthz(ctx context.Context, addr string, ctr *runtime.Containerd, sup *supervisor.Supervisor, speaker *atomic.Pointer[bgp.Speaker],
-	proxy proxyCollector, policy *dataplane.Enforcer, dnsServer *clusterdns.Server) error {
-	mux := http.NewServeMux()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(bgpCollector{speaker}, proxy, partsCollector{sup})
-	if policy != nil {
-		reg.MustRegister(policyCollector{policy})
-	}
-	if dnsServer != nil {
-		reg.MustRegister(dnsServer.Metrics().Collectors()...)
-	}
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	// Go's profiles, as the kubelet serves them (enableProfilingHandler): on this loopback
-	// address only, for `go tool pprof http://127.0.0.1:10248/debug/pprof/heap` on the node.
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		cctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		report := "[+]containerd ok\n"
-		healthy := true
-		if _, err := ctr.Version(cctx); err != nil {
-			report, healthy = "[-]containerd failed: "+err.Error()+"\n", false
-		}
-		report += sup.Report()
-		if sup.Health() != nil {
-			healthy = false
-		}
-		if !healthy {
-			http.Error(w, report+"healthz check failed", http.StatusInternalServerError)
-			return
-		}
-		if _, verbose := r.URL.Query()["verbose"]; verbose {
-			fmt.Fprint(w, report+"healthz check passed\n")
-			return
-		}
-		fmt.Fprint(w, "ok")
-	})
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		_ = srv.Close()
-	}()
-	if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
-		return err
-	}
-	return nil
-}
-
-var (
-	partUpDesc = prometheus.NewDesc("skiff_agent_part_up",
-		"1 while a supervised part of the agent runs, 0 while it is down (restarting, or ended).", []string{"part"}, nil)
-	partRestartsDesc = prometheus.NewDesc("skiff_agent_part_restarts_total",
-		"How often a supervised part of the agent failed and was restarted.", []string{"part"}, nil)
-)
-
-// partsCollector exports each supervised part's state.
-type partsCollector struct{ sup *supervisor.Supervisor }
-
-func (c partsCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- partUpDesc
-	ch <- partRestartsDesc
-}
-
-func (c partsCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, st := range c.sup.Statuses() {
-		up := 0.0
-		if st.Running {
-			up = 1
-		}
-		ch <- prometheus.MustNewConstMetric(partUpDesc, prometheus.GaugeValue, up, st.Name)
-		ch <- prometheus.MustNewConstMetric(partRestartsDesc, prometheus.CounterValue, float64(st.Restarts), st.Name)
-	}
-}
-
-// bgpCollector exposes GoBGP's collector (bgp_peer_state, bgp_routes_received/accepted/
-// advertised per peer) once the speaker runs; before that it reports nothing.
-type bgpCollector struct{ speaker *atomic.Pointer[bgp.Speaker] }
-
-func (c bgpCollector) Describe(ch chan<- *prometheus.Desc) {}
-
-func (c bgpCollector) Collect(ch chan<- prometheus.Metric) {
-	if s := c.speaker.Load(); s != nil {
-		gobgpmetrics.NewBgpCollector(s.Server()).Collect(ch)
-	}
-}
-
-var (
-	socketsDesc = prometheus.NewDesc("skiff_service_sockets",
-		"Live sockets balanced to a Service backend: the exact entry count of the socket translation table (skiff_sock_nat).", nil, nil)
-	socketsCapDesc = prometheus.NewDesc("skiff_service_sockets_capacity",
-		"Capacity of the socket translation table.", nil, nil)
-	ctDesc = prometheus.NewDesc("skiff_conntrack_entries",
-		"NodePort connection-tracking entries: the exact entry count of skiff_ct.", nil, nil)
-	ctCapDesc = prometheus.NewDesc("skiff_conntrack_capacity",
-		"Capacity of the NodePort connection-tracking table.", nil, nil)
-)
-
-var (
-	mapEntriesDesc = prometheus.NewDesc("skiff_bpf_map_entries",
-		"Entries the cluster's Services need in each service map after the last sync (more than the capacity when it is full).", []string{"map"}, nil)
-	mapCapacityDesc = prometheus.NewDesc("skiff_bpf_map_capacity",
-		"Capacity of each service map (--bpf-map-services, --bpf-map-backends, --bpf-map-maglev).", []string{"map"}, nil)
-	unprogrammedDesc = prometheus.NewDesc("skiff_service_frontends_unprogrammed",
-		"Service frontends left out of the maps because a map is full (0 when everything fits).", nil, nil)
-)
-
-// ServiceMapsFull is the Node condition that says a service map is full: True names the
-// map and the first frontend left out, as NetworkUnavailable names a broken network.
-const ServiceMapsFull corev1.NodeConditionType = "SkiffServiceMapsFull"
-
-// serviceMapsCondition is the node's ServiceMapsFull condition; none before the first sync
-// or without the service proxy.
-func serviceMapsCondition(proxy bool, s *dataplane.MapStatus) []corev1.NodeCondition {
-	if !proxy || s == nil {
-		return nil
-	}
-	now := metav1.Now()
-	c := corev1.NodeCondition{Type: ServiceMapsFull, Status: corev1.ConditionFalse, Reason: "ServiceMapsHaveRoom",
-		Message: "every Service frontend is programmed", LastHeartbeatTime: now, LastTransitionTime: now}
-	if msg := s.Full(); msg != "" {
-		c.Status, c.Reason, c.Message = corev1.ConditionTrue, "ServiceMapFull", msg
-	}
-	return []corev1.NodeCondition{c}
-}
-
-// proxyCollector exports the service dataplane's table occupancy, counted exactly at scrape,
-// and the service maps' fill as of the last sync.
-type proxyCollector struct {
-	proxy *atomic.Pointer[dataplane.Dataplane]
-	maps  *atomic.Pointer[dataplane.MapStatus]
-	syncs *prometheus.HistogramVec // skiff_service_proxy_sync_seconds
-}
-
-// newProxySyncSeconds is how long each sync of the service maps took, by how it ran (see
-// dataplane.SyncChanges, SyncWhole, SyncResync): kube-proxy's sync_proxy_rules_duration_seconds.
-func newProxySyncSeconds() *prometheus.HistogramVec {
-	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "skiff_service_proxy_sync_seconds",
-		Help:    "Time a sync of the service maps took, by kind: changes (the changed Services alone), whole (the whole state for a change), resync (everything rewritten, periodically).",
-		Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}}, []string{"kind"})
-}
-
-func (c proxyCollector) Describe(ch chan<- *prometheus.Desc) {
-	c.syncs.Describe(ch)
-	ch <- socketsDesc
-	ch <- socketsCapDesc
-	ch <- ctDesc
-	ch <- ctCapDesc
-	ch <- mapEntriesDesc
-	ch <- mapCapacityDesc
-	ch <- unprogrammedDesc
-}
-
-func (c proxyCollector) Collect(ch chan<- prometheus.Metric) {
-	c.syncs.Collect(ch)
-	if s := c.maps.Load(); s != nil {
-		for _, f := range s.Fill {
-			ch <- prometheus.MustNewConstMetric(mapEntriesDesc, prometheus.GaugeValue, float64(f.Entries), f.Map)
-			ch <- prometheus.MustNewConstMetric(mapCapacityDesc, prometheus.GaugeValue, float64(f.Capacity), f.Map)
-		}
-		ch <- prometheus.MustNewConstMetric(unprogrammedDesc, prometheus.GaugeValue, float64(len(s.Dropped)))
-	}
-	d := c.proxy.Load()
-	if d == nil {
-		return
-	}
-	n, capacity, err := d.Maps.SocketCount()
-	if err != nil {
-		return
-	}
-	ch <- prometheus.MustNewConstMetric(socketsDesc, prometheus.GaugeValue, float64(n))
-	ch <- prometheus.MustNewConstMetric(socketsCapDesc, prometheus.GaugeValue, float64(capacity))
-	if n, capacity, err := dataplane.ConntrackCount(d.Maps.CT); err == nil {
-		ch <- prometheus.MustNewConstMetric(ctDesc, prometheus.GaugeValue, float64(n))
-		ch <- prometheus.MustNewConstMetric(ctCapDesc, prometheus.GaugeValue, float64(capacity))
-	}
-}
-
-var policyDropsDesc = prometheus.NewDesc("skiff_network_policy_drops_total",
-	"Packets dropped by network policy, by pod and direction (ingress: to the pod, egress: from it).",
-	[]string{"pod", "direction"}, nil)
-
-// policyCollector exports the policy program's drop counters, named by pod.
-type policyCollector struct{ e *dataplane.Enforcer }
-
-func (c policyCollector) Describe(ch chan<- *prometheus.Desc) { ch <- policyDropsDesc }
-
-func (c policyCollector) Collect(ch chan<- prometheus.Metric) {
-	drops, err := c.e.Drops()
-	if err != nil {
-		return
-	}
-	res := c.e.Last()
-	for _, d := range drops {
-		pod := d.Endpoint.String()
-		if res != nil {
-			if ep, ok := res.Endpoints[d.Endpoint]; ok {
-				pod = ep.Pod
-			}
-		}
-		ch <- prometheus.MustNewConstMetric(policyDropsDesc, prometheus.CounterValue, float64(d.Packets), pod, d.Direction.String())
-	}
-}
-
-func nodeAddr(ip string) netip.Addr {
-	a, _ := netip.ParseAddr(ip)
-	return a
-}
-
-// uplinkOf names the interface that holds the node's address in the agent's namespace, where
-// NodePort traffic arrives; "" when none does (then no NodePorts are served).
-func uplinkOf(ip string) string {
-	want := nodeAddr(ip)
-	ifaces, _ := net.Interfaces()
-	for _, ifc := range ifaces {
-		addrs, _ := ifc.Addrs()
-		for _, a := range addrs {
-			if n, ok := a.(*net.IPNet); ok {
-				if got, ok := netip.AddrFromSlice(n.IP); ok && got.Unmap() == want && !n.IP.IsLoopback() {
-					return ifc.Name
-				}
-			}
-		}
-	}
-	return ""
-}
-
 // releaseOrphanImages releases image volume views no pod uses, now and every period. A failed
 // round is logged and tried again the next period (the runtime may be restarting).
 func releaseOrphanImages(ctx context.Context, vols *volumes.Manager, period time.Duration, log *slog.Logger) error {
@@ -797,69 +548,4 @@ func releaseOrphanImages(ctx context.Context, vols *volumes.Manager, period time
 		case <-time.After(period):
 		}
 	}
-}
-
-// cpuManager starts the static CPU manager policy when asked for (nil for none): the CPUs
-// reserved are --reserved-cpus, or as many as --kube-reserved and --system-reserved add up
-// to, rounded up; its checkpoint is in the data directory.
-func cpuManager(o Options, log *slog.Logger) (*cpumanager.Manager, error) {
-	if o.CPUManagerPolicy != cpumanager.PolicyStatic {
-		return nil, nil
-	}
-	topo, err := cpumanager.Discover("/sys")
-	if err != nil {
-		return nil, fmt.Errorf("CPU manager: %w", err)
-	}
-	reserved := o.ReservedCPUs
-	if reserved.IsEmpty() {
-		var milli int64
-		for _, r := range o.Reserved {
-			milli += r.Cpu().MilliValue()
-		}
-		if reserved, err = cpumanager.ReservedFor(topo, int((milli+999)/1000)); err != nil {
-			return nil, fmt.Errorf("CPU manager: reserving the CPUs of --kube-reserved and --system-reserved: %w", err)
-		}
-	}
-	m, err := cpumanager.New(topo, reserved, layout.Agent{Dir: o.DataDir}.CPUManagerCheckpoint())
-	if err != nil {
-		return nil, fmt.Errorf("CPU manager: %w", err)
-	}
-	log.Info("static CPU manager policy", "cpus", topo.All().String(), "reserved", reserved.String(), "shared", m.Shared().String())
-	return m, nil
-}
-
-// enforceNodeAllocatable limits the cgroup every pod is created under to the node's capacity
-// less what is reserved for its own daemons, as the kubelet limits kubepods: pods together
-// can then never take the memory, CPU share or tasks the node's daemons were promised, even
-// before the eviction manager sees pressure. The hard eviction thresholds are not taken off
-// here (they are in allocatable, for the scheduler), as the kubelet's.
-func enforceNodeAllocatable(o Options, log *slog.Logger) error {
-	root := o.CgroupRoot
-	capacity := node.Capacity(0, o.DataDir)
-	pidReserved := false
-	for _, r := range o.Reserved {
-		_, ok := r[node.ResourcePID]
-		pidReserved = pidReserved || ok
-	}
-	if pidReserved {
-		n, err := pressure.PIDLimit("/proc")
-		if err != nil {
-			return fmt.Errorf("reading the node's PID limit for --system-reserved/--kube-reserved pid: %w", err)
-		}
-		capacity[node.ResourcePID] = *resource.NewQuantity(n, resource.DecimalSI)
-	}
-	pods := node.PodsLimit(capacity, o.Reserved...)
-	limits := cgroups.Limits{MemoryBytes: pods.Memory().Value(), MilliCPU: pods.Cpu().MilliValue()}
-	if pidReserved {
-		limits.PIDs = max(pods.Name(node.ResourcePID, resource.DecimalSI).Value(), 1)
-	}
-	// Nothing may be reserved down to zero: a zero limit would lift the limit instead.
-	limits.MemoryBytes = max(limits.MemoryBytes, 1)
-	limits.MilliCPU = max(limits.MilliCPU, 1)
-	if err := cgroups.EnforceLimits(cgroups.Mounts(), root, limits); err != nil {
-		return fmt.Errorf("enforcing node allocatable on the pods' cgroup %s (--enforce-node-allocatable=none leaves it alone): %w", root, err)
-	}
-	log.Info("node allocatable enforced on the pods' cgroup", "cgroup", root, "memoryBytes", limits.MemoryBytes,
-		"milliCPU", limits.MilliCPU, "pids", limits.PIDs)
-	return nil
 }
