@@ -33,10 +33,14 @@ const (
 // probeState is the running tally of one probe of one container instance.
 type probeState struct {
 	containerID string
-	last        time.Time
-	successes   int32
-	failures    int32
-	ok          bool // last verdict after thresholds
+	// started is when the container started (its initial delay counts from it, as the
+	// kubelet's: the status's startedAt, not its creation, which can be seconds earlier on
+	// a busy node).
+	started   time.Time
+	last      time.Time
+	successes int32
+	failures  int32
+	ok        bool // last verdict after thresholds
 }
 
 // prober remembers probe results across syncs.
@@ -72,15 +76,20 @@ func Tally(st *probeState, p *corev1.Probe, success bool) bool {
 
 // check runs a probe if it is due and returns the current verdict and whether it just failed
 // its threshold. Until the first verdict, readiness is false and liveness is healthy.
-func (pr *prober) check(ctx context.Context, pod *corev1.Pod, c corev1.Container, containerID string, started time.Time, kind probeKind, p *corev1.Probe) (ok bool, failedNow bool, detail string) {
+func (pr *prober) check(ctx context.Context, pod *corev1.Pod, c corev1.Container, containerID string, startedAt func() time.Time, kind probeKind, p *corev1.Probe) (ok bool, failedNow bool, detail string) {
 	key := string(pod.UID) + "/" + c.Name + "/" + string(kind)
 	pr.mu.Lock()
 	st := pr.states[key]
 	if st == nil || st.containerID != containerID {
-		st = &probeState{containerID: containerID, ok: kind != readiness}
-		pr.states[key] = st
+		pr.mu.Unlock()
+		started := startedAt() // a runtime call, once per container instance: not under mu
+		pr.mu.Lock()
+		if st = pr.states[key]; st == nil || st.containerID != containerID {
+			st = &probeState{containerID: containerID, started: started, ok: kind != readiness}
+			pr.states[key] = st
+		}
 	}
-	due := time.Since(started) >= time.Duration(p.InitialDelaySeconds)*time.Second &&
+	due := time.Since(st.started) >= time.Duration(p.InitialDelaySeconds)*time.Second &&
 		time.Since(st.last) >= time.Duration(max(p.PeriodSeconds, 1))*time.Second
 	if !due {
 		ok := st.ok
@@ -252,7 +261,13 @@ func (m *Manager) probe(ctx context.Context, pod *corev1.Pod, c corev1.Container
 	if rc == nil || rc.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		return false
 	}
-	started := time.Unix(0, rc.CreatedAt)
+	started := func() time.Time {
+		s, err := m.runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: rc.Id})
+		if err == nil && s.GetStatus().GetStartedAt() > 0 {
+			return time.Unix(0, s.GetStatus().GetStartedAt())
+		}
+		return time.Unix(0, rc.CreatedAt)
+	}
 	if c.StartupProbe != nil {
 		ok, failed, detail := m.prober.check(ctx, pod, c, rc.Id, started, startup, c.StartupProbe)
 		if failed {
