@@ -9,6 +9,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/skiff-sh/skiff/internal/nldump"
 )
 
 // ProtoBGP marks the routes skiff installs (`ip route` shows "proto bgp"), so the agent finds
@@ -32,8 +34,10 @@ func (k Kernel) h() *netlink.Handle {
 func (k Kernel) Installed() (Routes, error) {
 	out := Routes{}
 	for _, family := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
-		rs, err := k.h().RouteListFiltered(family, &netlink.Route{Protocol: ProtoBGP, Table: unix.RT_TABLE_MAIN},
-			netlink.RT_FILTER_PROTOCOL|netlink.RT_FILTER_TABLE)
+		rs, err := nldump.Retry(func() ([]netlink.Route, error) {
+			return k.h().RouteListFiltered(family, &netlink.Route{Protocol: ProtoBGP, Table: unix.RT_TABLE_MAIN},
+				netlink.RT_FILTER_PROTOCOL|netlink.RT_FILTER_TABLE)
+		})
 		if err != nil {
 			return nil, fmt.Errorf("list routes: %w", err)
 		}
@@ -114,7 +118,9 @@ func (k Kernel) Sync(want Routes, keepStale bool) error {
 func (k Kernel) foreign() (map[netip.Prefix]bool, error) {
 	out := map[netip.Prefix]bool{}
 	for _, family := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
-		rs, err := k.h().RouteListFiltered(family, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+		rs, err := nldump.Retry(func() ([]netlink.Route, error) {
+			return k.h().RouteListFiltered(family, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+		})
 		if err != nil {
 			return nil, fmt.Errorf("list routes: %w", err)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/skiff-sh/skiff/cni/protocol"
+	"github.com/skiff-sh/skiff/internal/nldump"
 )
 
 // inNetns runs f on a thread switched into the network namespace at path (containernetworking's
@@ -229,7 +230,7 @@ func Check(args *skel.CmdArgs) error {
 		if err != nil {
 			return fmt.Errorf("skiff-cni: %s in %s: %w", args.IfName, args.Netns, err)
 		}
-		addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
+		addrs, err := nldump.Retry(func() ([]netlink.Addr, error) { return netlink.AddrList(l, netlink.FAMILY_V4) })
 		if err != nil {
 			return err
 		}
