@@ -4,5 +4,9 @@
 // and what `kubectl get` prints for it. Each resource is a genericregistry.Store over the
 // storage that controlplane/storage configures.
 //
-// The caller builds a Registry with New and installs Registry.Groups into the API server.
+// Storage builds every store; the group versions it serves are the rows of scheme.APIs (the
+// API server refuses to start when the two disagree). Files are named by API group
+// (networking.go, discovery.go, coordination.go, authentication.go, ...); the core group,
+// which is most of the API, has a file per resource family (core.go, services.go,
+// namespaces.go, pod subresources in podlog.go, podexec.go, ...).
 package registry

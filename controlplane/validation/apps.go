@@ -1,13 +1,9 @@
 package validation
 
 import (
-	"net/netip"
-
 	appsv1 "k8s.io/api/apps/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
@@ -114,150 +110,6 @@ func isZero(v *intstr.IntOrString) bool {
 }
 
 var addressTypes = sets.New(discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6, discoveryv1.AddressTypeFQDN)
-
-// EndpointSlice validates an EndpointSlice.
-func EndpointSlice(es *discoveryv1.EndpointSlice) field.ErrorList {
-	errs := ObjectMeta(&es.ObjectMeta, true, DNSSubdomain)
-	if !addressTypes.Has(es.AddressType) {
-		errs = append(errs, field.NotSupported(field.NewPath("addressType"), es.AddressType, sets.List(addressTypes)))
-	}
-	if len(es.Endpoints) > 1000 {
-		errs = append(errs, field.TooMany(field.NewPath("endpoints"), len(es.Endpoints), 1000))
-	}
-	for i, ep := range es.Endpoints {
-		if len(ep.Addresses) == 0 || len(ep.Addresses) > 100 {
-			errs = append(errs, field.Invalid(field.NewPath("endpoints").Index(i).Child("addresses"), ep.Addresses, "must contain at least 1 and at most 100 addresses"))
-		}
-	}
-	for i, p := range es.Ports {
-		if p.Port != nil {
-			errs = append(errs, port(*p.Port, field.NewPath("ports").Index(i).Child("port"))...)
-		}
-		if p.Protocol != nil && !protocols.Has(*p.Protocol) {
-			errs = append(errs, field.NotSupported(field.NewPath("ports").Index(i).Child("protocol"), *p.Protocol, sets.List(protocols)))
-		}
-	}
-	return errs
-}
-
-// Lease validates a Lease.
-func Lease(l *coordinationv1.Lease) field.ErrorList {
-	errs := ObjectMeta(&l.ObjectMeta, true, DNSSubdomain)
-	if d := l.Spec.LeaseDurationSeconds; d != nil && *d <= 0 {
-		errs = append(errs, field.Invalid(specPath.Child("leaseDurationSeconds"), *d, "must be greater than 0"))
-	}
-	return errs
-}
-
-// ipBlock validates an ipBlock: a CIDR, and excepts strictly inside it.
-func ipBlock(b *networkingv1.IPBlock, fld *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	cidr, err := netip.ParsePrefix(b.CIDR)
-	if err != nil {
-		return field.ErrorList{field.Invalid(fld.Child("cidr"), b.CIDR, "must be a valid CIDR, such as 10.0.0.0/16")}
-	}
-	for i, e := range b.Except {
-		ex, err := netip.ParsePrefix(e)
-		switch {
-		case err != nil:
-			errs = append(errs, field.Invalid(fld.Child("except").Index(i), e, "must be a valid CIDR, such as 10.0.0.0/24"))
-		case ex.Addr().Is4() != cidr.Addr().Is4() || ex.Bits() <= cidr.Bits() || !cidr.Contains(ex.Addr()):
-			errs = append(errs, field.Invalid(fld.Child("except").Index(i), e, "must be a strict subset of `cidr`"))
-		}
-	}
-	return errs
-}
-
-// NetworkPolicy validates a NetworkPolicy's selectors, ports and policy types.
-func NetworkPolicy(np *networkingv1.NetworkPolicy) field.ErrorList {
-	errs := ObjectMeta(&np.ObjectMeta, true, DNSSubdomain)
-	opts := metav1validation.LabelSelectorValidationOptions{}
-	errs = append(errs, metav1validation.ValidateLabelSelector(&np.Spec.PodSelector, opts, specPath.Child("podSelector"))...)
-	peers := func(ps []networkingv1.NetworkPolicyPeer, fld *field.Path) {
-		for i, p := range ps {
-			pp := fld.Index(i)
-			if p.PodSelector != nil {
-				errs = append(errs, metav1validation.ValidateLabelSelector(p.PodSelector, opts, pp.Child("podSelector"))...)
-			}
-			if p.NamespaceSelector != nil {
-				errs = append(errs, metav1validation.ValidateLabelSelector(p.NamespaceSelector, opts, pp.Child("namespaceSelector"))...)
-			}
-			if p.IPBlock != nil && (p.PodSelector != nil || p.NamespaceSelector != nil) {
-				errs = append(errs, field.Forbidden(pp, "may not specify more than 1 peer type"))
-			}
-			if p.IPBlock == nil && p.PodSelector == nil && p.NamespaceSelector == nil {
-				errs = append(errs, field.Required(pp, "must specify a peer"))
-			}
-			if p.IPBlock != nil {
-				errs = append(errs, ipBlock(p.IPBlock, pp.Child("ipBlock"))...)
-			}
-		}
-	}
-	ports := func(ps []networkingv1.NetworkPolicyPort, fld *field.Path) {
-		for i, p := range ps {
-			if p.Protocol != nil && !protocols.Has(*p.Protocol) {
-				errs = append(errs, field.NotSupported(fld.Index(i).Child("protocol"), *p.Protocol, sets.List(protocols)))
-			}
-			pf := fld.Index(i)
-			if p.Port != nil && p.Port.Type == intstr.Int {
-				errs = append(errs, port(p.Port.IntVal, pf.Child("port"))...)
-			}
-			if p.Port != nil && p.Port.Type == intstr.String {
-				for _, msg := range validation.IsValidPortName(p.Port.StrVal) {
-					errs = append(errs, field.Invalid(pf.Child("port"), p.Port.StrVal, msg))
-				}
-			}
-			if p.EndPort != nil {
-				switch {
-				case p.Port == nil:
-					errs = append(errs, field.Required(pf.Child("port"), "must be specified when endPort is specified"))
-				case p.Port.Type == intstr.String:
-					errs = append(errs, field.Invalid(pf.Child("endPort"), *p.EndPort, "may not be specified when `port` is non-numeric"))
-				case *p.EndPort < p.Port.IntVal:
-					errs = append(errs, field.Invalid(pf.Child("endPort"), *p.EndPort, "must be greater than or equal to `port`"))
-				default:
-					errs = append(errs, port(*p.EndPort, pf.Child("endPort"))...)
-				}
-			}
-		}
-	}
-	for i, r := range np.Spec.Ingress {
-		peers(r.From, specPath.Child("ingress").Index(i).Child("from"))
-		ports(r.Ports, specPath.Child("ingress").Index(i).Child("ports"))
-	}
-	for i, r := range np.Spec.Egress {
-		peers(r.To, specPath.Child("egress").Index(i).Child("to"))
-		ports(r.Ports, specPath.Child("egress").Index(i).Child("ports"))
-	}
-	valid := sets.New(networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress)
-	for i, t := range np.Spec.PolicyTypes {
-		if !valid.Has(t) {
-			errs = append(errs, field.NotSupported(specPath.Child("policyTypes").Index(i), t, sets.List(valid)))
-		}
-	}
-	return errs
-}
-
-// ReplicationController validates a core/v1 ReplicationController: a non-empty selector
-// that selects its template's labels, and a valid template with restartPolicy Always.
-func ReplicationController(rc *corev1.ReplicationController) field.ErrorList {
-	errs := ObjectMeta(&rc.ObjectMeta, true, DNSSubdomain)
-	if rc.Spec.Replicas != nil && *rc.Spec.Replicas < 0 {
-		errs = append(errs, field.Invalid(specPath.Child("replicas"), *rc.Spec.Replicas, "must be greater than or equal to 0"))
-	}
-	if len(rc.Spec.Selector) == 0 {
-		errs = append(errs, field.Required(specPath.Child("selector"), ""))
-	} else {
-		errs = append(errs, metav1validation.ValidateLabels(rc.Spec.Selector, specPath.Child("selector"))...)
-	}
-	if rc.Spec.Template == nil {
-		return append(errs, field.Required(specPath.Child("template"), ""))
-	}
-	if len(rc.Spec.Selector) > 0 && !labels.SelectorFromSet(rc.Spec.Selector).Matches(labels.Set(rc.Spec.Template.Labels)) {
-		errs = append(errs, field.Invalid(specPath.Child("template", "metadata", "labels"), rc.Spec.Template.Labels, "`selector` does not match template `labels`"))
-	}
-	return append(errs, PodTemplate(rc.Spec.Template, specPath.Child("template"))...)
-}
 
 // StatefulSet validates a StatefulSet with upstream's rules and messages: a template with
 // restartPolicy Always, a known pod management policy and update strategy, claim templates

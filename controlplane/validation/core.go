@@ -11,6 +11,7 @@ import (
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -530,4 +531,25 @@ func Immutable(old, updated *bool, changed bool) field.ErrorList {
 		errs = append(errs, field.Forbidden(field.NewPath("data"), "field is immutable when `immutable` is set"))
 	}
 	return errs
+}
+
+// ReplicationController validates a core/v1 ReplicationController: a non-empty selector
+// that selects its template's labels, and a valid template with restartPolicy Always.
+func ReplicationController(rc *corev1.ReplicationController) field.ErrorList {
+	errs := ObjectMeta(&rc.ObjectMeta, true, DNSSubdomain)
+	if rc.Spec.Replicas != nil && *rc.Spec.Replicas < 0 {
+		errs = append(errs, field.Invalid(specPath.Child("replicas"), *rc.Spec.Replicas, "must be greater than or equal to 0"))
+	}
+	if len(rc.Spec.Selector) == 0 {
+		errs = append(errs, field.Required(specPath.Child("selector"), ""))
+	} else {
+		errs = append(errs, metav1validation.ValidateLabels(rc.Spec.Selector, specPath.Child("selector"))...)
+	}
+	if rc.Spec.Template == nil {
+		return append(errs, field.Required(specPath.Child("template"), ""))
+	}
+	if len(rc.Spec.Selector) > 0 && !labels.SelectorFromSet(rc.Spec.Selector).Matches(labels.Set(rc.Spec.Template.Labels)) {
+		errs = append(errs, field.Invalid(specPath.Child("template", "metadata", "labels"), rc.Spec.Template.Labels, "`selector` does not match template `labels`"))
+	}
+	return append(errs, PodTemplate(rc.Spec.Template, specPath.Child("template"))...)
 }

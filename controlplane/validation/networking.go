@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"net/netip"
 
-	"k8s.io/apimachinery/pkg/api/validation/path"
-	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
-
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/validation/path"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -104,6 +107,95 @@ func IPAddressUpdate(ip, old *networkingv1.IPAddress) field.ErrorList {
 	n, o := ip.Spec.ParentRef, old.Spec.ParentRef
 	if (n == nil) != (o == nil) || (n != nil && *n != *o) {
 		errs = append(errs, field.Invalid(specPath.Child("parentRef"), ip.Spec.ParentRef, "field is immutable"))
+	}
+	return errs
+}
+
+// ipBlock validates an ipBlock: a CIDR, and excepts strictly inside it.
+func ipBlock(b *networkingv1.IPBlock, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	cidr, err := netip.ParsePrefix(b.CIDR)
+	if err != nil {
+		return field.ErrorList{field.Invalid(fld.Child("cidr"), b.CIDR, "must be a valid CIDR, such as 10.0.0.0/16")}
+	}
+	for i, e := range b.Except {
+		ex, err := netip.ParsePrefix(e)
+		switch {
+		case err != nil:
+			errs = append(errs, field.Invalid(fld.Child("except").Index(i), e, "must be a valid CIDR, such as 10.0.0.0/24"))
+		case ex.Addr().Is4() != cidr.Addr().Is4() || ex.Bits() <= cidr.Bits() || !cidr.Contains(ex.Addr()):
+			errs = append(errs, field.Invalid(fld.Child("except").Index(i), e, "must be a strict subset of `cidr`"))
+		}
+	}
+	return errs
+}
+
+// NetworkPolicy validates a NetworkPolicy's selectors, ports and policy types.
+func NetworkPolicy(np *networkingv1.NetworkPolicy) field.ErrorList {
+	errs := ObjectMeta(&np.ObjectMeta, true, DNSSubdomain)
+	opts := metav1validation.LabelSelectorValidationOptions{}
+	errs = append(errs, metav1validation.ValidateLabelSelector(&np.Spec.PodSelector, opts, specPath.Child("podSelector"))...)
+	peers := func(ps []networkingv1.NetworkPolicyPeer, fld *field.Path) {
+		for i, p := range ps {
+			pp := fld.Index(i)
+			if p.PodSelector != nil {
+				errs = append(errs, metav1validation.ValidateLabelSelector(p.PodSelector, opts, pp.Child("podSelector"))...)
+			}
+			if p.NamespaceSelector != nil {
+				errs = append(errs, metav1validation.ValidateLabelSelector(p.NamespaceSelector, opts, pp.Child("namespaceSelector"))...)
+			}
+			if p.IPBlock != nil && (p.PodSelector != nil || p.NamespaceSelector != nil) {
+				errs = append(errs, field.Forbidden(pp, "may not specify more than 1 peer type"))
+			}
+			if p.IPBlock == nil && p.PodSelector == nil && p.NamespaceSelector == nil {
+				errs = append(errs, field.Required(pp, "must specify a peer"))
+			}
+			if p.IPBlock != nil {
+				errs = append(errs, ipBlock(p.IPBlock, pp.Child("ipBlock"))...)
+			}
+		}
+	}
+	ports := func(ps []networkingv1.NetworkPolicyPort, fld *field.Path) {
+		for i, p := range ps {
+			if p.Protocol != nil && !protocols.Has(*p.Protocol) {
+				errs = append(errs, field.NotSupported(fld.Index(i).Child("protocol"), *p.Protocol, sets.List(protocols)))
+			}
+			pf := fld.Index(i)
+			if p.Port != nil && p.Port.Type == intstr.Int {
+				errs = append(errs, port(p.Port.IntVal, pf.Child("port"))...)
+			}
+			if p.Port != nil && p.Port.Type == intstr.String {
+				for _, msg := range validation.IsValidPortName(p.Port.StrVal) {
+					errs = append(errs, field.Invalid(pf.Child("port"), p.Port.StrVal, msg))
+				}
+			}
+			if p.EndPort != nil {
+				switch {
+				case p.Port == nil:
+					errs = append(errs, field.Required(pf.Child("port"), "must be specified when endPort is specified"))
+				case p.Port.Type == intstr.String:
+					errs = append(errs, field.Invalid(pf.Child("endPort"), *p.EndPort, "may not be specified when `port` is non-numeric"))
+				case *p.EndPort < p.Port.IntVal:
+					errs = append(errs, field.Invalid(pf.Child("endPort"), *p.EndPort, "must be greater than or equal to `port`"))
+				default:
+					errs = append(errs, port(*p.EndPort, pf.Child("endPort"))...)
+				}
+			}
+		}
+	}
+	for i, r := range np.Spec.Ingress {
+		peers(r.From, specPath.Child("ingress").Index(i).Child("from"))
+		ports(r.Ports, specPath.Child("ingress").Index(i).Child("ports"))
+	}
+	for i, r := range np.Spec.Egress {
+		peers(r.To, specPath.Child("egress").Index(i).Child("to"))
+		ports(r.Ports, specPath.Child("egress").Index(i).Child("ports"))
+	}
+	valid := sets.New(networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress)
+	for i, t := range np.Spec.PolicyTypes {
+		if !valid.Has(t) {
+			errs = append(errs, field.NotSupported(specPath.Child("policyTypes").Index(i), t, sets.List(valid)))
+		}
 	}
 	return errs
 }

@@ -21,6 +21,42 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/validation"
 )
 
+func networkPolicies(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
+	s, err := simple(opts, resource{
+		gr: networkingv1.Resource("networkpolicies"), singular: "networkpolicy",
+		newObj: func() runtime.Object { return &networkingv1.NetworkPolicy{} }, newList: func() runtime.Object { return &networkingv1.NetworkPolicyList{} },
+		printer: printers.NetworkPolicies, shortNames: []string{"netpol"},
+	}, func(o runtime.Object) field.ErrorList {
+		return validation.NetworkPolicy(o.(*networkingv1.NetworkPolicy))
+	}, metaUpdate)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]rest.Storage{"networkpolicies": s}, nil
+}
+
+// serviceCIDRs serves networking.k8s.io/v1 ServiceCIDRs (`kubectl get servicecidrs`,
+// kube-proxy's nftables mode watches them): the API server keeps the default one for its
+// --service-cidr; validation refuses others, which skiff's allocator would not use.
+func serviceCIDRs(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
+	s := newStrategy(false, true)
+	s.validate = func(_ context.Context, o runtime.Object) field.ErrorList {
+		return validation.ServiceCIDR(o.(*networkingv1.ServiceCIDR))
+	}
+	s.validateUpdate = func(obj, old runtime.Object) field.ErrorList {
+		return validation.ServiceCIDRUpdate(obj.(*networkingv1.ServiceCIDR), old.(*networkingv1.ServiceCIDR))
+	}
+	main, err := newREST(opts, resource{
+		gr: networkingv1.Resource("servicecidrs"), singular: "servicecidr",
+		newObj: func() runtime.Object { return &networkingv1.ServiceCIDR{} }, newList: func() runtime.Object { return &networkingv1.ServiceCIDRList{} },
+		strategy: s, printer: printers.ServiceCIDRs,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return map[string]rest.Storage{"servicecidrs": main, "servicecidrs/status": newStatusREST(main, statusStrategy{strategy: s})}, nil
+}
+
 // ipAddresses serves networking.k8s.io/v1 IPAddresses (`kubectl get ipaddresses`): one per
 // allocated ClusterIP, named by the address, with the Service as its parent, as upstream's
 // allocator keeps them — they are the allocator's reservations (see ipAddressStore). Others
