@@ -3,11 +3,12 @@ package bgp
 import (
 	"context"
 	"fmt"
-	sharedinformers "github.com/skiff-sh/skiff/internal/informers"
 	"log/slog"
 	"net/netip"
 	"sync"
 	"time"
+
+	sharedinformers "github.com/skiff-sh/skiff/internal/informers"
 
 	api "github.com/osrg/gobgp/v3/api"
 	corev1 "k8s.io/api/core/v1"
@@ -183,18 +184,13 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 			// The route goes into the RIB before any session exists: a peer that helped this
 			// node through a restart drops the stale copy at our End-of-RIB, which must not
 			// come before the route itself.
-			cidr, _ := netip.ParsePrefix(self.Spec.PodCIDR)
 			svcs, _ := services.Lister().List(labels.Everything())
 			eps, _ := slices.Lister().List(labels.Everything())
-			lbs := ServicePrefixes(o.NodeName, svcs, eps)
-			if err := sp.Advertise(ctx, append([]netip.Prefix{cidr}, lbs...)...); err != nil {
+			intent := Want(c, self, all, svcs, eps)
+			if err := sp.Advertise(ctx, intent.Advertised...); err != nil {
 				log.Warn("BGP advertise", "err", err)
 			}
-			mesh := config.MeshPeers(self, all, c)
-			for i := range mesh {
-				mesh[i].Passive = c.RouterID.Less(mesh[i].Address)
-			}
-			peers := append(append([]config.Peer(nil), c.Peers...), mesh...)
+			peers := intent.Peers
 			if sessions != nil {
 				addrs := make([]netip.Addr, 0, len(peers))
 				for _, p := range peers {
@@ -213,7 +209,7 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 				log.Warn("BGP peers", "err", err)
 			}
 			peered = true
-			r.setOwn(append([]netip.Prefix{cidr}, lbs...), len(peers))
+			r.setOwn(append([]netip.Prefix(nil), intent.Advertised...), len(peers))
 		}
 		select {
 		case <-ctx.Done():

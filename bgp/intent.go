@@ -1,0 +1,35 @@
+package bgp
+
+import (
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/skiff-sh/skiff/bgp/config"
+)
+
+// Intent is what a node's speaker is to do, given its resolved configuration and the
+// cluster: the sessions it keeps and the prefixes it advertises. The speaker's loop applies
+// it; the scenario tests (testdata/scenarios) render it.
+type Intent struct {
+	// Peers are the configured peers that apply to the node, then the node mesh; of each
+	// mesh pair, the node with the lower address waits for the other to dial.
+	Peers []config.Peer
+	// Advertised is the node's pod CIDR (invalid when it has none yet), then its
+	// LoadBalancer addresses (ServicePrefixes).
+	Advertised []netip.Prefix
+}
+
+// Want computes a node's Intent. Pure.
+func Want(c config.Config, self *corev1.Node, all []*corev1.Node, services []*corev1.Service, slices []*discoveryv1.EndpointSlice) Intent {
+	cidr, _ := netip.ParsePrefix(self.Spec.PodCIDR)
+	mesh := config.MeshPeers(self, all, c)
+	for i := range mesh {
+		mesh[i].Passive = c.RouterID.Less(mesh[i].Address)
+	}
+	return Intent{
+		Peers:      append(append([]config.Peer(nil), c.Peers...), mesh...),
+		Advertised: append([]netip.Prefix{cidr}, ServicePrefixes(self.Name, services, slices)...),
+	}
+}
