@@ -200,20 +200,23 @@ func fill(services, names, backends, maglev int, caps MapSizes) []MapFill {
 }
 
 // Capacity is the sizes of the maps as loaded.
-func (m Maps) Capacity() MapSizes {
+func (m Maps) Capacity() MapSizes { return m.tables().capacity() }
+
+// capacity is the sizes of the tables.
+func (t tables) capacity() MapSizes {
 	c := MapSizes{}
-	if m.Services != nil {
-		c.Services = int(m.Services.MaxEntries())
-		if m.Names != nil {
-			c.Services = min(c.Services, int(m.Names.MaxEntries()))
+	if t.services != nil {
+		c.Services = int(t.services.MaxEntries())
+		if t.names != nil {
+			c.Services = min(c.Services, int(t.names.MaxEntries()))
 		}
 	}
-	if m.Backends != nil {
-		c.Backends = int(m.Backends.MaxEntries())
+	if t.backends != nil {
+		c.Backends = int(t.backends.MaxEntries())
 	}
 	c.Maglev = math.MaxInt // no Maglev map: nothing is written to it (write skips it)
-	if m.Maglev != nil {
-		c.Maglev = int(m.Maglev.MaxEntries())
+	if t.maglev != nil {
+		c.Maglev = int(t.maglev.MaxEntries())
 	}
 	return c
 }

@@ -139,7 +139,7 @@ func encode(services []Service) entries {
 
 // Apply makes the maps hold exactly services, whatever they held before.
 func (m Maps) Apply(services []Service) error {
-	return m.write(entries{}, encode(services), true)
+	return m.tables().write(entries{}, encode(services), true)
 }
 
 // Programmer applies successive states to the maps, writing only the entries that changed
@@ -148,7 +148,9 @@ func (m Maps) Apply(services []Service) error {
 // everything and prunes what the maps hold beyond the state, repairing any drift.
 type Programmer struct {
 	Maps Maps
-	last *entries
+	// kernel, if set, is what is written instead of Maps (unit tests' fakes).
+	kernel *tables
+	last   *entries
 	// overlapped is set when the last full Apply had two frontends on one address (a later
 	// one wins in encode): which one the maps hold is then a whole-state decision, so
 	// changes are not applied alone.
@@ -162,15 +164,16 @@ type Programmer struct {
 // Frontends beyond the maps' capacity are left out whole and named in Status, never
 // written in part: a full map is reported, not a failure of the Services that fit.
 func (p *Programmer) Apply(services []Service, full bool) error {
-	kept, status := Fit(services, p.Maps.Capacity())
+	t := p.tables()
+	kept, status := Fit(services, t.capacity())
 	p.Status = status
 	want := encode(kept)
 	p.overlapped = len(want.services) < len(kept)
 	var err error
 	if full || p.last == nil {
-		err = p.Maps.write(entries{}, want, true)
+		err = t.write(entries{}, want, true)
 	} else {
-		err = p.Maps.write(*p.last, want, false)
+		err = t.write(*p.last, want, false)
 	}
 	p.last = nil
 	if err == nil {
@@ -204,14 +207,15 @@ func (p *Programmer) ApplyChanges(changes []ServiceChange) (bool, error) {
 		taken(want.services, have.services, last.services) || taken(want.names, have.names, last.names) {
 		return false, nil
 	}
-	caps := p.Maps.Capacity()
+	t := p.tables()
+	caps := t.capacity()
 	for _, f := range fill(len(last.services)-len(have.services)+len(want.services), len(last.names)-len(have.names)+len(want.names),
 		len(last.backends)-len(have.backends)+len(want.backends), len(last.maglev)-len(have.maglev)+len(want.maglev), caps) {
 		if f.Entries > f.Capacity {
 			return false, nil
 		}
 	}
-	if err := p.Maps.write(have, want, false); err != nil {
+	if err := t.write(have, want, false); err != nil {
 		p.last = nil // the maps are in between: the next Apply rewrites everything
 		return true, err
 	}
@@ -263,42 +267,42 @@ func patch[K comparable, V any](whole, have, want map[K]V) {
 // them any more), so a near-full map takes a new Service in the same sync that deletes an
 // old one. With full, have is ignored: every entry of want is written and whatever else the
 // maps hold is pruned.
-func (m Maps) write(have, want entries, full bool) error {
+func (m tables) write(have, want entries, full bool) error {
 	var errs []error
 	goneID := func(id uint32) bool { _, ok := want.names[id]; return !ok }
 	if full {
-		errs = append(errs, prune(m.Services, want.services),
-			pruneIf(m.Backends, func(k sockBackendKey) bool { return goneID(k.Id) }),
-			pruneIf(m.Names, goneID))
-		if m.Maglev != nil {
-			errs = append(errs, pruneIf(m.Maglev, func(k sockMaglevKey) bool { return goneID(k.Id) }))
+		errs = append(errs, prune(m.services, want.services),
+			pruneIf(m.backends, func(k sockBackendKey) bool { return goneID(k.Id) }),
+			pruneIf(m.names, goneID))
+		if m.maglev != nil {
+			errs = append(errs, pruneIf(m.maglev, func(k sockMaglevKey) bool { return goneID(k.Id) }))
 		}
 	} else {
-		errs = append(errs, remove(m.Services, have.services, want.services),
-			removeIf(m.Backends, have.backends, func(k sockBackendKey) bool { return goneID(k.Id) }),
-			removeIf(m.Names, have.names, goneID))
-		if m.Maglev != nil {
-			errs = append(errs, removeIf(m.Maglev, have.maglev, func(k sockMaglevKey) bool { return goneID(k.Id) }))
+		errs = append(errs, remove(m.services, have.services, want.services),
+			removeIf(m.backends, have.backends, func(k sockBackendKey) bool { return goneID(k.Id) }),
+			removeIf(m.names, have.names, goneID))
+		if m.maglev != nil {
+			errs = append(errs, removeIf(m.maglev, have.maglev, func(k sockMaglevKey) bool { return goneID(k.Id) }))
 		}
 	}
 	for k, v := range want.backends {
 		if old, ok := have.backends[k]; full || !ok || old != v {
-			if err := m.Backends.Update(k, v, ebpf.UpdateAny); err != nil {
+			if err := m.backends.Update(k, v, ebpf.UpdateAny); err != nil {
 				errs = append(errs, fmt.Errorf("backend %d/%d: %w", k.Id, k.Slot, err))
 			}
 		}
 	}
 	for k, v := range want.names {
 		if old, ok := have.names[k]; full || !ok || old != v {
-			if err := m.Names.Update(k, v, ebpf.UpdateAny); err != nil {
+			if err := m.names.Update(k, v, ebpf.UpdateAny); err != nil {
 				errs = append(errs, fmt.Errorf("name %d: %w", k, err))
 			}
 		}
 	}
-	if m.Maglev != nil {
+	if m.maglev != nil {
 		for k, v := range want.maglev {
 			if old, ok := have.maglev[k]; full || !ok || old != v {
-				if err := m.Maglev.Update(k, v, ebpf.UpdateAny); err != nil {
+				if err := m.maglev.Update(k, v, ebpf.UpdateAny); err != nil {
 					errs = append(errs, fmt.Errorf("maglev %d/%d: %w", k.Id, k.Index, err))
 				}
 			}
@@ -306,27 +310,27 @@ func (m Maps) write(have, want entries, full bool) error {
 	}
 	for k, v := range want.services {
 		if old, ok := have.services[k]; full || !ok || old != v {
-			if err := m.Services.Update(k, v, ebpf.UpdateAny); err != nil {
+			if err := m.services.Update(k, v, ebpf.UpdateAny); err != nil {
 				errs = append(errs, fmt.Errorf("service %s:%d: %w", fromBe32(k.Addr), fromBe16(k.Port), err))
 			}
 		}
 	}
 	if full {
-		errs = append(errs, prune(m.Backends, want.backends), prune(m.Names, want.names))
-		if m.Maglev != nil {
-			errs = append(errs, prune(m.Maglev, want.maglev))
+		errs = append(errs, prune(m.backends, want.backends), prune(m.names, want.names))
+		if m.maglev != nil {
+			errs = append(errs, prune(m.maglev, want.maglev))
 		}
 		return errors.Join(errs...)
 	}
-	errs = append(errs, remove(m.Backends, have.backends, want.backends))
-	if m.Maglev != nil {
-		errs = append(errs, remove(m.Maglev, have.maglev, want.maglev))
+	errs = append(errs, remove(m.backends, have.backends, want.backends))
+	if m.maglev != nil {
+		errs = append(errs, remove(m.maglev, have.maglev, want.maglev))
 	}
 	return errors.Join(errs...)
 }
 
 // removeIf deletes the keys of have for which gone holds.
-func removeIf[K comparable, V any](m *ebpf.Map, have map[K]V, gone func(K) bool) error {
+func removeIf[K comparable, V any](m table, have map[K]V, gone func(K) bool) error {
 	var errs []error
 	for k := range have {
 		if gone(k) {
@@ -338,19 +342,25 @@ func removeIf[K comparable, V any](m *ebpf.Map, have map[K]V, gone func(K) bool)
 	return errors.Join(errs...)
 }
 
-// pruneIf deletes the keys of m for which gone holds.
-func pruneIf[K comparable](m *ebpf.Map, gone func(K) bool) error {
+// pruneIf deletes the keys of m for which gone holds. It walks the keys alone (no value is
+// read) and deletes after the walk, so the walk never loses its place.
+func pruneIf[K comparable](m table, gone func(K) bool) error {
 	var stale []K
-	var k K
-	it := m.Iterate()
-	var v []byte
-	for it.Next(&k, &v) {
-		if gone(k) {
-			stale = append(stale, k)
+	var key, next K
+	var from any // nil: the first key
+	for {
+		err := m.NextKey(from, &next)
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			break
 		}
-	}
-	if err := it.Err(); err != nil {
-		return err
+		if err != nil {
+			return err
+		}
+		if gone(next) {
+			stale = append(stale, next)
+		}
+		key = next
+		from = &key
 	}
 	var errs []error
 	for _, k := range stale {
@@ -362,12 +372,12 @@ func pruneIf[K comparable](m *ebpf.Map, gone func(K) bool) error {
 }
 
 // remove deletes the keys of have that want lacks.
-func remove[K comparable, V any](m *ebpf.Map, have, want map[K]V) error {
+func remove[K comparable, V any](m table, have, want map[K]V) error {
 	return removeIf(m, have, func(k K) bool { _, ok := want[k]; return !ok })
 }
 
 // prune deletes the keys of m that want lacks.
-func prune[K comparable, V any](m *ebpf.Map, want map[K]V) error {
+func prune[K comparable, V any](m table, want map[K]V) error {
 	return pruneIf(m, func(k K) bool { _, ok := want[k]; return !ok })
 }
 
