@@ -231,3 +231,22 @@ func (c policyCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(policyDropsDesc, prometheus.CounterValue, float64(d.Packets), pod, d.Direction.String())
 	}
 }
+
+// MetricDescriptions are the agent's own metrics (beside GoBGP's bgp_* ones), described by
+// the collectors /metrics registers, for the reference docs (`make docs`).
+func MetricDescriptions() []*prometheus.Desc {
+	collectors := []prometheus.Collector{partsCollector{}, proxyCollector{syncs: newProxySyncSeconds()}, policyCollector{}}
+	collectors = append(collectors, clusterdns.NewMetrics().Collectors()...)
+	ch := make(chan *prometheus.Desc)
+	go func() {
+		for _, c := range collectors {
+			c.Describe(ch)
+		}
+		close(ch)
+	}()
+	var out []*prometheus.Desc
+	for d := range ch {
+		out = append(out, d)
+	}
+	return out
+}

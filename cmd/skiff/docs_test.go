@@ -8,10 +8,11 @@ import (
 )
 
 // TestCommandReferenceCurrent fails when docs/reference/commands no longer says what the
-// CLI does (a flag added, a default or a usage line changed): `make docs` rewrites it.
+// CLI does (a flag added, a default or a usage line changed), or metrics.md what the agent
+// serves: `make docs` rewrites them.
 func TestCommandReferenceCurrent(t *testing.T) {
 	committed := filepath.Join("..", "..", "docs", "reference", "commands")
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "commands")
 	cmd := genDocsCommand()
 	cmd.SetOut(&bytes.Buffer{})
 	cmd.SetArgs([]string{dir})
@@ -23,11 +24,15 @@ func TestCommandReferenceCurrent(t *testing.T) {
 	if len(want) == 0 || len(want) != len(have) {
 		t.Fatalf("%d pages generated, %d committed in %s: run make docs", len(want), len(have), committed)
 	}
+	pairs := map[string]string{filepath.Join(filepath.Dir(dir), "metrics.md"): filepath.Join(filepath.Dir(committed), "metrics.md")}
 	for _, w := range want {
-		gen, _ := os.ReadFile(w)
-		got, err := os.ReadFile(filepath.Join(committed, filepath.Base(w)))
-		if err != nil || !bytes.Equal(gen, got) {
-			t.Errorf("%s is stale (%v): run make docs", filepath.Join(committed, filepath.Base(w)), err)
+		pairs[w] = filepath.Join(committed, filepath.Base(w))
+	}
+	for generated, file := range pairs {
+		gen, _ := os.ReadFile(generated)
+		got, err := os.ReadFile(file)
+		if err != nil || len(gen) == 0 || !bytes.Equal(gen, got) {
+			t.Errorf("%s is stale (%v): run make docs", file, err)
 		}
 	}
 }
