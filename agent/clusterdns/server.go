@@ -27,11 +27,12 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	sharedinformers "github.com/skiff-sh/skiff/internal/informers"
+	"github.com/skiff-sh/skiff/internal/wellknown"
 )
 
 // AddressAnnotation is where an agent publishes its resolver's address (IP:port) on its
 // Node; the cluster DNS controller makes it kube-dns's endpoint for that node.
-const AddressAnnotation = "dns.skiff.sh/address"
+const AddressAnnotation = wellknown.DNSAddressAnnotation
 
 // Options configure the server.
 type Options struct {

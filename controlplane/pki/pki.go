@@ -22,6 +22,8 @@ import (
 
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
+
+	"github.com/skiff-sh/skiff/internal/layout"
 )
 
 // Options say what the certificates are issued for.
@@ -37,59 +39,12 @@ type Options struct {
 	ServiceIP net.IP
 }
 
-// Pair is a certificate and key file pair.
-type Pair struct{ Cert, Key string }
-
-// Layout names every file of the PKI, relative to Dir.
-type Layout struct {
-	Dir string
-}
-
-func (l Layout) pair(name string) Pair {
-	return Pair{Cert: filepath.Join(l.Dir, name+".crt"), Key: filepath.Join(l.Dir, name+".key")}
-}
-
-// CA is the cluster CA that signs API server, kubelet and user certificates.
-func (l Layout) CA() Pair { return l.pair("ca") }
-
-// AgentServing is a node agent's serving pair (its API on :10250), AgentClient a joined
-// agent's client pair (system:node:<name>).
-func (l Layout) AgentServing() Pair { return l.pair("agent") }
-func (l Layout) AgentClient() Pair  { return l.pair("client") }
-
-// APIServer is the API server's serving certificate.
-func (l Layout) APIServer() Pair { return l.pair("apiserver") }
-
-// APIServerKubeletClient is the API server's client certificate towards node agents.
-func (l Layout) APIServerKubeletClient() Pair { return l.pair("apiserver-kubelet-client") }
-
-// APIServerEtcdClient is the API server's client certificate towards etcd.
-func (l Layout) APIServerEtcdClient() Pair { return l.pair("apiserver-etcd-client") }
-
-// EtcdCA signs every etcd certificate.
-func (l Layout) EtcdCA() Pair { return l.pair("etcd/ca") }
-
-// EtcdServer is etcd's client-facing serving certificate.
-func (l Layout) EtcdServer() Pair { return l.pair("etcd/server") }
-
-// EtcdPeer is etcd's peer certificate.
-func (l Layout) EtcdPeer() Pair { return l.pair("etcd/peer") }
-
-// EtcdHealthcheckClient is the client certificate that etcdctl and probes use.
-func (l Layout) EtcdHealthcheckClient() Pair { return l.pair("etcd/healthcheck-client") }
-
-// FrontProxyCA signs the client certificate the aggregation layer presents to extension
-// API servers (kubeadm's front-proxy-ca).
-func (l Layout) FrontProxyCA() Pair { return l.pair("front-proxy-ca") }
-
-// FrontProxyClient is that client certificate (CN=front-proxy-client).
-func (l Layout) FrontProxyClient() Pair { return l.pair("front-proxy-client") }
-
-// SAKey and SAPub are the service-account token signing key pair.
-func (l Layout) SAKey() string { return filepath.Join(l.Dir, "sa.key") }
-
-// SAPub is the public half of SAKey.
-func (l Layout) SAPub() string { return filepath.Join(l.Dir, "sa.pub") }
+// Pair is a certificate and key file pair; Layout names every file of the PKI (both are
+// internal/layout's, which owns every path skiff keeps).
+type (
+	Pair   = layout.Pair
+	Layout = layout.PKI
+)
 
 // FrontProxyClientName is the aggregation layer's client certificate's common name, the one
 // extension API servers allow (requestheader-allowed-names).

@@ -1,14 +1,10 @@
 // Package layout names every file and directory skiff keeps, once: the defaults under
 // /var/lib/skiff and, for a server or agent data directory, where each thing lives in it
-// (the certificates inside pki/ are pki.Layout's). Commands bind flags to these defaults;
+// (the certificates inside pki/ are PKI's). Commands bind flags to these defaults;
 // the components ask a Server or Agent for paths instead of joining names of their own.
 package layout
 
-import (
-	"path/filepath"
-
-	"github.com/skiff-sh/skiff/controlplane/pki"
-)
+import "path/filepath"
 
 // Defaults: everything skiff keeps on a machine is under Root.
 const (
@@ -47,7 +43,7 @@ var DefaultServer = Server{Dir: ServerDir}
 type Server struct{ Dir string }
 
 // PKI is the kubeadm-shaped certificate directory.
-func (s Server) PKI() pki.Layout { return pki.Layout{Dir: filepath.Join(s.Dir, "pki")} }
+func (s Server) PKI() PKI { return PKI{Dir: filepath.Join(s.Dir, "pki")} }
 
 // Kubeconfig is one of the kubeconfigs the server writes: "admin", "scheduler",
 // "controller-manager", "node" (its own agent's).
@@ -72,7 +68,7 @@ func (s Server) EncryptionConfig() string {
 type Agent struct{ Dir string }
 
 // PKI holds a joined agent's credentials: the cluster CA, its client and serving pairs.
-func (a Agent) PKI() pki.Layout { return pki.Layout{Dir: filepath.Join(a.Dir, "pki")} }
+func (a Agent) PKI() PKI { return PKI{Dir: filepath.Join(a.Dir, "pki")} }
 
 // Kubeconfig is a joined agent's kubeconfig (system:node:<name>).
 func (a Agent) Kubeconfig() string { return filepath.Join(a.Dir, "node.kubeconfig") }
@@ -164,3 +160,57 @@ func (l Lab) Kubeconfig() string { return filepath.Join(l.Dir, "admin.kubeconfig
 // PodLogs and Manifests are a lab node's --pod-log-dir and --pod-manifest-path.
 func (l Lab) PodLogs(role string) string   { return filepath.Join(l.Node(role), "logs") }
 func (l Lab) Manifests(role string) string { return filepath.Join(l.Node(role), "manifests") }
+
+// Pair is a certificate and key file pair.
+type Pair struct{ Cert, Key string }
+
+// PKI names every file of the kubeadm-shaped certificate directory, relative to Dir.
+type PKI struct {
+	Dir string
+}
+
+func (l PKI) pair(name string) Pair {
+	return Pair{Cert: filepath.Join(l.Dir, name+".crt"), Key: filepath.Join(l.Dir, name+".key")}
+}
+
+// CA is the cluster CA that signs API server, kubelet and user certificates.
+func (l PKI) CA() Pair { return l.pair("ca") }
+
+// AgentServing is a node agent's serving pair (its API on :10250), AgentClient a joined
+// agent's client pair (system:node:<name>).
+func (l PKI) AgentServing() Pair { return l.pair("agent") }
+func (l PKI) AgentClient() Pair  { return l.pair("client") }
+
+// APIServer is the API server's serving certificate.
+func (l PKI) APIServer() Pair { return l.pair("apiserver") }
+
+// APIServerKubeletClient is the API server's client certificate towards node agents.
+func (l PKI) APIServerKubeletClient() Pair { return l.pair("apiserver-kubelet-client") }
+
+// APIServerEtcdClient is the API server's client certificate towards etcd.
+func (l PKI) APIServerEtcdClient() Pair { return l.pair("apiserver-etcd-client") }
+
+// EtcdCA signs every etcd certificate.
+func (l PKI) EtcdCA() Pair { return l.pair("etcd/ca") }
+
+// EtcdServer is etcd's client-facing serving certificate.
+func (l PKI) EtcdServer() Pair { return l.pair("etcd/server") }
+
+// EtcdPeer is etcd's peer certificate.
+func (l PKI) EtcdPeer() Pair { return l.pair("etcd/peer") }
+
+// EtcdHealthcheckClient is the client certificate that etcdctl and probes use.
+func (l PKI) EtcdHealthcheckClient() Pair { return l.pair("etcd/healthcheck-client") }
+
+// FrontProxyCA signs the client certificate the aggregation layer presents to extension
+// API servers (kubeadm's front-proxy-ca).
+func (l PKI) FrontProxyCA() Pair { return l.pair("front-proxy-ca") }
+
+// FrontProxyClient is that client certificate (CN=front-proxy-client).
+func (l PKI) FrontProxyClient() Pair { return l.pair("front-proxy-client") }
+
+// SAKey and SAPub are the service-account token signing key pair.
+func (l PKI) SAKey() string { return filepath.Join(l.Dir, "sa.key") }
+
+// SAPub is the public half of SAKey.
+func (l PKI) SAPub() string { return filepath.Join(l.Dir, "sa.pub") }

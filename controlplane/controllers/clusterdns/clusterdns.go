@@ -29,8 +29,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
-	agentdns "github.com/skiff-sh/skiff/agent/clusterdns"
 	"github.com/skiff-sh/skiff/controlplane/controllers/loop"
+	"github.com/skiff-sh/skiff/internal/wellknown"
 )
 
 // Name is the controller's name (and its service account's).
@@ -41,7 +41,7 @@ const (
 	// add-on names it (tools and tests look it up by name and by its k8s-app label).
 	ServiceName = "kube-dns"
 	// AddressAnnotation is where an agent publishes its resolver's address (IP:port).
-	AddressAnnotation = agentdns.AddressAnnotation
+	AddressAnnotation = wellknown.DNSAddressAnnotation
 	// ManagedBy marks the EndpointSlices this controller owns.
 	ManagedBy = "cluster-dns.skiff.sh"
 )
