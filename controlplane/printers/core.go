@@ -6,16 +6,10 @@ import (
 	"strconv"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	eventsv1 "k8s.io/api/events/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Pods prints NAME READY STATUS RESTARTS AGE, wide: IP NODE NOMINATED NODE READINESS GATES.
@@ -223,86 +217,6 @@ func selector(s *metav1.LabelSelector) string {
 	return sel.String()
 }
 
-// Deployments prints NAME READY UP-TO-DATE AVAILABLE AGE, wide: CONTAINERS IMAGES SELECTOR.
-var Deployments = New(func(o runtime.Object) []any {
-	d := o.(*appsv1.Deployment)
-	want := int32(0)
-	if d.Spec.Replicas != nil {
-		want = *d.Spec.Replicas
-	}
-	c, i := containersAndImages(d.Spec.Template.Spec)
-	return []any{fmt.Sprintf("%d/%d", d.Status.ReadyReplicas, want), int64(d.Status.UpdatedReplicas),
-		int64(d.Status.AvailableReplicas), Age(d.CreationTimestamp), c, i, selector(d.Spec.Selector)}
-},
-	Column{Name: "Ready", Description: "Number of the pod with ready state"},
-	Column{Name: "Up-to-date", Type: "integer", Description: "Total number of non-terminated pods targeted by this deployment that have the desired template spec."},
-	Column{Name: "Available", Type: "integer", Description: "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment."},
-	AgeColumn,
-	Column{Name: "Containers", Wide: true, Description: "Names of each container in the template."},
-	Column{Name: "Images", Wide: true, Description: "Images referenced by each container in the template."},
-	Column{Name: "Selector", Wide: true, Description: "Label selector for pods."},
-)
-
-// ReplicaSets prints NAME DESIRED CURRENT READY AGE, wide: CONTAINERS IMAGES SELECTOR.
-var ReplicaSets = New(func(o runtime.Object) []any {
-	rs := o.(*appsv1.ReplicaSet)
-	want := int32(0)
-	if rs.Spec.Replicas != nil {
-		want = *rs.Spec.Replicas
-	}
-	c, i := containersAndImages(rs.Spec.Template.Spec)
-	return []any{int64(want), int64(rs.Status.Replicas), int64(rs.Status.ReadyReplicas), Age(rs.CreationTimestamp), c, i, selector(rs.Spec.Selector)}
-},
-	Column{Name: "Desired", Type: "integer", Description: "Number of desired pods."},
-	Column{Name: "Current", Type: "integer", Description: "Number of actual replicas."},
-	Column{Name: "Ready", Type: "integer", Description: "Number of ready replicas."},
-	AgeColumn,
-	Column{Name: "Containers", Wide: true, Description: "Names of each container in the template."},
-	Column{Name: "Images", Wide: true, Description: "Images referenced by each container in the template."},
-	Column{Name: "Selector", Wide: true, Description: "Label selector for pods."},
-)
-
-// DaemonSets prints NAME DESIRED CURRENT READY UP-TO-DATE AVAILABLE NODE SELECTOR AGE.
-var DaemonSets = New(func(o runtime.Object) []any {
-	ds := o.(*appsv1.DaemonSet)
-	c, i := containersAndImages(ds.Spec.Template.Spec)
-	return []any{int64(ds.Status.DesiredNumberScheduled), int64(ds.Status.CurrentNumberScheduled), int64(ds.Status.NumberReady),
-		int64(ds.Status.UpdatedNumberScheduled), int64(ds.Status.NumberAvailable), none(labels.FormatLabels(ds.Spec.Template.Spec.NodeSelector)),
-		Age(ds.CreationTimestamp), c, i, selector(ds.Spec.Selector)}
-},
-	Column{Name: "Desired", Type: "integer", Description: "Number of nodes that should run the daemon pod."},
-	Column{Name: "Current", Type: "integer", Description: "Number of nodes running at least one daemon pod."},
-	Column{Name: "Ready", Type: "integer", Description: "Number of nodes with a ready daemon pod."},
-	Column{Name: "Up-to-date", Type: "integer", Description: "Number of nodes running the updated daemon pod."},
-	Column{Name: "Available", Type: "integer", Description: "Number of nodes with an available daemon pod."},
-	Column{Name: "Node Selector", Description: "Node selector of the pod template."},
-	AgeColumn,
-	Column{Name: "Containers", Wide: true, Description: "Names of each container in the template."},
-	Column{Name: "Images", Wide: true, Description: "Images referenced by each container in the template."},
-	Column{Name: "Selector", Wide: true, Description: "Label selector for pods."},
-)
-
-// EndpointSlices prints NAME ADDRESSTYPE PORTS ENDPOINTS AGE.
-var EndpointSlices = New(func(o runtime.Object) []any {
-	es := o.(*discoveryv1.EndpointSlice)
-	var ports []string
-	for _, p := range es.Ports {
-		if p.Port != nil {
-			ports = append(ports, strconv.Itoa(int(*p.Port)))
-		}
-	}
-	var addrs []string
-	for _, e := range es.Endpoints {
-		addrs = append(addrs, e.Addresses...)
-	}
-	return []any{string(es.AddressType), firstN(ports, 3), firstN(addrs, 3), Age(es.CreationTimestamp)}
-},
-	Column{Name: "AddressType", Description: "Type of address carried by this EndpointSlice."},
-	Column{Name: "Ports", Description: "Port numbers exposed by this EndpointSlice."},
-	Column{Name: "Endpoints", Description: "Addresses of the endpoints."},
-	AgeColumn,
-)
-
 // Endpoints prints NAME ENDPOINTS AGE.
 var Endpoints = New(func(o runtime.Object) []any {
 	ep := o.(*corev1.Endpoints)
@@ -332,19 +246,6 @@ func firstN(items []string, n int) string {
 	}
 	return strings.Join(items, ",")
 }
-
-// Leases prints NAME HOLDER AGE.
-var Leases = New(func(o runtime.Object) []any {
-	l := o.(*coordinationv1.Lease)
-	holder := ""
-	if l.Spec.HolderIdentity != nil {
-		holder = *l.Spec.HolderIdentity
-	}
-	return []any{holder, Age(l.CreationTimestamp)}
-},
-	Column{Name: "Holder", Description: "The holder of the lease."},
-	AgeColumn,
-)
 
 // eventColumns are upstream's: LAST SEEN TYPE REASON OBJECT MESSAGE, wide adds SUBOBJECT,
 // SOURCE, FIRST SEEN, COUNT and NAME.
@@ -391,18 +292,6 @@ func eventRow(e *corev1.Event) []any {
 		Age(first), count, e.Name}
 }
 
-// EventsV1 prints events.k8s.io/v1 events with the same columns.
-var EventsV1 = Custom(func(o runtime.Object) []any {
-	e := o.(*eventsv1.Event)
-	core := &corev1.Event{ObjectMeta: e.ObjectMeta, EventTime: e.EventTime, ReportingController: e.ReportingController,
-		Reason: e.Reason, InvolvedObject: e.Regarding, Message: e.Note, Type: e.Type, Source: e.DeprecatedSource,
-		FirstTimestamp: e.DeprecatedFirstTimestamp, LastTimestamp: e.DeprecatedLastTimestamp, Count: e.DeprecatedCount}
-	if e.Series != nil {
-		core.Series = &corev1.EventSeries{Count: e.Series.Count, LastObservedTime: e.Series.LastObservedTime}
-	}
-	return eventRow(core)
-}, eventColumns...)
-
 // Namespaces prints NAME STATUS AGE.
 var Namespaces = New(func(o runtime.Object) []any {
 	ns := o.(*corev1.Namespace)
@@ -442,33 +331,6 @@ var ServiceAccounts = New(func(o runtime.Object) []any {
 	return []any{int64(len(sa.Secrets)), Age(sa.CreationTimestamp)}
 }, Column{Name: "Secrets", Type: "integer"}, AgeColumn)
 
-// ServiceCIDRs prints NAME CIDRS AGE.
-var ServiceCIDRs = New(func(o runtime.Object) []any {
-	sc := o.(*networkingv1.ServiceCIDR)
-	return []any{strings.Join(sc.Spec.CIDRs, ","), Age(sc.CreationTimestamp)}
-}, Column{Name: "CIDRs"}, AgeColumn)
-
-// IPAddresses prints NAME PARENTREF AGE, the parent as resource.group/namespace/name
-// ("services/default/kubernetes").
-var IPAddresses = New(func(o runtime.Object) []any {
-	ip := o.(*networkingv1.IPAddress)
-	parent := "<none>"
-	if r := ip.Spec.ParentRef; r != nil {
-		parent = strings.ToLower(schema.GroupResource{Group: r.Group, Resource: r.Resource}.String())
-		if r.Namespace != "" {
-			parent += "/" + r.Namespace
-		}
-		parent += "/" + r.Name
-	}
-	return []any{parent, Age(ip.CreationTimestamp)}
-}, Column{Name: "ParentRef"}, AgeColumn)
-
-// NetworkPolicies prints NAME POD-SELECTOR AGE.
-var NetworkPolicies = New(func(o runtime.Object) []any {
-	np := o.(*networkingv1.NetworkPolicy)
-	return []any{selector(&np.Spec.PodSelector), Age(np.CreationTimestamp)}
-}, Column{Name: "Pod-Selector"}, AgeColumn)
-
 // ReplicationControllers prints NAME DESIRED CURRENT READY AGE, wide: CONTAINERS IMAGES
 // SELECTOR.
 var ReplicationControllers = New(func(o runtime.Object) []any {
@@ -492,3 +354,104 @@ var ReplicationControllers = New(func(o runtime.Object) []any {
 	Column{Name: "Images", Wide: true, Description: "Images referenced by each container in the template."},
 	Column{Name: "Selector", Wide: true, Description: "Label selector for pods."},
 )
+
+// accessModes renders access modes the way kubectl does (RWO,ROX,RWX,RWOP).
+func accessModes(modes []corev1.PersistentVolumeAccessMode) string {
+	short := map[corev1.PersistentVolumeAccessMode]string{corev1.ReadWriteOnce: "RWO", corev1.ReadOnlyMany: "ROX",
+		corev1.ReadWriteMany: "RWX", corev1.ReadWriteOncePod: "RWOP"}
+	var out []string
+	seen := map[string]bool{}
+	for _, m := range modes {
+		if s := short[m]; s != "" && !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+func volumeMode(m *corev1.PersistentVolumeMode) string {
+	if m == nil {
+		return "<unset>"
+	}
+	return string(*m)
+}
+
+func unset(s *string) string {
+	if s == nil || *s == "" {
+		return "<unset>"
+	}
+	return *s
+}
+
+// PersistentVolumes prints NAME CAPACITY ACCESS MODES RECLAIM POLICY STATUS CLAIM
+// STORAGECLASS VOLUMEATTRIBUTESCLASS REASON AGE, wide: VOLUMEMODE.
+var PersistentVolumes = New(func(o runtime.Object) []any {
+	pv := o.(*corev1.PersistentVolume)
+	claim := ""
+	if r := pv.Spec.ClaimRef; r != nil {
+		claim = r.Namespace + "/" + r.Name
+	}
+	phase := string(pv.Status.Phase)
+	if pv.DeletionTimestamp != nil {
+		phase = "Terminating"
+	}
+	size := pv.Spec.Capacity[corev1.ResourceStorage]
+	return []any{size.String(), accessModes(pv.Spec.AccessModes), string(pv.Spec.PersistentVolumeReclaimPolicy), phase,
+		claim, pv.Spec.StorageClassName, unset(pv.Spec.VolumeAttributesClassName), pv.Status.Reason, Age(pv.CreationTimestamp), volumeMode(pv.Spec.VolumeMode)}
+},
+	Column{Name: "Capacity"}, Column{Name: "Access Modes"}, Column{Name: "Reclaim Policy"}, Column{Name: "Status"},
+	Column{Name: "Claim"}, Column{Name: "StorageClass"}, Column{Name: "VolumeAttributesClass"}, Column{Name: "Reason"}, AgeColumn,
+	Column{Name: "VolumeMode", Wide: true},
+)
+
+// PersistentVolumeClaims prints NAME STATUS VOLUME CAPACITY ACCESS MODES STORAGECLASS
+// VOLUMEATTRIBUTESCLASS AGE, wide: VOLUMEMODE.
+var PersistentVolumeClaims = New(func(o runtime.Object) []any {
+	c := o.(*corev1.PersistentVolumeClaim)
+	phase := string(c.Status.Phase)
+	if c.DeletionTimestamp != nil {
+		phase = "Terminating"
+	}
+	size, modes := "", ""
+	if c.Spec.VolumeName != "" {
+		q := c.Status.Capacity[corev1.ResourceStorage]
+		size, modes = q.String(), accessModes(c.Status.AccessModes)
+	}
+	class := ""
+	if c.Spec.StorageClassName != nil {
+		class = *c.Spec.StorageClassName
+	}
+	return []any{phase, c.Spec.VolumeName, size, modes, class, unset(c.Spec.VolumeAttributesClassName), Age(c.CreationTimestamp), volumeMode(c.Spec.VolumeMode)}
+},
+	Column{Name: "Status"}, Column{Name: "Volume"}, Column{Name: "Capacity"}, Column{Name: "Access Modes"},
+	Column{Name: "StorageClass"}, Column{Name: "VolumeAttributesClass"}, AgeColumn, Column{Name: "VolumeMode", Wide: true},
+)
+
+// LimitRanges prints NAME CREATED AT.
+var LimitRanges = New(func(o runtime.Object) []any {
+	lr := o.(*corev1.LimitRange)
+	return []any{lr.CreationTimestamp.UTC().Format("2006-01-02T15:04:05Z")}
+}, Column{Name: "Created At", Type: "date"})
+
+// ResourceQuotas prints NAME AGE REQUEST LIMIT, the used/hard of each resource.
+var ResourceQuotas = New(func(o runtime.Object) []any {
+	q := o.(*corev1.ResourceQuota)
+	var req, lim []string
+	names := make([]string, 0, len(q.Status.Hard))
+	for k := range q.Status.Hard {
+		names = append(names, string(k))
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		hard := q.Status.Hard[corev1.ResourceName(k)]
+		used := q.Status.Used[corev1.ResourceName(k)]
+		pair := fmt.Sprintf("%s: %s/%s", k, used.String(), hard.String())
+		if strings.HasPrefix(k, "limits.") {
+			lim = append(lim, pair)
+		} else {
+			req = append(req, pair)
+		}
+	}
+	return []any{Age(q.CreationTimestamp), strings.Join(req, ", "), strings.Join(lim, ", ")}
+}, AgeColumn, Column{Name: "Request"}, Column{Name: "Limit"})
