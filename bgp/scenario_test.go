@@ -120,9 +120,13 @@ func (sc scenario) render(t *testing.T) string {
 	}
 	flags.NodeMesh = sc.Flags.NodeMesh
 	for _, p := range sc.Flags.Peers {
-		host, asn, _ := strings.Cut(p, ":")
-		n, _ := strconv.ParseUint(asn, 10, 32)
-		flags.Peers = append(flags.Peers, config.Peer{Address: netip.MustParseAddr(host), ASN: uint32(n)})
+		host, asn, ok := strings.Cut(p, ":")
+		addr, aerr := netip.ParseAddr(host)
+		n, nerr := strconv.ParseUint(asn, 10, 32)
+		if !ok || aerr != nil || nerr != nil {
+			t.Fatalf("flags.peers %q: want ADDRESS:ASN", p)
+		}
+		flags.Peers = append(flags.Peers, config.Peer{Address: addr, ASN: uint32(n)})
 	}
 	secret := func(name, key string) (string, error) {
 		s, ok := secrets[name]
@@ -185,9 +189,17 @@ func (sc scenario) render(t *testing.T) string {
 	want := Select(paths, own, c.RouterID)
 	installed := Routes{}
 	for _, l := range sc.Installed {
-		prefix, hops, _ := strings.Cut(l, " via ")
+		text, hops, ok := strings.Cut(l, " via ")
+		prefix, err := netip.ParsePrefix(text)
+		if !ok || err != nil {
+			t.Fatalf("installed route %q: want PREFIX via HOP[,HOP...]", l)
+		}
 		for _, h := range strings.Split(hops, ",") {
-			installed[netip.MustParsePrefix(prefix)] = append(installed[netip.MustParsePrefix(prefix)], netip.MustParseAddr(strings.TrimSpace(h)))
+			hop, err := netip.ParseAddr(strings.TrimSpace(h))
+			if err != nil {
+				t.Fatalf("installed route %q: %v", l, err)
+			}
+			installed[prefix] = append(installed[prefix], hop)
 		}
 	}
 	if len(sc.Restarting) > 0 {

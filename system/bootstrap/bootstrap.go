@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/skiff-sh/skiff/controlplane/bootstraptoken"
@@ -56,10 +57,12 @@ type ServerFiles struct {
 
 // kubeconfigs are the control plane's clients, as kubeadm writes admin.conf, scheduler.conf
 // and controller-manager.conf: file name (layout.Server.Kubeconfig) → user and groups.
-var kubeconfigs = []struct {
+type kubeconfig struct {
 	name, user string
 	groups     []string
-}{
+}
+
+var kubeconfigs = []kubeconfig{
 	{"admin", "kubernetes-admin", []string{"system:masters"}},
 	{"scheduler", "system:kube-scheduler", nil},
 	{"controller-manager", "system:kube-controller-manager", nil},
@@ -80,15 +83,12 @@ func PrepareServer(o Server, now time.Time) (ServerFiles, error) {
 		return ServerFiles{}, fmt.Errorf("join token: %w", err)
 	}
 	files := ServerFiles{PKI: certs, Join: join}
-	all := kubeconfigs
+	all := slices.Clone(kubeconfigs)
 	if o.NodeName != "" {
 		if err := writeAgentServingCert(certs, ca, o.NodeName, o.NodeIPs); err != nil {
 			return files, err
 		}
-		all = append(all[:len(all):len(all)], struct {
-			name, user string
-			groups     []string
-		}{"node", "system:node:" + o.NodeName, []string{"system:nodes"}})
+		all = append(all, kubeconfig{"node", "system:node:" + o.NodeName, []string{"system:nodes"}})
 	}
 	for _, k := range all {
 		if err := pki.WriteKubeconfig(o.Dirs.Kubeconfig(k.name), o.APIServerURL, ca, k.user, k.groups); err != nil {
