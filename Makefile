@@ -62,9 +62,9 @@ bench: deps build kube-proxy coredns ## benchmarks: API and watch latency, the D
 	$(GO) test -run '^$$' -bench CPUContention -benchtime 1x -timeout 20m ./tests/bench/... | tee -a bench.out
 	$(GO) test -run '^$$' -bench JobController -benchtime 1x -timeout 20m ./tests/bench/... | tee -a bench.out
 	$(GO) test -run '^$$' -bench BGPRoutePropagation -benchtime 1x -timeout 20m ./tests/bench/... | tee -a bench.out
-	$(GO) test -run '^$$' -bench 'ProgramServices|ProgramChange' -benchtime 3x -timeout 20m ./dataplane/ | tee -a bench.out
-	$(GO) test -run '^$$' -bench Connect -benchtime 2000x -timeout 20m ./dataplane/ | tee -a bench.out
-	$(GO) test -run '^$$' -bench PolicyVerdict -benchtime 3x -timeout 20m ./dataplane/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench 'ProgramServices|ProgramChange' -benchtime 3x -timeout 20m ./dataplane/loader/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench Connect -benchtime 2000x -timeout 20m ./dataplane/loader/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench PolicyVerdict -benchtime 3x -timeout 20m ./dataplane/netpol/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench Compile -benchtime 5x -timeout 20m ./dataplane/policy/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench NetworkPolicy -benchtime 1x -timeout 40m ./tests/bench/... | tee -a bench.out
 	$(GO) test -run '^$$' -bench ClusterDNS -benchtime 1x -timeout 20m ./tests/bench/... | tee -a bench.out

@@ -48,7 +48,10 @@ import (
 	"github.com/skiff-sh/skiff/agent/stats"
 	"github.com/skiff-sh/skiff/agent/volumes"
 	"github.com/skiff-sh/skiff/bgp"
-	"github.com/skiff-sh/skiff/dataplane"
+	"github.com/skiff-sh/skiff/dataplane/loader"
+	"github.com/skiff-sh/skiff/dataplane/netpol"
+	"github.com/skiff-sh/skiff/dataplane/proxy"
+	"github.com/skiff-sh/skiff/dataplane/services"
 	"github.com/skiff-sh/skiff/images"
 	"github.com/skiff-sh/skiff/images/embedded"
 	sharedinformers "github.com/skiff-sh/skiff/internal/informers"
@@ -104,9 +107,9 @@ type Options struct {
 	ReservedCPUs              cpuset.CPUSet
 	CPUManagerReconcilePeriod time.Duration
 	// ServiceProxy runs the eBPF service load balancer for the node's pods, its maps sized
-	// by BPFMapSizes (zero: dataplane.DefaultMapSizes).
+	// by BPFMapSizes (zero: services.DefaultMapSizes).
 	ServiceProxy bool
-	BPFMapSizes  dataplane.MapSizes
+	BPFMapSizes  services.MapSizes
 	// NetworkPolicy enforces NetworkPolicies on the node's pod veths with eBPF.
 	NetworkPolicy bool
 	// BGP, if set, runs the node's BGP speaker and installs learned pod routes.
@@ -214,10 +217,10 @@ type nodeAgent struct {
 	speaker         atomic.Pointer[bgp.Speaker]
 
 	// datapath
-	proxy          atomic.Pointer[dataplane.Dataplane]
-	mapStatus      atomic.Pointer[dataplane.MapStatus] // the service maps' fill after the last sync
+	proxy          atomic.Pointer[loader.Dataplane]
+	mapStatus      atomic.Pointer[services.MapStatus] // the service maps' fill after the last sync
 	proxySyncs     *prometheus.HistogramVec
-	policyEnforcer *dataplane.Enforcer
+	policyEnforcer *netpol.Enforcer
 	dnsServer      *clusterdns.Server
 }
 
@@ -382,10 +385,10 @@ func (a *nodeAgent) datapath(ctx context.Context, podCIDR string) error {
 	if o.NetworkPolicy {
 		// NetworkPolicy in eBPF: every pod's veth gets the programs, during CNI ADD and
 		// after its entries are written, so no pod's first packet escapes its policy.
-		local := func() map[netip.Addr]dataplane.PodRef {
-			out := map[netip.Addr]dataplane.PodRef{}
+		local := func() map[netip.Addr]netpol.PodRef {
+			out := map[netip.Addr]netpol.PodRef{}
 			for _, al := range alloc.Allocations() {
-				out[al.IP] = dataplane.PodRef{Namespace: al.PodNamespace, Name: al.PodName}
+				out[al.IP] = netpol.PodRef{Namespace: al.PodNamespace, Name: al.PodName}
 			}
 			return out
 		}
@@ -393,7 +396,7 @@ func (a *nodeAgent) datapath(ctx context.Context, podCIDR string) error {
 		if addr, err := netip.ParseAddr(o.InternalIP); err == nil {
 			host = append(host, addr)
 		}
-		enf := dataplane.NewEnforcer(dataplane.EnforcerOptions{PinDir: dataplane.PinDir(o.NodeName), Local: local, Host: host,
+		enf := netpol.NewEnforcer(netpol.EnforcerOptions{PinDir: loader.PinDir(o.NodeName), Local: local, Host: host,
 			Netns: o.Netns, Informers: a.shared, Node: o.NodeName}, log.With("component", "network-policy"))
 		cni.Policy = enf
 		a.policyEnforcer = enf
@@ -406,14 +409,14 @@ func (a *nodeAgent) datapath(ctx context.Context, podCIDR string) error {
 		return cniserver.Serve(ctx, socket, cni.Handler())
 	}})
 	if o.ServiceProxy {
-		po := dataplane.ProxyOptions{Node: dataplane.Node{Name: o.NodeName, IP: nodeAddr(o.InternalIP)}, Netns: o.Netns, Uplink: uplinkOf(o.InternalIP), PinDir: dataplane.PinDir(o.NodeName), CgroupPath: filepath.Join(cgroups.Unified(), o.CgroupRoot),
-			Informers: a.shared, Started: func(d *dataplane.Dataplane) { a.proxy.Store(d) },
-			MapSizes: o.BPFMapSizes, Synced: func(s dataplane.MapStatus) {
+		po := proxy.Options{Node: services.Node{Name: o.NodeName, IP: nodeAddr(o.InternalIP)}, Netns: o.Netns, Uplink: uplinkOf(o.InternalIP), PinDir: loader.PinDir(o.NodeName), CgroupPath: filepath.Join(cgroups.Unified(), o.CgroupRoot),
+			Informers: a.shared, Started: func(d *loader.Dataplane) { a.proxy.Store(d) },
+			MapSizes: o.BPFMapSizes, Synced: func(s services.MapStatus) {
 				a.mapStatus.Store(&s)
 				a.proxySyncs.WithLabelValues(s.Sync).Observe(s.Took.Seconds())
 			}}
 		a.sup.Go(supervisor.Part{Name: "service-proxy", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
-			return dataplane.RunProxy(ctx, client, po, log.With("component", "service-proxy"))
+			return proxy.Run(ctx, client, po, log.With("component", "service-proxy"))
 		}})
 	}
 	if o.DNS {

@@ -17,7 +17,9 @@ import (
 	"github.com/skiff-sh/skiff/agent/clusterdns"
 	"github.com/skiff-sh/skiff/agent/runtime"
 	"github.com/skiff-sh/skiff/bgp"
-	"github.com/skiff-sh/skiff/dataplane"
+	"github.com/skiff-sh/skiff/dataplane/loader"
+	"github.com/skiff-sh/skiff/dataplane/netpol"
+	"github.com/skiff-sh/skiff/dataplane/services"
 	"github.com/skiff-sh/skiff/internal/supervisor"
 )
 
@@ -26,7 +28,7 @@ import (
 // states and route counts, the service tables, each part's state) and /debug/pprof on the
 // agent's loopback address.
 func serveHealthz(ctx context.Context, addr string, ctr *runtime.Containerd, sup *supervisor.Supervisor, speaker *atomic.Pointer[bgp.Speaker],
-	proxy proxyCollector, policy *dataplane.Enforcer, dnsServer *clusterdns.Server) error {
+	proxy proxyCollector, policy *netpol.Enforcer, dnsServer *clusterdns.Server) error {
 	mux := http.NewServeMux()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(bgpCollector{speaker}, proxy, partsCollector{sup})
@@ -141,7 +143,7 @@ const ServiceMapsFull corev1.NodeConditionType = "SkiffServiceMapsFull"
 
 // serviceMapsCondition is the node's ServiceMapsFull condition; none before the first sync
 // or without the service proxy.
-func serviceMapsCondition(proxy bool, s *dataplane.MapStatus) []corev1.NodeCondition {
+func serviceMapsCondition(proxy bool, s *services.MapStatus) []corev1.NodeCondition {
 	if !proxy || s == nil {
 		return nil
 	}
@@ -157,13 +159,13 @@ func serviceMapsCondition(proxy bool, s *dataplane.MapStatus) []corev1.NodeCondi
 // proxyCollector exports the service dataplane's table occupancy, counted exactly at scrape,
 // and the service maps' fill as of the last sync.
 type proxyCollector struct {
-	proxy *atomic.Pointer[dataplane.Dataplane]
-	maps  *atomic.Pointer[dataplane.MapStatus]
+	proxy *atomic.Pointer[loader.Dataplane]
+	maps  *atomic.Pointer[services.MapStatus]
 	syncs *prometheus.HistogramVec // skiff_service_proxy_sync_seconds
 }
 
 // newProxySyncSeconds is how long each sync of the service maps took, by how it ran (see
-// dataplane.SyncChanges, SyncWhole, SyncResync): kube-proxy's sync_proxy_rules_duration_seconds.
+// services.SyncChanges, SyncWhole, SyncResync): kube-proxy's sync_proxy_rules_duration_seconds.
 func newProxySyncSeconds() *prometheus.HistogramVec {
 	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "skiff_service_proxy_sync_seconds",
 		Help:    "Time a sync of the service maps took, by kind: changes (the changed Services alone), whole (the whole state for a change), resync (everything rewritten, periodically).",
@@ -200,7 +202,7 @@ func (c proxyCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(socketsDesc, prometheus.GaugeValue, float64(n))
 	ch <- prometheus.MustNewConstMetric(socketsCapDesc, prometheus.GaugeValue, float64(capacity))
-	if n, capacity, err := dataplane.ConntrackCount(d.Maps.CT); err == nil {
+	if n, capacity, err := services.ConntrackCount(d.Maps.CT); err == nil {
 		ch <- prometheus.MustNewConstMetric(ctDesc, prometheus.GaugeValue, float64(n))
 		ch <- prometheus.MustNewConstMetric(ctCapDesc, prometheus.GaugeValue, float64(capacity))
 	}
@@ -211,7 +213,7 @@ var policyDropsDesc = prometheus.NewDesc("skiff_network_policy_drops_total",
 	[]string{"pod", "direction"}, nil)
 
 // policyCollector exports the policy program's drop counters, named by pod.
-type policyCollector struct{ e *dataplane.Enforcer }
+type policyCollector struct{ e *netpol.Enforcer }
 
 func (c policyCollector) Describe(ch chan<- *prometheus.Desc) { ch <- policyDropsDesc }
 

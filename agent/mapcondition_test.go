@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/skiff-sh/skiff/agent/node"
-	"github.com/skiff-sh/skiff/dataplane"
+	"github.com/skiff-sh/skiff/dataplane/services"
 )
 
 // TestServiceMapsCondition: the node says nothing before the proxy's first sync or without
@@ -17,7 +17,7 @@ func TestServiceMapsCondition(t *testing.T) {
 	if c := serviceMapsCondition(true, nil); c != nil {
 		t.Fatalf("before the first sync: %+v", c)
 	}
-	roomy := &dataplane.MapStatus{Fill: []dataplane.MapFill{{Map: "skiff_backends", Entries: 3, Capacity: 10}}}
+	roomy := &services.MapStatus{Fill: []services.MapFill{{Map: "skiff_backends", Entries: 3, Capacity: 10}}}
 	if c := serviceMapsCondition(false, roomy); c != nil {
 		t.Fatalf("without the proxy: %+v", c)
 	}
@@ -25,7 +25,7 @@ func TestServiceMapsCondition(t *testing.T) {
 	if len(c) != 1 || c[0].Type != ServiceMapsFull || c[0].Status != corev1.ConditionFalse {
 		t.Fatalf("room: %+v", c)
 	}
-	full := &dataplane.MapStatus{Fill: []dataplane.MapFill{{Map: "skiff_backends", Entries: 12, Capacity: 10}},
+	full := &services.MapStatus{Fill: []services.MapFill{{Map: "skiff_backends", Entries: 12, Capacity: 10}},
 		Dropped: []string{"ns/web:80/TCP at 10.96.0.9:80/TCP"}}
 	c = serviceMapsCondition(true, full)
 	if len(c) != 1 || c[0].Status != corev1.ConditionTrue || c[0].Reason != "ServiceMapFull" ||

@@ -556,7 +556,7 @@ func Down(name string, out io.Writer) error {
 	}
 	_ = os.RemoveAll(filepath.Join(layout.FRRRunDir, name+"-tor"))
 	_ = os.RemoveAll(frrEtc(Spec{Name: name}))
-	// Each node's pinned programs, links and maps (dataplane.PinDir of its node name).
+	// Each node's pinned programs, links and maps (layout.PinDir of its node name).
 	pins, _ := filepath.Glob(layout.PinDir(name + "-*"))
 	for _, pin := range pins {
 		if err := os.RemoveAll(pin); err != nil {

@@ -28,7 +28,7 @@ import (
 	"github.com/skiff-sh/skiff/agent/node"
 	"github.com/skiff-sh/skiff/bgp"
 	bgpconfig "github.com/skiff-sh/skiff/bgp/config"
-	"github.com/skiff-sh/skiff/dataplane"
+	"github.com/skiff-sh/skiff/dataplane/services"
 	"github.com/skiff-sh/skiff/internal/gctune"
 	"github.com/skiff-sh/skiff/internal/hostaddr"
 	"github.com/skiff-sh/skiff/internal/layout"
@@ -47,7 +47,7 @@ type Agent struct {
 	CgroupRoot                                             string
 	ServiceProxy                                           bool
 	// BPFMapSizes are the service maps' capacities (--bpf-map-*).
-	BPFMapSizes   dataplane.MapSizes
+	BPFMapSizes   services.MapSizes
 	NetworkPolicy bool
 	// DNS serves the cluster DNS on DNSAddress (default <node-ip>:53), forwarding other
 	// names to DNSUpstreams (default: --resolv-conf's nameservers; "none": nowhere).
@@ -245,7 +245,7 @@ func (a Agent) Options(taints []corev1.Taint) (agent.Options, error) {
 		flag string
 		n    int
 	}{{"--bpf-map-services", a.BPFMapSizes.Services}, {"--bpf-map-backends", a.BPFMapSizes.Backends}, {"--bpf-map-maglev", a.BPFMapSizes.Maglev}} {
-		// 0 is the default (dataplane.DefaultMapSizes), as for a server's own agent.
+		// 0 is the default (services.DefaultMapSizes), as for a server's own agent.
 		if size.n < 0 || size.n > 1<<28 {
 			return agent.Options{}, fmt.Errorf("%s: %d entries; give 1 to %d (0: the default)", size.flag, size.n, 1<<28)
 		}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skiff-sh/skiff/dataplane"
+	"github.com/skiff-sh/skiff/dataplane/services"
 )
 
 func TestBGPOptions(t *testing.T) {
@@ -46,10 +46,10 @@ func TestAgentOptions(t *testing.T) {
 	if _, err := (Agent{BGP: true, BGPNodeMesh: "maybe"}).Options(nil); err == nil {
 		t.Error("a bad BGP flag did not fail the agent's options")
 	}
-	if _, err := (Agent{BPFMapSizes: dataplane.MapSizes{Backends: -1}}).Options(nil); err == nil || !strings.Contains(err.Error(), "--bpf-map-backends: -1 entries") {
+	if _, err := (Agent{BPFMapSizes: services.MapSizes{Backends: -1}}).Options(nil); err == nil || !strings.Contains(err.Error(), "--bpf-map-backends: -1 entries") {
 		t.Errorf("a negative map size: %v", err)
 	}
-	if o, err := (Agent{BPFMapSizes: dataplane.MapSizes{Services: 1000}}).Options(nil); err != nil || o.BPFMapSizes.Services != 1000 {
+	if o, err := (Agent{BPFMapSizes: services.MapSizes{Services: 1000}}).Options(nil); err != nil || o.BPFMapSizes.Services != 1000 {
 		t.Errorf("a map size is not passed on: %+v %v", o.BPFMapSizes, err)
 	}
 	o, err = Agent{EvictionHard: "memory.available<200Mi", EvictionSoft: "memory.available<1Gi", EvictionSoftGracePeriod: "memory.available=1m",

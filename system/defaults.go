@@ -11,7 +11,7 @@ import (
 	"github.com/skiff-sh/skiff/agent/logrotate"
 	"github.com/skiff-sh/skiff/controlplane/controllermanager"
 	"github.com/skiff-sh/skiff/controlplane/scheduler"
-	"github.com/skiff-sh/skiff/dataplane"
+	"github.com/skiff-sh/skiff/dataplane/services"
 	"github.com/skiff-sh/skiff/internal/gctune"
 	"github.com/skiff-sh/skiff/internal/layout"
 )
@@ -64,7 +64,7 @@ func DefaultAgent() Agent {
 		PodLogDir: layout.PodLogDir, PodManifestPath: layout.PodManifestDir, ResolvConf: layout.ResolvConf,
 		HealthzAddress: "127.0.0.1:10248", Port: 10250, CgroupRoot: cgroups.DefaultRoot,
 		ClusterDomain: DefaultClusterDomain,
-		ServiceProxy:  true, BPFMapSizes: dataplane.DefaultMapSizes, NetworkPolicy: true, DNS: true,
+		ServiceProxy:  true, BPFMapSizes: services.DefaultMapSizes, NetworkPolicy: true, DNS: true,
 		BGP: true, BGPAPI: "127.0.0.1:50051",
 		ContainerLogMaxSize: "10Mi", ContainerLogMaxFiles: logrotate.DefaultMaxFiles, ContainerLogMonitorInterval: logrotate.DefaultPeriod,
 		EvictionHard: eviction.DefaultHard, EvictionPressureTransitionPeriod: eviction.DefaultTransitionPeriod,

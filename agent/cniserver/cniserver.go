@@ -27,7 +27,7 @@ type Server struct {
 	IPAM *ipam.Allocator
 	MTU  int
 	Log  *slog.Logger
-	// Policy, if set, puts network policy on each pod's veth (dataplane.Enforcer).
+	// Policy, if set, puts network policy on each pod's veth (netpol.Enforcer).
 	Policy PolicyAttacher
 }
 

@@ -11,7 +11,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/skiff-sh/skiff/dataplane"
+	"github.com/skiff-sh/skiff/dataplane/loader"
+	"github.com/skiff-sh/skiff/dataplane/netpol"
+	"github.com/skiff-sh/skiff/dataplane/programs"
+	"github.com/skiff-sh/skiff/dataplane/services"
 )
 
 // bpfCommand prints the node's pinned service maps in Service terms, like
@@ -21,15 +24,15 @@ func bpfCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "bpf", Short: "Show this node's eBPF service maps"}
 	cmd.PersistentFlags().StringVar(&node, "node", "", "node whose maps to read (default: the only one pinned on this machine)")
 	cmd.PersistentFlags().StringVar(&pinDir, "pin-dir", "", "pin directory to read (default /sys/fs/bpf/skiff/<node>)")
-	open := func() (dataplane.Maps, func(), error) {
+	open := func() (services.Maps, func(), error) {
 		dir, err := nodePinDir(node, pinDir)
 		if err != nil {
-			return dataplane.Maps{}, nil, err
+			return services.Maps{}, nil, err
 		}
-		return dataplane.OpenPinned(dir)
+		return loader.OpenPinned(dir)
 	}
 	// readEntries reads the frontends, sorted by Service.
-	readEntries := func() ([]dataplane.Entry, error) {
+	readEntries := func() ([]services.Entry, error) {
 		m, closeMaps, err := open()
 		if err != nil {
 			return nil, err
@@ -39,7 +42,7 @@ func bpfCommand() *cobra.Command {
 		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 		return out, err
 	}
-	services := &cobra.Command{Use: "services", Short: "Service frontends and their backends", Args: cobra.NoArgs,
+	servicesCmd := &cobra.Command{Use: "services", Short: "Service frontends and their backends", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			entries, err := readEntries()
 			if err != nil {
@@ -94,7 +97,7 @@ func bpfCommand() *cobra.Command {
 				return err
 			}
 			fmt.Printf("%d entries of %d\n\n", len(socks), m.Sockets.MaxEntries())
-			flows, err := dataplane.ListFlows(m.CT, dataplane.Monotonic())
+			flows, err := services.ListFlows(m.CT, programs.Monotonic())
 			if err != nil {
 				return err
 			}
@@ -136,12 +139,12 @@ func bpfCommand() *cobra.Command {
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", e.Pod, e.Address, e.Identity, isolation(e.Ingress), isolation(e.Egress))
 				for _, r := range e.Rules {
 					fmt.Fprintf(tw, "  %s %s\t%s\tports %s\t%s\t\n", r.Direction, map[bool]string{true: "from", false: "to"}[r.Direction.String() == "ingress"],
-						r.Peer, dataplane.ProtocolName(r.Protocol)+" "+r.PortRange(), r.Policy)
+						r.Peer, netpol.ProtocolName(r.Protocol)+" "+r.PortRange(), r.Policy)
 				}
 			}
 			return tw.Flush()
 		}}
-	cmd.AddCommand(services, backends, conntrack, policyCmd)
+	cmd.AddCommand(servicesCmd, backends, conntrack, policyCmd)
 	return cmd
 }
 
@@ -151,9 +154,9 @@ func nodePinDir(node, pinDir string) (string, error) {
 		return pinDir, nil
 	}
 	if node != "" {
-		return dataplane.PinDir(node), nil
+		return loader.PinDir(node), nil
 	}
-	dirs, _ := filepath.Glob(filepath.Join(dataplane.BPFFS, "skiff", "*"))
+	dirs, _ := filepath.Glob(filepath.Join(loader.BPFFS, "skiff", "*"))
 	if len(dirs) != 1 {
 		return "", fmt.Errorf("%d nodes have maps pinned here (%s): name one with --node", len(dirs), strings.Join(dirs, ", "))
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/skiff-sh/skiff/dataplane"
+	"github.com/skiff-sh/skiff/dataplane/netpol"
 	"github.com/skiff-sh/skiff/dataplane/policy"
 )
 
@@ -68,10 +68,10 @@ func policyCommand() *cobra.Command {
 }
 
 // openPolicyView opens a node's pinned NetworkPolicy maps (skiff bpf policy, skiff policy trace).
-func openPolicyView(node, pinDir string) (*dataplane.PolicyView, error) {
+func openPolicyView(node, pinDir string) (*netpol.PolicyView, error) {
 	dir, err := nodePinDir(node, pinDir)
 	if err != nil {
 		return nil, err
 	}
-	return dataplane.OpenPolicyPinned(dir)
+	return netpol.OpenPolicyPinned(dir)
 }

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"github.com/skiff-sh/skiff/tests/scale"
 	"net"
 	"net/netip"
 	"os/exec"
@@ -21,8 +20,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
-	"github.com/skiff-sh/skiff/dataplane"
+	"github.com/skiff-sh/skiff/dataplane/loader"
+	"github.com/skiff-sh/skiff/dataplane/netpol"
 	"github.com/skiff-sh/skiff/tests/e2e/framework"
+	"github.com/skiff-sh/skiff/tests/scale"
 )
 
 // BenchmarkNetworkPolicy measures skiff's NetworkPolicy enforcement in labs of two workers,
@@ -227,7 +228,7 @@ func groups(from, to int) []string {
 
 // rulesOn counts the entries of pod's endpoint in its node's policy map.
 func (e *policyLab) rulesOn(role, pod string) int {
-	v, err := dataplane.OpenPolicyPinned(dataplane.PinDir(e.name + "-" + role))
+	v, err := netpol.OpenPolicyPinned(loader.PinDir(e.name + "-" + role))
 	if err != nil {
 		return -1
 	}

@@ -26,7 +26,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
-	"github.com/skiff-sh/skiff/dataplane"
+	"github.com/skiff-sh/skiff/dataplane/loader"
+	"github.com/skiff-sh/skiff/dataplane/services"
 	"github.com/skiff-sh/skiff/tests/e2e/framework"
 )
 
@@ -355,10 +356,10 @@ func programmedCheck(b *testing.B, proxy, node string) func(clusterIP string, ba
 	switch proxy {
 	case proxySkiff:
 		// The maps are opened once (the agent pins them at start) and kept for the run.
-		var m *dataplane.Maps
+		var m *services.Maps
 		return func(clusterIP string, backends int) bool {
 			if m == nil {
-				opened, closeMaps, err := dataplane.OpenPinned(dataplane.PinDir(node))
+				opened, closeMaps, err := loader.OpenPinned(loader.PinDir(node))
 				if err != nil {
 					return false
 				}

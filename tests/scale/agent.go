@@ -26,7 +26,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/skiff-sh/skiff/dataplane"
+	"github.com/skiff-sh/skiff/dataplane/loader"
+	"github.com/skiff-sh/skiff/dataplane/netpol"
 )
 
 // What a real agent does in a cluster of simulated nodes: the probes below change one object
@@ -184,7 +185,7 @@ func (p *ProbeService) ProgrammingLatency(ctx context.Context, pinDir string, ro
 
 // backendsAre reads frontend's backends from the pinned service maps.
 func backendsAre(pinDir string, frontend netip.AddrPort, want []string) (bool, error) {
-	m, closeMaps, err := dataplane.OpenPinned(pinDir)
+	m, closeMaps, err := loader.OpenPinned(pinDir)
 	if err != nil {
 		return false, err
 	}
@@ -213,7 +214,7 @@ func backendsAre(pinDir string, frontend netip.AddrPort, want []string) (bool, e
 func PolicyLatency(ctx context.Context, c kubernetes.Interface, pinDir string, pod *corev1.Pod, ip netip.Addr, rounds int) (create, label []time.Duration, err error) {
 	isolated := func(want bool) func() (bool, error) {
 		return func() (bool, error) {
-			v, err := dataplane.OpenPolicyPinned(pinDir)
+			v, err := netpol.OpenPolicyPinned(pinDir)
 			if err != nil {
 				return false, err
 			}

@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
-	"github.com/skiff-sh/skiff/dataplane"
+	"github.com/skiff-sh/skiff/dataplane/loader"
 	skifflab "github.com/skiff-sh/skiff/lab"
 	"github.com/skiff-sh/skiff/tests/e2e/framework"
 )
@@ -128,7 +128,7 @@ func TestAgentScale(t *testing.T) {
 	if err != nil || pid == 0 {
 		t.Fatalf("node1's agent: pid %d, %v", pid, err)
 	}
-	pinDir := dataplane.PinDir(nodeName)
+	pinDir := loader.PinDir(nodeName)
 	node, err := c.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

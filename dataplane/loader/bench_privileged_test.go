@@ -1,0 +1,208 @@
+package loader
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/skiff-sh/skiff/agent/cgroups"
+	"github.com/skiff-sh/skiff/dataplane/services"
+)
+
+// synthetic makes n Services with 10 ready endpoints each, as the API would hold them.
+func synthetic(n int) ([]*corev1.Service, []*discoveryv1.EndpointSlice) {
+	var svcs []*corev1.Service
+	var slices []*discoveryv1.EndpointSlice
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("s%d", i)
+		ip := fmt.Sprintf("10.%d.%d.%d", 96+i/65536, (i/256)%256, i%256)
+		svcs = append(svcs, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+			Spec: corev1.ServiceSpec{ClusterIP: ip, ClusterIPs: []string{ip}, Type: corev1.ServiceTypeClusterIP,
+				Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}}})
+		s := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name,
+			Labels: map[string]string{discoveryv1.LabelServiceName: name}}, AddressType: discoveryv1.AddressTypeIPv4,
+			Ports: []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}}}
+		for j := 0; j < 10; j++ {
+			s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.244.%d.%d", i%250, j+1)}})
+		}
+		slices = append(slices, s)
+	}
+	return svcs, slices
+}
+
+func benchDataplane(b *testing.B) (*Dataplane, string) {
+	if testing.Short() {
+		b.Skip("needs root, BPF and network namespaces: make unit (-short) skips it, make test runs it")
+	}
+	if os.Geteuid() != 0 {
+		b.Fatal("this benchmark needs root (every machine here has it)")
+	}
+	cgroup := filepath.Join(cgroups.Unified(), fmt.Sprintf("skiff-dp-bench-%d", os.Getpid()))
+	pinDir := filepath.Join(BPFFS, "skiff", fmt.Sprintf("bench-%d", os.Getpid()))
+	d, err := Load(pinDir, cgroup, "", netip.Addr{}, services.MapSizes{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		d.Close()
+		_ = Remove(pinDir)
+		_ = os.Remove(cgroup)
+	})
+	return d, cgroup
+}
+
+// BenchmarkProgramServices times turning N Services × 10 endpoints into map entries, from API
+// objects to the kernel (Compile + Apply into empty maps), for N = 1, 1000 and 10,000. The
+// goal is 10,000 in under a second; kube-proxy's iptables mode takes minutes at that size.
+func BenchmarkProgramServices(b *testing.B) {
+	d, _ := benchDataplane(b)
+	for _, n := range []int{1, 1000, 10000} {
+		svcs, slices := synthetic(n)
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				if err := d.Maps.Apply(nil); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				if err := d.Maps.Apply(services.Compile(svcs, slices, nil, map[string]uint32{}, services.Node{})); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/program")
+		})
+	}
+}
+
+// BenchmarkProgramChange measures what the proxy does for one change (a Service and its
+// slice added, then deleted) with 1, 1000 and 10,000 Services present, the way it does it:
+// recompile that Service and move its map entries alone (Recompile + ApplyChanges). Beside it,
+// the way it did before: compile every Service (remembering the unchanged) and diff the whole
+// state; and the baseline, compiling and rewriting everything.
+func BenchmarkProgramChange(b *testing.B) {
+	d, _ := benchDataplane(b)
+	for _, n := range []int{1, 1000, 10000} {
+		svcs, slices := synthetic(n + 1)
+		for i := range svcs { // as from the API: versioned, so the services.Compiler remembers them
+			svcs[i].ResourceVersion, slices[i].ResourceVersion = "1", "1"
+		}
+		added := svcs[n]
+		key := added.Namespace + "/" + added.Name
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			p := &services.Programmer{Maps: d.Maps}
+			c := &services.Compiler{IDs: map[string]uint32{}}
+			var alone, delta, full time.Duration
+			for i := 0; i < b.N; i++ {
+				if err := p.Apply(c.Compile(svcs[:n], slices[:n], nil), true); err != nil {
+					b.Fatal(err)
+				}
+				start := time.Now()
+				for _, change := range []services.ServiceChange{c.Recompile(key, added, slices[n:]), c.Recompile(key, nil, nil)} {
+					if ok, err := p.ApplyChanges([]services.ServiceChange{change}); !ok || err != nil {
+						b.Fatalf("the change was not applied alone: %v", err)
+					}
+				}
+				alone += time.Since(start) / 2
+				start = time.Now()
+				if err := p.Apply(c.Compile(svcs, slices, nil), false); err != nil {
+					b.Fatal(err)
+				}
+				delta += time.Since(start)
+				if err := p.Apply(c.Compile(svcs[:n], slices[:n], nil), true); err != nil {
+					b.Fatal(err)
+				}
+				start = time.Now()
+				if err := p.Apply(services.Compile(svcs, slices, nil, map[string]uint32{}, services.Node{}), true); err != nil {
+					b.Fatal(err)
+				}
+				full += time.Since(start)
+			}
+			b.ReportMetric(float64(alone.Microseconds())/float64(b.N), "µs/change")
+			b.ReportMetric(float64(delta.Microseconds())/float64(b.N), "µs/whole-state-diff")
+			b.ReportMetric(float64(alone)/float64(full), "change/full-rewrite")
+		})
+	}
+}
+
+// BenchmarkConnect compares new TCP connections through a ClusterIP with connections straight
+// to the backend, from a process in the balanced cgroup, with 1, 1000 and 10,000 Services in
+// the maps. With socket-level balancing the difference is one map lookup per connect().
+func BenchmarkConnect(b *testing.B) {
+	d, cgroup := benchDataplane(b)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	backendAP := netip.MustParseAddrPort(l.Addr().String())
+	// This process joins the balanced cgroup for the benchmark, and leaves it after.
+	self := []byte(strconv.Itoa(os.Getpid()))
+	orig, _ := os.ReadFile("/proc/self/cgroup")
+	if err := os.WriteFile(filepath.Join(cgroup, "cgroup.procs"), self, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = os.WriteFile(filepath.Join(cgroups.Unified(), "cgroup.procs"), self, 0o644) }()
+	// Every connection below must be translated, or it would leave the machine: make sure
+	// this process is in the balanced cgroup before dialing a ClusterIP.
+	now, _ := os.ReadFile("/proc/self/cgroup")
+	if string(now) == string(orig) || !strings.Contains(string(now), filepath.Base(cgroup)) {
+		b.Fatalf("not in the balanced cgroup: %s", now)
+	}
+	dial := func(b *testing.B, addr string) time.Duration {
+		lat := make([]time.Duration, 0, b.N)
+		for i := 0; i < b.N; i++ {
+			t := time.Now()
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(t))
+			c.Close()
+		}
+		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+		return lat[len(lat)/2]
+	}
+	for _, n := range []int{1, 1000, 10000} {
+		svcs, slices := synthetic(n)
+		compiled := services.Compile(svcs, slices, nil, map[string]uint32{}, services.Node{})
+		// The measured service points at the local listener.
+		compiled = append(compiled, services.Service{Name: "default/target:80/TCP", ID: 1, Frontend: services.Frontend{Addr: netip.MustParseAddr("10.255.0.1"), Port: 80, Proto: corev1.ProtocolTCP},
+			Backends: []services.Backend{{Addr: backendAP.Addr(), Port: backendAP.Port()}}})
+		if err := d.Maps.Apply(compiled); err != nil {
+			b.Fatal(err)
+		}
+		var direct, viaService time.Duration
+		b.Run(fmt.Sprintf("services=%d/direct", n), func(b *testing.B) {
+			direct = dial(b, backendAP.String())
+			b.ReportMetric(float64(direct.Microseconds()), "µs-p50")
+		})
+		b.Run(fmt.Sprintf("services=%d/clusterip", n), func(b *testing.B) {
+			viaService = dial(b, "10.255.0.1:80")
+			b.ReportMetric(float64(viaService.Microseconds()), "µs-p50")
+			if direct > 0 {
+				b.ReportMetric(float64(viaService)/float64(direct), "clusterip/direct")
+			}
+		})
+	}
+}

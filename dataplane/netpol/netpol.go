@@ -1,0 +1,388 @@
+package netpol
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/skiff-sh/skiff/dataplane/loader"
+	"github.com/skiff-sh/skiff/dataplane/policy"
+	"github.com/skiff-sh/skiff/dataplane/programs"
+)
+
+// Policy is the loaded NetworkPolicy programs and maps of a node (bpf/tc_policy.c): the
+// maps pinned beside the service maps, each pod veth's programs attached through pinned tcx
+// links, so an agent restart never leaves a pod unpoliced.
+type Policy struct {
+	objs   programs.PolicyObjects
+	pinDir string
+	// names numbers the policies entries name (rule values hold the index).
+	names map[string]uint32
+	list  []string
+	// written is what the last Sync left in each map, so the next one writes the difference
+	// without reading the maps back; Reread drops it, and the next Sync reads the kernel's
+	// maps again (repairing any drift: the enforcer does so on every periodic resync).
+	written map[*ebpf.Map]any
+}
+
+// Reread makes the next Sync compare against the maps as the kernel holds them.
+func (p *Policy) Reread() { p.written = nil }
+
+// Endpoint flags, as bpf/tc_policy.c's POL_ISOLATED_*.
+const (
+	isolatedIngress = 1
+	isolatedEgress  = 2
+)
+
+// HostIdentity is what the node's own addresses are (policy.Host).
+const HostIdentity = uint32(policy.Host)
+
+// LoadPolicy loads the policy programs and pins their maps in pinDir (keeping entries an
+// earlier run pinned).
+func LoadPolicy(pinDir string) (*Policy, error) {
+	if err := loader.MountBPFFS(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(pinDir, 0o700); err != nil {
+		return nil, err
+	}
+	spec, err := programs.LoadPolicy()
+	if err != nil {
+		return nil, err
+	}
+	p := &Policy{pinDir: pinDir, names: map[string]uint32{}}
+	if err := spec.LoadAndAssign(&p.objs, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: pinDir}}); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("loading skiff's policy programs: %+v", ve)
+		}
+		return nil, fmt.Errorf("loading skiff's policy programs (maps pinned in %s): %w", pinDir, err)
+	}
+	return p, nil
+}
+
+// Close releases the programs and maps; pins and links stay.
+func (p *Policy) Close() { _ = p.objs.Close() }
+
+func (p *Policy) linkPath(ifname, dir string) string {
+	return filepath.Join(p.pinDir, "policy_"+dir+"_"+ifname)
+}
+
+// Attach puts the programs on a pod's host-side veth (tcx ingress: what the pod sends; tcx
+// egress: what it receives). Write the pod's endpoint first (Sync): a pod without one gets
+// nothing through, so attaching first would only drop its first packets, never leak them.
+func (p *Policy) Attach(ifname string) error {
+	ifc, err := net.InterfaceByName(ifname)
+	if err != nil {
+		return err
+	}
+	for _, a := range []struct {
+		dir  string
+		prog *ebpf.Program
+		typ  ebpf.AttachType
+	}{{"from", p.objs.SkiffPolicyFromPod, ebpf.AttachTCXIngress}, {"to", p.objs.SkiffPolicyToPod, ebpf.AttachTCXEgress}} {
+		path := p.linkPath(ifname, a.dir)
+		if l, err := link.LoadPinnedLink(path, nil); err == nil {
+			if loader.Attached(l) == nil {
+				err := l.Update(a.prog)
+				l.Close()
+				if err != nil {
+					return fmt.Errorf("swap the policy program on %s: %w", ifname, err)
+				}
+				continue
+			}
+			_ = l.Unpin() // a veth of the same name that is gone
+			l.Close()
+		}
+		l, err := link.AttachTCX(link.TCXOptions{Interface: ifc.Index, Program: a.prog, Attach: a.typ})
+		if err != nil {
+			return fmt.Errorf("policy program on %s: %w", ifname, err)
+		}
+		err = l.Pin(path)
+		l.Close()
+		if err != nil {
+			return fmt.Errorf("pin the policy link of %s: %w", ifname, err)
+		}
+	}
+	return nil
+}
+
+// Refresh puts the programs loaded now on every veth an earlier run attached (an upgraded
+// agent's programs replace the old ones in place, without a moment unpoliced) and forgets
+// the links of veths that are gone.
+func (p *Policy) Refresh() (kept, gone int) {
+	paths, _ := filepath.Glob(filepath.Join(p.pinDir, "policy_*"))
+	for _, path := range paths {
+		l, err := link.LoadPinnedLink(path, nil)
+		if err != nil {
+			continue
+		}
+		prog := p.objs.SkiffPolicyToPod
+		if strings.HasPrefix(filepath.Base(path), "policy_from_") {
+			prog = p.objs.SkiffPolicyFromPod
+		}
+		if loader.Attached(l) == nil && l.Update(prog) == nil {
+			kept++
+		} else {
+			_ = l.Unpin()
+			gone++
+		}
+		l.Close()
+	}
+	return kept, gone
+}
+
+// Detach removes the programs' links of a veth (after the veth is gone, only the pins).
+func (p *Policy) Detach(ifname string) {
+	for _, dir := range []string{"from", "to"} {
+		if l, err := link.LoadPinnedLink(p.linkPath(ifname, dir), nil); err == nil {
+			_ = l.Unpin()
+			_ = l.Close()
+		}
+	}
+}
+
+// Sync makes the maps hold res for the endpoints local says are this node's, with the
+// node's own addresses as HostIdentity; entries no longer wanted are deleted after the new
+// ones are in, so a change never passes through "nothing admitted". It returns the number of
+// map writes and deletes.
+func (p *Policy) Sync(res *policy.Result, local func(netip.Addr) bool, host []netip.Addr) (int, error) {
+	changes := 0
+	var errs []error
+	put := func(m *ebpf.Map, k, v any) {
+		if err := m.Put(k, v); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", m.String(), err))
+		}
+		changes++
+	}
+	// Identities: every pod, and this node.
+	ids := map[uint32]uint32{}
+	for a, id := range res.PodIdentities {
+		if a.Is4() {
+			ids[programs.Addr4(a)] = uint32(id)
+		}
+	}
+	for _, a := range host {
+		if a.Is4() {
+			ids[programs.Addr4(a)] = HostIdentity
+		}
+	}
+	syncMap(p, p.objs.SkiffPolIdentities, ids, put, &errs, &changes)
+	cidrs := map[programs.PolicyPolCidrKey]uint32{}
+	for pfx, id := range res.CIDRIdentities {
+		if pfx.Addr().Is4() {
+			cidrs[programs.PolicyPolCidrKey{Prefixlen: uint32(pfx.Bits()), Addr: programs.Addr4(pfx.Addr())}] = uint32(id)
+		}
+	}
+	syncMap(p, p.objs.SkiffPolCidrs, cidrs, put, &errs, &changes)
+	rules := map[programs.PolicyPolRuleKey]programs.PolicyPolRuleValue{}
+	for k, name := range res.Entries {
+		if !k.Endpoint.Is4() || !local(k.Endpoint) {
+			continue
+		}
+		rules[RuleKey(k)] = programs.PolicyPolRuleValue{Policy: p.index(name)}
+	}
+	// Rules before endpoints: a newly isolated endpoint has its rules when isolation starts.
+	syncMap(p, p.objs.SkiffPolRules, rules, put, &errs, &changes)
+	eps := map[uint32]programs.PolicyPolEndpoint{}
+	for a, ep := range res.Endpoints {
+		if !a.Is4() || !local(a) {
+			continue
+		}
+		var flags uint32
+		if ep.Ingress {
+			flags |= isolatedIngress
+		}
+		if ep.Egress {
+			flags |= isolatedEgress
+		}
+		eps[programs.Addr4(a)] = programs.PolicyPolEndpoint{Flags: flags}
+	}
+	// Local pods no policy selects are endpoints too, unisolated: an entry is what lets
+	// traffic through at all.
+	for a := range res.PodIdentities {
+		if a.Is4() && local(a) {
+			if _, ok := eps[programs.Addr4(a)]; !ok {
+				eps[programs.Addr4(a)] = programs.PolicyPolEndpoint{}
+			}
+		}
+	}
+	syncMap(p, p.objs.SkiffPolEndpoints, eps, put, &errs, &changes)
+	// Names, for skiff bpf policy and skiff policy trace.
+	names := map[programs.PolicyPolNameKey]programs.PolicyPolName{}
+	for i, n := range p.list {
+		names[programs.PolicyPolNameKey{Kind: nameKindPolicy, Id: uint32(i)}] = polName(n)
+	}
+	for id, l := range res.Labels {
+		names[programs.PolicyPolNameKey{Kind: nameKindIdentity, Id: uint32(id)}] = polName(l)
+	}
+	for pfx, id := range res.CIDRIdentities {
+		names[programs.PolicyPolNameKey{Kind: nameKindIdentity, Id: uint32(id)}] = polName("cidr:" + pfx.String())
+	}
+	for a, pod := range res.Pods {
+		if a.Is4() && local(a) {
+			names[programs.PolicyPolNameKey{Kind: nameKindEndpoint, Id: programs.Addr4(a)}] = polName(pod)
+		}
+	}
+	for a, ep := range res.Endpoints { // local pods the informer has not shown yet
+		if a.Is4() && local(a) {
+			names[programs.PolicyPolNameKey{Kind: nameKindEndpoint, Id: programs.Addr4(a)}] = polName(ep.Pod)
+		}
+	}
+	syncMap(p, p.objs.SkiffPolNames, names, put, &errs, &changes)
+	return changes, errors.Join(errs...)
+}
+
+// Kinds of skiff_pol_names entries, as bpf/tc_policy.c's POL_NAME_*.
+const (
+	nameKindPolicy   = 1
+	nameKindIdentity = 2
+	nameKindEndpoint = 3
+)
+
+func polName(s string) programs.PolicyPolName {
+	var n programs.PolicyPolName
+	for i := 0; i < len(s) && i < len(n.Name)-1; i++ {
+		n.Name[i] = int8(s[i])
+	}
+	return n
+}
+
+// index numbers a policy name for rule values; PolicyName reads it back.
+func (p *Policy) index(name string) uint32 {
+	if i, ok := p.names[name]; ok {
+		return i
+	}
+	i := uint32(len(p.list))
+	p.names[name] = i
+	p.list = append(p.list, name)
+	return i
+}
+
+// PolicyName is the policy a rule value names ("" if unknown to this agent run).
+func (p *Policy) PolicyName(i uint32) string {
+	if int(i) < len(p.list) {
+		return p.list[i]
+	}
+	return ""
+}
+
+// RuleKey is a compiled entry as the rules map keys it.
+func RuleKey(k policy.Key) programs.PolicyPolRuleKey {
+	return programs.PolicyPolRuleKey{Prefixlen: 80 + uint32(k.PortBits), Endpoint: programs.Addr4(k.Endpoint), Peer: uint32(k.Peer),
+		Dir: uint8(k.Direction), Proto: k.Protocol, Port: programs.Port(k.Port)}
+}
+
+// SetPeerIdentities writes the identities of single addresses — remote pods that started,
+// moved or went, whose identities exist already — without a compilation; Unidentified
+// deletes an address's entry. What Sync last wrote follows, so the next Sync diffs from it.
+func (p *Policy) SetPeerIdentities(set map[netip.Addr]policy.Identity) error {
+	m := p.objs.SkiffPolIdentities
+	have, _ := p.written[m].(map[uint32]uint32)
+	var errs []error
+	for a, id := range set {
+		if !a.Is4() {
+			continue
+		}
+		k := programs.Addr4(a)
+		if id == Unidentified {
+			if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				errs = append(errs, err)
+			}
+			if have != nil {
+				delete(have, k)
+			}
+			continue
+		}
+		if err := m.Put(k, uint32(id)); err != nil {
+			errs = append(errs, err)
+		}
+		if have != nil {
+			have[k] = uint32(id)
+		}
+	}
+	if len(errs) > 0 {
+		delete(p.written, m) // read it back at the next Sync
+		return fmt.Errorf("%s: %w", m.String(), errors.Join(errs...))
+	}
+	return nil
+}
+
+// Unidentified, given to SetPeerIdentities, removes an address's identity.
+const Unidentified = policy.AnyPeer
+
+// syncMap writes want into m and deletes what m has beyond it: what m has is what the last
+// sync wrote, or when that is not known (the first sync, after Reread or a failed write),
+// what the kernel's map holds.
+func syncMap[K comparable, V comparable](p *Policy, m *ebpf.Map, want map[K]V, put func(m *ebpf.Map, k, v any), errs *[]error, changes *int) {
+	failed := len(*errs)
+	have, known := p.written[m].(map[K]V)
+	if !known {
+		have = map[K]V{}
+		var k K
+		var v V
+		it := m.Iterate()
+		for it.Next(&k, &v) {
+			have[k] = v
+		}
+		if err := it.Err(); err != nil {
+			*errs = append(*errs, fmt.Errorf("%s: %w", m.String(), err))
+		}
+	}
+	defer func() {
+		if p.written == nil {
+			p.written = map[*ebpf.Map]any{}
+		}
+		if len(*errs) > failed {
+			delete(p.written, m) // not all was written: read it back next time
+			return
+		}
+		p.written[m] = want
+	}()
+	for k, v := range want {
+		if old, ok := have[k]; !ok || old != v {
+			put(m, k, v)
+		}
+	}
+	for k := range have {
+		if _, ok := want[k]; !ok {
+			if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				*errs = append(*errs, fmt.Errorf("%s: %w", m.String(), err))
+			}
+			*changes++
+		}
+	}
+}
+
+// Drop is a count of dropped packets at an endpoint in one direction.
+type Drop struct {
+	Endpoint  netip.Addr
+	Direction policy.Direction
+	Packets   uint64
+}
+
+// Drops reads the drop counters, sorted by endpoint and direction.
+func (p *Policy) Drops() ([]Drop, error) {
+	var out []Drop
+	var k programs.PolicyPolDropKey
+	var n uint64
+	it := p.objs.SkiffPolDrops.Iterate()
+	for it.Next(&k, &n) {
+		out = append(out, Drop{Endpoint: programs.FromAddr4(k.Endpoint), Direction: policy.Direction(k.Dir), Packets: n})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Endpoint != out[j].Endpoint {
+			return out[i].Endpoint.Less(out[j].Endpoint)
+		}
+		return out[i].Direction < out[j].Direction
+	})
+	return out, it.Err()
+}

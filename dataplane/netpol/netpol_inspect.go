@@ -1,0 +1,265 @@
+package netpol
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"sort"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/skiff-sh/skiff/dataplane/policy"
+	"github.com/skiff-sh/skiff/dataplane/programs"
+)
+
+// PolicyView reads a node's pinned policy maps, as the datapath sees them.
+type PolicyView struct {
+	endpoints, identities, cidrs, rules, names *ebpf.Map
+}
+
+// OpenPolicyPinned opens the policy maps pinned in pinDir, read-only.
+func OpenPolicyPinned(pinDir string) (*PolicyView, error) {
+	v := &PolicyView{}
+	for _, m := range []struct {
+		name string
+		dst  **ebpf.Map
+	}{{"skiff_pol_endpoints", &v.endpoints}, {"skiff_pol_identities", &v.identities}, {"skiff_pol_cidrs", &v.cidrs},
+		{"skiff_pol_rules", &v.rules}, {"skiff_pol_names", &v.names}} {
+		mp, err := ebpf.LoadPinnedMap(filepath.Join(pinDir, m.name), &ebpf.LoadPinOptions{ReadOnly: true})
+		if err != nil {
+			v.Close()
+			return nil, fmt.Errorf("%s (is the agent's network policy running on this node?): %w", m.name, err)
+		}
+		*m.dst = mp
+	}
+	return v, nil
+}
+
+// Close releases the maps.
+func (v *PolicyView) Close() {
+	for _, m := range []*ebpf.Map{v.endpoints, v.identities, v.cidrs, v.rules, v.names} {
+		if m != nil {
+			m.Close()
+		}
+	}
+}
+
+func (v *PolicyView) name(kind, id uint32) string {
+	var n programs.PolicyPolName
+	if err := v.names.Lookup(programs.PolicyPolNameKey{Kind: kind, Id: id}, &n); err != nil {
+		return ""
+	}
+	return n.String()
+}
+
+// Peer describes an identity in Kubernetes terms ("any", "host", "world", "ns:labels",
+// "cidr:…").
+func (v *PolicyView) Peer(id uint32) string {
+	switch id {
+	case uint32(policy.AnyPeer):
+		return "any"
+	case HostIdentity:
+		return "host"
+	case uint32(policy.World):
+		return "world"
+	}
+	if n := v.name(nameKindIdentity, id); n != "" {
+		return n
+	}
+	return fmt.Sprintf("identity %d", id)
+}
+
+// EndpointInfo is one policed pod and its rules.
+type EndpointInfo struct {
+	Pod             string
+	Address         netip.Addr
+	Identity        uint32
+	Ingress, Egress bool // isolated
+	Rules           []RuleInfo
+}
+
+// RuleInfo is one admitting entry.
+type RuleInfo struct {
+	Direction policy.Direction
+	Peer      string
+	Protocol  uint8
+	Port      uint16
+	PortBits  uint8
+	Policy    string
+}
+
+// Endpoints lists every endpoint with its rules, by pod name.
+func (v *PolicyView) Endpoints() ([]EndpointInfo, error) {
+	byAddr := map[uint32]*EndpointInfo{}
+	var a uint32
+	var e programs.PolicyPolEndpoint
+	it := v.endpoints.Iterate()
+	for it.Next(&a, &e) {
+		info := &EndpointInfo{Address: programs.FromAddr4(a), Pod: v.name(nameKindEndpoint, a),
+			Ingress: e.Flags&isolatedIngress != 0, Egress: e.Flags&isolatedEgress != 0}
+		var id uint32
+		if v.identities.Lookup(a, &id) == nil {
+			info.Identity = id
+		}
+		byAddr[a] = info
+	}
+	if err := it.Err(); err != nil {
+		return nil, err
+	}
+	var k programs.PolicyPolRuleKey
+	var r programs.PolicyPolRuleValue
+	rit := v.rules.Iterate()
+	for rit.Next(&k, &r) {
+		info, ok := byAddr[k.Endpoint]
+		if !ok {
+			continue
+		}
+		info.Rules = append(info.Rules, RuleInfo{Direction: policy.Direction(k.Dir), Peer: v.Peer(k.Peer), Protocol: k.Proto,
+			Port: programs.Port(k.Port), PortBits: uint8(k.Prefixlen - 80), Policy: v.name(nameKindPolicy, r.Policy)})
+	}
+	if err := rit.Err(); err != nil {
+		return nil, err
+	}
+	var out []EndpointInfo
+	for _, info := range byAddr {
+		sort.Slice(info.Rules, func(i, j int) bool {
+			a, b := info.Rules[i], info.Rules[j]
+			if a.Direction != b.Direction {
+				return a.Direction < b.Direction
+			}
+			if a.Peer != b.Peer {
+				return a.Peer < b.Peer
+			}
+			if a.Protocol != b.Protocol {
+				return a.Protocol < b.Protocol
+			}
+			return a.Port < b.Port
+		})
+		out = append(out, *info)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Pod < out[j].Pod || out[i].Pod == out[j].Pod && out[i].Address.Less(out[j].Address)
+	})
+	return out, nil
+}
+
+// TraceStep is the decision at one end.
+type TraceStep struct {
+	Direction policy.Direction
+	Endpoint  string // the pod deciding
+	Verdict   string // "allowed", "denied"
+	Why       string
+}
+
+// Trace answers whether traffic from src to dst on proto/port passes this node's policy, as
+// the programs decide a new connection: egress at src if it is a pod here, ingress at dst if
+// it is. Each step says which policy admits, or that none does. The decision is
+// policy.Decide over the live maps, the one the program's tests check it against.
+func (v *PolicyView) Trace(src, dst netip.Addr, proto uint8, port uint16) ([]TraceStep, bool, error) {
+	if !src.Is4() || !dst.Is4() {
+		return nil, false, errors.New("pods are IPv4: give IPv4 addresses")
+	}
+	var steps []TraceStep
+	allowed := true
+	for _, end := range []struct {
+		dir      policy.Direction
+		ep, peer netip.Addr
+	}{{policy.Egress, src, dst}, {policy.Ingress, dst, src}} {
+		if _, _, ok := v.Isolation(end.ep); !ok {
+			continue // not a pod of this node: decided elsewhere, or not at all
+		}
+		st := TraceStep{Direction: end.dir, Endpoint: v.name(nameKindEndpoint, programs.Addr4(end.ep))}
+		if st.Endpoint == "" {
+			st.Endpoint = end.ep.String()
+		}
+		d := policy.Decide(v, end.ep, end.dir, end.peer, proto, port)
+		st.Verdict = "allowed"
+		switch d.Reason {
+		case policy.NotIsolated:
+			st.Why = "no policy selects the pod for " + end.dir.String()
+		case policy.FromNode:
+			st.Why = "from the node itself"
+		case policy.ToNodeDNS:
+			st.Why = "to the node's own cluster DNS resolver"
+		case policy.Admitted:
+			st.Why = fmt.Sprintf("networkpolicy %s admits peer %s", d.Policy, v.Peer(uint32(d.Peer)))
+		case policy.NoRule:
+			st.Verdict, st.Why = "denied", fmt.Sprintf("no rule admits peer %s on %s", v.Peer(uint32(d.Peer)), protoPort(proto, port))
+			allowed = false
+		}
+		steps = append(steps, st)
+	}
+	return steps, allowed, nil
+}
+
+// Isolation implements policy.Lookup from the endpoints map.
+func (v *PolicyView) Isolation(ep netip.Addr) (ingress, egress, ok bool) {
+	var e programs.PolicyPolEndpoint
+	if err := v.endpoints.Lookup(programs.Addr4(ep), &e); err != nil {
+		return false, false, false
+	}
+	return e.Flags&isolatedIngress != 0, e.Flags&isolatedEgress != 0, true
+}
+
+// PeerIdentity implements policy.Lookup from the identities map.
+func (v *PolicyView) PeerIdentity(a netip.Addr) policy.Identity {
+	var id uint32
+	if v.identities.Lookup(programs.Addr4(a), &id) == nil {
+		return policy.Identity(id)
+	}
+	return policy.World
+}
+
+// CIDRIdentity implements policy.Lookup from the CIDR LPM map.
+func (v *PolicyView) CIDRIdentity(a netip.Addr) (policy.Identity, bool) {
+	var cid uint32
+	if v.cidrs.Lookup(programs.PolicyPolCidrKey{Prefixlen: 32, Addr: programs.Addr4(a)}, &cid) == nil {
+		return policy.Identity(cid), true
+	}
+	return 0, false
+}
+
+// Admits implements policy.Lookup with the rules map's own LPM lookup.
+func (v *PolicyView) Admits(ep netip.Addr, dir policy.Direction, proto uint8, peer policy.Identity, port uint16) (string, bool) {
+	var r programs.PolicyPolRuleValue
+	k := programs.PolicyPolRuleKey{Prefixlen: 96, Endpoint: programs.Addr4(ep), Peer: uint32(peer), Dir: uint8(dir), Proto: proto, Port: programs.Port(port)}
+	if v.rules.Lookup(k, &r) == nil {
+		return v.name(nameKindPolicy, r.Policy), true
+	}
+	return "", false
+}
+
+// ProtocolName is "TCP", "UDP", "SCTP", "any" or the number.
+func ProtocolName(p uint8) string {
+	switch p {
+	case policy.TCP:
+		return "TCP"
+	case policy.UDP:
+		return "UDP"
+	case policy.SCTP:
+		return "SCTP"
+	case policy.AnyProtocol:
+		return "any"
+	}
+	return fmt.Sprint(p)
+}
+
+func protoPort(proto uint8, port uint16) string {
+	if port == 0 {
+		return ProtocolName(proto)
+	}
+	return fmt.Sprintf("%s/%d", ProtocolName(proto), port)
+}
+
+// PortRange prints a rule's ports: "80", "8000-8063", "all".
+func (r RuleInfo) PortRange() string {
+	if r.PortBits == 0 {
+		return "all"
+	}
+	if r.PortBits == 16 {
+		return fmt.Sprint(r.Port)
+	}
+	size := uint32(1) << (16 - r.PortBits)
+	return fmt.Sprintf("%d-%d", r.Port, uint32(r.Port)+size-1)
+}
