@@ -27,10 +27,33 @@ type Policy struct {
 	// names numbers the policies entries name (rule values hold the index).
 	names map[string]uint32
 	list  []string
+	// maps are the maps Sync writes: the loaded objects' (or fakes, in unit tests).
+	maps policyMaps
 	// written is what the last Sync left in each map, so the next one writes the difference
 	// without reading the maps back; Reread drops it, and the next Sync reads the kernel's
 	// maps again (repairing any drift: the enforcer does so on every periodic resync).
-	written map[*ebpf.Map]any
+	written map[table]any
+}
+
+// table is a BPF map as Sync writes it: an *ebpf.Map in the kernel; in unit tests an
+// in-memory fake (package fakemap) that renders its entries as text, so the sync logic runs
+// without root.
+type table interface {
+	Put(key, value any) error
+	Delete(key any) error
+	Lookup(key, valueOut any) error
+	// NextKey writes the key after key (the first one when key is nil) to nextKeyOut, or
+	// returns ebpf.ErrKeyNotExist after the last.
+	NextKey(key, nextKeyOut any) error
+	String() string
+}
+
+// policyMaps are the maps Sync and SetPeerIdentities write, in the order Sync writes them.
+type policyMaps struct{ identities, cidrs, rules, endpoints, names table }
+
+// newPolicy is a Policy writing into maps, for LoadPolicy and for tests with fakes.
+func newPolicy(pinDir string, maps policyMaps) *Policy {
+	return &Policy{pinDir: pinDir, names: map[string]uint32{}, maps: maps}
 }
 
 // Reread makes the next Sync compare against the maps as the kernel holds them.
@@ -58,7 +81,7 @@ func LoadPolicy(pinDir string) (*Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Policy{pinDir: pinDir, names: map[string]uint32{}}
+	p := newPolicy(pinDir, policyMaps{})
 	if err := spec.LoadAndAssign(&p.objs, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: pinDir}}); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
@@ -66,6 +89,8 @@ func LoadPolicy(pinDir string) (*Policy, error) {
 		}
 		return nil, fmt.Errorf("loading skiff's policy programs (maps pinned in %s): %w", pinDir, err)
 	}
+	p.maps = policyMaps{identities: p.objs.SkiffPolIdentities, cidrs: p.objs.SkiffPolCidrs, rules: p.objs.SkiffPolRules,
+		endpoints: p.objs.SkiffPolEndpoints, names: p.objs.SkiffPolNames}
 	return p, nil
 }
 
@@ -157,7 +182,7 @@ func (p *Policy) Detach(ifname string) {
 func (p *Policy) Sync(res *policy.Result, local func(netip.Addr) bool, host []netip.Addr) (int, error) {
 	changes := 0
 	var errs []error
-	put := func(m *ebpf.Map, k, v any) {
+	put := func(m table, k, v any) {
 		if err := m.Put(k, v); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", m.String(), err))
 		}
@@ -175,14 +200,14 @@ func (p *Policy) Sync(res *policy.Result, local func(netip.Addr) bool, host []ne
 			ids[programs.Addr4(a)] = HostIdentity
 		}
 	}
-	syncMap(p, p.objs.SkiffPolIdentities, ids, put, &errs, &changes)
+	syncMap(p, p.maps.identities, ids, put, &errs, &changes)
 	cidrs := map[programs.PolicyPolCidrKey]uint32{}
 	for pfx, id := range res.CIDRIdentities {
 		if pfx.Addr().Is4() {
 			cidrs[programs.PolicyPolCidrKey{Prefixlen: uint32(pfx.Bits()), Addr: programs.Addr4(pfx.Addr())}] = uint32(id)
 		}
 	}
-	syncMap(p, p.objs.SkiffPolCidrs, cidrs, put, &errs, &changes)
+	syncMap(p, p.maps.cidrs, cidrs, put, &errs, &changes)
 	rules := map[programs.PolicyPolRuleKey]programs.PolicyPolRuleValue{}
 	for k, name := range res.Entries {
 		if !k.Endpoint.Is4() || !local(k.Endpoint) {
@@ -191,7 +216,7 @@ func (p *Policy) Sync(res *policy.Result, local func(netip.Addr) bool, host []ne
 		rules[RuleKey(k)] = programs.PolicyPolRuleValue{Policy: p.index(name)}
 	}
 	// Rules before endpoints: a newly isolated endpoint has its rules when isolation starts.
-	syncMap(p, p.objs.SkiffPolRules, rules, put, &errs, &changes)
+	syncMap(p, p.maps.rules, rules, put, &errs, &changes)
 	eps := map[uint32]programs.PolicyPolEndpoint{}
 	for a, ep := range res.Endpoints {
 		if !a.Is4() || !local(a) {
@@ -215,7 +240,7 @@ func (p *Policy) Sync(res *policy.Result, local func(netip.Addr) bool, host []ne
 			}
 		}
 	}
-	syncMap(p, p.objs.SkiffPolEndpoints, eps, put, &errs, &changes)
+	syncMap(p, p.maps.endpoints, eps, put, &errs, &changes)
 	// Names, for skiff bpf policy and skiff policy trace.
 	names := map[programs.PolicyPolNameKey]programs.PolicyPolName{}
 	for i, n := range p.list {
@@ -237,7 +262,7 @@ func (p *Policy) Sync(res *policy.Result, local func(netip.Addr) bool, host []ne
 			names[programs.PolicyPolNameKey{Kind: nameKindEndpoint, Id: programs.Addr4(a)}] = polName(ep.Pod)
 		}
 	}
-	syncMap(p, p.objs.SkiffPolNames, names, put, &errs, &changes)
+	syncMap(p, p.maps.names, names, put, &errs, &changes)
 	return changes, errors.Join(errs...)
 }
 
@@ -285,7 +310,7 @@ func RuleKey(k policy.Key) programs.PolicyPolRuleKey {
 // moved or went, whose identities exist already — without a compilation; Unidentified
 // deletes an address's entry. What Sync last wrote follows, so the next Sync diffs from it.
 func (p *Policy) SetPeerIdentities(set map[netip.Addr]policy.Identity) error {
-	m := p.objs.SkiffPolIdentities
+	m := p.maps.identities
 	have, _ := p.written[m].(map[uint32]uint32)
 	var errs []error
 	for a, id := range set {
@@ -322,24 +347,18 @@ const Unidentified = policy.AnyPeer
 // syncMap writes want into m and deletes what m has beyond it: what m has is what the last
 // sync wrote, or when that is not known (the first sync, after Reread or a failed write),
 // what the kernel's map holds.
-func syncMap[K comparable, V comparable](p *Policy, m *ebpf.Map, want map[K]V, put func(m *ebpf.Map, k, v any), errs *[]error, changes *int) {
+func syncMap[K comparable, V comparable](p *Policy, m table, want map[K]V, put func(m table, k, v any), errs *[]error, changes *int) {
 	failed := len(*errs)
 	have, known := p.written[m].(map[K]V)
 	if !known {
-		have = map[K]V{}
-		var k K
-		var v V
-		it := m.Iterate()
-		for it.Next(&k, &v) {
-			have[k] = v
-		}
-		if err := it.Err(); err != nil {
+		var err error
+		if have, err = readAll[K, V](m); err != nil {
 			*errs = append(*errs, fmt.Errorf("%s: %w", m.String(), err))
 		}
 	}
 	defer func() {
 		if p.written == nil {
-			p.written = map[*ebpf.Map]any{}
+			p.written = map[table]any{}
 		}
 		if len(*errs) > failed {
 			delete(p.written, m) // not all was written: read it back next time
@@ -360,6 +379,29 @@ func syncMap[K comparable, V comparable](p *Policy, m *ebpf.Map, want map[K]V, p
 			*changes++
 		}
 	}
+}
+
+// readAll is every entry of m. The maps it reads are written by this agent alone, so the walk
+// by NextKey sees each key once; it stops at a bound all the same rather than loop should a
+// key vanish under it (the kernel restarts from the first key then).
+func readAll[K comparable, V any](m table) (map[K]V, error) {
+	have := map[K]V{}
+	var prev any // nil: the first key
+	for range 1 << 24 {
+		var k K
+		if err := m.NextKey(prev, &k); errors.Is(err, ebpf.ErrKeyNotExist) {
+			return have, nil
+		} else if err != nil {
+			return have, err
+		}
+		var v V
+		if err := m.Lookup(k, &v); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return have, err
+		}
+		have[k] = v
+		prev = k
+	}
+	return have, errors.New("the map changed while it was read")
 }
 
 // Drop is a count of dropped packets at an endpoint in one direction.

@@ -2,116 +2,35 @@ package services
 
 import (
 	"errors"
-	"fmt"
-	"reflect"
-	"slices"
-	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/skiff-sh/skiff/dataplane/internal/fakemap"
 	"github.com/skiff-sh/skiff/dataplane/programs"
 )
 
-// fakeTable is a BPF hash map in memory, with the kernel's answers: a full map refuses a new
-// key (E2BIG), a missing key is ebpf.ErrKeyNotExist, and NextKey walks the keys in a fixed
-// order (by their printed form) from the first when given nil.
-type fakeTable struct {
-	what    string
-	max     uint32
-	entries map[any]any
-	writes  int
-	// order and at are the keys' walking order and each key's place in it, made on the first
-	// NextKey after the key set changed.
-	order []any
-	at    map[any]int
-}
-
-func newFakeTable(what string, max int) *fakeTable {
-	return &fakeTable{what: what, max: uint32(max), entries: map[any]any{}}
-}
-
-func (f *fakeTable) Update(key, value any, _ ebpf.MapUpdateFlags) error {
-	if _, ok := f.entries[key]; !ok {
-		if uint32(len(f.entries)) >= f.max {
-			return fmt.Errorf("update %s: %w", f.what, unix.E2BIG)
-		}
-		f.order = nil
-	}
-	f.entries[key] = value
-	f.writes++
-	return nil
-}
-
-func (f *fakeTable) Delete(key any) error {
-	if _, ok := f.entries[key]; !ok {
-		return fmt.Errorf("delete %s: %w", f.what, ebpf.ErrKeyNotExist)
-	}
-	delete(f.entries, key)
-	f.order = nil
-	f.writes++
-	return nil
-}
-
-func (f *fakeTable) NextKey(key, out any) error {
-	if f.order == nil {
-		f.order, f.at = f.keys(), map[any]int{}
-		for i, k := range f.order {
-			f.at[k] = i
-		}
-	}
-	i := 0
-	if key != nil {
-		if j, ok := f.at[reflect.ValueOf(key).Elem().Interface()]; ok {
-			i = j + 1
-		}
-	}
-	if i >= len(f.order) {
-		return ebpf.ErrKeyNotExist
-	}
-	reflect.ValueOf(out).Elem().Set(reflect.ValueOf(f.order[i]))
-	return nil
-}
-
-func (f *fakeTable) MaxEntries() uint32 { return f.max }
-
-func (f *fakeTable) keys() []any {
-	keys := make([]any, 0, len(f.entries))
-	for k := range f.entries {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b any) int { return strings.Compare(fmt.Sprintf("%+v", a), fmt.Sprintf("%+v", b)) })
-	return keys
-}
-
 // fakeTables are the four service maps in memory.
-type fakeTables struct{ services, backends, names, maglev *fakeTable }
+type fakeTables struct{ services, backends, names, maglev *fakemap.Map }
 
 func newFakeTables(sizes MapSizes) *fakeTables {
 	sizes = sizes.WithDefaults()
-	return &fakeTables{services: newFakeTable("service", sizes.Services), backends: newFakeTable("backend", sizes.Backends),
-		names: newFakeTable("name", sizes.Services), maglev: newFakeTable("maglev", sizes.Maglev)}
+	return &fakeTables{services: fakemap.New("service", sizes.Services), backends: fakemap.New("backend", sizes.Backends),
+		names: fakemap.New("name", sizes.Services), maglev: fakemap.New("maglev", sizes.Maglev)}
 }
 
 func (f *fakeTables) tables() *tables {
 	return &tables{services: f.services, backends: f.backends, names: f.names, maglev: f.maglev}
 }
 
-// render prints every entry as rawMaps prints real maps, sorted.
+// render prints every entry as Maps.Contents prints real maps, sorted.
 func (f *fakeTables) render() string {
-	var lines []string
-	for _, t := range []*fakeTable{f.services, f.backends, f.names, f.maglev} {
-		for k, v := range t.entries {
-			lines = append(lines, mapLine(t.what, k, v))
-		}
-	}
-	slices.Sort(lines)
-	return strings.Join(lines, "\n")
+	return fakemap.Render(f.services, f.backends, f.names, f.maglev)
 }
 
 func (f *fakeTables) writes() int {
-	return f.services.writes + f.backends.writes + f.names.writes + f.maglev.writes
+	return f.services.Writes + f.backends.Writes + f.names.Writes + f.maglev.Writes
 }
 
 // TestApplyChangesOnFakes is TestPrivilegedApplyChanges without root: random Service,
@@ -168,10 +87,11 @@ func TestResyncRepairsDrift(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := fakes.render()
-	for k := range fakes.backends.entries {
-		_ = fakes.backends.Delete(k) // one backend lost
-		break
+	var lost programs.SockBackendKey
+	if err := fakes.backends.NextKey(nil, &lost); err != nil {
+		t.Fatal(err)
 	}
+	_ = fakes.backends.Delete(lost) // one backend lost
 	_ = fakes.names.Update(uint32(999_999), programs.SockSvcName{}, ebpf.UpdateAny) // a stray
 	if err := p.Apply(services, false); err != nil {
 		t.Fatal(err)
@@ -205,15 +125,15 @@ func TestFullMapsOnFakes(t *testing.T) {
 	if err := p.Apply(services, true); err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Status.Dropped) == 0 || len(fakes.services.entries) > len(services)/2 {
-		t.Fatalf("%d frontends in a map of %d, dropped %v", len(fakes.services.entries), len(services)/2, p.Status.Dropped)
+	if len(p.Status.Dropped) == 0 || fakes.services.Len() > len(services)/2 {
+		t.Fatalf("%d frontends in a map of %d, dropped %v", fakes.services.Len(), len(services)/2, p.Status.Dropped)
 	}
 	applied, err := p.ApplyChanges(w.recompile(c, w.changes()))
 	if applied || err != nil {
 		t.Fatalf("a change was applied alone while frontends were left out: %v %v", applied, err)
 	}
 	// An update that does not fit is an error the kernel gives, not a silent loss.
-	full := newFakeTable("service", 1)
+	full := fakemap.New("service", 1)
 	_ = full.Update(programs.SockSvcKey{Port: 1}, programs.SockSvcValue{}, ebpf.UpdateAny)
 	if err := full.Update(programs.SockSvcKey{Port: 2}, programs.SockSvcValue{}, ebpf.UpdateAny); !errors.Is(err, unix.E2BIG) {
 		t.Fatalf("the fake took a key beyond its size: %v", err)
