@@ -91,7 +91,7 @@ func TestResyncRepairsDrift(t *testing.T) {
 	if err := fakes.backends.NextKey(nil, &lost); err != nil {
 		t.Fatal(err)
 	}
-	_ = fakes.backends.Delete(lost) // one backend lost
+	_ = fakes.backends.Delete(lost)                                                 // one backend lost
 	_ = fakes.names.Update(uint32(999_999), programs.SockSvcName{}, ebpf.UpdateAny) // a stray
 	if err := p.Apply(services, false); err != nil {
 		t.Fatal(err)
