@@ -362,7 +362,9 @@ func (a *nodeAgent) node(ctx context.Context) (string, error) {
 	if o.BGP != nil {
 		bo := *o.BGP
 		bo.NodeName = o.NodeName
-		bo.Informers = a.shared
+		sh := a.shared
+		bo.Informers = bgp.Informers{Nodes: sh.Core().V1().Nodes(), Services: sh.Core().V1().Services(),
+			EndpointSlices: sh.Discovery().V1().EndpointSlices(), Start: sh.Start}
 		bo.BFDStateFile = a.dirs.BFDSessions()
 		bo.Started = func(s *bgp.Speaker) { a.speaker.Store(s) }
 		a.sup.Go(supervisor.Part{Name: "bgp", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
@@ -397,7 +399,8 @@ func (a *nodeAgent) datapath(ctx context.Context, podCIDR string) error {
 			host = append(host, addr)
 		}
 		enf := netpol.NewEnforcer(netpol.EnforcerOptions{PinDir: loader.PinDir(o.NodeName), Local: local, Host: host,
-			Netns: o.Netns, Informers: a.shared, Node: o.NodeName}, log.With("component", "network-policy"))
+			Netns: o.Netns, Node: o.NodeName, Informers: netpol.Informers{Pods: a.shared.Core().V1().Pods(),
+				Namespaces: a.shared.Core().V1().Namespaces(), NetworkPolicies: a.shared.Networking().V1().NetworkPolicies(), Start: a.shared.Start}}, log.With("component", "network-policy"))
 		cni.Policy = enf
 		a.policyEnforcer = enf
 		a.sup.Go(supervisor.Part{Name: "network-policy", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
@@ -410,7 +413,9 @@ func (a *nodeAgent) datapath(ctx context.Context, podCIDR string) error {
 	}})
 	if o.ServiceProxy {
 		po := proxy.Options{Node: services.Node{Name: o.NodeName, IP: nodeAddr(o.InternalIP)}, Netns: o.Netns, Uplink: uplinkOf(o.InternalIP), PinDir: loader.PinDir(o.NodeName), CgroupPath: filepath.Join(cgroups.Unified(), o.CgroupRoot),
-			Informers: a.shared, Started: func(d *loader.Dataplane) { a.proxy.Store(d) },
+			Informers: proxy.Informers{Services: a.shared.Core().V1().Services(), EndpointSlices: a.shared.Discovery().V1().EndpointSlices(),
+				Pods: a.shared.Core().V1().Pods(), Start: a.shared.Start},
+			Started:  func(d *loader.Dataplane) { a.proxy.Store(d) },
 			MapSizes: o.BPFMapSizes, Synced: func(s services.MapStatus) {
 				a.mapStatus.Store(&s)
 				a.proxySyncs.WithLabelValues(s.Sync).Observe(s.Took.Seconds())
@@ -460,7 +465,8 @@ func (a *nodeAgent) workloads(conn *grpc.ClientConn) (stop func()) {
 	pm := pods.New(client, rt, img,
 		pods.Options{NodeName: o.NodeName, HostIP: o.InternalIP, PodLogDir: o.PodLogDir, Netns: o.Netns, CgroupRoot: o.CgroupRoot,
 			FlatCgroups: o.FlatCgroups, PodMaxPIDs: o.PodMaxPIDs, NoCFSQuota: o.NoCFSQuota, CPUs: a.cpus, CPUReconcilePeriod: o.CPUManagerReconcilePeriod,
-			MemoryCapacity: memoryCapacity.Value(), ClusterDNS: o.ClusterDNS, ClusterDNSService: o.DNS, ClusterDomain: o.ClusterDomain, ResolvConf: o.ResolvConf, Informers: a.shared,
+			MemoryCapacity: memoryCapacity.Value(), ClusterDNS: o.ClusterDNS, ClusterDNSService: o.DNS, ClusterDomain: o.ClusterDomain, ResolvConf: o.ResolvConf,
+			Services: a.shared.Core().V1().Services(), StartInformers: a.shared.Start,
 			Volumes: vols, PodsDir: dirs.Pods(), Allocatable: allocatable, RegistryLogins: dirs.RegistryLogins(), Pressure: a.nodeOpts.Pressure}, log)
 	sup.Go(supervisor.Part{Name: "pod-resources", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
 		return (&podresources.Server{Pods: pm.ActivePods, CPUs: a.cpus}).Run(ctx, dirs.PodResourcesSocket())

@@ -44,7 +44,9 @@ func startDNS(ctx context.Context, sup *supervisor.Supervisor, client kubernetes
 		fwd = clusterdns.NewForwarder(upstreams, 10000)
 	}
 	log = log.With("component", "cluster-dns")
-	s := clusterdns.New(clusterdns.Options{Domain: domain, Listen: listen, Forwarder: fwd, Informers: shared,
+	s := clusterdns.New(clusterdns.Options{Domain: domain, Listen: listen, Forwarder: fwd,
+		Informers: clusterdns.Informers{Services: shared.Core().V1().Services(), EndpointSlices: shared.Discovery().V1().EndpointSlices(),
+			Pods: shared.Core().V1().Pods(), Start: shared.Start},
 		Listening: func(addr string) {
 			patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{clusterdns.AddressAnnotation: addr}}})
 			if _, err := client.CoreV1().Nodes().Patch(ctx, o.NodeName, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {

@@ -8,23 +8,35 @@ import (
 	"sync"
 	"time"
 
-	sharedinformers "github.com/skiff-sh/skiff/internal/informers"
-
 	api "github.com/osrg/gobgp/v3/api"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/skiff-sh/skiff/bgp/bfd"
 	"github.com/skiff-sh/skiff/bgp/config"
+	sharedinformers "github.com/skiff-sh/skiff/internal/informers"
 )
 
 // ConfigMapName is the cluster-wide BGP configuration in kube-system.
 const ConfigMapName = "skiff-bgp"
+
+// Informers are the watches the speaker reads, each from the agent's shared factory: the
+// Nodes of the mesh, and the Services and EndpointSlices whose LoadBalancer addresses it
+// advertises.
+type Informers struct {
+	Nodes          coreinformers.NodeInformer
+	Services       coreinformers.ServiceInformer
+	EndpointSlices discoveryinformers.EndpointSliceInformer
+	// Start starts the informers asked for so far (sharedinformers.Shared.Start).
+	Start func()
+}
 
 // Options configure the node's routing.
 type Options struct {
@@ -37,8 +49,8 @@ type Options struct {
 	Kernel Kernel
 	// SyncPeriod re-checks the kernel even without BGP events (10 s).
 	SyncPeriod time.Duration
-	// Informers, if set, is the agent's shared factory (else Run watches on its own).
-	Informers *sharedinformers.Shared
+	// Informers are the watches Run reads, from the agent's shared factory.
+	Informers Informers
 	// Started, if set, receives the speaker once it runs (metrics read it).
 	Started func(*Speaker)
 	// BFDStateFile keeps the BFD sessions across the agent's restarts (see bfd.Manager);
@@ -58,17 +70,16 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 		o.SyncPeriod = 10 * time.Second
 	}
 	// Nodes come from the agent's shared factory; the one ConfigMap is watched by name.
-	factory, start := sharedinformers.Factory(ctx, o.Informers, client)
-	nodes := factory.Core().V1().Nodes()
+	nodes := o.Informers.Nodes
 	// LoadBalancer addresses are advertised from the Services and, for externalTrafficPolicy
 	// Local, where their endpoints are.
-	services, slices := factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices()
+	services, slices := o.Informers.Services, o.Informers.EndpointSlices
 	cmFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(metav1.NamespaceSystem),
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.FieldSelector = "metadata.name=" + ConfigMapName }))
 	cms := cmFactory.Core().V1().ConfigMaps()
 	kick := make(chan struct{}, 1)
 	watched := []cache.SharedIndexInformer{nodes.Informer(), cms.Informer(), services.Informer(), slices.Informer()}
-	start() // after asking for the informers: Start starts only those
+	o.Informers.Start() // after asking for the informers: Start starts only those
 	cmFactory.Start(ctx.Done())
 	release, err := sharedinformers.Watch(ctx, sharedinformers.Trigger(kick), watched...)
 	if err != nil {

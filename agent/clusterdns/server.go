@@ -23,6 +23,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
@@ -34,6 +36,16 @@ import (
 // Node; the cluster DNS controller makes it kube-dns's endpoint for that node.
 const AddressAnnotation = wellknown.DNSAddressAnnotation
 
+// Informers are the watches the server reads, each from the agent's shared factory (one
+// watch per resource for the whole agent).
+type Informers struct {
+	Services       coreinformers.ServiceInformer
+	EndpointSlices discoveryinformers.EndpointSliceInformer
+	Pods           coreinformers.PodInformer
+	// Start starts the informers asked for so far (sharedinformers.Shared.Start).
+	Start func()
+}
+
 // Options configure the server.
 type Options struct {
 	// Domain is the cluster domain (cluster.local).
@@ -44,8 +56,8 @@ type Options struct {
 	Forwarder *Forwarder
 	// Nameserver is the cluster DNS Service's address, the zone's NS.
 	Nameserver string
-	// Informers are the agent's shared informers (nil: the server's own).
-	Informers *sharedinformers.Shared
+	// Informers are the watches the zone is built from, from the agent's shared factory.
+	Informers Informers
 	// Listening is called once both sockets are bound, with their address.
 	Listening func(addr string)
 }
@@ -77,11 +89,10 @@ func (s *Server) Zone() *Zone { return s.zone.Load() }
 
 // Run binds the sockets, then keeps the zone in line with the cluster until ctx ends.
 func (s *Server) Run(ctx context.Context, client kubernetes.Interface) error {
-	factory, start := sharedinformers.Factory(ctx, s.o.Informers, client)
-	svcs, slices, pods := factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices(), factory.Core().V1().Pods()
+	svcs, slices, pods := s.o.Informers.Services, s.o.Informers.EndpointSlices, s.o.Informers.Pods
 	// Ask for the informers before starting the factory: it starts only those asked for.
 	svcInf, sliceInf, podInf := svcs.Informer(), slices.Informer(), pods.Informer()
-	start()
+	s.o.Informers.Start()
 	// Each event marks the one source it changes (a Service, with its slices, or a pod); the
 	// loop below replaces only those sources' records.
 	var dirty changes

@@ -18,6 +18,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	sharedinformers "github.com/skiff-sh/skiff/internal/informers"
 )
 
 func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
@@ -98,9 +100,12 @@ func TestServer(t *testing.T) {
 	}
 	addr := freeAddr(t)
 	listening := make(chan string, 1)
-	s := New(Options{Domain: "cluster.local", Listen: addr, Forwarder: NewForwarder([]string{up}, 100),
-		Listening: func(a string) { listening <- a }}, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	ctx, cancel := context.WithCancel(context.Background())
+	shared := sharedinformers.NewShared(ctx, client)
+	s := New(Options{Domain: "cluster.local", Listen: addr, Forwarder: NewForwarder([]string{up}, 100),
+		Informers: Informers{Services: shared.Core().V1().Services(), EndpointSlices: shared.Discovery().V1().EndpointSlices(),
+			Pods: shared.Core().V1().Pods(), Start: shared.Start},
+		Listening: func(a string) { listening <- a }}, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx, client) }()
 	defer func() {

@@ -37,6 +37,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -52,7 +53,6 @@ import (
 	"github.com/skiff-sh/skiff/agent/netnsdial"
 	"github.com/skiff-sh/skiff/agent/volumes"
 	"github.com/skiff-sh/skiff/controlplane/controllers/loop"
-	sharedinformers "github.com/skiff-sh/skiff/internal/informers"
 )
 
 // Options configure the pod manager.
@@ -97,9 +97,10 @@ type Options struct {
 	// ResolvConf is the host resolver configuration Default-policy pods get (--resolv-conf;
 	// "" means /etc/resolv.conf); a missing file is an empty one.
 	ResolvConf string
-	// Informers, if set, is the agent's shared factory (else the manager watches Services
-	// on its own).
-	Informers *sharedinformers.Shared
+	// Services feed every container's environment: the agent's shared Service informer.
+	Services coreinformers.ServiceInformer
+	// StartInformers starts the shared informers asked for so far (sharedinformers.Shared.Start).
+	StartInformers func()
 	// PodsDir holds each pod's directory (<agent-data-dir>/pods/<uid>: its hosts file and
 	// termination message files, beside the volumes); "" manages neither.
 	PodsDir string
@@ -206,12 +207,11 @@ func (m *Manager) Run(ctx context.Context) {
 	_, _ = inf.Informer().AddEventHandler(m.loop.Handler())
 	// Services feed every container's environment; they come from the agent's shared
 	// factory. The pods are this node's alone (a field selector), so they have their own.
-	svcFactory, start := sharedinformers.Factory(ctx, m.opts.Informers, m.client)
-	svcs := svcFactory.Core().V1().Services()
+	svcs := m.opts.Services
 	m.services = svcs.Lister()
 	svcInformer := svcs.Informer()
 	factory.Start(ctx.Done())
-	start()
+	m.opts.StartInformers()
 	if !cache.WaitForCacheSync(ctx.Done(), inf.Informer().HasSynced, svcInformer.HasSynced) {
 		return
 	}

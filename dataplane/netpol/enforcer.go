@@ -14,6 +14,8 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	networkinginformers "k8s.io/client-go/informers/networking/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	networkinglisters "k8s.io/client-go/listers/networking/v1"
@@ -25,6 +27,15 @@ import (
 
 // PodRef names a pod.
 type PodRef struct{ Namespace, Name string }
+
+// Informers are the watches the enforcer reads, each from the agent's shared factory.
+type Informers struct {
+	Pods            coreinformers.PodInformer
+	Namespaces      coreinformers.NamespaceInformer
+	NetworkPolicies networkinginformers.NetworkPolicyInformer
+	// Start starts the informers asked for so far (sharedinformers.Shared.Start).
+	Start func()
+}
 
 // EnforcerOptions configure a node's NetworkPolicy enforcement.
 type EnforcerOptions struct {
@@ -38,8 +49,8 @@ type EnforcerOptions struct {
 	Host []netip.Addr
 	// Netns, if set, is where the pods' host-side veths are (the agent's --netns).
 	Netns string
-	// Informers, if set, is the agent's shared factory.
-	Informers *sharedinformers.Shared
+	// Informers are the watches Run reads, from the agent's shared factory.
+	Informers Informers
 	// Resync rewrites the maps at least this often (30 s).
 	Resync time.Duration
 	// Node is this node's name: another node's pod that starts, moves or goes with an
@@ -83,12 +94,11 @@ func (e *Enforcer) Run(ctx context.Context, client kubernetes.Interface) error {
 	if kept, gone := p.Refresh(); kept+gone > 0 {
 		e.log.Info("policy programs refreshed on existing pod veths", "veths", kept/2, "gone", gone/2)
 	}
-	factory, start := sharedinformers.Factory(ctx, e.o.Informers, client)
-	pods, nss, netpols := factory.Core().V1().Pods(), factory.Core().V1().Namespaces(), factory.Networking().V1().NetworkPolicies()
+	pods, nss, netpols := e.o.Informers.Pods, e.o.Informers.Namespaces, e.o.Informers.NetworkPolicies
 	kick := make(chan struct{}, 1)
 	watched := []cache.SharedIndexInformer{nss.Informer(), netpols.Informer()}
 	podInf := pods.Informer()
-	start() // after asking for the informers: Start starts only those asked for
+	e.o.Informers.Start() // after asking for the informers: Start starts only those asked for
 	views := &podViews{m: map[PodRef]policy.Pod{}, node: e.o.Node, full: true, ips: map[netip.Addr]string{}, owner: map[netip.Addr]PodRef{}}
 	release, err := sharedinformers.Watch(ctx, views.fullHandler(kick), watched...)
 	if err != nil {

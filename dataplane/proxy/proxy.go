@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
@@ -17,6 +19,17 @@ import (
 	"github.com/skiff-sh/skiff/dataplane/services"
 	sharedinformers "github.com/skiff-sh/skiff/internal/informers"
 )
+
+// Informers are the watches the proxy reads, each from the agent's shared factory (one watch
+// per resource for the whole agent). Pods are there for their hostPorts: cluster DNS and
+// network policy watch them already, so they add no watch.
+type Informers struct {
+	Services       coreinformers.ServiceInformer
+	EndpointSlices discoveryinformers.EndpointSliceInformer
+	Pods           coreinformers.PodInformer
+	// Start starts the informers asked for so far (sharedinformers.Shared.Start).
+	Start func()
+}
 
 // Options configure the node's service proxy.
 type Options struct {
@@ -38,8 +51,8 @@ type Options struct {
 	// CheckPeriod is how often the pinned maps and attached programs are checked (5 s); a
 	// damaged dataplane ends Run with the damage named, and the next run repairs it.
 	CheckPeriod time.Duration
-	// Informers, if set, is the agent's shared factory (else Run watches on its own).
-	Informers *sharedinformers.Shared
+	// Informers are the watches Run reads, from the agent's shared factory.
+	Informers Informers
 	// Started, if set, receives the loaded dataplane (metrics read its maps).
 	Started func(*loader.Dataplane)
 	// MapSizes are the service maps' capacities (zero: DefaultMapSizes).
@@ -79,17 +92,12 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 		log.Warn("reading frontend ids from the pinned maps; numbering afresh", "err", err)
 		ids = map[string]uint32{}
 	}
-	factory, start := sharedinformers.Factory(ctx, o.Informers, client)
-	svcInformer := factory.Core().V1().Services()
-	slices := factory.Discovery().V1().EndpointSlices()
-	// Pods for their hostPorts: the agent's factory watches them all already (cluster DNS,
-	// network policy), so this adds no watch.
-	pods := factory.Core().V1().Pods()
+	svcInformer, slices, pods := o.Informers.Services, o.Informers.EndpointSlices, o.Informers.Pods
 	if err := indexSlicesByService(slices.Informer()); err != nil {
 		return err
 	}
 	dirty := newChanged()
-	start() // after asking for the informers: Start starts only those
+	o.Informers.Start() // after asking for the informers: Start starts only those
 	release, err := sharedinformers.Watch(ctx, dirty.handler(serviceKeyOf), svcInformer.Informer())
 	if err != nil {
 		return err

@@ -58,17 +58,6 @@ func Own(ctx context.Context, f informers.SharedInformerFactory) *Shared {
 // Start starts every informer asked for so far that has not started.
 func (s *Shared) Start() { s.SharedInformerFactory.Start(s.ctx.Done()) }
 
-// Factory returns shared when it is set, or a factory of the part's own that lives as long
-// as ctx (a part run alone, as in its tests). Call start once the part has asked for its
-// informers.
-func Factory(ctx context.Context, shared *Shared, client kubernetes.Interface) (f informers.SharedInformerFactory, start func()) {
-	if shared != nil {
-		return shared.SharedInformerFactory, shared.Start
-	}
-	own := NewShared(ctx, client)
-	return own.SharedInformerFactory, own.Start
-}
-
 // Watch adds h to each informer and waits until every one has synced and h has seen what
 // each held. release removes h again: defer it, so a part that returned (to be restarted)
 // leaves nothing behind. Watch returns ctx's error if ctx ends first (release is then

@@ -37,10 +37,9 @@ func TestSharedSurvivesAPartsRestart(t *testing.T) {
 	shared := NewShared(ctx, client)
 
 	partA, endA := context.WithCancel(ctx)
-	fA, startA := Factory(partA, shared, client)
 	kickA := make(chan struct{}, 1)
-	infA := fA.Core().V1().Services().Informer()
-	startA()
+	infA := shared.Core().V1().Services().Informer()
+	shared.Start()
 	releaseA, err := Watch(partA, Trigger(kickA), infA)
 	if err != nil {
 		t.Fatal(err)
@@ -49,13 +48,12 @@ func TestSharedSurvivesAPartsRestart(t *testing.T) {
 
 	partB, endB := context.WithCancel(ctx)
 	defer endB()
-	fB, startB := Factory(partB, shared, client)
 	kickB := make(chan struct{}, 1)
-	infB := fB.Core().V1().Services().Informer()
+	infB := shared.Core().V1().Services().Informer()
 	if infA.GetStore() != infB.GetStore() { // each call wraps the one shared informer anew
 		t.Fatalf("two parts got two Service informers from one shared factory: %p %p", infA, infB)
 	}
-	startB()
+	shared.Start()
 	releaseB, err := Watch(partB, Trigger(kickB), infB)
 	if err != nil {
 		t.Fatal(err)
@@ -73,18 +71,18 @@ func TestSharedSurvivesAPartsRestart(t *testing.T) {
 	if infB.IsStopped() {
 		t.Fatal("the shared informer stopped with the part that asked for it first")
 	}
-	if n := len(fB.Core().V1().Services().Informer().GetStore().List()); n != 2 {
+	if n := len(shared.Core().V1().Services().Informer().GetStore().List()); n != 2 {
 		t.Fatalf("shared store holds %d services, want 2", n)
 	}
 }
 
-// Without a shared factory a part gets its own, which ends with the part.
-func TestOwnFactoryEndsWithThePart(t *testing.T) {
+// A shared factory's informers end with the context it was made with (the agent's).
+func TestSharedEndsWithItsOwner(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	client := fake.NewClientset(svc("a"))
-	f, start := Factory(ctx, nil, client)
-	inf := f.Core().V1().Services().Informer()
-	start()
+	shared := NewShared(ctx, client)
+	inf := shared.Core().V1().Services().Informer()
+	shared.Start()
 	kick := make(chan struct{}, 1)
 	release, err := Watch(ctx, Trigger(kick), inf)
 	if err != nil {
