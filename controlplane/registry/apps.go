@@ -21,111 +21,90 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/validation"
 )
 
+// apps serves apps/v1: the workloads (+status, and scale where they have replicas) and
+// ControllerRevisions.
 func apps(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
-	out := map[string]rest.Storage{}
-
-	ds := newStrategy(true, true)
-	ds.validate = func(_ context.Context, obj runtime.Object) field.ErrorList {
-		return validation.Deployment(obj.(*appsv1.Deployment))
+	selectorUpdate := func(n, o *metav1.ObjectMeta, ns, os *metav1.LabelSelector) field.ErrorList {
+		return append(validation.ObjectMetaUpdate(n, o), validation.SelectorUpdate(ns, os)...)
 	}
-	ds.validateUpdate = func(obj, old runtime.Object) field.ErrorList {
-		n, o := obj.(*appsv1.Deployment), old.(*appsv1.Deployment)
-		return append(validation.ObjectMetaUpdate(&n.ObjectMeta, &o.ObjectMeta), validation.SelectorUpdate(n.Spec.Selector, o.Spec.Selector)...)
-	}
-	deploy, err := newREST(opts, resource{
-		gr: appsv1.Resource("deployments"), singular: "deployment",
-		newObj: func() runtime.Object { return &appsv1.Deployment{} }, newList: func() runtime.Object { return &appsv1.DeploymentList{} },
-		strategy: ds, printer: printers.Deployments, shortNames: []string{"deploy"}, categories: []string{"all"},
-	})
-	if err != nil {
-		return nil, err
-	}
-	out["deployments"] = deploy
-	out["deployments/status"] = newStatusREST(deploy, statusStrategy{strategy: ds})
-	out["deployments/scale"] = &ScaleREST{store: deploy.Store, replicas: replicasOf}
-
-	rss := newStrategy(true, true)
-	rss.validate = func(_ context.Context, obj runtime.Object) field.ErrorList {
-		return validation.ReplicaSet(obj.(*appsv1.ReplicaSet))
-	}
-	rss.validateUpdate = func(obj, old runtime.Object) field.ErrorList {
-		n, o := obj.(*appsv1.ReplicaSet), old.(*appsv1.ReplicaSet)
-		return append(validation.ObjectMetaUpdate(&n.ObjectMeta, &o.ObjectMeta), validation.SelectorUpdate(n.Spec.Selector, o.Spec.Selector)...)
-	}
-	rs, err := newREST(opts, resource{
-		gr: appsv1.Resource("replicasets"), singular: "replicaset",
-		newObj: func() runtime.Object { return &appsv1.ReplicaSet{} }, newList: func() runtime.Object { return &appsv1.ReplicaSetList{} },
-		strategy: rss, printer: printers.ReplicaSets, shortNames: []string{"rs"}, categories: []string{"all"},
-		fields: func(obj runtime.Object) fields.Set {
-			return fields.Set{"status.replicas": fmt.Sprint(obj.(*appsv1.ReplicaSet).Status.Replicas)}
+	return collect(
+		func() (map[string]rest.Storage, error) {
+			return only(serveKind(opts, kind[*appsv1.Deployment]{
+				resource: resource{gr: appsv1.Resource("deployments"), singular: "deployment",
+					newObj: func() runtime.Object { return &appsv1.Deployment{} }, newList: func() runtime.Object { return &appsv1.DeploymentList{} },
+					printer: printers.Deployments, shortNames: []string{"deploy"}, categories: []string{"all"}},
+				namespaced: true, status: true, subresources: scaled("deployments"),
+				validate: validation.Deployment,
+				validateUpdate: func(n, o *appsv1.Deployment) field.ErrorList {
+					return selectorUpdate(&n.ObjectMeta, &o.ObjectMeta, n.Spec.Selector, o.Spec.Selector)
+				},
+			}))
 		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	out["replicasets"] = rs
-	out["replicasets/status"] = newStatusREST(rs, statusStrategy{strategy: rss})
-	out["replicasets/scale"] = &ScaleREST{store: rs.Store, replicas: replicasOf}
+		func() (map[string]rest.Storage, error) {
+			return only(serveKind(opts, kind[*appsv1.ReplicaSet]{
+				resource: resource{gr: appsv1.Resource("replicasets"), singular: "replicaset",
+					newObj: func() runtime.Object { return &appsv1.ReplicaSet{} }, newList: func() runtime.Object { return &appsv1.ReplicaSetList{} },
+					printer: printers.ReplicaSets, shortNames: []string{"rs"}, categories: []string{"all"},
+					fields: func(obj runtime.Object) fields.Set {
+						return fields.Set{"status.replicas": fmt.Sprint(obj.(*appsv1.ReplicaSet).Status.Replicas)}
+					}},
+				namespaced: true, status: true, subresources: scaled("replicasets"),
+				validate: validation.ReplicaSet,
+				validateUpdate: func(n, o *appsv1.ReplicaSet) field.ErrorList {
+					return selectorUpdate(&n.ObjectMeta, &o.ObjectMeta, n.Spec.Selector, o.Spec.Selector)
+				},
+			}))
+		},
+		func() (map[string]rest.Storage, error) {
+			return only(serveKind(opts, kind[*appsv1.DaemonSet]{
+				resource: resource{gr: appsv1.Resource("daemonsets"), singular: "daemonset",
+					newObj: func() runtime.Object { return &appsv1.DaemonSet{} }, newList: func() runtime.Object { return &appsv1.DaemonSetList{} },
+					printer: printers.DaemonSets, shortNames: []string{"ds"}, categories: []string{"all"}},
+				namespaced: true, status: true,
+				validate: validation.DaemonSet,
+				validateUpdate: func(n, o *appsv1.DaemonSet) field.ErrorList {
+					return selectorUpdate(&n.ObjectMeta, &o.ObjectMeta, n.Spec.Selector, o.Spec.Selector)
+				},
+			}))
+		},
+		func() (map[string]rest.Storage, error) {
+			return only(serveKind(opts, kind[*appsv1.StatefulSet]{
+				resource: resource{gr: appsv1.Resource("statefulsets"), singular: "statefulset",
+					newObj: func() runtime.Object { return &appsv1.StatefulSet{} }, newList: func() runtime.Object { return &appsv1.StatefulSetList{} },
+					printer: printers.StatefulSets, shortNames: []string{"sts"}, categories: []string{"all"}},
+				namespaced: true, status: true, subresources: scaled("statefulsets"),
+				validate: validation.StatefulSet,
+				validateUpdate: func(n, o *appsv1.StatefulSet) field.ErrorList {
+					return append(validation.ObjectMetaUpdate(&n.ObjectMeta, &o.ObjectMeta), validation.StatefulSetUpdate(n, o)...)
+				},
+			}))
+		},
+		func() (map[string]rest.Storage, error) {
+			return only(serveKind(opts, kind[*appsv1.ControllerRevision]{
+				resource: resource{gr: appsv1.Resource("controllerrevisions"), singular: "controllerrevision",
+					newObj: func() runtime.Object { return &appsv1.ControllerRevision{} }, newList: func() runtime.Object { return &appsv1.ControllerRevisionList{} },
+					printer: printers.New(func(o runtime.Object) []any {
+						cr := o.(*appsv1.ControllerRevision)
+						owner := "<none>"
+						if ref := metav1.GetControllerOf(cr); ref != nil {
+							owner = schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind).GroupKind().String() + "/" + ref.Name
+						}
+						return []any{owner, cr.Revision, printers.Age(cr.CreationTimestamp)}
+					}, printers.Column{Name: "Controller"}, printers.Column{Name: "Revision", Type: "integer"}, printers.AgeColumn)},
+				namespaced: true,
+				validate: func(cr *appsv1.ControllerRevision) field.ErrorList {
+					return validation.ObjectMeta(&cr.ObjectMeta, true, validation.DNSSubdomain)
+				},
+			}))
+		},
+	)
+}
 
-	dss := newStrategy(true, true)
-	dss.validate = func(_ context.Context, obj runtime.Object) field.ErrorList {
-		return validation.DaemonSet(obj.(*appsv1.DaemonSet))
+// scaled serves <resource>/scale beside a workload with replicas.
+func scaled(resource string) func(main *REST, _ *strategy) map[string]rest.Storage {
+	return func(main *REST, _ *strategy) map[string]rest.Storage {
+		return map[string]rest.Storage{resource + "/scale": &ScaleREST{store: main.Store, replicas: replicasOf}}
 	}
-	dss.validateUpdate = func(obj, old runtime.Object) field.ErrorList {
-		n, o := obj.(*appsv1.DaemonSet), old.(*appsv1.DaemonSet)
-		return append(validation.ObjectMetaUpdate(&n.ObjectMeta, &o.ObjectMeta), validation.SelectorUpdate(n.Spec.Selector, o.Spec.Selector)...)
-	}
-	daemons, err := newREST(opts, resource{
-		gr: appsv1.Resource("daemonsets"), singular: "daemonset",
-		newObj: func() runtime.Object { return &appsv1.DaemonSet{} }, newList: func() runtime.Object { return &appsv1.DaemonSetList{} },
-		strategy: dss, printer: printers.DaemonSets, shortNames: []string{"ds"}, categories: []string{"all"},
-	})
-	if err != nil {
-		return nil, err
-	}
-	out["daemonsets"] = daemons
-	out["daemonsets/status"] = newStatusREST(daemons, statusStrategy{strategy: dss})
-
-	sss := newStrategy(true, true)
-	sss.validate = func(_ context.Context, obj runtime.Object) field.ErrorList {
-		return validation.StatefulSet(obj.(*appsv1.StatefulSet))
-	}
-	sss.validateUpdate = func(obj, old runtime.Object) field.ErrorList {
-		n, o := obj.(*appsv1.StatefulSet), old.(*appsv1.StatefulSet)
-		return append(validation.ObjectMetaUpdate(&n.ObjectMeta, &o.ObjectMeta), validation.StatefulSetUpdate(n, o)...)
-	}
-	sets, err := newREST(opts, resource{
-		gr: appsv1.Resource("statefulsets"), singular: "statefulset",
-		newObj: func() runtime.Object { return &appsv1.StatefulSet{} }, newList: func() runtime.Object { return &appsv1.StatefulSetList{} },
-		strategy: sss, printer: printers.StatefulSets, shortNames: []string{"sts"}, categories: []string{"all"},
-	})
-	if err != nil {
-		return nil, err
-	}
-	out["statefulsets"] = sets
-	out["statefulsets/status"] = newStatusREST(sets, statusStrategy{strategy: sss})
-	out["statefulsets/scale"] = &ScaleREST{store: sets.Store, replicas: replicasOf}
-
-	crs, err := simple(opts, resource{
-		gr: appsv1.Resource("controllerrevisions"), singular: "controllerrevision",
-		newObj: func() runtime.Object { return &appsv1.ControllerRevision{} }, newList: func() runtime.Object { return &appsv1.ControllerRevisionList{} },
-		printer: printers.New(func(o runtime.Object) []any {
-			cr := o.(*appsv1.ControllerRevision)
-			owner := "<none>"
-			if ref := metav1.GetControllerOf(cr); ref != nil {
-				owner = schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind).GroupKind().String() + "/" + ref.Name
-			}
-			return []any{owner, cr.Revision, printers.Age(cr.CreationTimestamp)}
-		}, printers.Column{Name: "Controller"}, printers.Column{Name: "Revision", Type: "integer"}, printers.AgeColumn),
-	}, func(o runtime.Object) field.ErrorList {
-		cr := o.(*appsv1.ControllerRevision)
-		return validation.ObjectMeta(&cr.ObjectMeta, true, validation.DNSSubdomain)
-	}, metaUpdate)
-	if err != nil {
-		return nil, err
-	}
-	out["controllerrevisions"] = crs
-	return out, nil
 }
 
 // scaleOf describes how a workload maps to a Scale: its desired and observed replicas and the

@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"context"
 	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -25,56 +24,39 @@ const (
 	legacyLabelJobName       = "job-name"
 )
 
+// batch serves batch/v1 Jobs and CronJobs (+status).
 func batch(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
-	out := map[string]rest.Storage{}
-
-	js := newStrategy(true, true)
-	js.prepareForCreate = func(obj runtime.Object) { obj.(*batchv1.Job).Status = batchv1.JobStatus{} }
-	js.validate = func(_ context.Context, obj runtime.Object) field.ErrorList {
-		j := obj.(*batchv1.Job)
-		// The UID is set by now (validation runs after the system fields), so the selector
-		// can be generated here, as upstream's strategy does.
-		GenerateJobSelector(j)
-		return validation.Job(j)
-	}
-	js.validateUpdate = func(obj, old runtime.Object) field.ErrorList {
-		n, o := obj.(*batchv1.Job), old.(*batchv1.Job)
-		return append(validation.ObjectMetaUpdate(&n.ObjectMeta, &o.ObjectMeta), validation.JobUpdate(n, o)...)
-	}
-	jobs, err := newREST(opts, resource{
-		gr: batchv1.Resource("jobs"), singular: "job",
-		newObj: func() runtime.Object { return &batchv1.Job{} }, newList: func() runtime.Object { return &batchv1.JobList{} },
-		strategy: js, printer: printers.Jobs, categories: []string{"all"},
-		fields: func(obj runtime.Object) fields.Set {
-			return fields.Set{"status.successful": fmt.Sprint(obj.(*batchv1.Job).Status.Succeeded)}
+	return collect(
+		func() (map[string]rest.Storage, error) {
+			return only(serveKind(opts, kind[*batchv1.Job]{
+				resource: resource{gr: batchv1.Resource("jobs"), singular: "job",
+					newObj: func() runtime.Object { return &batchv1.Job{} }, newList: func() runtime.Object { return &batchv1.JobList{} },
+					printer: printers.Jobs, categories: []string{"all"},
+					fields: func(obj runtime.Object) fields.Set {
+						return fields.Set{"status.successful": fmt.Sprint(obj.(*batchv1.Job).Status.Succeeded)}
+					}},
+				namespaced: true, status: true,
+				validate: func(j *batchv1.Job) field.ErrorList {
+					// The UID is set by now (validation runs after the system fields), so the
+					// selector can be generated here, as upstream's strategy does.
+					GenerateJobSelector(j)
+					return validation.Job(j)
+				},
+				validateUpdate: func(n, o *batchv1.Job) field.ErrorList {
+					return append(validation.ObjectMetaUpdate(&n.ObjectMeta, &o.ObjectMeta), validation.JobUpdate(n, o)...)
+				},
+			}))
 		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	out["jobs"] = jobs
-	out["jobs/status"] = newStatusREST(jobs, statusStrategy{strategy: js})
-
-	cs := newStrategy(true, true)
-	cs.prepareForCreate = func(obj runtime.Object) { obj.(*batchv1.CronJob).Status = batchv1.CronJobStatus{} }
-	cs.validate = func(_ context.Context, obj runtime.Object) field.ErrorList {
-		return validation.CronJob(obj.(*batchv1.CronJob))
-	}
-	cs.validateUpdate = func(obj, old runtime.Object) field.ErrorList {
-		n, o := obj.(*batchv1.CronJob), old.(*batchv1.CronJob)
-		return validation.ObjectMetaUpdate(&n.ObjectMeta, &o.ObjectMeta)
-	}
-	cronjobs, err := newREST(opts, resource{
-		gr: batchv1.Resource("cronjobs"), singular: "cronjob",
-		newObj: func() runtime.Object { return &batchv1.CronJob{} }, newList: func() runtime.Object { return &batchv1.CronJobList{} },
-		strategy: cs, printer: printers.CronJobs, shortNames: []string{"cj"}, categories: []string{"all"},
-	})
-	if err != nil {
-		return nil, err
-	}
-	out["cronjobs"] = cronjobs
-	out["cronjobs/status"] = newStatusREST(cronjobs, statusStrategy{strategy: cs})
-	return out, nil
+		func() (map[string]rest.Storage, error) {
+			return only(serveKind(opts, kind[*batchv1.CronJob]{
+				resource: resource{gr: batchv1.Resource("cronjobs"), singular: "cronjob",
+					newObj: func() runtime.Object { return &batchv1.CronJob{} }, newList: func() runtime.Object { return &batchv1.CronJobList{} },
+					printer: printers.CronJobs, shortNames: []string{"cj"}, categories: []string{"all"}},
+				namespaced: true, status: true,
+				validate: validation.CronJob,
+			}))
+		},
+	)
 }
 
 // GenerateJobSelector gives a Job without a manual selector upstream's: its UID, on the

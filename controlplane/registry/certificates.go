@@ -107,34 +107,28 @@ func mergeConditions(old, updated []certificatesv1.CertificateSigningRequestCond
 }
 
 func certificateSigningRequests(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
-	s := newStrategy(false, true)
-	// The spec never changes after create, as upstream: an update carries only metadata.
-	s.prepareForUpdate = func(obj, old runtime.Object) { copyField(obj, old, "Spec") }
-	s.validate = func(_ context.Context, obj runtime.Object) field.ErrorList {
-		return validation.CertificateSigningRequest(obj.(*certificatesv1.CertificateSigningRequest))
-	}
-	s.validateUpdate = func(obj, old runtime.Object) field.ErrorList {
-		return validation.CSRUpdate(obj.(*certificatesv1.CertificateSigningRequest), old.(*certificatesv1.CertificateSigningRequest))
-	}
-	main, err := newREST(opts, resource{
-		gr: certificatesv1.Resource("certificatesigningrequests"), singular: "certificatesigningrequest",
-		newObj:   func() runtime.Object { return &certificatesv1.CertificateSigningRequest{} },
-		newList:  func() runtime.Object { return &certificatesv1.CertificateSigningRequestList{} },
-		strategy: s, printer: printers.CertificateSigningRequests, shortNames: []string{"csr"},
-		fields: func(obj runtime.Object) fields.Set {
-			return fields.Set{"spec.signerName": obj.(*certificatesv1.CertificateSigningRequest).Spec.SignerName}
+	return only(serveKind(opts, kind[*certificatesv1.CertificateSigningRequest]{
+		resource: resource{gr: certificatesv1.Resource("certificatesigningrequests"), singular: "certificatesigningrequest",
+			newObj:  func() runtime.Object { return &certificatesv1.CertificateSigningRequest{} },
+			newList: func() runtime.Object { return &certificatesv1.CertificateSigningRequestList{} },
+			printer: printers.CertificateSigningRequests, shortNames: []string{"csr"},
+			fields: func(obj runtime.Object) fields.Set {
+				return fields.Set{"spec.signerName": obj.(*certificatesv1.CertificateSigningRequest).Spec.SignerName}
+			}},
+		status: true,
+		// The spec never changes after create, as upstream: an update carries only metadata.
+		prepareForUpdate: func(n, o *certificatesv1.CertificateSigningRequest) { n.Spec = o.Spec },
+		validate:         validation.CertificateSigningRequest,
+		validateUpdate:   validation.CSRUpdate,
+		adjust:           func(main *REST, s *strategy) { main.Store.CreateStrategy = csrStrategy{s} },
+		subresources: func(main *REST, s *strategy) map[string]rest.Storage {
+			status := statusStrategy{strategy: s}
+			return map[string]rest.Storage{
+				"certificatesigningrequests/status":   newStatusREST(main, csrStatusStrategy{status}),
+				"certificatesigningrequests/approval": newStatusREST(main, csrApprovalStrategy{status}),
+			}
 		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	main.Store.CreateStrategy = csrStrategy{s}
-	status := statusStrategy{strategy: s}
-	return map[string]rest.Storage{
-		"certificatesigningrequests":          main,
-		"certificatesigningrequests/status":   newStatusREST(main, csrStatusStrategy{status}),
-		"certificatesigningrequests/approval": newStatusREST(main, csrApprovalStrategy{status}),
-	}, nil
+	}))
 }
 
 // clusterTrustBundles serves ClusterTrustBundles: cluster-scoped sets of CA certificates
@@ -142,24 +136,17 @@ func certificateSigningRequests(opts generic.RESTOptionsGetter) (map[string]rest
 // agent lists a signer's bundles. Who may link a bundle to a signer is admission's check
 // (ClusterTrustBundleAttest), not the strategy's.
 func clusterTrustBundles(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
-	s := newStrategy(false, false)
-	s.validate = func(_ context.Context, obj runtime.Object) field.ErrorList {
-		return validation.ClusterTrustBundle(obj.(*certificatesv1.ClusterTrustBundle))
-	}
-	main, err := newREST(opts, resource{
-		gr: certificatesv1.Resource("clustertrustbundles"), singular: "clustertrustbundle",
-		newObj:   func() runtime.Object { return &certificatesv1.ClusterTrustBundle{} },
-		newList:  func() runtime.Object { return &certificatesv1.ClusterTrustBundleList{} },
-		strategy: s, printer: printers.ClusterTrustBundles,
-		fields: func(obj runtime.Object) fields.Set {
-			return fields.Set{"spec.signerName": obj.(*certificatesv1.ClusterTrustBundle).Spec.SignerName}
-		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	main.Store.UpdateStrategy = ctbStrategy{s}
-	return map[string]rest.Storage{"clustertrustbundles": main}, nil
+	return only(serveKind(opts, kind[*certificatesv1.ClusterTrustBundle]{
+		resource: resource{gr: certificatesv1.Resource("clustertrustbundles"), singular: "clustertrustbundle",
+			newObj:  func() runtime.Object { return &certificatesv1.ClusterTrustBundle{} },
+			newList: func() runtime.Object { return &certificatesv1.ClusterTrustBundleList{} },
+			printer: printers.ClusterTrustBundles,
+			fields: func(obj runtime.Object) fields.Set {
+				return fields.Set{"spec.signerName": obj.(*certificatesv1.ClusterTrustBundle).Spec.SignerName}
+			}},
+		validate: validation.ClusterTrustBundle,
+		adjust:   func(main *REST, s *strategy) { main.Store.UpdateStrategy = ctbStrategy{s} },
+	}))
 }
 
 // ctbStrategy validates an update on its own terms: an unchanged bundle is not parsed again.
@@ -174,34 +161,22 @@ func (ctbStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) fi
 // the signer answers through /status (admission checks it may "sign" for the signer). The
 // spec never changes after create; the status once, to Issued, Denied or Failed.
 func podCertificateRequests(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
-	s := newStrategy(true, true)
-	s.prepareForCreate = func(obj runtime.Object) {
-		obj.(*certificatesv1.PodCertificateRequest).Status = certificatesv1.PodCertificateRequestStatus{}
-	}
-	s.validate = func(_ context.Context, obj runtime.Object) field.ErrorList {
-		return validation.PodCertificateRequest(obj.(*certificatesv1.PodCertificateRequest))
-	}
-	main, err := newREST(opts, resource{
-		gr: certificatesv1.Resource("podcertificaterequests"), singular: "podcertificaterequest",
-		newObj:   func() runtime.Object { return &certificatesv1.PodCertificateRequest{} },
-		newList:  func() runtime.Object { return &certificatesv1.PodCertificateRequestList{} },
-		strategy: s, printer: printers.PodCertificateRequests,
-		fields: func(obj runtime.Object) fields.Set {
-			r := obj.(*certificatesv1.PodCertificateRequest)
-			return fields.Set{"spec.signerName": r.Spec.SignerName, "spec.podName": r.Spec.PodName, "spec.nodeName": string(r.Spec.NodeName)}
+	return only(serveKind(opts, kind[*certificatesv1.PodCertificateRequest]{
+		resource: resource{gr: certificatesv1.Resource("podcertificaterequests"), singular: "podcertificaterequest",
+			newObj:  func() runtime.Object { return &certificatesv1.PodCertificateRequest{} },
+			newList: func() runtime.Object { return &certificatesv1.PodCertificateRequestList{} },
+			printer: printers.PodCertificateRequests,
+			fields: func(obj runtime.Object) fields.Set {
+				r := obj.(*certificatesv1.PodCertificateRequest)
+				return fields.Set{"spec.signerName": r.Spec.SignerName, "spec.podName": r.Spec.PodName, "spec.nodeName": string(r.Spec.NodeName)}
+			}},
+		namespaced: true, status: true,
+		validate: validation.PodCertificateRequest,
+		validateStatus: func(n, o *certificatesv1.PodCertificateRequest) field.ErrorList {
+			return validation.PodCertificateRequestStatus(n, o, time.Now())
 		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	main.Store.UpdateStrategy = pcrStrategy{s}
-	status := statusStrategy{strategy: s, validateStatus: func(obj, old runtime.Object) field.ErrorList {
-		return validation.PodCertificateRequestStatus(obj.(*certificatesv1.PodCertificateRequest), old.(*certificatesv1.PodCertificateRequest), time.Now())
-	}}
-	return map[string]rest.Storage{
-		"podcertificaterequests":        main,
-		"podcertificaterequests/status": newStatusREST(main, status),
-	}, nil
+		adjust: func(main *REST, s *strategy) { main.Store.UpdateStrategy = pcrStrategy{s} },
+	}))
 }
 
 // pcrStrategy validates an update of the main resource on its own terms: metadata only.

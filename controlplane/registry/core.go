@@ -31,165 +31,145 @@ func labelNamespaceName(ns *corev1.Namespace) {
 	ns.Labels[corev1.LabelMetadataName] = ns.Name
 }
 
+// namespaces serves core/v1 Namespaces (+status, +finalize): Active on create, with
+// upstream's metadata.name label and the namespace controller's finalizer.
 func namespaces(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
-	s := newStrategy(false, true)
-	s.prepareForCreate = func(obj runtime.Object) {
-		ns := obj.(*corev1.Namespace)
-		ns.Status = corev1.NamespaceStatus{Phase: corev1.NamespaceActive}
-		labelNamespaceName(ns)
-		// The namespace controller's finalizer: deletion waits until the namespace is empty.
-		if !slices.Contains(ns.Spec.Finalizers, corev1.FinalizerKubernetes) {
-			ns.Spec.Finalizers = append(ns.Spec.Finalizers, corev1.FinalizerKubernetes)
-		}
-	}
-	s.prepareForUpdate = func(obj, old runtime.Object) {
-		// spec.finalizers change only through the finalize subresource.
-		obj.(*corev1.Namespace).Spec = old.(*corev1.Namespace).Spec
-		labelNamespaceName(obj.(*corev1.Namespace))
-	}
-	s.validate = func(_ context.Context, obj runtime.Object) field.ErrorList {
-		return validation.Namespace(obj.(*corev1.Namespace))
-	}
-	s.validateUpdate = func(obj, old runtime.Object) field.ErrorList {
-		return validation.ObjectMetaUpdate(&obj.(*corev1.Namespace).ObjectMeta, &old.(*corev1.Namespace).ObjectMeta)
-	}
-	main, err := newREST(opts, resource{
-		gr: corev1.Resource("namespaces"), singular: "namespace",
-		newObj: func() runtime.Object { return &corev1.Namespace{} }, newList: func() runtime.Object { return &corev1.NamespaceList{} },
-		strategy: s, printer: printers.Namespaces, shortNames: []string{"ns"},
-		fields: func(obj runtime.Object) fields.Set {
-			return fields.Set{"status.phase": string(obj.(*corev1.Namespace).Status.Phase)}
+	return only(serveKind(opts, kind[*corev1.Namespace]{
+		resource: resource{gr: corev1.Resource("namespaces"), singular: "namespace",
+			newObj: func() runtime.Object { return &corev1.Namespace{} }, newList: func() runtime.Object { return &corev1.NamespaceList{} },
+			printer: printers.Namespaces, shortNames: []string{"ns"},
+			fields: func(obj runtime.Object) fields.Set {
+				return fields.Set{"status.phase": string(obj.(*corev1.Namespace).Status.Phase)}
+			}},
+		status: true,
+		prepareForCreate: func(ns *corev1.Namespace) {
+			ns.Status = corev1.NamespaceStatus{Phase: corev1.NamespaceActive}
+			labelNamespaceName(ns)
+			// The namespace controller's finalizer: deletion waits until the namespace is empty.
+			if !slices.Contains(ns.Spec.Finalizers, corev1.FinalizerKubernetes) {
+				ns.Spec.Finalizers = append(ns.Spec.Finalizers, corev1.FinalizerKubernetes)
+			}
 		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	main.Store.ReturnDeletedObject = true
-	// A terminating namespace with no metadata finalizers is deleted by an update only once
-	// its spec.finalizers are gone too (namespaces/finalize), as upstream: until then a
-	// status update (the namespace controller's conditions) or a label change must keep it.
-	main.Store.ShouldDeleteDuringUpdate = func(_ context.Context, _ string, obj, _ runtime.Object) bool {
-		return len(obj.(*corev1.Namespace).Spec.Finalizers) == 0
-	}
-	finalize := newStatusREST(main, statusStrategy{strategy: s})
-	finalize.store.UpdateStrategy = finalizeStrategy{s}
-	return map[string]rest.Storage{
-		"namespaces":          &NamespaceREST{REST: main},
-		"namespaces/status":   newStatusREST(main, statusStrategy{strategy: s}),
-		"namespaces/finalize": finalize,
-	}, nil
+		prepareForUpdate: func(n, o *corev1.Namespace) {
+			// spec.finalizers change only through the finalize subresource.
+			n.Spec = o.Spec
+			labelNamespaceName(n)
+		},
+		validate: validation.Namespace,
+		adjust: func(main *REST, _ *strategy) {
+			main.Store.ReturnDeletedObject = true
+			// A terminating namespace with no metadata finalizers is deleted by an update only
+			// once its spec.finalizers are gone too (namespaces/finalize), as upstream: until
+			// then a status update (the namespace controller's conditions) or a label change
+			// must keep it.
+			main.Store.ShouldDeleteDuringUpdate = func(_ context.Context, _ string, obj, _ runtime.Object) bool {
+				return len(obj.(*corev1.Namespace).Spec.Finalizers) == 0
+			}
+		},
+		serve: func(main *REST) rest.Storage { return &NamespaceREST{REST: main} },
+		subresources: func(main *REST, s *strategy) map[string]rest.Storage {
+			finalize := newStatusREST(main, statusStrategy{strategy: s})
+			finalize.store.UpdateStrategy = finalizeStrategy{s}
+			return map[string]rest.Storage{"namespaces/finalize": finalize}
+		},
+	}))
 }
 
+// nodes serves core/v1 Nodes (+status); a Node keeps the status it is created with, as
+// upstream (agents and kwok register with their capacity).
 func nodes(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
-	s := newStrategy(false, true)
-	s.prepareForCreate = func(obj runtime.Object) {
-		n := obj.(*corev1.Node)
+	podCIDRs := func(n *corev1.Node) {
 		if n.Spec.PodCIDR != "" && len(n.Spec.PodCIDRs) == 0 {
 			n.Spec.PodCIDRs = []string{n.Spec.PodCIDR}
 		}
 	}
-	s.prepareForUpdate = func(obj, _ runtime.Object) { s.prepareForCreate(obj) }
-	s.validate = func(_ context.Context, obj runtime.Object) field.ErrorList {
-		return validation.Node(obj.(*corev1.Node))
-	}
-	s.validateUpdate = func(obj, old runtime.Object) field.ErrorList {
-		return validation.NodeUpdate(obj.(*corev1.Node), old.(*corev1.Node))
-	}
-	main, err := newREST(opts, resource{
-		gr: corev1.Resource("nodes"), singular: "node",
-		newObj: func() runtime.Object { return &corev1.Node{} }, newList: func() runtime.Object { return &corev1.NodeList{} },
-		strategy: s, printer: printers.Nodes, shortNames: []string{"no"},
-		fields: func(obj runtime.Object) fields.Set {
-			return fields.Set{"spec.unschedulable": fmt.Sprint(obj.(*corev1.Node).Spec.Unschedulable)}
-		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	return map[string]rest.Storage{
-		"nodes":        main,
-		"nodes/status": newStatusREST(main, statusStrategy{strategy: s}),
-	}, nil
+	return only(serveKind(opts, kind[*corev1.Node]{
+		resource: resource{gr: corev1.Resource("nodes"), singular: "node",
+			newObj: func() runtime.Object { return &corev1.Node{} }, newList: func() runtime.Object { return &corev1.NodeList{} },
+			printer: printers.Nodes, shortNames: []string{"no"},
+			fields: func(obj runtime.Object) fields.Set {
+				return fields.Set{"spec.unschedulable": fmt.Sprint(obj.(*corev1.Node).Spec.Unschedulable)}
+			}},
+		status: true, keepStatusOnCreate: true,
+		prepareForCreate: podCIDRs,
+		prepareForUpdate: func(n, _ *corev1.Node) { podCIDRs(n) },
+		validate:         validation.Node,
+		validateUpdate:   validation.NodeUpdate,
+	}))
 }
 
-// simple builds a namespaced resource without status.
-func simple(opts generic.RESTOptionsGetter, r resource, validate func(runtime.Object) field.ErrorList,
-	validateUpdate func(obj, old runtime.Object) field.ErrorList) (*REST, error) {
-	s := newStrategy(true, false)
-	s.validate = func(_ context.Context, obj runtime.Object) field.ErrorList { return validate(obj) }
-	s.validateUpdate = validateUpdate
-	r.strategy = s
-	return newREST(opts, r)
-}
-
+// configMapsSecretsAccounts serves core/v1 ConfigMaps, Secrets, ServiceAccounts (+token,
+// when tokens are issued) and PodTemplates.
 func configMapsSecretsAccounts(opts generic.RESTOptionsGetter, tokens TokenIssuer) (map[string]rest.Storage, error) {
-	cms, err := simple(opts, resource{
-		gr: corev1.Resource("configmaps"), singular: "configmap",
-		newObj: func() runtime.Object { return &corev1.ConfigMap{} }, newList: func() runtime.Object { return &corev1.ConfigMapList{} },
-		printer: printers.ConfigMaps, shortNames: []string{"cm"},
-	}, func(o runtime.Object) field.ErrorList { return validation.ConfigMap(o.(*corev1.ConfigMap)) },
-		func(obj, old runtime.Object) field.ErrorList {
-			n, o := obj.(*corev1.ConfigMap), old.(*corev1.ConfigMap)
-			errs := validation.ObjectMetaUpdate(&n.ObjectMeta, &o.ObjectMeta)
-			changed := !apiequality.Semantic.DeepEqual(n.Data, o.Data) || !apiequality.Semantic.DeepEqual(n.BinaryData, o.BinaryData)
-			return append(errs, validation.Immutable(o.Immutable, n.Immutable, changed)...)
-		})
-	if err != nil {
-		return nil, err
-	}
-	secrets, err := simple(opts, resource{
-		gr: corev1.Resource("secrets"), singular: "secret",
-		newObj: func() runtime.Object { return &corev1.Secret{} }, newList: func() runtime.Object { return &corev1.SecretList{} },
-		printer: printers.Secrets,
-		fields: func(obj runtime.Object) fields.Set {
-			return fields.Set{"type": string(obj.(*corev1.Secret).Type)}
+	return collect(
+		func() (map[string]rest.Storage, error) {
+			return only(serveKind(opts, kind[*corev1.ConfigMap]{
+				resource: resource{gr: corev1.Resource("configmaps"), singular: "configmap",
+					newObj: func() runtime.Object { return &corev1.ConfigMap{} }, newList: func() runtime.Object { return &corev1.ConfigMapList{} },
+					printer: printers.ConfigMaps, shortNames: []string{"cm"}},
+				namespaced: true,
+				validate:   validation.ConfigMap,
+				validateUpdate: func(n, o *corev1.ConfigMap) field.ErrorList {
+					errs := validation.ObjectMetaUpdate(&n.ObjectMeta, &o.ObjectMeta)
+					changed := !apiequality.Semantic.DeepEqual(n.Data, o.Data) || !apiequality.Semantic.DeepEqual(n.BinaryData, o.BinaryData)
+					return append(errs, validation.Immutable(o.Immutable, n.Immutable, changed)...)
+				},
+			}))
 		},
-	}, func(o runtime.Object) field.ErrorList { return validation.Secret(o.(*corev1.Secret)) },
-		func(obj, old runtime.Object) field.ErrorList {
-			n, o := obj.(*corev1.Secret), old.(*corev1.Secret)
-			errs := validation.ObjectMetaUpdate(&n.ObjectMeta, &o.ObjectMeta)
-			if n.Type != o.Type {
-				errs = append(errs, field.Invalid(field.NewPath("type"), n.Type, "field is immutable"))
-			}
-			return append(errs, validation.Immutable(o.Immutable, n.Immutable, !apiequality.Semantic.DeepEqual(n.Data, o.Data))...)
-		})
-	if err != nil {
-		return nil, err
-	}
-	if st, ok := secrets.Store.CreateStrategy.(*strategy); ok {
-		st.prepareForCreate = func(obj runtime.Object) { MergeStringData(obj.(*corev1.Secret)) }
-		st.prepareForUpdate = func(obj, _ runtime.Object) { MergeStringData(obj.(*corev1.Secret)) }
-	}
-	accounts, err := simple(opts, resource{
-		gr: corev1.Resource("serviceaccounts"), singular: "serviceaccount",
-		newObj: func() runtime.Object { return &corev1.ServiceAccount{} }, newList: func() runtime.Object { return &corev1.ServiceAccountList{} },
-		printer: printers.ServiceAccounts, shortNames: []string{"sa"},
-	}, func(o runtime.Object) field.ErrorList {
-		sa := o.(*corev1.ServiceAccount)
-		return validation.ObjectMeta(&sa.ObjectMeta, true, validation.DNSSubdomain)
-	}, metaUpdate)
-	if err != nil {
-		return nil, err
-	}
-	templates, err := simple(opts, resource{
-		gr: corev1.Resource("podtemplates"), singular: "podtemplate",
-		newObj: func() runtime.Object { return &corev1.PodTemplate{} }, newList: func() runtime.Object { return &corev1.PodTemplateList{} },
-		printer: printers.PodTemplates,
-	}, func(o runtime.Object) field.ErrorList { return validation.PodTemplateObject(o.(*corev1.PodTemplate)) },
-		func(obj, old runtime.Object) field.ErrorList {
-			n := obj.(*corev1.PodTemplate)
-			return append(validation.ObjectMetaUpdate(&n.ObjectMeta, &old.(*corev1.PodTemplate).ObjectMeta), validation.PodTemplateObject(n)...)
-		})
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]rest.Storage{"configmaps": cms, "secrets": secrets, "serviceaccounts": accounts, "podtemplates": templates}
-	if tokens != nil {
-		out["serviceaccounts/token"] = &TokenREST{accounts: accounts.Store, issuer: tokens}
-	}
-	return out, nil
+		func() (map[string]rest.Storage, error) {
+			return only(serveKind(opts, kind[*corev1.Secret]{
+				resource: resource{gr: corev1.Resource("secrets"), singular: "secret",
+					newObj: func() runtime.Object { return &corev1.Secret{} }, newList: func() runtime.Object { return &corev1.SecretList{} },
+					printer: printers.Secrets,
+					fields: func(obj runtime.Object) fields.Set {
+						return fields.Set{"type": string(obj.(*corev1.Secret).Type)}
+					}},
+				namespaced:       true,
+				prepareForCreate: MergeStringData,
+				prepareForUpdate: func(n, _ *corev1.Secret) { MergeStringData(n) },
+				validate:         validation.Secret,
+				validateUpdate: func(n, o *corev1.Secret) field.ErrorList {
+					errs := validation.ObjectMetaUpdate(&n.ObjectMeta, &o.ObjectMeta)
+					if n.Type != o.Type {
+						errs = append(errs, field.Invalid(field.NewPath("type"), n.Type, "field is immutable"))
+					}
+					return append(errs, validation.Immutable(o.Immutable, n.Immutable, !apiequality.Semantic.DeepEqual(n.Data, o.Data))...)
+				},
+			}))
+		},
+		func() (map[string]rest.Storage, error) {
+			return only(serveKind(opts, kind[*corev1.ServiceAccount]{
+				resource: resource{gr: corev1.Resource("serviceaccounts"), singular: "serviceaccount",
+					newObj: func() runtime.Object { return &corev1.ServiceAccount{} }, newList: func() runtime.Object { return &corev1.ServiceAccountList{} },
+					printer: printers.ServiceAccounts, shortNames: []string{"sa"}},
+				namespaced: true,
+				validate: func(sa *corev1.ServiceAccount) field.ErrorList {
+					return validation.ObjectMeta(&sa.ObjectMeta, true, validation.DNSSubdomain)
+				},
+				subresources: func(main *REST, _ *strategy) map[string]rest.Storage {
+					if tokens == nil {
+						return nil
+					}
+					return map[string]rest.Storage{"serviceaccounts/token": &TokenREST{accounts: main.Store, issuer: tokens}}
+				},
+			}))
+		},
+		func() (map[string]rest.Storage, error) {
+			return only(serveKind(opts, kind[*corev1.PodTemplate]{
+				resource: resource{gr: corev1.Resource("podtemplates"), singular: "podtemplate",
+					newObj: func() runtime.Object { return &corev1.PodTemplate{} }, newList: func() runtime.Object { return &corev1.PodTemplateList{} },
+					printer: printers.PodTemplates},
+				namespaced: true,
+				validate:   validation.PodTemplateObject,
+				validateUpdate: func(n, o *corev1.PodTemplate) field.ErrorList {
+					return append(validation.ObjectMetaUpdate(&n.ObjectMeta, &o.ObjectMeta), validation.PodTemplateObject(n)...)
+				},
+			}))
+		},
+	)
 }
 
+// metaUpdate checks an update of an object's metadata against the stored object's.
 func metaUpdate(obj, old runtime.Object) field.ErrorList {
 	n, _ := objectMeta(obj)
 	o, _ := objectMeta(old)
@@ -208,52 +188,51 @@ func objectMeta(obj runtime.Object) (*metav1.ObjectMeta, bool) {
 	return nil, false
 }
 
+// endpointsAndEvents serves core/v1 Endpoints (PUT may create them, as upstream) and Events
+// (expiring after an hour).
 func endpointsAndEvents(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
-	es := newStrategy(true, false)
-	es.allowCreateOnUpdate = true
-	es.validate = func(_ context.Context, obj runtime.Object) field.ErrorList {
-		ep := obj.(*corev1.Endpoints)
-		return validation.ObjectMeta(&ep.ObjectMeta, true, validation.DNS1035Label)
-	}
-	es.validateUpdate = metaUpdate
-	endpoints, err := newREST(opts, resource{
-		gr: corev1.Resource("endpoints"), singular: "endpoints",
-		newObj: func() runtime.Object { return &corev1.Endpoints{} }, newList: func() runtime.Object { return &corev1.EndpointsList{} },
-		strategy: es, printer: printers.Endpoints, shortNames: []string{"ep"},
-	})
-	if err != nil {
-		return nil, err
-	}
-	events, err := simple(opts, resource{
-		gr: corev1.Resource("events"), singular: "event",
-		newObj: func() runtime.Object { return &corev1.Event{} }, newList: func() runtime.Object { return &corev1.EventList{} },
-		printer: printers.Events, shortNames: []string{"ev"}, ttl: 3600,
-		fields: func(obj runtime.Object) fields.Set {
-			e := obj.(*corev1.Event)
-			src := e.Source.Component
-			if src == "" {
-				src = e.ReportingController
-			}
-			return fields.Set{
-				"involvedObject.kind": e.InvolvedObject.Kind, "involvedObject.namespace": e.InvolvedObject.Namespace,
-				"involvedObject.name": e.InvolvedObject.Name, "involvedObject.uid": string(e.InvolvedObject.UID),
-				"involvedObject.apiVersion": e.InvolvedObject.APIVersion, "involvedObject.resourceVersion": e.InvolvedObject.ResourceVersion,
-				"involvedObject.fieldPath": e.InvolvedObject.FieldPath, "reason": e.Reason, "reportingComponent": e.ReportingController,
-				"source": src, "type": e.Type,
-			}
+	return collect(
+		func() (map[string]rest.Storage, error) {
+			return only(serveKind(opts, kind[*corev1.Endpoints]{
+				resource: resource{gr: corev1.Resource("endpoints"), singular: "endpoints",
+					newObj: func() runtime.Object { return &corev1.Endpoints{} }, newList: func() runtime.Object { return &corev1.EndpointsList{} },
+					printer: printers.Endpoints, shortNames: []string{"ep"}},
+				namespaced: true, allowCreateOnUpdate: true,
+				validate: func(ep *corev1.Endpoints) field.ErrorList {
+					return validation.ObjectMeta(&ep.ObjectMeta, true, validation.DNS1035Label)
+				},
+			}))
 		},
-	}, func(o runtime.Object) field.ErrorList {
-		e := o.(*corev1.Event)
-		errs := validation.ObjectMeta(&e.ObjectMeta, true, validation.DNSSubdomain)
-		if e.InvolvedObject.Namespace != "" && e.InvolvedObject.Namespace != e.Namespace {
-			errs = append(errs, field.Invalid(field.NewPath("involvedObject", "namespace"), e.InvolvedObject.Namespace, "does not match event.namespace"))
-		}
-		return errs
-	}, metaUpdate)
-	if err != nil {
-		return nil, err
-	}
-	return map[string]rest.Storage{"endpoints": endpoints, "events": events}, nil
+		func() (map[string]rest.Storage, error) {
+			return only(serveKind(opts, kind[*corev1.Event]{
+				resource: resource{gr: corev1.Resource("events"), singular: "event",
+					newObj: func() runtime.Object { return &corev1.Event{} }, newList: func() runtime.Object { return &corev1.EventList{} },
+					printer: printers.Events, shortNames: []string{"ev"}, ttl: 3600,
+					fields: func(obj runtime.Object) fields.Set {
+						e := obj.(*corev1.Event)
+						src := e.Source.Component
+						if src == "" {
+							src = e.ReportingController
+						}
+						return fields.Set{
+							"involvedObject.kind": e.InvolvedObject.Kind, "involvedObject.namespace": e.InvolvedObject.Namespace,
+							"involvedObject.name": e.InvolvedObject.Name, "involvedObject.uid": string(e.InvolvedObject.UID),
+							"involvedObject.apiVersion": e.InvolvedObject.APIVersion, "involvedObject.resourceVersion": e.InvolvedObject.ResourceVersion,
+							"involvedObject.fieldPath": e.InvolvedObject.FieldPath, "reason": e.Reason, "reportingComponent": e.ReportingController,
+							"source": src, "type": e.Type,
+						}
+					}},
+				namespaced: true,
+				validate: func(e *corev1.Event) field.ErrorList {
+					errs := validation.ObjectMeta(&e.ObjectMeta, true, validation.DNSSubdomain)
+					if e.InvolvedObject.Namespace != "" && e.InvolvedObject.Namespace != e.Namespace {
+						errs = append(errs, field.Invalid(field.NewPath("involvedObject", "namespace"), e.InvolvedObject.Namespace, "does not match event.namespace"))
+					}
+					return errs
+				},
+			}))
+		},
+	)
 }
 
 // podNodeName indexes pod watchers by node, as upstream's kubelet watch needs.
@@ -285,61 +264,57 @@ func (podStrategy) CheckGracefulDelete(ctx context.Context, obj runtime.Object, 
 	return true
 }
 
+// pods serves core/v1 Pods and their subresources: status, ephemeral containers, resize,
+// binding (the scheduler's), and log, exec, attach, port-forward and proxy (through the
+// pod's node).
 func pods(opts generic.RESTOptionsGetter, nodes *NodeConnection) (map[string]rest.Storage, error) {
-	s := newStrategy(true, true)
-	s.prepareForCreate = func(obj runtime.Object) {
-		p := obj.(*corev1.Pod)
-		p.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: podqos.Class(&p.Spec)}
-		p.Generation = 1
-	}
-	s.validate = func(_ context.Context, obj runtime.Object) field.ErrorList { return validation.Pod(obj.(*corev1.Pod)) }
-	s.validateUpdate = func(obj, old runtime.Object) field.ErrorList {
-		return validation.PodUpdate(obj.(*corev1.Pod), old.(*corev1.Pod))
-	}
-	main, err := newREST(opts, resource{
-		gr: corev1.Resource("pods"), singular: "pod",
-		newObj: func() runtime.Object { return &corev1.Pod{} }, newList: func() runtime.Object { return &corev1.PodList{} },
-		strategy: s, printer: printers.Pods, shortNames: []string{"po"}, categories: []string{"all"},
-		fields: func(obj runtime.Object) fields.Set {
-			p := obj.(*corev1.Pod)
-			return fields.Set{
-				"spec.nodeName": p.Spec.NodeName, "spec.restartPolicy": string(p.Spec.RestartPolicy),
-				"spec.schedulerName": p.Spec.SchedulerName, "spec.serviceAccountName": p.Spec.ServiceAccountName,
-				"spec.hostNetwork": fmt.Sprint(p.Spec.HostNetwork), "status.phase": string(p.Status.Phase),
-				"status.podIP": p.Status.PodIP, "status.nominatedNodeName": p.Status.NominatedNodeName,
+	return only(serveKind(opts, kind[*corev1.Pod]{
+		resource: resource{gr: corev1.Resource("pods"), singular: "pod",
+			newObj: func() runtime.Object { return &corev1.Pod{} }, newList: func() runtime.Object { return &corev1.PodList{} },
+			printer: printers.Pods, shortNames: []string{"po"}, categories: []string{"all"},
+			fields: func(obj runtime.Object) fields.Set {
+				p := obj.(*corev1.Pod)
+				return fields.Set{
+					"spec.nodeName": p.Spec.NodeName, "spec.restartPolicy": string(p.Spec.RestartPolicy),
+					"spec.schedulerName": p.Spec.SchedulerName, "spec.serviceAccountName": p.Spec.ServiceAccountName,
+					"spec.hostNetwork": fmt.Sprint(p.Spec.HostNetwork), "status.phase": string(p.Status.Phase),
+					"status.podIP": p.Status.PodIP, "status.nominatedNodeName": p.Status.NominatedNodeName,
+				}
+			},
+			triggers: storage.IndexerFuncs{"spec.nodeName": podNodeName}},
+		namespaced: true, status: true,
+		prepareForCreate: func(p *corev1.Pod) {
+			p.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: podqos.Class(&p.Spec)}
+			p.Generation = 1
+		},
+		validate:       validation.Pod,
+		validateUpdate: validation.PodUpdate,
+		validateStatus: func(n, o *corev1.Pod) field.ErrorList {
+			errs := validation.ObjectMetaUpdate(&n.ObjectMeta, &o.ObjectMeta)
+			if n.Status.NominatedNodeName != "" {
+				for _, msg := range validation.DNSSubdomain(n.Status.NominatedNodeName, false) {
+					errs = append(errs, field.Invalid(field.NewPath("status", "nominatedNodeName"), n.Status.NominatedNodeName, msg))
+				}
+			}
+			return errs
+		},
+		adjust: func(main *REST, s *strategy) {
+			main.Store.DeleteStrategy = podStrategy{s}
+			main.Store.UpdateStrategy = s
+		},
+		subresources: func(main *REST, s *strategy) map[string]rest.Storage {
+			return map[string]rest.Storage{
+				"pods/ephemeralcontainers": newStatusREST(main, ephemeralContainersStrategy{s}),
+				"pods/resize":              newStatusREST(main, resizeStrategy{s}),
+				"pods/binding":             &BindingREST{store: main.Store},
+				"pods/log":                 &LogREST{pods: main.Store, nodes: nodes},
+				"pods/exec":                &ExecREST{nodeStream{pods: main.Store, nodes: nodes}},
+				"pods/attach":              &AttachREST{nodeStream{pods: main.Store, nodes: nodes}},
+				"pods/portforward":         &PortForwardREST{nodeStream{pods: main.Store, nodes: nodes}},
+				"pods/proxy":               &ProxyREST{pods: main.Store},
 			}
 		},
-		triggers: storage.IndexerFuncs{"spec.nodeName": podNodeName},
-	})
-	if err != nil {
-		return nil, err
-	}
-	main.Store.DeleteStrategy = podStrategy{s}
-	main.Store.UpdateStrategy = s
-	status := newStatusREST(main, statusStrategy{strategy: s, validateStatus: func(obj, old runtime.Object) field.ErrorList {
-		n, o := obj.(*corev1.Pod), old.(*corev1.Pod)
-		errs := validation.ObjectMetaUpdate(&n.ObjectMeta, &o.ObjectMeta)
-		if n.Status.NominatedNodeName != "" {
-			for _, msg := range validation.DNSSubdomain(n.Status.NominatedNodeName, false) {
-				errs = append(errs, field.Invalid(field.NewPath("status", "nominatedNodeName"), n.Status.NominatedNodeName, msg))
-			}
-		}
-		return errs
-	}})
-	ephemeral := newStatusREST(main, ephemeralContainersStrategy{s})
-	resize := newStatusREST(main, resizeStrategy{s})
-	return map[string]rest.Storage{
-		"pods":                     main,
-		"pods/status":              status,
-		"pods/ephemeralcontainers": ephemeral,
-		"pods/resize":              resize,
-		"pods/binding":             &BindingREST{store: main.Store},
-		"pods/log":                 &LogREST{pods: main.Store, nodes: nodes},
-		"pods/exec":                &ExecREST{nodeStream{pods: main.Store, nodes: nodes}},
-		"pods/attach":              &AttachREST{nodeStream{pods: main.Store, nodes: nodes}},
-		"pods/portforward":         &PortForwardREST{nodeStream{pods: main.Store, nodes: nodes}},
-		"pods/proxy":               &ProxyREST{pods: main.Store},
-	}, nil
+	}))
 }
 
 // MergeStringData folds a Secret's write-only stringData into data (its keys winning), as

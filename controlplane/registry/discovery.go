@@ -11,24 +11,20 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/validation"
 )
 
+// endpointSlices serves discovery.k8s.io/v1 EndpointSlices; the address type is immutable.
 func endpointSlices(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
-	s, err := simple(opts, resource{
-		gr: discoveryv1.Resource("endpointslices"), singular: "endpointslice",
-		newObj: func() runtime.Object { return &discoveryv1.EndpointSlice{} }, newList: func() runtime.Object { return &discoveryv1.EndpointSliceList{} },
-		printer: printers.EndpointSlices,
-	}, func(o runtime.Object) field.ErrorList {
-		return validation.EndpointSlice(o.(*discoveryv1.EndpointSlice))
-	},
-		func(obj, old runtime.Object) field.ErrorList {
-			n, o := obj.(*discoveryv1.EndpointSlice), old.(*discoveryv1.EndpointSlice)
+	return only(serveKind(opts, kind[*discoveryv1.EndpointSlice]{
+		resource: resource{gr: discoveryv1.Resource("endpointslices"), singular: "endpointslice",
+			newObj: func() runtime.Object { return &discoveryv1.EndpointSlice{} }, newList: func() runtime.Object { return &discoveryv1.EndpointSliceList{} },
+			printer: printers.EndpointSlices},
+		namespaced: true,
+		validate:   validation.EndpointSlice,
+		validateUpdate: func(n, o *discoveryv1.EndpointSlice) field.ErrorList {
 			errs := validation.ObjectMetaUpdate(&n.ObjectMeta, &o.ObjectMeta)
 			if n.AddressType != o.AddressType {
 				errs = append(errs, field.Invalid(field.NewPath("addressType"), n.AddressType, "field is immutable"))
 			}
 			return errs
-		})
-	if err != nil {
-		return nil, err
-	}
-	return map[string]rest.Storage{"endpointslices": s}, nil
+		},
+	}))
 }

@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
@@ -22,39 +21,27 @@ import (
 )
 
 func networkPolicies(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
-	s, err := simple(opts, resource{
-		gr: networkingv1.Resource("networkpolicies"), singular: "networkpolicy",
-		newObj: func() runtime.Object { return &networkingv1.NetworkPolicy{} }, newList: func() runtime.Object { return &networkingv1.NetworkPolicyList{} },
-		printer: printers.NetworkPolicies, shortNames: []string{"netpol"},
-	}, func(o runtime.Object) field.ErrorList {
-		return validation.NetworkPolicy(o.(*networkingv1.NetworkPolicy))
-	}, metaUpdate)
-	if err != nil {
-		return nil, err
-	}
-	return map[string]rest.Storage{"networkpolicies": s}, nil
+	return only(serveKind(opts, kind[*networkingv1.NetworkPolicy]{
+		resource: resource{gr: networkingv1.Resource("networkpolicies"), singular: "networkpolicy",
+			newObj: func() runtime.Object { return &networkingv1.NetworkPolicy{} }, newList: func() runtime.Object { return &networkingv1.NetworkPolicyList{} },
+			printer: printers.NetworkPolicies, shortNames: []string{"netpol"}},
+		namespaced: true,
+		validate:   validation.NetworkPolicy,
+	}))
 }
 
 // serviceCIDRs serves networking.k8s.io/v1 ServiceCIDRs (`kubectl get servicecidrs`,
 // kube-proxy's nftables mode watches them): the API server keeps the default one for its
 // --service-cidr; validation refuses others, which skiff's allocator would not use.
 func serviceCIDRs(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
-	s := newStrategy(false, true)
-	s.validate = func(_ context.Context, o runtime.Object) field.ErrorList {
-		return validation.ServiceCIDR(o.(*networkingv1.ServiceCIDR))
-	}
-	s.validateUpdate = func(obj, old runtime.Object) field.ErrorList {
-		return validation.ServiceCIDRUpdate(obj.(*networkingv1.ServiceCIDR), old.(*networkingv1.ServiceCIDR))
-	}
-	main, err := newREST(opts, resource{
-		gr: networkingv1.Resource("servicecidrs"), singular: "servicecidr",
-		newObj: func() runtime.Object { return &networkingv1.ServiceCIDR{} }, newList: func() runtime.Object { return &networkingv1.ServiceCIDRList{} },
-		strategy: s, printer: printers.ServiceCIDRs,
-	})
-	if err != nil {
-		return nil, err
-	}
-	return map[string]rest.Storage{"servicecidrs": main, "servicecidrs/status": newStatusREST(main, statusStrategy{strategy: s})}, nil
+	return only(serveKind(opts, kind[*networkingv1.ServiceCIDR]{
+		resource: resource{gr: networkingv1.Resource("servicecidrs"), singular: "servicecidr",
+			newObj: func() runtime.Object { return &networkingv1.ServiceCIDR{} }, newList: func() runtime.Object { return &networkingv1.ServiceCIDRList{} },
+			printer: printers.ServiceCIDRs},
+		status:         true,
+		validate:       validation.ServiceCIDR,
+		validateUpdate: validation.ServiceCIDRUpdate,
+	}))
 }
 
 // ipAddresses serves networking.k8s.io/v1 IPAddresses (`kubectl get ipaddresses`): one per
@@ -62,22 +49,13 @@ func serviceCIDRs(opts generic.RESTOptionsGetter) (map[string]rest.Storage, erro
 // allocator keeps them — they are the allocator's reservations (see ipAddressStore). Others
 // may be created by hand, which reserves the address.
 func ipAddresses(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
-	s := newStrategy(false, false)
-	s.validate = func(_ context.Context, o runtime.Object) field.ErrorList {
-		return validation.IPAddress(o.(*networkingv1.IPAddress))
-	}
-	s.validateUpdate = func(obj, old runtime.Object) field.ErrorList {
-		return validation.IPAddressUpdate(obj.(*networkingv1.IPAddress), old.(*networkingv1.IPAddress))
-	}
-	main, err := newREST(opts, resource{
-		gr: networkingv1.Resource("ipaddresses"), singular: "ipaddress",
-		newObj: func() runtime.Object { return &networkingv1.IPAddress{} }, newList: func() runtime.Object { return &networkingv1.IPAddressList{} },
-		strategy: s, printer: printers.IPAddresses,
-	})
-	if err != nil {
-		return nil, err
-	}
-	return map[string]rest.Storage{"ipaddresses": main}, nil
+	return only(serveKind(opts, kind[*networkingv1.IPAddress]{
+		resource: resource{gr: networkingv1.Resource("ipaddresses"), singular: "ipaddress",
+			newObj: func() runtime.Object { return &networkingv1.IPAddress{} }, newList: func() runtime.Object { return &networkingv1.IPAddressList{} },
+			printer: printers.IPAddresses},
+		validate:       validation.IPAddress,
+		validateUpdate: validation.IPAddressUpdate,
+	}))
 }
 
 // LegacyIPPrefix is where skiff kept ClusterIP reservations before IPAddresses: one etcd key

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -23,27 +22,15 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/validation"
 )
 
+// podDisruptionBudgets serves policy/v1 PodDisruptionBudgets (+status).
 func podDisruptionBudgets(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
-	ps := newStrategy(true, true)
-	ps.prepareForCreate = func(obj runtime.Object) {
-		obj.(*policyv1.PodDisruptionBudget).Status = policyv1.PodDisruptionBudgetStatus{}
-	}
-	ps.validate = func(_ context.Context, obj runtime.Object) field.ErrorList {
-		return validation.PodDisruptionBudget(obj.(*policyv1.PodDisruptionBudget))
-	}
-	ps.validateUpdate = func(obj, old runtime.Object) field.ErrorList {
-		n, o := obj.(*policyv1.PodDisruptionBudget), old.(*policyv1.PodDisruptionBudget)
-		return validation.ObjectMetaUpdate(&n.ObjectMeta, &o.ObjectMeta)
-	}
-	pdbs, err := newREST(opts, resource{
-		gr: policyv1.Resource("poddisruptionbudgets"), singular: "poddisruptionbudget",
-		newObj: func() runtime.Object { return &policyv1.PodDisruptionBudget{} }, newList: func() runtime.Object { return &policyv1.PodDisruptionBudgetList{} },
-		strategy: ps, printer: printers.PodDisruptionBudgets, shortNames: []string{"pdb"},
-	})
-	if err != nil {
-		return nil, err
-	}
-	return map[string]rest.Storage{"poddisruptionbudgets": pdbs, "poddisruptionbudgets/status": newStatusREST(pdbs, statusStrategy{strategy: ps})}, nil
+	return only(serveKind(opts, kind[*policyv1.PodDisruptionBudget]{
+		resource: resource{gr: policyv1.Resource("poddisruptionbudgets"), singular: "poddisruptionbudget",
+			newObj: func() runtime.Object { return &policyv1.PodDisruptionBudget{} }, newList: func() runtime.Object { return &policyv1.PodDisruptionBudgetList{} },
+			printer: printers.PodDisruptionBudgets, shortNames: []string{"pdb"}},
+		namespaced: true, status: true,
+		validate: validation.PodDisruptionBudget,
+	}))
 }
 
 // EvictionREST serves pods/eviction: a pod is deleted only if the PodDisruptionBudget that

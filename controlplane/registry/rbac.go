@@ -25,72 +25,72 @@ type RBACGuard interface {
 
 // rbacResources serves rbac.authorization.k8s.io/v1. Writes pass guard first when set.
 func rbacResources(opts generic.RESTOptionsGetter, guard RBACGuard) (map[string]rest.Storage, error) {
-	type kind struct {
-		path, singular string
-		namespaced     bool
-		newObj         func() runtime.Object
-		newList        func() runtime.Object
-		printer        rest.TableConvertor
-		validate       func(runtime.Object) field.ErrorList
-		validateUpdate func(obj, old runtime.Object) field.ErrorList
-		confirm        func(ctx context.Context, obj runtime.Object) error
-	}
-	kinds := []kind{
-		{"roles", "role", true, func() runtime.Object { return &rbacv1.Role{} }, func() runtime.Object { return &rbacv1.RoleList{} },
-			printers.Roles, func(o runtime.Object) field.ErrorList { return validation.Role(o.(*rbacv1.Role)) }, metaUpdate,
-			func(ctx context.Context, o runtime.Object) error {
-				r := o.(*rbacv1.Role)
-				return guard.ConfirmRole(ctx, namespaceOf(ctx, r.Namespace), r.Name, r.Rules, false)
-			}},
-		{"clusterroles", "clusterrole", false, func() runtime.Object { return &rbacv1.ClusterRole{} }, func() runtime.Object { return &rbacv1.ClusterRoleList{} },
-			printers.Roles, func(o runtime.Object) field.ErrorList { return validation.ClusterRole(o.(*rbacv1.ClusterRole)) }, metaUpdate,
-			func(ctx context.Context, o runtime.Object) error {
-				r := o.(*rbacv1.ClusterRole)
-				return guard.ConfirmRole(ctx, "", r.Name, r.Rules, r.AggregationRule != nil)
-			}},
-		{"rolebindings", "rolebinding", true, func() runtime.Object { return &rbacv1.RoleBinding{} }, func() runtime.Object { return &rbacv1.RoleBindingList{} },
-			printers.RoleBindings, func(o runtime.Object) field.ErrorList { return validation.RoleBinding(o.(*rbacv1.RoleBinding)) },
-			func(obj, old runtime.Object) field.ErrorList {
-				n, o := obj.(*rbacv1.RoleBinding), old.(*rbacv1.RoleBinding)
-				return append(validation.ObjectMetaUpdate(&n.ObjectMeta, &o.ObjectMeta), validation.RoleRefUpdate(n.RoleRef, o.RoleRef)...)
-			},
-			func(ctx context.Context, o runtime.Object) error {
-				b := o.(*rbacv1.RoleBinding)
-				return guard.ConfirmBinding(ctx, namespaceOf(ctx, b.Namespace), b.Name, b.RoleRef)
-			}},
-		{"clusterrolebindings", "clusterrolebinding", false, func() runtime.Object { return &rbacv1.ClusterRoleBinding{} }, func() runtime.Object { return &rbacv1.ClusterRoleBindingList{} },
-			printers.ClusterRoleBindings, func(o runtime.Object) field.ErrorList {
-				return validation.ClusterRoleBinding(o.(*rbacv1.ClusterRoleBinding))
-			},
-			func(obj, old runtime.Object) field.ErrorList {
-				n, o := obj.(*rbacv1.ClusterRoleBinding), old.(*rbacv1.ClusterRoleBinding)
-				return append(validation.ObjectMetaUpdate(&n.ObjectMeta, &o.ObjectMeta), validation.RoleRefUpdate(n.RoleRef, o.RoleRef)...)
-			},
-			func(ctx context.Context, o runtime.Object) error {
-				b := o.(*rbacv1.ClusterRoleBinding)
-				return guard.ConfirmBinding(ctx, "", b.Name, b.RoleRef)
-			}},
-	}
-	out := map[string]rest.Storage{}
-	for _, k := range kinds {
-		s := newStrategy(k.namespaced, false)
-		validate := k.validate
-		s.validate = func(_ context.Context, obj runtime.Object) field.ErrorList { return validate(obj) }
-		s.validateUpdate = k.validateUpdate
-		main, err := newREST(opts, resource{
-			gr: rbacv1.Resource(k.path), singular: k.singular, newObj: k.newObj, newList: k.newList,
-			strategy: s, printer: k.printer,
-		})
-		if err != nil {
-			return nil, err
+	guarded := func(confirm func(ctx context.Context, obj runtime.Object) error) func(main *REST) rest.Storage {
+		return func(main *REST) rest.Storage {
+			if guard == nil {
+				return main
+			}
+			return &guardedREST{REST: main, confirm: confirm}
 		}
-		if guard == nil {
-			out[k.path] = main
-			continue
-		}
-		out[k.path] = &guardedREST{REST: main, confirm: k.confirm}
 	}
-	return out, nil
+	return collect(
+		func() (map[string]rest.Storage, error) {
+			return only(serveKind(opts, kind[*rbacv1.Role]{
+				resource: resource{gr: rbacv1.Resource("roles"), singular: "role",
+					newObj: func() runtime.Object { return &rbacv1.Role{} }, newList: func() runtime.Object { return &rbacv1.RoleList{} },
+					printer: printers.Roles},
+				namespaced: true,
+				validate:   validation.Role,
+				serve: guarded(func(ctx context.Context, o runtime.Object) error {
+					r := o.(*rbacv1.Role)
+					return guard.ConfirmRole(ctx, namespaceOf(ctx, r.Namespace), r.Name, r.Rules, false)
+				}),
+			}))
+		},
+		func() (map[string]rest.Storage, error) {
+			return only(serveKind(opts, kind[*rbacv1.ClusterRole]{
+				resource: resource{gr: rbacv1.Resource("clusterroles"), singular: "clusterrole",
+					newObj: func() runtime.Object { return &rbacv1.ClusterRole{} }, newList: func() runtime.Object { return &rbacv1.ClusterRoleList{} },
+					printer: printers.Roles},
+				validate: validation.ClusterRole,
+				serve: guarded(func(ctx context.Context, o runtime.Object) error {
+					r := o.(*rbacv1.ClusterRole)
+					return guard.ConfirmRole(ctx, "", r.Name, r.Rules, r.AggregationRule != nil)
+				}),
+			}))
+		},
+		func() (map[string]rest.Storage, error) {
+			return only(serveKind(opts, kind[*rbacv1.RoleBinding]{
+				resource: resource{gr: rbacv1.Resource("rolebindings"), singular: "rolebinding",
+					newObj: func() runtime.Object { return &rbacv1.RoleBinding{} }, newList: func() runtime.Object { return &rbacv1.RoleBindingList{} },
+					printer: printers.RoleBindings},
+				namespaced: true,
+				validate:   validation.RoleBinding,
+				validateUpdate: func(n, o *rbacv1.RoleBinding) field.ErrorList {
+					return append(validation.ObjectMetaUpdate(&n.ObjectMeta, &o.ObjectMeta), validation.RoleRefUpdate(n.RoleRef, o.RoleRef)...)
+				},
+				serve: guarded(func(ctx context.Context, o runtime.Object) error {
+					b := o.(*rbacv1.RoleBinding)
+					return guard.ConfirmBinding(ctx, namespaceOf(ctx, b.Namespace), b.Name, b.RoleRef)
+				}),
+			}))
+		},
+		func() (map[string]rest.Storage, error) {
+			return only(serveKind(opts, kind[*rbacv1.ClusterRoleBinding]{
+				resource: resource{gr: rbacv1.Resource("clusterrolebindings"), singular: "clusterrolebinding",
+					newObj: func() runtime.Object { return &rbacv1.ClusterRoleBinding{} }, newList: func() runtime.Object { return &rbacv1.ClusterRoleBindingList{} },
+					printer: printers.ClusterRoleBindings},
+				validate: validation.ClusterRoleBinding,
+				validateUpdate: func(n, o *rbacv1.ClusterRoleBinding) field.ErrorList {
+					return append(validation.ObjectMetaUpdate(&n.ObjectMeta, &o.ObjectMeta), validation.RoleRefUpdate(n.RoleRef, o.RoleRef)...)
+				},
+				serve: guarded(func(ctx context.Context, o runtime.Object) error {
+					b := o.(*rbacv1.ClusterRoleBinding)
+					return guard.ConfirmBinding(ctx, "", b.Name, b.RoleRef)
+				}),
+			}))
+		},
+	)
 }
 
 // guardedREST runs the escalation check before a create or an update reaches storage. An

@@ -32,37 +32,27 @@ type Allocators struct {
 }
 
 func services(opts generic.RESTOptionsGetter, alloc Allocators) (map[string]rest.Storage, error) {
-	s := newStrategy(true, true)
-	s.prepareForCreate = func(obj runtime.Object) { obj.(*corev1.Service).Status = corev1.ServiceStatus{} }
-	s.validate = func(_ context.Context, obj runtime.Object) field.ErrorList {
-		return validation.Service(obj.(*corev1.Service))
-	}
-	s.validateUpdate = func(obj, old runtime.Object) field.ErrorList {
-		return validation.ServiceUpdate(obj.(*corev1.Service), old.(*corev1.Service))
-	}
-	main, err := newREST(opts, resource{
-		gr: corev1.Resource("services"), singular: "service",
-		newObj: func() runtime.Object { return &corev1.Service{} }, newList: func() runtime.Object { return &corev1.ServiceList{} },
-		strategy: s, printer: printers.Services, shortNames: []string{"svc"}, categories: []string{"all"},
-		fields: func(obj runtime.Object) fields.Set {
-			svc := obj.(*corev1.Service)
-			return fields.Set{"spec.clusterIP": svc.Spec.ClusterIP, "spec.type": string(svc.Spec.Type)}
+	return only(serveKind(opts, kind[*corev1.Service]{
+		resource: resource{gr: corev1.Resource("services"), singular: "service",
+			newObj: func() runtime.Object { return &corev1.Service{} }, newList: func() runtime.Object { return &corev1.ServiceList{} },
+			printer: printers.Services, shortNames: []string{"svc"}, categories: []string{"all"},
+			fields: func(obj runtime.Object) fields.Set {
+				svc := obj.(*corev1.Service)
+				return fields.Set{"spec.clusterIP": svc.Spec.ClusterIP, "spec.type": string(svc.Spec.Type)}
+			}},
+		namespaced: true, status: true,
+		validate:       validation.Service,
+		validateUpdate: validation.ServiceUpdate,
+		adjust: func(main *REST, _ *strategy) {
+			h := serviceHooks{alloc: alloc, exists: func(ctx context.Context, name string) bool {
+				_, err := main.Store.Get(ctx, name, &metav1.GetOptions{})
+				return err == nil
+			}}
+			main.Store.BeginCreate = h.beginCreate
+			main.Store.BeginUpdate = h.beginUpdate
+			main.Store.AfterDelete = h.afterDelete
 		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	h := serviceHooks{alloc: alloc, exists: func(ctx context.Context, name string) bool {
-		_, err := main.Store.Get(ctx, name, &metav1.GetOptions{})
-		return err == nil
-	}}
-	main.Store.BeginCreate = h.beginCreate
-	main.Store.BeginUpdate = h.beginUpdate
-	main.Store.AfterDelete = h.afterDelete
-	return map[string]rest.Storage{
-		"services":        main,
-		"services/status": newStatusREST(main, statusStrategy{strategy: s}),
-	}, nil
+	}))
 }
 
 // serviceHooks reserve a Service's ClusterIP and NodePorts before it is stored and release

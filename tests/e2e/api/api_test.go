@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -76,6 +79,45 @@ func TestAPISemantics(t *testing.T) {
 		got.Immutable = ptr.To(false)
 		if _, err := secrets.Update(ctx, got, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) {
 			t.Fatalf("making an immutable secret mutable: %v, want Invalid", err)
+		}
+	})
+
+	t.Run("status sent on create is cleared, as upstream, except a Node's", func(t *testing.T) {
+		deploy := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "status-on-create"},
+			Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](0), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "soc"}},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "soc"}},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "skiff/testserver:1"}}}}},
+			Status: appsv1.DeploymentStatus{Replicas: 7, ReadyReplicas: 7}}
+		got, err := client.AppsV1().Deployments("default").Create(ctx, deploy, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.Replicas != 0 || got.Status.ReadyReplicas != 0 {
+			t.Errorf("a Deployment created with a status kept it: %+v", got.Status)
+		}
+		scale, err := client.AppsV1().Deployments("default").GetScale(ctx, "status-on-create", metav1.GetOptions{})
+		if err != nil || scale.Spec.Replicas != 0 {
+			t.Errorf("deployments/scale: %v %+v", err, scale)
+		}
+		rc := &corev1.ReplicationController{ObjectMeta: metav1.ObjectMeta{Name: "status-on-create"},
+			Spec: corev1.ReplicationControllerSpec{Replicas: ptr.To[int32](0), Selector: map[string]string{"app": "soc-rc"},
+				Template: &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "soc-rc"}},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "skiff/testserver:1"}}}}},
+			Status: corev1.ReplicationControllerStatus{Replicas: 3}}
+		if got, err := client.CoreV1().ReplicationControllers("default").Create(ctx, rc, metav1.CreateOptions{}); err != nil || got.Status.Replicas != 0 {
+			t.Errorf("a ReplicationController created with a status: %v %+v", err, got.Status)
+		}
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "status-on-create"},
+			Status: corev1.NodeStatus{Capacity: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("42")}}}
+		gotNode, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			_ = client.CoreV1().Nodes().Delete(context.Background(), "status-on-create", metav1.DeleteOptions{})
+		}()
+		if q := gotNode.Status.Capacity[corev1.ResourcePods]; q.Value() != 42 {
+			t.Errorf("a Node registered with its capacity lost it: %+v", gotNode.Status)
 		}
 	})
 
