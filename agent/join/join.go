@@ -48,7 +48,7 @@ import (
 	"k8s.io/client-go/util/certificate/csr"
 	"k8s.io/client-go/util/keyutil"
 
-	"github.com/skiff-sh/skiff/controlplane/bootstraptoken"
+	"github.com/skiff-sh/skiff/internal/bootstraptoken"
 	"github.com/skiff-sh/skiff/internal/layout"
 )
 

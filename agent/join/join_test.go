@@ -28,7 +28,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/skiff-sh/skiff/controlplane/bootstraptoken"
+	"github.com/skiff-sh/skiff/internal/bootstraptoken"
 )
 
 type testCA struct {

@@ -52,7 +52,7 @@ import (
 	"github.com/skiff-sh/skiff/agent/eviction"
 	"github.com/skiff-sh/skiff/agent/netnsdial"
 	"github.com/skiff-sh/skiff/agent/volumes"
-	"github.com/skiff-sh/skiff/controlplane/controllers/loop"
+	"github.com/skiff-sh/skiff/internal/loop"
 )
 
 // Options configure the pod manager.

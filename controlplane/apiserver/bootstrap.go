@@ -28,10 +28,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/skiff-sh/skiff/controlplane/bootstraptoken"
 	"github.com/skiff-sh/skiff/controlplane/pki"
 	"github.com/skiff-sh/skiff/controlplane/printers"
 	"github.com/skiff-sh/skiff/controlplane/validation"
+	"github.com/skiff-sh/skiff/internal/bootstraptoken"
 )
 
 // SystemNamespaces exist in every cluster.

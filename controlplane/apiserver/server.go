@@ -64,7 +64,6 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/apiserver/openapiv2"
 	"github.com/skiff-sh/skiff/controlplane/apiserver/openapiv3"
 	"github.com/skiff-sh/skiff/controlplane/apiserver/restfultrim"
-	"github.com/skiff-sh/skiff/controlplane/bootstraptoken"
 	"github.com/skiff-sh/skiff/controlplane/etcd"
 	"github.com/skiff-sh/skiff/controlplane/metrics"
 	"github.com/skiff-sh/skiff/controlplane/openapi"
@@ -73,6 +72,7 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/scheme"
 	"github.com/skiff-sh/skiff/controlplane/serviceaccount"
 	"github.com/skiff-sh/skiff/controlplane/storage"
+	"github.com/skiff-sh/skiff/internal/bootstraptoken"
 	sharedinformers "github.com/skiff-sh/skiff/internal/informers"
 	"github.com/skiff-sh/skiff/internal/layout"
 )

@@ -16,9 +16,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/skiff-sh/skiff/controlplane/bootstraptoken"
 	"github.com/skiff-sh/skiff/controlplane/encryption"
 	"github.com/skiff-sh/skiff/controlplane/pki"
+	"github.com/skiff-sh/skiff/internal/bootstraptoken"
 	"github.com/skiff-sh/skiff/internal/layout"
 )
 

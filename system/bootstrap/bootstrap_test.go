@@ -11,7 +11,7 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/skiff-sh/skiff/controlplane/bootstraptoken"
+	"github.com/skiff-sh/skiff/internal/bootstraptoken"
 	"github.com/skiff-sh/skiff/internal/layout"
 )
 

@@ -29,7 +29,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
-	"github.com/skiff-sh/skiff/controlplane/controllers/loop"
+	"github.com/skiff-sh/skiff/internal/loop"
 	"github.com/skiff-sh/skiff/internal/wellknown"
 )
 

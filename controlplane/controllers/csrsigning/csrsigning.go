@@ -33,7 +33,7 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
 
-	"github.com/skiff-sh/skiff/controlplane/controllers/loop"
+	"github.com/skiff-sh/skiff/internal/loop"
 )
 
 // Name is the controller's name (and its service account's).

@@ -33,8 +33,8 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 
-	"github.com/skiff-sh/skiff/controlplane/controllers/loop"
 	"github.com/skiff-sh/skiff/controlplane/controllers/podutil"
+	"github.com/skiff-sh/skiff/internal/loop"
 )
 
 // Name is the controller's name (and its service account's).

@@ -7,7 +7,6 @@ package endpointslice
 import (
 	"context"
 	"errors"
-	"github.com/skiff-sh/skiff/controlplane/controllers/podindex"
 	"log/slog"
 	"time"
 
@@ -24,7 +23,8 @@ import (
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/skiff-sh/skiff/controlplane/controllers/loop"
+	"github.com/skiff-sh/skiff/controlplane/controllers/podindex"
+	"github.com/skiff-sh/skiff/internal/loop"
 )
 
 // Name is the controller's name (and its service account's).

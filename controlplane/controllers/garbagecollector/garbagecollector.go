@@ -9,8 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	sharedinformers "github.com/skiff-sh/skiff/internal/informers"
-	"k8s.io/utils/ptr"
 	"log/slog"
 	"slices"
 	"strings"
@@ -29,8 +27,10 @@ import (
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
-	"github.com/skiff-sh/skiff/controlplane/controllers/loop"
+	sharedinformers "github.com/skiff-sh/skiff/internal/informers"
+	"github.com/skiff-sh/skiff/internal/loop"
 )
 
 // Name is the controller's name (and its service account's).

@@ -33,8 +33,8 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/skiff-sh/skiff/controlplane/controllers/expectations"
-	"github.com/skiff-sh/skiff/controlplane/controllers/loop"
 	"github.com/skiff-sh/skiff/controlplane/controllers/ownership"
+	"github.com/skiff-sh/skiff/internal/loop"
 )
 
 // Name is the controller's name (and its service account's).

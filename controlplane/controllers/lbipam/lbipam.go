@@ -20,7 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	bgpconfig "github.com/skiff-sh/skiff/bgp/config"
-	"github.com/skiff-sh/skiff/controlplane/controllers/loop"
+	"github.com/skiff-sh/skiff/internal/loop"
 )
 
 // Name is the controller's name (and its service account's).

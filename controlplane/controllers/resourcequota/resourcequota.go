@@ -26,8 +26,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
-	"github.com/skiff-sh/skiff/controlplane/controllers/loop"
 	skiffquota "github.com/skiff-sh/skiff/controlplane/quota"
+	"github.com/skiff-sh/skiff/internal/loop"
 )
 
 // Name is the controller's name; its service account is upstream's.

@@ -32,9 +32,9 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/skiff-sh/skiff/controlplane/controllers/history"
-	"github.com/skiff-sh/skiff/controlplane/controllers/loop"
 	"github.com/skiff-sh/skiff/controlplane/controllers/ownership"
 	"github.com/skiff-sh/skiff/controlplane/controllers/podutil"
+	"github.com/skiff-sh/skiff/internal/loop"
 )
 
 // Name is the controller's name (and its service account's).

@@ -21,7 +21,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/skiff-sh/skiff/controlplane/controllers/loop"
+	"github.com/skiff-sh/skiff/internal/loop"
 )
 
 // The controllers' names (and their service accounts').

@@ -5,7 +5,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	authuser "k8s.io/apiserver/pkg/authentication/user"
 
-	"github.com/skiff-sh/skiff/controlplane/bootstraptoken"
+	"github.com/skiff-sh/skiff/internal/bootstraptoken"
 )
 
 // Skiff's additions to the default policy, for what its components do that upstream's
