@@ -84,11 +84,11 @@ func (s Server) Plan(withNode bool) (bootstrap.Server, apiserver.Options, error)
 			return b, o, err
 		}
 	}
-	ipRange, err := allocator.NewIPRange(s.ServiceCIDR)
+	ipRanges, err := allocator.ParseServiceCIDRs(s.ServiceCIDR)
 	if err != nil {
 		return b, o, fmt.Errorf("--service-cidr: %w", err)
 	}
-	b.ServiceIP = net.ParseIP(ipRange.First()) // the kubernetes Service's address
+	b.ServiceIP = net.ParseIP(ipRanges[0].First()) // the kubernetes Service's address, in the primary family
 	b.APIServerIPs = []net.IP{o.AdvertiseAddress}
 	for _, san := range s.TLSSANs {
 		if ip := net.ParseIP(san); ip != nil {

@@ -101,7 +101,7 @@ func serverCommand(use, short string) *cobra.Command {
 	fs.StringSliceVar(&f.TLSSANs, "tls-san", f.TLSSANs, "extra IP addresses or DNS names for the API server certificate")
 	fs.StringVar(&f.Token, "token", f.Token, "node-join bootstrap token <id>.<secret> ([a-z0-9]{6}.[a-z0-9]{16}) instead of a random one; written with the CA pin to <data-dir>/token")
 	fs.IntVar(&f.SecurePort, "secure-port", f.SecurePort, "HTTPS port of the API server")
-	fs.StringVar(&f.ServiceCIDR, "service-cidr", f.ServiceCIDR, "range ClusterIPs are allocated from")
+	fs.StringVar(&f.ServiceCIDR, "service-cidr", f.ServiceCIDR, "range ClusterIPs are allocated from; an IPv4 and an IPv6 range, comma-separated, serve dual-stack Services (the first is the primary family)")
 	fs.StringVar(&f.NodePortRange, "service-node-port-range", f.NodePortRange, "range NodePorts are allocated from")
 	fs.StringSliceVar(&f.EtcdServers, "etcd-servers", f.EtcdServers, "external etcd client URLs; embedded etcd is used when empty")
 	fs.StringVar(&f.EtcdCA, "etcd-cafile", f.EtcdCA, "CA of the external etcd (default: <data-dir>/pki/etcd/ca.crt)")
@@ -232,11 +232,11 @@ func certsCommand() *cobra.Command {
 				ips = append(ips, ip)
 			}
 			// The kubernetes Service's address, as the server derives it: the first of the range.
-			r, err := allocator.NewIPRange(serviceCIDR)
+			rs, err := allocator.ParseServiceCIDRs(serviceCIDR)
 			if err != nil {
 				return fmt.Errorf("--service-cidr: %w", err)
 			}
-			l, err := pki.Ensure(pki.Options{Dir: layout.Server{Dir: dataDir}.PKI().Dir, APIServerIPs: ips, ServiceIP: net.ParseIP(r.First())})
+			l, err := pki.Ensure(pki.Options{Dir: layout.Server{Dir: dataDir}.PKI().Dir, APIServerIPs: ips, ServiceIP: net.ParseIP(rs[0].First())})
 			if err != nil {
 				return err
 			}
@@ -246,7 +246,7 @@ func certsCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", layout.ServerDir, "directory to create pki/ in")
 	cmd.Flags().StringVar(&advertise, "advertise-address", "", "extra IP SAN for the API server certificate")
-	cmd.Flags().StringVar(&serviceCIDR, "service-cidr", system.DefaultServiceCIDR, "the server's --service-cidr: its first address (the kubernetes Service) is a SAN")
+	cmd.Flags().StringVar(&serviceCIDR, "service-cidr", system.DefaultServiceCIDR, "the server's --service-cidr: the first address of its first range (the kubernetes Service) is a SAN")
 	return cmd
 }
 

@@ -15,6 +15,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"strconv"
+	"strings"
 )
 
 // ErrFull means every value of the range is taken.
@@ -145,6 +146,29 @@ func NewIPRange(cidr string) (*IPRange, error) {
 	}
 	return &IPRange{prefix: p, size: size}, nil
 }
+
+// ParseServiceCIDRs parses --service-cidr: one CIDR, or two of different families (a
+// dual-stack cluster), comma-separated, the primary family first.
+func ParseServiceCIDRs(s string) ([]*IPRange, error) {
+	var out []*IPRange
+	for _, cidr := range strings.Split(s, ",") {
+		r, err := NewIPRange(strings.TrimSpace(cidr))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	switch {
+	case len(out) > 2:
+		return nil, fmt.Errorf("service CIDRs %q: at most two, one per IP family", s)
+	case len(out) == 2 && out[0].prefix.Addr().Is4() == out[1].prefix.Addr().Is4():
+		return nil, fmt.Errorf("service CIDRs %q: two of one IP family; a dual-stack cluster has one IPv4 and one IPv6", s)
+	}
+	return out, nil
+}
+
+// Prefix is the CIDR the range is of.
+func (r *IPRange) Prefix() netip.Prefix { return r.prefix }
 
 // Size implements Range.
 func (r *IPRange) Size() int { return r.size }

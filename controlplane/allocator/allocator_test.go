@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -135,5 +136,40 @@ func TestPortRange(t *testing.T) {
 		if _, err := ParsePortRange(bad); err == nil {
 			t.Errorf("ParsePortRange(%q) accepted", bad)
 		}
+	}
+}
+
+func TestParseServiceCIDRs(t *testing.T) {
+	for _, c := range []struct {
+		in, want, err string
+	}{
+		{in: "10.96.0.0/12", want: "[10.96.0.0/12]"},
+		{in: "10.96.0.0/12,fd00:10:96::/108", want: "[10.96.0.0/12 fd00:10:96::/108]"},
+		{in: "fd00:10:96::/108, 10.96.0.0/12", want: "[fd00:10:96::/108 10.96.0.0/12]"},
+		{in: "10.96.0.0/12,10.112.0.0/12", err: "two of one IP family"},
+		{in: "10.96.0.0/12,fd00::/108,fd01::/108", err: "at most two"},
+		{in: "10.96.0.0/12,", err: "service CIDR \"\""},
+	} {
+		rs, err := ParseServiceCIDRs(c.in)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%q: %v, want an error with %q", c.in, err, c.err)
+			}
+			continue
+		}
+		var got []string
+		for _, r := range rs {
+			got = append(got, r.Prefix().String())
+		}
+		if err != nil || fmt.Sprint(got) != c.want {
+			t.Errorf("%q: %v %v, want %s", c.in, got, err, c.want)
+		}
+	}
+	r, _ := NewIPRange("fd00:10:96::/108")
+	if r.First() != "fd00:10:96::1" || r.Size() != 1<<20-1 {
+		t.Errorf("IPv6 range: first %s size %d", r.First(), r.Size())
+	}
+	if i, ok := r.Offset("fd00:10:96::a"); !ok || r.Value(i) != "fd00:10:96::a" {
+		t.Errorf("IPv6 offset of fd00:10:96::a: %d %v", i, ok)
 	}
 }

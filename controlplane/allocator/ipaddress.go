@@ -46,10 +46,10 @@ type RepairPlan struct {
 	Suspects map[string]bool
 }
 
-// PlanRepair compares the Services' ClusterIPs in r with the IPAddresses and the legacy
-// reservations (addresses) and returns what to mend; suspects is the previous pass's
-// Suspects. It does no I/O.
-func PlanRepair(services []*corev1.Service, addrs []*networkingv1.IPAddress, legacy []string, r Range, suspects map[string]bool) RepairPlan {
+// PlanRepair compares the Services' ClusterIPs in ranges (the service CIDRs) with the
+// IPAddresses and the legacy reservations (addresses) and returns what to mend; suspects is
+// the previous pass's Suspects. It does no I/O.
+func PlanRepair(services []*corev1.Service, addrs []*networkingv1.IPAddress, legacy []string, ranges []Range, suspects map[string]bool) RepairPlan {
 	type parent struct{ namespace, name string }
 	held := map[string]parent{}
 	for _, svc := range services {
@@ -62,7 +62,7 @@ func PlanRepair(services []*corev1.Service, addrs []*networkingv1.IPAddress, leg
 			if err != nil {
 				continue // "None", or not an address
 			}
-			if _, ok := r.Offset(ip.String()); ok {
+			if slices.ContainsFunc(ranges, func(r Range) bool { _, ok := r.Offset(ip.String()); return ok }) {
 				held[ip.String()] = parent{svc.Namespace, svc.Name}
 			}
 		}

@@ -103,7 +103,7 @@ func TestPlanRepair(t *testing.T) {
 			delLegacy: "10.96.0.81", nextSuspects: "legacy:10.96.0.80"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := PlanRepair(tc.services, tc.addrs, tc.legacy, r, tc.suspects)
+			p := PlanRepair(tc.services, tc.addrs, tc.legacy, []Range{r}, tc.suspects)
 			got := fmt.Sprintf("create=[%s] delete=[%s] legacy=[%s] conflicts=[%s] suspects=[%s]",
 				names(p.Create), names(p.Delete), strings.Join(p.DeleteLegacy, " "), strings.Join(p.Conflicts, "; "), suspectList(p.Suspects))
 			want := fmt.Sprintf("create=[%s] delete=[%s] legacy=[%s] conflicts=[%s] suspects=[%s]",

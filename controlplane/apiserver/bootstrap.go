@@ -46,7 +46,8 @@ type bootstrap struct {
 	advertise net.IP
 	port      int
 	serviceIP string
-	// serviceCIDR is --service-cidr, shown as the "kubernetes" ServiceCIDR.
+	// serviceCIDR is --service-cidr (one CIDR per family, comma-separated), shown as the
+	// "kubernetes" ServiceCIDR.
 	serviceCIDR string
 	// joinToken is the node-join bootstrap token, kept as its kube-system Secret.
 	joinToken bootstraptoken.Token
@@ -260,7 +261,10 @@ func createMissing[T interface{ GetName() string }](ctx context.Context, want []
 // recreated it) is replaced: its CIDRs are immutable, and kube-proxy's nftables mode acts on them.
 func (b bootstrap) ensureServiceCIDR(ctx context.Context) error {
 	c := b.client.NetworkingV1().ServiceCIDRs()
-	want := []string{canonicalPrefix(b.serviceCIDR)}
+	var want []string
+	for _, cidr := range strings.Split(b.serviceCIDR, ",") {
+		want = append(want, canonicalPrefix(strings.TrimSpace(cidr)))
+	}
 	sc, err := c.Get(ctx, validation.DefaultServiceCIDR, metav1.GetOptions{})
 	if err == nil && !slices.Equal(sc.Spec.CIDRs, want) {
 		b.log.Warn("replacing the default ServiceCIDR", "had", sc.Spec.CIDRs, "serviceCIDR", want)

@@ -41,7 +41,7 @@ type ipRepair struct {
 	services, addrs rest.Lister
 	writer          ipAddressWriter
 	legacy          allocator.EtcdStore
-	r               allocator.Range
+	ranges          []allocator.Range // the service CIDRs
 	log             *slog.Logger
 	suspects        map[string]bool
 }
@@ -74,7 +74,7 @@ func (p *ipRepair) pass(ctx context.Context) error {
 	for _, k := range keys {
 		legacy = append(legacy, strings.TrimPrefix(k, registry.LegacyIPPrefix))
 	}
-	plan := allocator.PlanRepair(svcs, addrs, legacy, p.r, p.suspects)
+	plan := allocator.PlanRepair(svcs, addrs, legacy, p.ranges, p.suspects)
 	p.suspects = plan.Suspects
 	failed := map[string]bool{}
 	for _, a := range plan.Create {

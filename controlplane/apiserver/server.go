@@ -87,7 +87,8 @@ type Options struct {
 	// AdvertiseAddress is the address other components reach the API server at; it backs
 	// the `kubernetes` Service's endpoints (system: the first non-loopback address by default).
 	AdvertiseAddress net.IP
-	// ServiceCIDR is where ClusterIPs come from (10.96.0.0/12).
+	// ServiceCIDR is where ClusterIPs come from (10.96.0.0/12): one CIDR, or one per family
+	// comma-separated for a dual-stack cluster, the primary family first.
 	ServiceCIDR string
 	// NodePortRange is where NodePorts come from (30000-32767).
 	NodePortRange string
@@ -122,7 +123,7 @@ type Options struct {
 // Run starts etcd (if embedded) and the API server, and serves until ctx ends.
 func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	dirs := layout.Server{Dir: o.DataDir}
-	ipRange, err := allocator.NewIPRange(o.ServiceCIDR)
+	ipRanges, err := allocator.ParseServiceCIDRs(o.ServiceCIDR)
 	if err != nil {
 		return err
 	}
@@ -130,7 +131,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	serviceIP := net.ParseIP(ipRange.First())
+	serviceIP := net.ParseIP(ipRanges[0].First()) // the kubernetes Service's, in the primary family
 	// The files were written by the bootstrap step (system/bootstrap); the API server reads them.
 	certs := dirs.PKI()
 	server := "https://" + net.JoinHostPort(o.BindAddress.String(), strconv.Itoa(o.SecurePort))
@@ -170,7 +171,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 	defer releaseEtcdClient()
 
-	agg, az, scraper, err := newServer(o, log, certs, etcdTLS, etcdClient, ipRange, portRange)
+	agg, az, scraper, err := newServer(o, log, certs, etcdTLS, etcdClient, ipRanges, portRange)
 	if err != nil {
 		return err
 	}
@@ -251,7 +252,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 
 // newServer builds the generic API server and installs skiff's API groups.
 func newServer(o Options, log *slog.Logger, layout pki.Layout, etcdTLS storagebackend.TransportConfig, etcdClient *clientv3.Client,
-	ipRange *allocator.IPRange, portRange allocator.PortRange) (*aggregatorapiserver.APIAggregator, *authz, *metrics.Scraper, error) {
+	ipRanges []*allocator.IPRange, portRange allocator.PortRange) (*aggregatorapiserver.APIAggregator, *authz, *metrics.Scraper, error) {
 	cfg := genericapiserver.NewConfig(scheme.Codecs)
 	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
 	if errs := o.Audit.Validate(); len(errs) > 0 {
@@ -372,7 +373,7 @@ func newServer(o Options, log *slog.Logger, layout pki.Layout, etcdTLS storageba
 		return nil, nil, nil, err
 	}
 	allocs := registry.Allocators{
-		IPRange:   ipRange,
+		IPRanges:  ipRanges,
 		LegacyIPs: allocator.EtcdStore{Client: etcdClient},
 		NodePorts: allocator.New(portRange, allocator.EtcdStore{Client: etcdClient}, "/registry/skiff/ranges/servicenodeports/"),
 	}
@@ -511,7 +512,7 @@ func newServer(o Options, log *slog.Logger, layout pki.Layout, etcdTLS storageba
 	repair := &ipRepair{services: stores[corev1.SchemeGroupVersion]["services"].(rest.Lister),
 		addrs:  stores[networkingv1.SchemeGroupVersion]["ipaddresses"].(rest.Lister),
 		writer: stores[networkingv1.SchemeGroupVersion]["ipaddresses"].(ipAddressWriter),
-		legacy: allocator.EtcdStore{Client: etcdClient}, r: ipRange, log: log.With("component", "clusterip-repair")}
+		legacy: allocator.EtcdStore{Client: etcdClient}, ranges: rangesOf(ipRanges), log: log.With("component", "clusterip-repair")}
 	srv.AddPostStartHookOrDie("skiff-clusterip-repair", func(hc genericapiserver.PostStartHookContext) error {
 		go repair.run(hc) // hc lives as long as the server (the quota informers' hook starts them on it too)
 		return nil
@@ -704,4 +705,13 @@ func installOpenAPI(srv *genericapiserver.GenericAPIServer, cfg *genericapiserve
 	log.Info("OpenAPI documents built", "v2CompressedBytes", v2.CompressedBytes(),
 		"v3GroupVersions", len(v3.GroupVersions()), "v3CompressedBytes", v3.CompressedBytes())
 	return v2, nil
+}
+
+// rangesOf is the service CIDRs as allocator Ranges.
+func rangesOf(ipRanges []*allocator.IPRange) []allocator.Range {
+	out := make([]allocator.Range, len(ipRanges))
+	for i, r := range ipRanges {
+		out[i] = r
+	}
+	return out
 }

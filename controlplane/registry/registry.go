@@ -89,10 +89,14 @@ func Storage(o Options) (map[schema.GroupVersion]map[string]rest.Storage, error)
 			}
 			alloc := o.Allocators
 			if alloc.IPs == nil {
-				if alloc.IPRange == nil {
-					return fmt.Errorf("the Service registry needs a ClusterIP allocator or range")
+				if len(alloc.IPRanges) == 0 {
+					return fmt.Errorf("the Service registry needs ClusterIP allocators or ranges")
 				}
-				alloc.IPs = allocator.New(alloc.IPRange, &ipAddressStore{store: ips["ipaddresses"].(*REST).Store, legacy: alloc.LegacyIPs}, "")
+				store := &ipAddressStore{store: ips["ipaddresses"].(*REST).Store, legacy: alloc.LegacyIPs}
+				alloc.IPs = map[corev1.IPFamily]*allocator.Allocator{}
+				for i, r := range alloc.IPRanges {
+					alloc.IPs[alloc.Cluster()[i]] = allocator.New(r, store, "")
+				}
 			}
 			if err := add(networkingv1.SchemeGroupVersion, ips, nil); err != nil {
 				return err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
+	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,17 +20,42 @@ import (
 
 	"github.com/skiff-sh/skiff/controlplane/allocator"
 	"github.com/skiff-sh/skiff/controlplane/printers"
+	"github.com/skiff-sh/skiff/controlplane/servicefamily"
 	"github.com/skiff-sh/skiff/controlplane/validation"
 )
 
 // Allocators are what the Service registry reserves ClusterIPs and NodePorts from.
 type Allocators struct {
-	// IPs reserves ClusterIPs. Left nil, Storage makes it: addresses of IPRange reserved as
-	// IPAddress objects (ipAddressStore), honouring LegacyIPs' reservations too.
-	IPs       *allocator.Allocator
-	IPRange   allocator.Range
+	// IPRanges are the service CIDRs, the primary family first (--service-cidr): one for a
+	// single-stack cluster, one per family for dual-stack.
+	IPRanges []*allocator.IPRange
+	// IPs reserves ClusterIPs in each family of IPRanges. Left nil, Storage makes them:
+	// addresses reserved as IPAddress objects (ipAddressStore), honouring LegacyIPs'
+	// reservations too.
+	IPs       map[corev1.IPFamily]*allocator.Allocator
 	LegacyIPs LegacyStore
 	NodePorts *allocator.Allocator
+}
+
+// Cluster is the families ClusterIPs are allocated in, primary first.
+func (a Allocators) Cluster() servicefamily.Cluster {
+	var prefixes []netip.Prefix
+	for _, r := range a.IPRanges {
+		prefixes = append(prefixes, r.Prefix())
+	}
+	return servicefamily.ClusterOf(prefixes)
+}
+
+// ipsOf is the allocator of ip's family (nil when the cluster has none).
+func (a Allocators) ipsOf(ip string) *allocator.Allocator {
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		return nil
+	}
+	if addr.Unmap().Is4() {
+		return a.IPs[corev1.IPv4Protocol]
+	}
+	return a.IPs[corev1.IPv6Protocol]
 }
 
 func services(opts generic.RESTOptionsGetter, alloc Allocators) (map[string]rest.Storage, error) {
@@ -100,7 +127,9 @@ func (t *txn) finish(ctx context.Context, success bool) {
 		ips, ports = t.freeIPs, t.freePorts
 	}
 	for _, ip := range ips {
-		_ = t.alloc.IPs.Release(context.WithoutCancel(ctx), ip)
+		if a := t.alloc.ipsOf(ip); a != nil {
+			_ = a.Release(context.WithoutCancel(ctx), ip)
+		}
 	}
 	for _, p := range ports {
 		_ = t.alloc.NodePorts.Release(context.WithoutCancel(ctx), p)
@@ -123,23 +152,49 @@ func allocError(svc *corev1.Service, fld *field.Path, value any, err error) erro
 		field.ErrorList{field.Invalid(fld, value, msg)})
 }
 
-func (h serviceHooks) allocIP(ctx context.Context, t *txn, svc *corev1.Service, dryRun bool) error {
-	fld := field.NewPath("spec", "clusterIPs").Index(0)
-	switch {
-	case dryRun:
-		return nil
-	case svc.Spec.ClusterIP != "":
-		if err := h.alloc.IPs.Allocate(ctx, svc.Spec.ClusterIP, svc.Namespace+"/"+svc.Name); err != nil {
-			return allocError(svc, fld, svc.Spec.ClusterIP, err)
+// allocIPs reserves a cluster IP for each family of svc that has none yet, or the address
+// asked for in clusterIPs; old (nil on create) says which are held already.
+func (h serviceHooks) allocIPs(ctx context.Context, t *txn, svc, old *corev1.Service, dryRun bool) error {
+	held := map[string]bool{}
+	if old != nil && needsClusterIP(old) {
+		for _, ip := range old.Spec.ClusterIPs {
+			held[ip] = true
 		}
-	default:
-		ip, err := h.alloc.IPs.AllocateNext(ctx, svc.Namespace+"/"+svc.Name)
+	}
+	for i, f := range svc.Spec.IPFamilies {
+		fld := field.NewPath("spec", "clusterIPs").Index(i)
+		if i < len(svc.Spec.ClusterIPs) && held[svc.Spec.ClusterIPs[i]] {
+			continue
+		}
+		if dryRun {
+			continue // a dry run allocates nothing; the address stays unset, as it was asked
+		}
+		ips := h.alloc.IPs[f]
+		if ips == nil {
+			return allocError(svc, fld, f, fmt.Errorf("%s is not configured on this cluster", f))
+		}
+		if i < len(svc.Spec.ClusterIPs) && svc.Spec.ClusterIPs[i] != "" {
+			ip := svc.Spec.ClusterIPs[i]
+			if err := ips.Allocate(ctx, ip, svc.Namespace+"/"+svc.Name); err != nil {
+				return allocError(svc, fld, ip, err)
+			}
+			t.ips = append(t.ips, ip)
+			continue
+		}
+		ip, err := ips.AllocateNext(ctx, svc.Namespace+"/"+svc.Name)
 		if err != nil {
 			return allocError(svc, fld, "", err)
 		}
-		svc.Spec.ClusterIP = ip
+		if i < len(svc.Spec.ClusterIPs) {
+			svc.Spec.ClusterIPs[i] = ip
+		} else {
+			svc.Spec.ClusterIPs = append(svc.Spec.ClusterIPs, ip)
+		}
+		t.ips = append(t.ips, ip)
 	}
-	t.ips = append(t.ips, svc.Spec.ClusterIP)
+	if len(svc.Spec.ClusterIPs) > 0 {
+		svc.Spec.ClusterIP = svc.Spec.ClusterIPs[0]
+	}
 	return nil
 }
 
@@ -226,28 +281,40 @@ func (h serviceHooks) allocHealthCheck(ctx context.Context, t *txn, svc, old *co
 	return nil
 }
 
-func normalizeIPs(svc *corev1.Service) {
+// syncClusterIPs makes clusterIP and clusterIPs say the same, from whichever the client set,
+// as upstream's strategy does; an ExternalName Service has neither, nor families.
+func syncClusterIPs(svc *corev1.Service) {
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
 		svc.Spec.ClusterIP, svc.Spec.ClusterIPs, svc.Spec.IPFamilies, svc.Spec.IPFamilyPolicy = "", nil, nil, nil
 		return
 	}
-	if svc.Spec.ClusterIP != "" {
+	switch {
+	case svc.Spec.ClusterIP == "" && len(svc.Spec.ClusterIPs) > 0:
+		svc.Spec.ClusterIP = svc.Spec.ClusterIPs[0]
+	case svc.Spec.ClusterIP != "" && len(svc.Spec.ClusterIPs) == 0:
 		svc.Spec.ClusterIPs = []string{svc.Spec.ClusterIP}
 	}
-	single := corev1.IPFamilyPolicySingleStack
-	svc.Spec.IPFamilyPolicy = &single
-	svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol}
+}
+
+// decide fills svc's IP family fields for this cluster, or says why it cannot.
+func (h serviceHooks) decide(svc, old *corev1.Service) error {
+	if errs := servicefamily.Decide(svc, old, h.alloc.Cluster()); len(errs) > 0 {
+		return apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("Service").GroupKind(), svc.Name, errs)
+	}
+	return nil
 }
 
 func (h serviceHooks) beginCreate(ctx context.Context, obj runtime.Object, options *metav1.CreateOptions) (genericregistry.FinishFunc, error) {
 	svc := obj.(*corev1.Service)
 	dryRun := len(options.DryRun) > 0
 	t := &txn{alloc: h.alloc}
-	if svc.Spec.ClusterIP == "" && len(svc.Spec.ClusterIPs) > 0 {
-		svc.Spec.ClusterIP = svc.Spec.ClusterIPs[0]
+	syncClusterIPs(svc)
+	if err := h.decide(svc, nil); err != nil {
+		return nil, err
 	}
 	if needsClusterIP(svc) {
-		if err := h.allocIP(ctx, t, svc, dryRun); err != nil {
+		if err := h.allocIPs(ctx, t, svc, nil, dryRun); err != nil {
+			t.finish(ctx, false)
 			if svc.Name != "" && h.exists(ctx, svc.Name) {
 				return nil, apierrors.NewAlreadyExists(corev1.Resource("services"), svc.Name)
 			}
@@ -258,7 +325,6 @@ func (h serviceHooks) beginCreate(ctx context.Context, obj runtime.Object, optio
 		t.finish(ctx, false)
 		return nil, err
 	}
-	normalizeIPs(svc)
 	return t.finish, nil
 }
 
@@ -266,18 +332,28 @@ func (h serviceHooks) beginUpdate(ctx context.Context, obj, oldObj runtime.Objec
 	svc, old := obj.(*corev1.Service), oldObj.(*corev1.Service)
 	dryRun := len(options.DryRun) > 0
 	t := &txn{alloc: h.alloc}
-	switch {
-	case needsClusterIP(svc) && !needsClusterIP(old):
-		if svc.Spec.ClusterIP == corev1.ClusterIPNone {
-			break
-		}
-		if err := h.allocIP(ctx, t, svc, dryRun); err != nil {
+	// A PUT that omits the allocated addresses keeps them, as upstream.
+	if needsClusterIP(svc) && needsClusterIP(old) && svc.Spec.ClusterIP == "" && len(svc.Spec.ClusterIPs) == 0 {
+		svc.Spec.ClusterIP, svc.Spec.ClusterIPs = old.Spec.ClusterIP, slices.Clone(old.Spec.ClusterIPs)
+	}
+	syncClusterIPs(svc)
+	if err := h.decide(svc, old); err != nil {
+		return nil, err
+	}
+	if needsClusterIP(svc) && svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		if err := h.allocIPs(ctx, t, svc, old, dryRun); err != nil {
+			t.finish(ctx, false)
 			return nil, err
 		}
-	case !needsClusterIP(svc) && needsClusterIP(old):
-		t.freeIPs = append(t.freeIPs, old.Spec.ClusterIP)
-	case needsClusterIP(svc) && svc.Spec.ClusterIP == "":
-		svc.Spec.ClusterIP = old.Spec.ClusterIP // a PUT that omits the allocated IP keeps it
+	}
+	// What the old Service held and the new one does not (a type or headless change, a
+	// secondary family released) is freed once the write succeeds.
+	if needsClusterIP(old) {
+		for _, ip := range old.Spec.ClusterIPs {
+			if !needsClusterIP(svc) || !slices.Contains(svc.Spec.ClusterIPs, ip) {
+				t.freeIPs = append(t.freeIPs, ip)
+			}
+		}
 	}
 	// A PUT that omits allocated node ports keeps them, as upstream.
 	if needsNodePorts(svc) && needsNodePorts(old) {
@@ -295,7 +371,6 @@ func (h serviceHooks) beginUpdate(ctx context.Context, obj, oldObj runtime.Objec
 		t.finish(ctx, false)
 		return nil, err
 	}
-	normalizeIPs(svc)
 	return t.finish, nil
 }
 
@@ -305,8 +380,12 @@ func (h serviceHooks) afterDelete(obj runtime.Object, options *metav1.DeleteOpti
 	}
 	svc := obj.(*corev1.Service)
 	t := &txn{alloc: h.alloc}
-	if needsClusterIP(svc) && svc.Spec.ClusterIP != "" {
-		t.freeIPs = append(t.freeIPs, svc.Spec.ClusterIP)
+	if needsClusterIP(svc) {
+		for _, ip := range svc.Spec.ClusterIPs {
+			if ip != "" {
+				t.freeIPs = append(t.freeIPs, ip)
+			}
+		}
 	}
 	for _, p := range svc.Spec.Ports {
 		if p.NodePort != 0 {

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/skiff-sh/skiff/controlplane/servicefamily"
 )
 
 var (
@@ -429,23 +431,15 @@ func Service(s *corev1.Service) field.ErrorList {
 			}
 		}
 	}
-	if ip := s.Spec.ClusterIP; ip != "" && ip != corev1.ClusterIPNone {
-		if _, err := netip.ParseAddr(ip); err != nil {
-			errs = append(errs, field.Invalid(specPath.Child("clusterIP"), ip, "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
-		}
-	}
 	errs = append(errs, metav1validation.ValidateLabels(s.Spec.Selector, specPath.Child("selector"))...)
-	return errs
+	return append(errs, servicefamily.Validate(s)...)
 }
 
-// ServiceUpdate adds the immutability of the ClusterIP once allocated.
+// ServiceUpdate adds what an update may not change: the primary cluster IP and IP family
+// once allocated, the secondary ones released only with ipFamilyPolicy SingleStack.
 func ServiceUpdate(s, old *corev1.Service) field.ErrorList {
 	errs := ObjectMetaUpdate(&s.ObjectMeta, &old.ObjectMeta)
-	changingType := s.Spec.Type == corev1.ServiceTypeExternalName || old.Spec.Type == corev1.ServiceTypeExternalName
-	if !changingType && old.Spec.ClusterIP != "" && s.Spec.ClusterIP != old.Spec.ClusterIP {
-		errs = append(errs, field.Invalid(specPath.Child("clusterIPs").Index(0), s.Spec.ClusterIP, "may not change once set"))
-	}
-	return errs
+	return append(errs, servicefamily.ValidateUpdate(s, old)...)
 }
 
 // Namespace validates a namespace name.

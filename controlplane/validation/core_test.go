@@ -346,6 +346,13 @@ func TestPodUpdate(t *testing.T) {
 	})
 }
 
+// syncClusterIPs sets clusterIPs from clusterIP, as the API server does before validating.
+func syncClusterIPs(s *corev1.Service) {
+	if s.Spec.ClusterIP != "" && len(s.Spec.ClusterIPs) == 0 {
+		s.Spec.ClusterIPs = []string{s.Spec.ClusterIP}
+	}
+}
+
 func validService() *corev1.Service {
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", ResourceVersion: "1"},
@@ -452,15 +459,16 @@ func TestService(t *testing.T) {
 		{name: "IPv4 clusterIP", mutate: func(s *corev1.Service) { s.Spec.ClusterIP = "10.96.0.10" }},
 		{name: "IPv6 clusterIP", mutate: func(s *corev1.Service) { s.Spec.ClusterIP = "fd00::10" }},
 		{name: "bad clusterIP", mutate: func(s *corev1.Service) { s.Spec.ClusterIP = "10.96.0.300" },
-			want: []fe{invalid("spec.clusterIP")}},
+			want: []fe{invalid("spec.clusterIPs[0]")}},
 		{name: "CIDR as clusterIP", mutate: func(s *corev1.Service) { s.Spec.ClusterIP = "10.96.0.0/12" },
-			want: []fe{invalid("spec.clusterIP")}},
+			want: []fe{invalid("spec.clusterIPs[0]")}},
 		{name: "bad selector", mutate: func(s *corev1.Service) { s.Spec.Selector = map[string]string{"app": "a b"} },
 			want: []fe{invalid("spec.selector")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := validService()
 			tc.mutate(s)
+			syncClusterIPs(s)
 			expectErrors(t, Service(s), tc.want...)
 		})
 	}
@@ -490,14 +498,16 @@ func TestServiceUpdate(t *testing.T) {
 			if tc.oldType != "" {
 				old.Spec.Type = tc.oldType
 			}
+			syncClusterIPs(old)
 			s := old.DeepCopy()
-			s.Spec.ClusterIP = tc.newIP
+			s.Spec.ClusterIP, s.Spec.ClusterIPs = tc.newIP, nil
 			if tc.newTyp != "" {
 				s.Spec.Type = tc.newTyp
 			}
 			if tc.mutate != nil {
 				tc.mutate(s)
 			}
+			syncClusterIPs(s)
 			expectErrors(t, ServiceUpdate(s, old), tc.want...)
 		})
 	}

@@ -1,0 +1,203 @@
+package api
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/skiff-sh/skiff/tests/e2e/framework"
+)
+
+func dualSvc(name string, policy *corev1.IPFamilyPolicy, families ...corev1.IPFamily) *corev1.Service {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": name}, IPFamilyPolicy: policy, IPFamilies: families,
+			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}}}
+}
+
+// TestDualStackServices runs a server with an IPv4 and an IPv6 service CIDR and checks what
+// upstream's API server gives Services there: families by ipFamilyPolicy, ClusterIPs from both
+// ranges (with an IPAddress each), an upgrade to and a downgrade from dual-stack that
+// allocate and release the secondary address, and upstream's refusals.
+func TestDualStackServices(t *testing.T) {
+	s := framework.StartServer(t, "--service-cidr", "10.96.0.0/16,fd00:10:96::/108")
+	client := s.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	svcs := client.CoreV1().Services("default")
+	families := func(svc *corev1.Service) string {
+		var out []string
+		for _, f := range svc.Spec.IPFamilies {
+			out = append(out, string(f))
+		}
+		return strings.Join(out, ",")
+	}
+	inRange := func(t *testing.T, ip, cidr string) {
+		t.Helper()
+		if a, err := netip.ParseAddr(ip); err != nil || !netip.MustParsePrefix(cidr).Contains(a) {
+			t.Errorf("ClusterIP %q is not in %s", ip, cidr)
+		}
+	}
+	hasIPAddress := func(t *testing.T, ip string, want bool) {
+		t.Helper()
+		_, err := client.NetworkingV1().IPAddresses().Get(ctx, ip, metav1.GetOptions{})
+		if want && err != nil {
+			t.Errorf("IPAddress %s: %v", ip, err)
+		}
+		if !want && !apierrors.IsNotFound(err) {
+			t.Errorf("IPAddress %s after its release: %v, want NotFound", ip, err)
+		}
+	}
+
+	t.Run("the default ServiceCIDR lists both ranges", func(t *testing.T) {
+		sc, err := client.NetworkingV1().ServiceCIDRs().Get(ctx, "kubernetes", metav1.GetOptions{})
+		if err != nil || strings.Join(sc.Spec.CIDRs, ",") != "10.96.0.0/16,fd00:10:96::/108" {
+			t.Fatalf("ServiceCIDR kubernetes: %v %v", err, sc)
+		}
+	})
+
+	t.Run("SingleStack by default, in the primary family", func(t *testing.T) {
+		got, err := svcs.Create(ctx, dualSvc("single", nil), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if *got.Spec.IPFamilyPolicy != corev1.IPFamilyPolicySingleStack || families(got) != "IPv4" || len(got.Spec.ClusterIPs) != 1 {
+			t.Fatalf("got %v %v %v", *got.Spec.IPFamilyPolicy, got.Spec.IPFamilies, got.Spec.ClusterIPs)
+		}
+		inRange(t, got.Spec.ClusterIP, "10.96.0.0/16")
+	})
+
+	t.Run("an IPv6-only Service", func(t *testing.T) {
+		got, err := svcs.Create(ctx, dualSvc("six", nil, corev1.IPv6Protocol), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if families(got) != "IPv6" || len(got.Spec.ClusterIPs) != 1 {
+			t.Fatalf("got %v %v", got.Spec.IPFamilies, got.Spec.ClusterIPs)
+		}
+		inRange(t, got.Spec.ClusterIP, "fd00:10:96::/108")
+		hasIPAddress(t, got.Spec.ClusterIP, true)
+	})
+
+	t.Run("RequireDualStack gets an address in each family, IPv6 first when asked", func(t *testing.T) {
+		got, err := svcs.Create(ctx, dualSvc("both", ptr.To(corev1.IPFamilyPolicyRequireDualStack), corev1.IPv6Protocol), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if families(got) != "IPv6,IPv4" || len(got.Spec.ClusterIPs) != 2 || got.Spec.ClusterIP != got.Spec.ClusterIPs[0] {
+			t.Fatalf("got %v %v", got.Spec.IPFamilies, got.Spec.ClusterIPs)
+		}
+		inRange(t, got.Spec.ClusterIPs[0], "fd00:10:96::/108")
+		inRange(t, got.Spec.ClusterIPs[1], "10.96.0.0/16")
+		for _, ip := range got.Spec.ClusterIPs {
+			hasIPAddress(t, ip, true)
+		}
+	})
+
+	t.Run("upgrade to dual-stack and back", func(t *testing.T) {
+		got, err := svcs.Create(ctx, dualSvc("grow", nil), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		primary := got.Spec.ClusterIP
+		got.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyPreferDualStack)
+		if got, err = svcs.Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Spec.ClusterIPs) != 2 || got.Spec.ClusterIPs[0] != primary || families(got) != "IPv4,IPv6" {
+			t.Fatalf("upgraded: %v %v", got.Spec.IPFamilies, got.Spec.ClusterIPs)
+		}
+		secondary := got.Spec.ClusterIPs[1]
+		hasIPAddress(t, secondary, true)
+		// Dropping the secondary without saying SingleStack is refused, as upstream.
+		bad := got.DeepCopy()
+		bad.Spec.ClusterIPs, bad.Spec.IPFamilies = bad.Spec.ClusterIPs[:1], bad.Spec.IPFamilies[:1]
+		if _, err := svcs.Update(ctx, bad, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "must be 'SingleStack' to release the secondary") {
+			t.Fatalf("releasing the secondary under PreferDualStack: %v", err)
+		}
+		got.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicySingleStack)
+		if got, err = svcs.Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Spec.ClusterIPs) != 1 || got.Spec.ClusterIPs[0] != primary || families(got) != "IPv4" {
+			t.Fatalf("downgraded: %v %v", got.Spec.IPFamilies, got.Spec.ClusterIPs)
+		}
+		hasIPAddress(t, secondary, false)
+	})
+
+	t.Run("deleting a dual-stack Service releases both addresses", func(t *testing.T) {
+		got, err := svcs.Create(ctx, dualSvc("gone", ptr.To(corev1.IPFamilyPolicyRequireDualStack)), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := svcs.Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, ip := range got.Spec.ClusterIPs {
+			hasIPAddress(t, ip, false)
+		}
+	})
+
+	t.Run("an address of each family, asked for", func(t *testing.T) {
+		svc := dualSvc("pinned", ptr.To(corev1.IPFamilyPolicyRequireDualStack))
+		svc.Spec.ClusterIP, svc.Spec.ClusterIPs = "10.96.0.200", []string{"10.96.0.200", "fd00:10:96::200"}
+		got, err := svcs.Create(ctx, svc, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(got.Spec.ClusterIPs, ",") != "10.96.0.200,fd00:10:96::200" || families(got) != "IPv4,IPv6" {
+			t.Fatalf("got %v %v", got.Spec.IPFamilies, got.Spec.ClusterIPs)
+		}
+		again := dualSvc("pinned-again", nil, corev1.IPv6Protocol)
+		again.Spec.ClusterIP, again.Spec.ClusterIPs = "fd00:10:96::200", []string{"fd00:10:96::200"}
+		if _, err := svcs.Create(ctx, again, metav1.CreateOptions{}); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "provided value is already allocated") {
+			t.Fatalf("the same IPv6 address twice: %v", err)
+		}
+	})
+
+	t.Run("upstream's refusals", func(t *testing.T) {
+		for _, c := range []struct {
+			svc  *corev1.Service
+			want string
+		}{
+			{dualSvc("two-families-single", ptr.To(corev1.IPFamilyPolicySingleStack), corev1.IPv4Protocol, corev1.IPv6Protocol),
+				"must be 'RequireDualStack' or 'PreferDualStack' when multiple IP families are specified"},
+			{dualSvc("dup-families", ptr.To(corev1.IPFamilyPolicyRequireDualStack), corev1.IPv6Protocol, corev1.IPv6Protocol),
+				"spec.ipFamilies[1]: Duplicate value: \"IPv6\""},
+		} {
+			if _, err := svcs.Create(ctx, c.svc, metav1.CreateOptions{}); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s: %v, want Invalid with %q", c.svc.Name, err, c.want)
+			}
+		}
+	})
+}
+
+// TestSingleStackServicesRefuseDualStack: on a cluster with one service CIDR (the default),
+// RequireDualStack is refused and PreferDualStack gets the one family, as upstream.
+func TestSingleStackServicesRefuseDualStack(t *testing.T) {
+	s := framework.StartServer(t)
+	var client kubernetes.Interface = s.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	svcs := client.CoreV1().Services("default")
+	if _, err := svcs.Create(ctx, dualSvc("require", ptr.To(corev1.IPFamilyPolicyRequireDualStack)), metav1.CreateOptions{}); !apierrors.IsInvalid(err) ||
+		!strings.Contains(err.Error(), "this cluster is not configured for dual-stack services") {
+		t.Errorf("RequireDualStack on a single-stack cluster: %v", err)
+	}
+	got, err := svcs.Create(ctx, dualSvc("prefer", ptr.To(corev1.IPFamilyPolicyPreferDualStack)), metav1.CreateOptions{})
+	if err != nil || *got.Spec.IPFamilyPolicy != corev1.IPFamilyPolicyPreferDualStack || len(got.Spec.IPFamilies) != 1 || got.Spec.IPFamilies[0] != corev1.IPv4Protocol {
+		t.Fatalf("PreferDualStack on a single-stack cluster: %v %+v", err, got)
+	}
+	if _, err := svcs.Create(ctx, dualSvc("six", nil, corev1.IPv6Protocol), metav1.CreateOptions{}); !apierrors.IsInvalid(err) ||
+		!strings.Contains(err.Error(), "spec.ipFamilies[0]: Invalid value: \"IPv6\": not configured on this cluster") {
+		t.Errorf("IPv6 on an IPv4 cluster: %v", err)
+	}
+}
