@@ -56,6 +56,7 @@ import (
 	"github.com/skiff-sh/skiff/images/embedded"
 	sharedinformers "github.com/skiff-sh/skiff/internal/informers"
 	"github.com/skiff-sh/skiff/internal/layout"
+	"github.com/skiff-sh/skiff/internal/podcidr"
 	"github.com/skiff-sh/skiff/internal/supervisor"
 )
 
@@ -532,12 +533,12 @@ func waitPodCIDR(ctx context.Context, client kubernetes.Interface, name string) 
 	}
 	ev, err := watchtools.UntilWithSync(ctx, lw, &corev1.Node{}, nil, func(e watch.Event) (bool, error) {
 		n, ok := e.Object.(*corev1.Node)
-		return ok && n.Spec.PodCIDR != "", nil
+		return ok && podcidr.IPv4(n) != "", nil
 	})
 	if err != nil {
 		return "", fmt.Errorf("waiting for node %s's pod CIDR: %w", name, err)
 	}
-	return ev.Object.(*corev1.Node).Spec.PodCIDR, nil
+	return podcidr.IPv4(ev.Object.(*corev1.Node)), nil
 }
 
 // releaseOrphanImages releases image volume views no pod uses, now and every period. A failed

@@ -7,6 +7,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/skiff-sh/skiff/bgp/config"
+	"github.com/skiff-sh/skiff/internal/podcidr"
 )
 
 // Intent is what a node's speaker is to do, given its resolved configuration and the
@@ -23,7 +24,7 @@ type Intent struct {
 
 // Want computes a node's Intent. Pure.
 func Want(c config.Config, self *corev1.Node, all []*corev1.Node, services []*corev1.Service, slices []*discoveryv1.EndpointSlice) Intent {
-	cidr, _ := netip.ParsePrefix(self.Spec.PodCIDR)
+	cidr, _ := netip.ParsePrefix(podcidr.IPv4(self)) // IPv4 unicast only, so far
 	mesh := config.MeshPeers(self, all, c)
 	for i := range mesh {
 		mesh[i].Passive = c.RouterID.Less(mesh[i].Address)

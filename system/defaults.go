@@ -44,7 +44,7 @@ func DefaultServer() Server {
 func DefaultControllerManager() controllermanager.Options {
 	ca := layout.DefaultServer.PKI().CA()
 	return controllermanager.Options{
-		ClusterCIDR: DefaultClusterCIDR, NodeCIDRMaskSize: 24,
+		ClusterCIDR: DefaultClusterCIDR, NodeCIDRMaskSizeIPv4: 24, NodeCIDRMaskSizeIPv6: 64,
 		ClusterSigningDuration: 365 * 24 * time.Hour, NodeMonitorGracePeriod: 40 * time.Second,
 		SecureAddress: "127.0.0.1:10257", UseServiceAccountCredentials: true, ClusterDNS: DefaultClusterDNS,
 		RootCAFile: ca.Cert, ClusterSigningCertFile: ca.Cert, ClusterSigningKeyFile: ca.Key,

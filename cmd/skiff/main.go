@@ -188,8 +188,10 @@ func addAgentFlags(fs *pflag.FlagSet, f *system.Agent, prefix string) {
 }
 
 func addControllerManagerFlags(fs *pflag.FlagSet, o *controllermanager.Options) {
-	fs.StringVar(&o.ClusterCIDR, "cluster-cidr", o.ClusterCIDR, "range node pod CIDRs are carved from")
-	fs.IntVar(&o.NodeCIDRMaskSize, "node-cidr-mask-size", o.NodeCIDRMaskSize, "size of each node's pod CIDR")
+	fs.StringVar(&o.ClusterCIDR, "cluster-cidr", o.ClusterCIDR, "range node pod CIDRs are carved from; an IPv4 and an IPv6 range, comma-separated, give each node a block of each (the first is podCIDR)")
+	fs.IntVar(&o.NodeCIDRMaskSize, "node-cidr-mask-size", o.NodeCIDRMaskSize, "prefix length of each node's pod CIDR in a single-stack cluster (0: by family, from the two flags below)")
+	fs.IntVar(&o.NodeCIDRMaskSizeIPv4, "node-cidr-mask-size-ipv4", o.NodeCIDRMaskSizeIPv4, "prefix length of each node's IPv4 pod CIDR")
+	fs.IntVar(&o.NodeCIDRMaskSizeIPv6, "node-cidr-mask-size-ipv6", o.NodeCIDRMaskSizeIPv6, "prefix length of each node's IPv6 pod CIDR")
 	fs.DurationVar(&o.ClusterSigningDuration, "cluster-signing-duration", o.ClusterSigningDuration, "longest validity of certificates signed for CSRs")
 	fs.DurationVar(&o.NodeMonitorGracePeriod, "node-monitor-grace-period", o.NodeMonitorGracePeriod, "how long a node Lease may go unrenewed before the node is Unknown")
 	fs.StringVar(&o.SecureAddress, "controller-manager-address", o.SecureAddress, "HTTPS address of the controller manager's health and metrics")

@@ -6,12 +6,16 @@ package controllermanager
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	sharedinformers "github.com/skiff-sh/skiff/internal/informers"
 	"log/slog"
+	"net/netip"
 	"os"
+	"strings"
 	"sync"
 	"time"
+
+	sharedinformers "github.com/skiff-sh/skiff/internal/informers"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -60,9 +64,14 @@ import (
 
 // Options configure the controller manager.
 type Options struct {
-	// ClusterCIDR and NodeCIDRMaskSize drive node IPAM (10.244.0.0/16, /24).
-	ClusterCIDR      string
-	NodeCIDRMaskSize int
+	// ClusterCIDR drives node IPAM (10.244.0.0/16): one CIDR, or an IPv4 and an IPv6 one
+	// comma-separated for a dual-stack cluster. Each node's block is NodeCIDRMaskSize bits
+	// long in a single-stack cluster when set, else NodeCIDRMaskSizeIPv4 (24) or
+	// NodeCIDRMaskSizeIPv6 (64) by family, as upstream's flags.
+	ClusterCIDR          string
+	NodeCIDRMaskSize     int
+	NodeCIDRMaskSizeIPv4 int
+	NodeCIDRMaskSizeIPv6 int
 	// NodeMonitorGracePeriod is how long a node Lease may go unrenewed (40 s).
 	NodeMonitorGracePeriod time.Duration
 	// RootCAFile is published as kube-root-ca.crt in every namespace.
@@ -191,7 +200,11 @@ func runControllers(ctx context.Context, cfg *rest.Config, root kubernetes.Inter
 			return namespace.New(c, md, core.Namespaces(), log), nil
 		}},
 		{nodeipam.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
-			return nodeipam.New(c, core.Nodes(), o.ClusterCIDR, o.NodeCIDRMaskSize, log)
+			pools, err := NodeIPAMPools(o.ClusterCIDR, o.NodeCIDRMaskSize, o.NodeCIDRMaskSizeIPv4, o.NodeCIDRMaskSizeIPv6)
+			if err != nil {
+				return nil, err
+			}
+			return nodeipam.New(c, core.Nodes(), pools, log)
 		}},
 		{nodelifecycle.Name, func(c kubernetes.Interface, _ *rest.Config) (runner, error) {
 			return nodelifecycle.New(c, core.Nodes(), factory.Coordination().V1().Leases(), core.Pods(), recorder(nodelifecycle.Name),
@@ -322,4 +335,30 @@ func runControllers(ctx context.Context, cfg *rest.Config, root kubernetes.Inter
 	wg.Wait()
 	factory.Shutdown()
 	return nil
+}
+
+// NodeIPAMPools turns --cluster-cidr and the mask size flags into node IPAM's pools, with
+// upstream's rules: --node-cidr-mask-size only for a single-stack cluster, the per-family
+// sizes otherwise.
+func NodeIPAMPools(clusterCIDR string, maskSize, maskSizeIPv4, maskSizeIPv6 int) ([]nodeipam.Pool, error) {
+	var pools []nodeipam.Pool
+	for _, cidr := range strings.Split(clusterCIDR, ",") {
+		cidr = strings.TrimSpace(cidr)
+		p, err := netip.ParsePrefix(cidr)
+		if err != nil {
+			return nil, fmt.Errorf("--cluster-cidr %q: %w", clusterCIDR, err)
+		}
+		size := maskSizeIPv4
+		if p.Addr().Is6() {
+			size = maskSizeIPv6
+		}
+		pools = append(pools, nodeipam.Pool{CIDR: cidr, MaskSize: size})
+	}
+	if maskSize > 0 {
+		if len(pools) > 1 {
+			return nil, errors.New("usage of --node-cidr-mask-size is not allowed with dual-stack clusters")
+		}
+		pools[0].MaskSize = maskSize
+	}
+	return pools, nil
 }

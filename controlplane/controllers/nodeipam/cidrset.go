@@ -19,18 +19,21 @@ type CIDRSet struct {
 	next     int
 }
 
-// NewCIDRSet splits cluster into blocks of maskSize bits (10.244.0.0/16 into /24s).
+// NewCIDRSet splits cluster into blocks of maskSize bits (10.244.0.0/16 into /24s,
+// fd00:10:244::/56 into /64s). Upstream's limits hold: at most 2^16 blocks, and IPv4
+// blocks of at most /30 (two usable addresses).
 func NewCIDRSet(cluster string, maskSize int) (*CIDRSet, error) {
 	p, err := netip.ParsePrefix(cluster)
 	if err != nil {
 		return nil, fmt.Errorf("cluster CIDR %q: %w", cluster, err)
 	}
 	p = p.Masked()
-	if !p.Addr().Is4() {
-		return nil, fmt.Errorf("cluster CIDR %q: only IPv4 is supported", cluster)
+	maxMask := 30
+	if p.Addr().Is6() {
+		maxMask = 126
 	}
-	if maskSize < p.Bits() || maskSize > 30 {
-		return nil, fmt.Errorf("node CIDR mask size %d must be between %d and 30", maskSize, p.Bits())
+	if maskSize < p.Bits() || maskSize > maxMask {
+		return nil, fmt.Errorf("node CIDR mask size %d must be between %d and %d", maskSize, p.Bits(), maxMask)
 	}
 	if maskSize-p.Bits() > 16 {
 		return nil, fmt.Errorf("cluster CIDR %s with /%d blocks has too many blocks", cluster, maskSize)
@@ -38,13 +41,30 @@ func NewCIDRSet(cluster string, maskSize int) (*CIDRSet, error) {
 	return &CIDRSet{cluster: p, maskSize: maskSize, used: make([]bool, 1<<(maskSize-p.Bits()))}, nil
 }
 
-func (s *CIDRSet) block(i int) netip.Prefix {
-	a := s.cluster.Addr().As4()
-	v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
-	v += uint32(i) << (32 - s.maskSize)
-	return netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), s.maskSize)
+// Family is the address family of the cluster CIDR's blocks: 4 or 6.
+func (s *CIDRSet) Family() int {
+	if s.cluster.Addr().Is4() {
+		return 4
+	}
+	return 6
 }
 
+// block is the i-th block: i written into the bits between the cluster's prefix and the
+// block's (they are zero in the masked cluster address), as index reads them back.
+func (s *CIDRSet) block(i int) netip.Prefix {
+	b := s.cluster.Addr().AsSlice()
+	width := s.maskSize - s.cluster.Bits()
+	for j := 0; j < width; j++ {
+		if i>>(width-1-j)&1 == 1 {
+			bit := s.cluster.Bits() + j
+			b[bit/8] |= 1 << (7 - bit%8)
+		}
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return netip.PrefixFrom(a, s.maskSize)
+}
+
+// index is the block number of a /maskSize block of the cluster CIDR.
 func (s *CIDRSet) index(cidr string) (int, error) {
 	p, err := netip.ParsePrefix(cidr)
 	if err != nil {
@@ -53,10 +73,13 @@ func (s *CIDRSet) index(cidr string) (int, error) {
 	if p.Bits() != s.maskSize || !s.cluster.Contains(p.Addr()) || p.Masked() != p {
 		return 0, fmt.Errorf("%s is not a /%d block of %s", cidr, s.maskSize, s.cluster)
 	}
-	a, c := p.Addr().As4(), s.cluster.Addr().As4()
-	off := (uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])) -
-		(uint32(c[0])<<24 | uint32(c[1])<<16 | uint32(c[2])<<8 | uint32(c[3]))
-	return int(off >> (32 - s.maskSize)), nil
+	// The block number is the bits between the cluster's prefix and the block's.
+	b := p.Addr().AsSlice()
+	n := 0
+	for bit := s.cluster.Bits(); bit < s.maskSize; bit++ {
+		n = n<<1 | int(b[bit/8]>>(7-bit%8)&1)
+	}
+	return n, nil
 }
 
 // Occupy marks a block as used (a node already has it).

@@ -1,13 +1,19 @@
-// Package nodeipam gives every Node a spec.podCIDR block from the cluster CIDR (10.244.0.0/16,
-// a /24 each by default), never the same block twice, and frees a block when its Node goes.
+// Package nodeipam gives every Node a spec.podCIDRs block from each cluster CIDR
+// (10.244.0.0/16, a /24 each by default; with an IPv6 CIDR beside it, a /64 of that too, in
+// the order the CIDRs are given), never the same block twice, and frees the blocks when
+// their Node goes. spec.podCIDR is the first.
 package nodeipam
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/netip"
+	"slices"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -32,18 +38,35 @@ type Controller struct {
 	log    *slog.Logger
 
 	mu   sync.Mutex
-	set  *CIDRSet
-	held map[string]string // node name -> block, as this controller knows it
+	sets []*CIDRSet          // one per cluster CIDR, in order
+	held map[string][]string // node name -> its blocks, as this controller knows them
 }
 
-// New wires the controller to the node informer.
-func New(client kubernetes.Interface, nodes coreinformers.NodeInformer, clusterCIDR string, maskSize int, log *slog.Logger) (*Controller, error) {
-	set, err := NewCIDRSet(clusterCIDR, maskSize)
-	if err != nil {
-		return nil, err
+// Pool is one cluster CIDR and the prefix length of each node's block in it.
+type Pool struct {
+	CIDR     string
+	MaskSize int
+}
+
+// New wires the controller to the node informer; pools are the cluster CIDRs (one, or an
+// IPv4 and an IPv6 one for a dual-stack cluster).
+func New(client kubernetes.Interface, nodes coreinformers.NodeInformer, pools []Pool, log *slog.Logger) (*Controller, error) {
+	if len(pools) == 0 || len(pools) > 2 {
+		return nil, fmt.Errorf("node IPAM takes one cluster CIDR, or one per IP family; got %d", len(pools))
 	}
-	c := &Controller{client: client, nodes: nodes.Lister(), synced: nodes.Informer().HasSynced, set: set,
-		held: map[string]string{}, log: log.With("controller", Name)}
+	var sets []*CIDRSet
+	for _, p := range pools {
+		set, err := NewCIDRSet(p.CIDR, p.MaskSize)
+		if err != nil {
+			return nil, err
+		}
+		sets = append(sets, set)
+	}
+	if len(sets) == 2 && sets[0].Family() == sets[1].Family() {
+		return nil, fmt.Errorf("cluster CIDRs %s and %s are of one IP family; a dual-stack cluster has one IPv4 and one IPv6", pools[0].CIDR, pools[1].CIDR)
+	}
+	c := &Controller{client: client, nodes: nodes.Lister(), synced: nodes.Informer().HasSynced, sets: sets,
+		held: map[string][]string{}, log: log.With("controller", Name)}
 	c.loop = loop.New(Name, c.sync, log)
 	_, _ = nodes.Informer().AddEventHandler(c.loop.Handler())
 	return c, nil
@@ -57,12 +80,8 @@ func (c *Controller) Run(ctx context.Context) {
 	nodes, _ := c.nodes.List(labels.Everything())
 	c.mu.Lock()
 	for _, n := range nodes {
-		if n.Spec.PodCIDR != "" {
-			if err := c.set.Occupy(n.Spec.PodCIDR); err != nil {
-				c.log.Warn("node has a pod CIDR outside the cluster CIDR", "node", n.Name, "podCIDR", n.Spec.PodCIDR, "err", err)
-				continue
-			}
-			c.held[n.Name] = n.Spec.PodCIDR
+		if blocks := podCIDRs(n); len(blocks) > 0 {
+			c.occupy(n.Name, blocks)
 		}
 	}
 	c.mu.Unlock()
@@ -70,48 +89,101 @@ func (c *Controller) Run(ctx context.Context) {
 	c.loop.Run(ctx, 1)
 }
 
+// podCIDRs are a Node's blocks (spec.podCIDRs, or the podCIDR alone a client set).
+func podCIDRs(n *corev1.Node) []string {
+	if len(n.Spec.PodCIDRs) > 0 {
+		return n.Spec.PodCIDRs
+	}
+	if n.Spec.PodCIDR != "" {
+		return []string{n.Spec.PodCIDR}
+	}
+	return nil
+}
+
+// setOf is the set of a block's family, or nil.
+func (c *Controller) setOf(block string) *CIDRSet {
+	p, err := netip.ParsePrefix(block)
+	if err != nil {
+		return nil
+	}
+	for _, s := range c.sets {
+		if (s.Family() == 4) == p.Addr().Is4() {
+			return s
+		}
+	}
+	return nil
+}
+
+// occupy marks a node's blocks used and remembers them as its own.
+func (c *Controller) occupy(node string, blocks []string) {
+	var held []string
+	for _, b := range blocks {
+		set := c.setOf(b)
+		if set == nil {
+			c.log.Warn("node has a pod CIDR of a family the cluster CIDRs lack", "node", node, "podCIDR", b)
+			continue
+		}
+		if err := set.Occupy(b); err != nil {
+			c.log.Warn("node has a pod CIDR outside the cluster CIDR", "node", node, "podCIDR", b, "err", err)
+			continue
+		}
+		held = append(held, b)
+	}
+	c.held[node] = held
+}
+
+// release frees a node's blocks.
+func (c *Controller) release(node string) {
+	for _, b := range c.held[node] {
+		if set := c.setOf(b); set != nil {
+			_ = set.Release(b)
+		}
+	}
+	delete(c.held, node)
+}
+
 func (c *Controller) sync(ctx context.Context, name string) error {
 	node, err := c.nodes.Get(name)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if apierrors.IsNotFound(err) {
-		if block, ok := c.held[name]; ok {
-			_ = c.set.Release(block)
-			delete(c.held, name)
-		}
+		c.release(name)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if node.Spec.PodCIDR != "" {
-		if c.held[name] != node.Spec.PodCIDR {
-			// A block held for an earlier node of this name (deleted and recreated with a
-			// block of its own before the deletion was seen) is free again.
-			if old, ok := c.held[name]; ok {
-				_ = c.set.Release(old)
-			}
-			_ = c.set.Occupy(node.Spec.PodCIDR)
-			c.held[name] = node.Spec.PodCIDR
+	if blocks := podCIDRs(node); len(blocks) > 0 {
+		// A node with blocks keeps them (a cluster turned dual-stack does not add a family
+		// to existing nodes, as upstream); blocks held for an earlier node of this name
+		// (deleted and recreated before the deletion was seen) are free again.
+		if !slices.Equal(c.held[name], blocks) {
+			c.release(name)
+			c.occupy(name, blocks)
 		}
 		return nil
 	}
-	block, ok := c.held[name]
+	blocks, ok := c.held[name]
 	if !ok {
-		if block, err = c.set.AllocateNext(); err != nil {
-			return err
+		for _, set := range c.sets {
+			b, err := set.AllocateNext()
+			if err != nil {
+				c.held[name] = blocks
+				c.release(name)
+				return err
+			}
+			blocks = append(blocks, b)
 		}
-		c.held[name] = block
+		c.held[name] = blocks
 	}
-	patch := fmt.Sprintf(`{"spec":{"podCIDR":%q,"podCIDRs":[%q]}}`, block, block)
-	_, err = c.client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"podCIDR": blocks[0], "podCIDRs": blocks}})
+	_, err = c.client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
-		_ = c.set.Release(block)
-		delete(c.held, name)
+		c.release(name)
 		return nil
 	}
 	if err == nil {
-		c.log.Info("assigned pod CIDR", "node", name, "podCIDR", block)
+		c.log.Info("assigned pod CIDRs", "node", name, "podCIDRs", blocks)
 	}
 	return err
 }

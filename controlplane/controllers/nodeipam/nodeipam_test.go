@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,9 +28,14 @@ type fixture struct {
 
 func newFixture(t *testing.T, clusterCIDR string, objs ...runtime.Object) *fixture {
 	t.Helper()
+	return newPoolsFixture(t, []Pool{{CIDR: clusterCIDR, MaskSize: 24}}, objs...)
+}
+
+func newPoolsFixture(t *testing.T, pools []Pool, objs ...runtime.Object) *fixture {
+	t.Helper()
 	client := fake.NewSimpleClientset(objs...)
 	factory := informers.NewSharedInformerFactory(client, 0)
-	c, err := New(client, factory.Core().V1().Nodes(), clusterCIDR, 24, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c, err := New(client, factory.Core().V1().Nodes(), pools, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,10 +59,28 @@ func (f *fixture) sync(t *testing.T, name string) error {
 	return f.c.sync(context.Background(), name)
 }
 
-// patched returns the podCIDR each node was patched with, in order.
+// patched returns the podCIDR each node was patched with, in order (single-stack patches).
 func (f *fixture) patched(t *testing.T) [][2]string {
 	t.Helper()
 	var out [][2]string
+	for _, p := range f.patchedAll(t) {
+		if len(p.podCIDRs) != 1 {
+			t.Errorf("single-stack patch with podCIDRs %v", p.podCIDRs)
+		}
+		out = append(out, [2]string{p.node, p.podCIDR})
+	}
+	return out
+}
+
+type nodePatch struct {
+	node, podCIDR string
+	podCIDRs      []string
+}
+
+// patchedAll returns every node patch, in order, checking podCIDR is podCIDRs[0].
+func (f *fixture) patchedAll(t *testing.T) []nodePatch {
+	t.Helper()
+	var out []nodePatch
 	for _, a := range f.client.Actions() {
 		if a.GetVerb() != "patch" || a.GetResource().Resource != "nodes" {
 			continue
@@ -73,10 +98,10 @@ func (f *fixture) patched(t *testing.T) [][2]string {
 		if err := json.Unmarshal(p.GetPatch(), &body); err != nil {
 			t.Fatal(err)
 		}
-		if len(body.Spec.PodCIDRs) != 1 || body.Spec.PodCIDRs[0] != body.Spec.PodCIDR {
-			t.Errorf("podCIDRs %v do not match podCIDR %s", body.Spec.PodCIDRs, body.Spec.PodCIDR)
+		if len(body.Spec.PodCIDRs) == 0 || body.Spec.PodCIDRs[0] != body.Spec.PodCIDR {
+			t.Errorf("podCIDRs %v do not start with podCIDR %s", body.Spec.PodCIDRs, body.Spec.PodCIDR)
 		}
-		out = append(out, [2]string{p.GetName(), body.Spec.PodCIDR})
+		out = append(out, nodePatch{p.GetName(), body.Spec.PodCIDR, body.Spec.PodCIDRs})
 	}
 	return out
 }
@@ -186,8 +211,8 @@ func TestSyncNodeGoneFromAPIReleasesBlock(t *testing.T) {
 	if len(f.c.held) != 0 {
 		t.Fatalf("held %v", f.c.held)
 	}
-	for i := range f.c.set.used {
-		if f.c.set.used[i] {
+	for i := range f.c.sets[0].used {
+		if f.c.sets[0].used[i] {
 			t.Fatalf("block %d still used", i)
 		}
 	}
@@ -216,7 +241,7 @@ func TestSyncRecreatedNodeWithOwnBlockFreesTheOldOne(t *testing.T) {
 func TestRunRespectsExistingBlocks(t *testing.T) {
 	client := fake.NewSimpleClientset(node("a", "10.244.0.0/24"), node("b", "10.244.1.0/24"), node("c", "192.168.0.0/24"), node("new", ""))
 	factory := informers.NewSharedInformerFactory(client, 0)
-	c, err := New(client, factory.Core().V1().Nodes(), "10.244.0.0/16", 24, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c, err := New(client, factory.Core().V1().Nodes(), []Pool{{CIDR: "10.244.0.0/16", MaskSize: 24}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +269,7 @@ func TestRunRespectsExistingBlocks(t *testing.T) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.held["a"] != "10.244.0.0/24" || c.held["b"] != "10.244.1.0/24" {
+	if fmt.Sprint(c.held["a"]) != "[10.244.0.0/24]" || fmt.Sprint(c.held["b"]) != "[10.244.1.0/24]" {
 		t.Fatalf("held %v", c.held)
 	}
 }
@@ -253,8 +278,46 @@ func TestNewRejectsBadCIDR(t *testing.T) {
 	client := fake.NewSimpleClientset()
 	factory := informers.NewSharedInformerFactory(client, 0)
 	for _, cidr := range []string{"junk", "fd00::/48"} {
-		if _, err := New(client, factory.Core().V1().Nodes(), cidr, 24, slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil {
+		if _, err := New(client, factory.Core().V1().Nodes(), []Pool{{CIDR: cidr, MaskSize: 24}}, slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil {
 			t.Errorf("New accepted %q", cidr)
 		}
+	}
+}
+
+func TestDualStackNodesGetABlockPerFamily(t *testing.T) {
+	pools := []Pool{{CIDR: "fd00:10:244::/56", MaskSize: 64}, {CIDR: "10.244.0.0/16", MaskSize: 24}}
+	taken := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "old"},
+		Spec: corev1.NodeSpec{PodCIDR: "fd00:10:244::/64", PodCIDRs: []string{"fd00:10:244::/64", "10.244.0.0/24"}}}
+	f := newPoolsFixture(t, pools, node("n1", ""), node("n2", ""), taken)
+	f.c.occupy("old", taken.Spec.PodCIDRs) // as Run does from the informer
+	for _, n := range []string{"n1", "n2"} {
+		if err := f.sync(t, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := f.patchedAll(t)
+	want := []nodePatch{{"n1", "fd00:10:244:1::/64", []string{"fd00:10:244:1::/64", "10.244.1.0/24"}},
+		{"n2", "fd00:10:244:2::/64", []string{"fd00:10:244:2::/64", "10.244.2.0/24"}}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("patches %v, want %v", got, want)
+	}
+	// The old node goes: both its blocks are free again.
+	f.uncache("old")
+	if err := f.sync(t, "old"); err != nil {
+		t.Fatal(err)
+	}
+	for _, set := range f.c.sets {
+		if set.used[0] {
+			t.Errorf("the %d block of the deleted node is still used", set.Family())
+		}
+	}
+}
+
+func TestDualStackPoolsMustDifferInFamily(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	_, err := New(client, factory.Core().V1().Nodes(), []Pool{{"10.244.0.0/16", 24}, {"10.245.0.0/16", 24}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err == nil || !strings.Contains(err.Error(), "one IP family") {
+		t.Fatalf("two IPv4 pools: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -28,7 +30,7 @@ func dualSvc(name string, policy *corev1.IPFamilyPolicy, families ...corev1.IPFa
 // ranges (with an IPAddress each), an upgrade to and a downgrade from dual-stack that
 // allocate and release the secondary address, and upstream's refusals.
 func TestDualStackServices(t *testing.T) {
-	s := framework.StartServer(t, "--service-cidr", "10.96.0.0/16,fd00:10:96::/108")
+	s := framework.StartServer(t, "--service-cidr", "10.96.0.0/16,fd00:10:96::/108", "--cluster-cidr", "fd00:10:244::/56,10.244.0.0/16")
 	client := s.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -56,6 +58,31 @@ func TestDualStackServices(t *testing.T) {
 			t.Errorf("IPAddress %s after its release: %v, want NotFound", ip, err)
 		}
 	}
+
+	t.Run("a node gets a pod CIDR per family, in --cluster-cidr's order", func(t *testing.T) {
+		if _, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "dual"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var n *corev1.Node
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			var err error
+			n, err = client.CoreV1().Nodes().Get(ctx, "dual", metav1.GetOptions{})
+			return err == nil && len(n.Spec.PodCIDRs) == 2, nil
+		})
+		if err != nil {
+			t.Fatalf("node IPAM: %v %+v", err, n)
+		}
+		if n.Spec.PodCIDR != n.Spec.PodCIDRs[0] {
+			t.Errorf("podCIDR %s is not podCIDRs[0] %v", n.Spec.PodCIDR, n.Spec.PodCIDRs)
+		}
+		for i, want := range []string{"fd00:10:244::/56 64", "10.244.0.0/16 24"} {
+			cluster, bits, _ := strings.Cut(want, " ")
+			p, err := netip.ParsePrefix(n.Spec.PodCIDRs[i])
+			if err != nil || !netip.MustParsePrefix(cluster).Contains(p.Addr()) || fmt.Sprint(p.Bits()) != bits {
+				t.Errorf("podCIDRs[%d] = %s, want a /%s of %s", i, n.Spec.PodCIDRs[i], bits, cluster)
+			}
+		}
+	})
 
 	t.Run("the default ServiceCIDR lists both ranges", func(t *testing.T) {
 		sc, err := client.NetworkingV1().ServiceCIDRs().Get(ctx, "kubernetes", metav1.GetOptions{})
