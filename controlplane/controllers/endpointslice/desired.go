@@ -3,6 +3,7 @@ package endpointslice
 import (
 	"fmt"
 	"maps"
+	"net/netip"
 	"sort"
 	"strings"
 
@@ -25,41 +26,62 @@ type Group struct {
 	Endpoints   []discoveryv1.Endpoint
 }
 
-// Desired computes the endpoint groups of a Service from its selected pods: pods with an IP,
-// in stable order, with ready/serving/terminating conditions, nodeName and targetRef. It is
-// the controller's decision core: no I/O.
+// AddressTypes are the address types a Service's slices have, as upstream's: one per IP
+// family of the Service; for a Service stored without families, its ClusterIP's, and both
+// for a headless one.
+func AddressTypes(svc *corev1.Service) []discoveryv1.AddressType {
+	var out []discoveryv1.AddressType
+	for _, f := range svc.Spec.IPFamilies {
+		switch f {
+		case corev1.IPv4Protocol:
+			out = append(out, discoveryv1.AddressTypeIPv4)
+		case corev1.IPv6Protocol:
+			out = append(out, discoveryv1.AddressTypeIPv6)
+		}
+	}
+	if len(out) > 0 {
+		return out
+	}
+	if ip := svc.Spec.ClusterIP; ip != "" && ip != corev1.ClusterIPNone {
+		if a, err := netip.ParseAddr(ip); err == nil && a.Is6() {
+			return []discoveryv1.AddressType{discoveryv1.AddressTypeIPv6}
+		}
+		return []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4}
+	}
+	return []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6}
+}
+
+// podIP is the pod's address of an address type ("" when it has none of that family).
+func podIP(p *corev1.Pod, t discoveryv1.AddressType) string {
+	ips := p.Status.PodIPs
+	if len(ips) == 0 && p.Status.PodIP != "" {
+		ips = []corev1.PodIP{{IP: p.Status.PodIP}}
+	}
+	for _, ip := range ips {
+		if a, err := netip.ParseAddr(ip.IP); err == nil && a.Is4() == (t == discoveryv1.AddressTypeIPv4) {
+			return ip.IP
+		}
+	}
+	return ""
+}
+
+// Desired computes the endpoint groups of a Service from its selected pods: for each of the
+// Service's address types, the pods with an address of that family, in stable order, with
+// ready/serving/terminating conditions, nodeName and targetRef. It is the controller's
+// decision core: no I/O.
 func Desired(svc *corev1.Service, pods []*corev1.Pod) []Group {
 	groups := map[string]*Group{}
 	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+	types := AddressTypes(svc)
 	for _, p := range pods {
-		if p.Status.PodIP == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		ports := portsFor(svc, p)
-		key := portsKey(ports)
-		g, ok := groups[key]
-		if !ok {
-			g = &Group{AddressType: discoveryv1.AddressTypeIPv4, Ports: ports}
-			groups[key] = g
+		for _, t := range types {
+			if ip := podIP(p, t); ip != "" {
+				addEndpoint(groups, svc, p, t, ip)
+			}
 		}
-		ready := podutil.IsReady(p)
-		terminating := p.DeletionTimestamp != nil
-		ep := discoveryv1.Endpoint{
-			Addresses: []string{p.Status.PodIP},
-			Conditions: discoveryv1.EndpointConditions{
-				Ready:       ptr.To(ready && !terminating || svc.Spec.PublishNotReadyAddresses),
-				Serving:     ptr.To(ready || svc.Spec.PublishNotReadyAddresses),
-				Terminating: ptr.To(terminating),
-			},
-			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: p.Namespace, Name: p.Name, UID: p.UID},
-		}
-		if p.Spec.NodeName != "" {
-			ep.NodeName = ptr.To(p.Spec.NodeName)
-		}
-		if p.Spec.Hostname != "" && p.Spec.Subdomain == svc.Name {
-			ep.Hostname = ptr.To(p.Spec.Hostname)
-		}
-		g.Endpoints = append(g.Endpoints, ep)
 	}
 	keys := make([]string, 0, len(groups))
 	for k := range groups {
@@ -71,6 +93,35 @@ func Desired(svc *corev1.Service, pods []*corev1.Pod) []Group {
 		out = append(out, *groups[k])
 	}
 	return out
+}
+
+// addEndpoint adds pod p, at ip, to its group of address type t.
+func addEndpoint(groups map[string]*Group, svc *corev1.Service, p *corev1.Pod, t discoveryv1.AddressType, ip string) {
+	ports := portsFor(svc, p)
+	key := string(t) + "/" + portsKey(ports)
+	g, ok := groups[key]
+	if !ok {
+		g = &Group{AddressType: t, Ports: ports}
+		groups[key] = g
+	}
+	ready := podutil.IsReady(p)
+	terminating := p.DeletionTimestamp != nil
+	ep := discoveryv1.Endpoint{
+		Addresses: []string{ip},
+		Conditions: discoveryv1.EndpointConditions{
+			Ready:       ptr.To(ready && !terminating || svc.Spec.PublishNotReadyAddresses),
+			Serving:     ptr.To(ready || svc.Spec.PublishNotReadyAddresses),
+			Terminating: ptr.To(terminating),
+		},
+		TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: p.Namespace, Name: p.Name, UID: p.UID},
+	}
+	if p.Spec.NodeName != "" {
+		ep.NodeName = ptr.To(p.Spec.NodeName)
+	}
+	if p.Spec.Hostname != "" && p.Spec.Subdomain == svc.Name {
+		ep.Hostname = ptr.To(p.Spec.Hostname)
+	}
+	g.Endpoints = append(g.Endpoints, ep)
 }
 
 func portsFor(svc *corev1.Service, p *corev1.Pod) []discoveryv1.EndpointPort {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -174,7 +175,8 @@ func (c *Controller) reconcileSlices(ctx context.Context, svc *corev1.Service, w
 		return nil
 	}
 	if len(want) == 0 {
-		// A Service without endpoints keeps one empty slice carrying its ports, as upstream.
+		// A Service without endpoints keeps one empty slice carrying its ports, as upstream
+		// keeps one placeholder (IPv4, whatever the Service's families).
 		want = []Group{{AddressType: discoveryv1.AddressTypeIPv4, Ports: portsFor(svc, &corev1.Pod{})}}
 	}
 	owner := metav1.NewControllerRef(svc, corev1.SchemeGroupVersion.WithKind("Service"))
@@ -227,7 +229,9 @@ func (c *Controller) reconcileSlices(ctx context.Context, svc *corev1.Service, w
 }
 
 func (c *Controller) reconcileEndpoints(ctx context.Context, svc *corev1.Service, groups []Group) error {
-	subsets := LegacyEndpoints(groups)
+	// v1 Endpoints hold one family, the Service's primary, as upstream's controller writes them.
+	primary := AddressTypes(svc)[0]
+	subsets := LegacyEndpoints(slices.DeleteFunc(slices.Clone(groups), func(g Group) bool { return g.AddressType != primary }))
 	cur, err := c.endpoints.Endpoints(svc.Namespace).Get(svc.Name)
 	if apierrors.IsNotFound(err) {
 		ep := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: svc.Name, Namespace: svc.Namespace, Labels: svc.Labels}, Subsets: subsets}

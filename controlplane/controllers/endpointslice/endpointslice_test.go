@@ -564,3 +564,76 @@ func TestSyncDeletedServiceDeletesEndpoints(t *testing.T) {
 	// Already gone (or never made): nothing to do, no error.
 	f.sync(t, "default/web")
 }
+
+func TestAddressTypes(t *testing.T) {
+	svc := newService("web")
+	for _, c := range []struct {
+		families  []corev1.IPFamily
+		clusterIP string
+		want      string
+	}{
+		{[]corev1.IPFamily{corev1.IPv4Protocol}, "10.96.0.10", "[IPv4]"},
+		{[]corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}, "fd00::10", "[IPv6 IPv4]"},
+		{nil, "fd00::10", "[IPv6]"},
+		{nil, "10.96.0.10", "[IPv4]"},
+		{nil, corev1.ClusterIPNone, "[IPv4 IPv6]"},
+	} {
+		svc.Spec.IPFamilies, svc.Spec.ClusterIP = c.families, c.clusterIP
+		if got := fmt.Sprint(AddressTypes(svc)); got != c.want {
+			t.Errorf("families %v clusterIP %s: %s, want %s", c.families, c.clusterIP, got, c.want)
+		}
+	}
+}
+
+// TestDesiredDualStack: a dual-stack Service gets a group per family, each holding the pods'
+// address of that family; a pod with one family's address is in that group only.
+func TestDesiredDualStack(t *testing.T) {
+	svc := newService("web")
+	svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}
+	both := newPod("both", "10.0.0.1", func(p *corev1.Pod) {
+		p.Status.PodIPs = []corev1.PodIP{{IP: "10.0.0.1"}, {IP: "fd00::1"}}
+	})
+	four := newPod("four", "10.0.0.2")
+	groups := Desired(svc, []*corev1.Pod{four, both})
+	got := map[discoveryv1.AddressType][]string{}
+	for _, g := range groups {
+		for _, e := range g.Endpoints {
+			got[g.AddressType] = append(got[g.AddressType], e.Addresses[0])
+		}
+	}
+	if fmt.Sprint(got[discoveryv1.AddressTypeIPv4]) != "[10.0.0.1 10.0.0.2]" || fmt.Sprint(got[discoveryv1.AddressTypeIPv6]) != "[fd00::1]" || len(groups) != 2 {
+		t.Fatalf("groups %+v", got)
+	}
+	single := newService("web")
+	single.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol}
+	if g := Desired(single, []*corev1.Pod{both}); len(g) != 1 || g[0].AddressType != discoveryv1.AddressTypeIPv4 {
+		t.Fatalf("an IPv4 Service's groups: %+v", g)
+	}
+}
+
+// TestSyncDualStack: a slice per family, and the v1 Endpoints in the primary family only.
+func TestSyncDualStack(t *testing.T) {
+	svc := newService("web")
+	svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}
+	f := newFixture(t, svc, newPod("a", "10.0.0.1", func(p *corev1.Pod) {
+		p.Status.PodIPs = []corev1.PodIP{{IP: "10.0.0.1"}, {IP: "fd00::1"}}
+	}))
+	f.sync(t, "default/web")
+	byType := map[discoveryv1.AddressType]string{}
+	for _, s := range f.slices("create") {
+		for _, e := range s.Endpoints {
+			byType[s.AddressType] += e.Addresses[0]
+		}
+	}
+	if byType[discoveryv1.AddressTypeIPv4] != "10.0.0.1" || byType[discoveryv1.AddressTypeIPv6] != "fd00::1" || len(byType) != 2 {
+		t.Fatalf("slices by address type %v", byType)
+	}
+	eps := f.actions("create", "endpoints")
+	if len(eps) != 1 {
+		t.Fatalf("%d endpoints created, want 1", len(eps))
+	}
+	ep := eps[0].(ktesting.CreateAction).GetObject().(*corev1.Endpoints)
+	if len(ep.Subsets) != 1 || len(ep.Subsets[0].Addresses) != 1 || ep.Subsets[0].Addresses[0].IP != "fd00::1" {
+		t.Fatalf("v1 Endpoints %+v, want the primary (IPv6) address alone", ep.Subsets)
+	}
+}
