@@ -284,3 +284,53 @@ func TestDecideProperties(t *testing.T) {
 		t.Fatalf("only %d of 20000 random Services accepted: the generator is not exercising Decide", accepted)
 	}
 }
+
+// FuzzDecide feeds Decide and the validators arbitrary policies, families and addresses (a
+// Service body is client input): they never panic, and what Decide accepts has a policy and
+// one or two distinct families of the allowed names.
+func FuzzDecide(f *testing.F) {
+	f.Add("RequireDualStack", "IPv6,IPv4", "fd00::1,10.96.0.1", uint8(2), true)
+	f.Add("", "", "None", uint8(0), false)
+	f.Add("SingleStack", "IPv4", "10.96.0.300", uint8(1), true)
+	f.Add("PreferDualStack", "IPv4,IPv4", ",", uint8(3), true)
+	f.Fuzz(func(t *testing.T, policy, families, ips string, cluster uint8, selector bool) {
+		var s corev1.Service
+		s.Spec.Type = corev1.ServiceTypeClusterIP
+		if policy != "" {
+			s.Spec.IPFamilyPolicy = ptrTo(corev1.IPFamilyPolicy(policy))
+		}
+		if families != "" {
+			for _, f := range strings.Split(families, ",") {
+				s.Spec.IPFamilies = append(s.Spec.IPFamilies, corev1.IPFamily(f))
+			}
+		}
+		if ips != "" {
+			s.Spec.ClusterIPs = strings.Split(ips, ",")
+			s.Spec.ClusterIP = s.Spec.ClusterIPs[0]
+		}
+		if selector {
+			s.Spec.Selector = map[string]string{"app": "a"}
+		}
+		c := []Cluster{clusterV4, clusterV6, clusterDual, clusterV6V4}[int(cluster)%4]
+		old := s.DeepCopy()
+		_ = Validate(&s)
+		_ = ValidateUpdate(&s, old)
+		_ = Missing(&s)
+		if errs := Decide(&s, nil, c); len(errs) > 0 {
+			return
+		}
+		if s.Spec.IPFamilyPolicy == nil {
+			t.Fatal("accepted without a policy")
+		}
+		n := len(s.Spec.IPFamilies)
+		if n == 0 || n > 2 || (n == 2 && s.Spec.IPFamilies[0] == s.Spec.IPFamilies[1]) {
+			t.Fatalf("accepted families %v", s.Spec.IPFamilies)
+		}
+		for _, f := range s.Spec.IPFamilies {
+			if f != v4 && f != v6 {
+				t.Fatalf("accepted family %q", f)
+			}
+		}
+		_ = Missing(&s)
+	})
+}
