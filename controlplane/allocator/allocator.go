@@ -189,8 +189,10 @@ func (r *IPRange) Offset(v string) (int, bool) {
 		return 0, false
 	}
 	d := new(big.Int).Sub(new(big.Int).SetBytes(a.AsSlice()), new(big.Int).SetBytes(r.prefix.Addr().AsSlice()))
-	i := int(d.Int64()) - 1
-	return i, i >= 0 && i < r.size
+	if d.Sign() <= 0 || d.Cmp(big.NewInt(int64(r.size))) > 0 {
+		return 0, false // the network address, or beyond the usable range (which a wide IPv6 prefix is capped to)
+	}
+	return int(d.Int64()) - 1, true
 }
 
 // DynamicStart implements Range with upstream's formula: min(max(16, size/16), 256).

@@ -172,4 +172,15 @@ func TestParseServiceCIDRs(t *testing.T) {
 	if i, ok := r.Offset("fd00:10:96::a"); !ok || r.Value(i) != "fd00:10:96::a" {
 		t.Errorf("IPv6 offset of fd00:10:96::a: %d %v", i, ok)
 	}
+	// A prefix wider than the 2^20 addresses used: an address far beyond them is out of
+	// range, not read modulo 2^64 (fd00:0:0:1::5 is 2^64+5 from fd00::).
+	wide, _ := NewIPRange("fd00::/48")
+	for _, out := range []string{"fd00:0:0:1::5", "fd00::", "fd00::10:0"} {
+		if i, ok := wide.Offset(out); ok {
+			t.Errorf("%s is in fd00::/48's usable range at %d", out, i)
+		}
+	}
+	if i, ok := wide.Offset("fd00::f:ffff"); !ok || i != wide.Size()-1 {
+		t.Errorf("the last usable address: %d %v, want %d", i, ok, wide.Size()-1)
+	}
 }

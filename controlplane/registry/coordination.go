@@ -15,7 +15,7 @@ func leases(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
 		resource: resource{gr: coordinationv1.Resource("leases"), singular: "lease",
 			newObj: func() runtime.Object { return &coordinationv1.Lease{} }, newList: func() runtime.Object { return &coordinationv1.LeaseList{} },
 			printer: printers.Leases},
-		namespaced: true,
-		validate:   validation.Lease,
+		namespaced: true, allowCreateOnUpdate: true, // as upstream's lease strategy
+		validate: validation.Lease,
 	}))
 }

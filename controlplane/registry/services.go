@@ -119,12 +119,17 @@ type txn struct {
 	ips, ports []string // reserved by this write
 	freeIPs    []string // to release once the write succeeded
 	freePorts  []string
+	// dryRun: the write is not stored, so what it would free stays held.
+	dryRun bool
 }
 
 func (t *txn) finish(ctx context.Context, success bool) {
 	ips, ports := t.ips, t.ports
 	if success {
 		ips, ports = t.freeIPs, t.freePorts
+		if t.dryRun {
+			ips, ports = nil, nil
+		}
 	}
 	for _, ip := range ips {
 		if a := t.alloc.ipsOf(ip); a != nil {
@@ -307,7 +312,7 @@ func (h serviceHooks) decide(svc, old *corev1.Service) error {
 func (h serviceHooks) beginCreate(ctx context.Context, obj runtime.Object, options *metav1.CreateOptions) (genericregistry.FinishFunc, error) {
 	svc := obj.(*corev1.Service)
 	dryRun := len(options.DryRun) > 0
-	t := &txn{alloc: h.alloc}
+	t := &txn{alloc: h.alloc, dryRun: dryRun}
 	syncClusterIPs(svc)
 	if err := h.decide(svc, nil); err != nil {
 		return nil, err
@@ -331,10 +336,16 @@ func (h serviceHooks) beginCreate(ctx context.Context, obj runtime.Object, optio
 func (h serviceHooks) beginUpdate(ctx context.Context, obj, oldObj runtime.Object, options *metav1.UpdateOptions) (genericregistry.FinishFunc, error) {
 	svc, old := obj.(*corev1.Service), oldObj.(*corev1.Service)
 	dryRun := len(options.DryRun) > 0
-	t := &txn{alloc: h.alloc}
-	// A PUT that omits the allocated addresses keeps them, as upstream.
-	if needsClusterIP(svc) && needsClusterIP(old) && svc.Spec.ClusterIP == "" && len(svc.Spec.ClusterIPs) == 0 {
-		svc.Spec.ClusterIP, svc.Spec.ClusterIPs = old.Spec.ClusterIP, slices.Clone(old.Spec.ClusterIPs)
+	t := &txn{alloc: h.alloc, dryRun: dryRun}
+	// A PUT that omits the allocated addresses keeps them, as upstream: clusterIP and
+	// clusterIPs each, so one that names only the primary keeps the secondary too.
+	if needsClusterIP(svc) && needsClusterIP(old) {
+		if svc.Spec.ClusterIP == "" {
+			svc.Spec.ClusterIP = old.Spec.ClusterIP
+		}
+		if len(svc.Spec.ClusterIPs) == 0 && svc.Spec.ClusterIP == old.Spec.ClusterIP {
+			svc.Spec.ClusterIPs = slices.Clone(old.Spec.ClusterIPs)
+		}
 	}
 	syncClusterIPs(svc)
 	if err := h.decide(svc, old); err != nil {

@@ -121,6 +121,9 @@ func newStatusREST(main *REST, s rest.RESTUpdateStrategy) *StatusREST {
 	st.CreateStrategy = nil
 	st.DeleteStrategy = nil
 	st.UpdateStrategy = s
+	// The main resource's begin hooks act on the spec (a Service's allocations); a status
+	// write keeps the stored spec, so they must not run on what its body carries.
+	st.BeginCreate, st.BeginUpdate = nil, nil
 	return &StatusREST{store: &st}
 }
 

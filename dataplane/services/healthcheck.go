@@ -30,7 +30,7 @@ func HealthChecks(services []*corev1.Service, epSlices []*discoveryv1.EndpointSl
 	if len(out) == 0 {
 		return nil
 	}
-	for _, s := range epSlices {
+	for _, s := range ipv4Slices(epSlices) { // a dual-stack pod is in a slice per family: count it once
 		i, ok := index[s.Namespace+"/"+s.Labels[discoveryv1.LabelServiceName]]
 		if !ok {
 			continue

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
@@ -204,7 +205,7 @@ func LegacyEndpoints(groups []Group) []corev1.EndpointSubset {
 // fields Desired reads, and the labels that decide which Services select the pod.
 func EndpointsChanged(old, cur *corev1.Pod) bool {
 	return !maps.Equal(old.Labels, cur.Labels) || old.UID != cur.UID ||
-		old.Status.PodIP != cur.Status.PodIP || old.Status.Phase != cur.Status.Phase ||
+		old.Status.PodIP != cur.Status.PodIP || !slices.Equal(old.Status.PodIPs, cur.Status.PodIPs) || old.Status.Phase != cur.Status.Phase ||
 		podutil.IsReady(old) != podutil.IsReady(cur) || (old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) ||
 		old.Spec.NodeName != cur.Spec.NodeName || old.Spec.Hostname != cur.Spec.Hostname || old.Spec.Subdomain != cur.Spec.Subdomain
 }

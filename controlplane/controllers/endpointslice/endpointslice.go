@@ -174,10 +174,12 @@ func (c *Controller) reconcileSlices(ctx context.Context, svc *corev1.Service, w
 		c.loop.AddAfter(key, 100*time.Millisecond)
 		return nil
 	}
-	if len(want) == 0 {
-		// A Service without endpoints keeps one empty slice carrying its ports, as upstream
-		// keeps one placeholder (IPv4, whatever the Service's families).
-		want = []Group{{AddressType: discoveryv1.AddressTypeIPv4, Ports: portsFor(svc, &corev1.Pod{})}}
+	// An address type of the Service without endpoints keeps one empty slice carrying the
+	// ports, as upstream keeps a placeholder per address type.
+	for _, t := range AddressTypes(svc) {
+		if !slices.ContainsFunc(want, func(g Group) bool { return g.AddressType == t }) {
+			want = append(want, Group{AddressType: t, Ports: portsFor(svc, &corev1.Pod{})})
+		}
 	}
 	owner := metav1.NewControllerRef(svc, corev1.SchemeGroupVersion.WithKind("Service"))
 	newSlice := func(g Group) *discoveryv1.EndpointSlice {

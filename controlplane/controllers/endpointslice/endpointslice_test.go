@@ -85,8 +85,9 @@ func newService(name string) *corev1.Service {
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name + "-uid"), Labels: map[string]string{"team": "a"}},
 		Spec: corev1.ServiceSpec{
-			Selector: map[string]string{"app": "web"},
-			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}},
+			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol}, // as the API server fills them
+			Selector:   map[string]string{"app": "web"},
+			Ports:      []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}},
 		},
 	}
 }
@@ -635,5 +636,15 @@ func TestSyncDualStack(t *testing.T) {
 	ep := eps[0].(ktesting.CreateAction).GetObject().(*corev1.Endpoints)
 	if len(ep.Subsets) != 1 || len(ep.Subsets[0].Addresses) != 1 || ep.Subsets[0].Addresses[0].IP != "fd00::1" {
 		t.Fatalf("v1 Endpoints %+v, want the primary (IPv6) address alone", ep.Subsets)
+	}
+}
+
+func TestEndpointsChangedSeesPodIPs(t *testing.T) {
+	old := newPod("a", "10.0.0.1")
+	old.Status.PodIPs = []corev1.PodIP{{IP: "10.0.0.1"}}
+	cur := old.DeepCopy()
+	cur.Status.PodIPs = append(cur.Status.PodIPs, corev1.PodIP{IP: "fd00::1"})
+	if !EndpointsChanged(old, cur) {
+		t.Error("a pod that gained its IPv6 address did not change its endpoints")
 	}
 }

@@ -190,6 +190,46 @@ func TestDualStackServices(t *testing.T) {
 		}
 	})
 
+	t.Run("a dual-stack Service's addresses survive a status write, a dry run and a PUT naming the primary alone", func(t *testing.T) {
+		got, err := svcs.Create(ctx, dualSvc("kept", ptr.To(corev1.IPFamilyPolicyRequireDualStack)), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := strings.Join(got.Spec.ClusterIPs, ",")
+		// A status write carrying another spec allocates and frees nothing.
+		st := got.DeepCopy()
+		st.Spec.ClusterIP, st.Spec.ClusterIPs = "10.96.0.99", []string{"10.96.0.99"}
+		st.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicySingleStack)
+		st.Status.LoadBalancer = corev1.LoadBalancerStatus{}
+		if _, err := svcs.UpdateStatus(ctx, st, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		hasIPAddress(t, "10.96.0.99", false)
+		// A dry-run downgrade releases nothing.
+		cur, err := svcs.Get(ctx, "kept", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dry := cur.DeepCopy()
+		dry.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicySingleStack)
+		if _, err := svcs.Update(ctx, dry, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+			t.Fatal(err)
+		}
+		// A PUT whose spec names only clusterIP keeps both addresses, as upstream.
+		put := cur.DeepCopy()
+		put.Spec.ClusterIPs, put.Spec.IPFamilies = nil, nil
+		after, err := svcs.Update(ctx, put, metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(after.Spec.ClusterIPs, ",") != want {
+			t.Fatalf("clusterIPs %v after a PUT naming the primary alone, want %s", after.Spec.ClusterIPs, want)
+		}
+		for _, ip := range after.Spec.ClusterIPs {
+			hasIPAddress(t, ip, true)
+		}
+	})
+
 	t.Run("upstream's refusals", func(t *testing.T) {
 		for _, c := range []struct {
 			svc  *corev1.Service
