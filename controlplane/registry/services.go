@@ -71,7 +71,7 @@ func services(opts generic.RESTOptionsGetter, alloc Allocators) (map[string]rest
 		validate:       validation.Service,
 		validateUpdate: validation.ServiceUpdate,
 		adjust: func(main *REST, _ *strategy) {
-			h := serviceHooks{alloc: alloc, exists: func(ctx context.Context, name string) bool {
+			h := serviceHooks{alloc: alloc, cluster: alloc.Cluster(), exists: func(ctx context.Context, name string) bool {
 				_, err := main.Store.Get(ctx, name, &metav1.GetOptions{})
 				return err == nil
 			}}
@@ -86,6 +86,8 @@ func services(opts generic.RESTOptionsGetter, alloc Allocators) (map[string]rest
 // them when it is deleted or the write fails.
 type serviceHooks struct {
 	alloc Allocators
+	// cluster is the families alloc serves, derived once.
+	cluster servicefamily.Cluster
 	// exists reports whether a Service of that name is stored, so creating it twice says
 	// AlreadyExists rather than that its ClusterIP is taken.
 	exists func(ctx context.Context, name string) bool
@@ -303,7 +305,7 @@ func syncClusterIPs(svc *corev1.Service) {
 
 // decide fills svc's IP family fields for this cluster, or says why it cannot.
 func (h serviceHooks) decide(svc, old *corev1.Service) error {
-	if errs := servicefamily.Decide(svc, old, h.alloc.Cluster()); len(errs) > 0 {
+	if errs := servicefamily.Decide(svc, old, h.cluster); len(errs) > 0 {
 		return apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("Service").GroupKind(), svc.Name, errs)
 	}
 	return nil

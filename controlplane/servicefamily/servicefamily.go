@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 )
 
 // Cluster is the families the cluster allocates ClusterIPs in, its primary family first:
@@ -208,11 +209,11 @@ func Decide(svc, old *corev1.Service, c Cluster) field.ErrorList {
 	if svc.Spec.IPFamilyPolicy == nil {
 		switch {
 		case old != nil && old.Spec.IPFamilyPolicy != nil:
-			svc.Spec.IPFamilyPolicy = ptrTo(*old.Spec.IPFamilyPolicy)
+			svc.Spec.IPFamilyPolicy = ptr.To(*old.Spec.IPFamilyPolicy)
 		case svc.Spec.ClusterIP == corev1.ClusterIPNone && len(svc.Spec.Selector) == 0:
-			svc.Spec.IPFamilyPolicy = ptrTo(corev1.IPFamilyPolicyRequireDualStack)
+			svc.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyRequireDualStack)
 		default:
-			svc.Spec.IPFamilyPolicy = ptrTo(corev1.IPFamilyPolicySingleStack)
+			svc.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicySingleStack)
 		}
 	}
 	if errs := Validate(svc); len(errs) > 0 {
@@ -325,7 +326,7 @@ func keepsPreferDualStack(svc, old *corev1.Service) bool {
 	if !slices.Equal(svc.Spec.ClusterIPs, old.Spec.ClusterIPs) || !slices.Equal(svc.Spec.IPFamilies, old.Spec.IPFamilies) {
 		return false
 	}
-	svc.Spec.IPFamilyPolicy = ptrTo(corev1.IPFamilyPolicyPreferDualStack)
+	svc.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyPreferDualStack)
 	return true
 }
 
@@ -366,5 +367,3 @@ func other(f corev1.IPFamily) corev1.IPFamily {
 	}
 	return corev1.IPv4Protocol
 }
-
-func ptrTo[T any](v T) *T { return &v }

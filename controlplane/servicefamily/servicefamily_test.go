@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 )
 
 const (
@@ -104,7 +105,7 @@ func TestDecideOnCreate(t *testing.T) {
 		{"duplicate families", clusterDual, svc(&requir, []corev1.IPFamily{v4, v4}), "", "spec.ipFamilies[1]: Duplicate value: \"IPv4\""},
 		{"an unknown family", clusterDual, svc(nil, []corev1.IPFamily{"IPv5"}), "",
 			"spec.ipFamilies[0]: supported values: \"IPv4\", \"IPv6\""},
-		{"an unknown policy", clusterDual, svc(ptrTo(corev1.IPFamilyPolicy("Both")), nil), "",
+		{"an unknown policy", clusterDual, svc(ptr.To(corev1.IPFamilyPolicy("Both")), nil), "",
 			"spec.ipFamilyPolicy: supported values: \"PreferDualStack\", \"RequireDualStack\", \"SingleStack\""},
 		{"headless with a selector: like any", clusterDual, headlessSvc(nil, nil, true), "SingleStack [IPv4] [None]", ""},
 		{"headless without a selector is dual by default", clusterDual, headlessSvc(nil, nil, false), "RequireDualStack [IPv4 IPv6] [None]", ""},
@@ -297,7 +298,7 @@ func FuzzDecide(f *testing.F) {
 		var s corev1.Service
 		s.Spec.Type = corev1.ServiceTypeClusterIP
 		if policy != "" {
-			s.Spec.IPFamilyPolicy = ptrTo(corev1.IPFamilyPolicy(policy))
+			s.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicy(policy))
 		}
 		if families != "" {
 			for _, f := range strings.Split(families, ",") {

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -24,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/skiff-sh/skiff/internal/loop"
+	"github.com/skiff-sh/skiff/internal/podcidr"
 )
 
 // Name is the controller's name (and its service account's).
@@ -80,24 +80,13 @@ func (c *Controller) Run(ctx context.Context) {
 	nodes, _ := c.nodes.List(labels.Everything())
 	c.mu.Lock()
 	for _, n := range nodes {
-		if blocks := podCIDRs(n); len(blocks) > 0 {
+		if blocks := podcidr.All(n); len(blocks) > 0 {
 			c.occupy(n.Name, blocks)
 		}
 	}
 	c.mu.Unlock()
 	// One worker: allocations are serialized, so no block is handed out twice.
 	c.loop.Run(ctx, 1)
-}
-
-// podCIDRs are a Node's blocks (spec.podCIDRs, or the podCIDR alone a client set).
-func podCIDRs(n *corev1.Node) []string {
-	if len(n.Spec.PodCIDRs) > 0 {
-		return n.Spec.PodCIDRs
-	}
-	if n.Spec.PodCIDR != "" {
-		return []string{n.Spec.PodCIDR}
-	}
-	return nil
 }
 
 // setOf is the set of a block's family, or nil.
@@ -153,7 +142,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if blocks := podCIDRs(node); len(blocks) > 0 {
+	if blocks := podcidr.All(node); len(blocks) > 0 {
 		// A node with blocks keeps them (a cluster turned dual-stack does not add a family
 		// to existing nodes, as upstream); blocks held for an earlier node of this name
 		// (deleted and recreated before the deletion was seen) are free again.
