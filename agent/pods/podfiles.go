@@ -36,8 +36,26 @@ func (m *Manager) podDir(uid types.UID) string {
 	return filepath.Join(m.opts.PodsDir, string(uid))
 }
 
+// volumesInUse says whether the pod's volumes were set up before: by this agent process, or
+// by an earlier one (the pod has containers, which run with them).
+func (m *Manager) volumesInUse(pod *corev1.Pod) bool {
+	m.mu.Lock()
+	prepared := !m.prepared[pod.UID].IsZero()
+	m.mu.Unlock()
+	if prepared {
+		return true
+	}
+	for _, cs := range append(append([]corev1.ContainerStatus(nil), pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...) {
+		if cs.ContainerID != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // prepareVolumes writes the pod's volumes when it is new and every 30 s after, so mounted
 // configMaps, secrets and tokens follow their sources without an API read every resync.
+
 func (m *Manager) prepareVolumes(ctx context.Context, pod *corev1.Pod) error {
 	if m.opts.Volumes == nil {
 		return nil

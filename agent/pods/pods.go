@@ -60,6 +60,9 @@ type Options struct {
 	NodeName string
 	// HostIP is the node's address, reported as status.hostIP.
 	HostIP string
+	// HostIPs are every address of a dual-stack node, HostIP first (status.hostIPs); a pod's
+	// addresses are ordered to put HostIP's family first, as the kubelet orders them.
+	HostIPs []string
 	// PodLogDir is the root of pod logs (/var/log/pods).
 	PodLogDir string
 	// Netns is the runtime's network namespace, from which probes reach pods ("" for here).
@@ -288,9 +291,13 @@ type podContext struct {
 // each time.
 // run makes the pod's sandbox and containers exist and reports its status.
 func (m *Manager) run(ctx context.Context, pod *corev1.Pod) error {
-	if err := m.prepareVolumes(ctx, pod); err != nil {
+	if err := m.prepareVolumes(ctx, pod); err != nil && !m.volumesInUse(pod) {
 		return m.writeStatus(ctx, pod, nil, nil, "ContainerCreating", nil)
 	}
+	// A refresh of a started pod's volumes that failed (its event is recorded; the next sync
+	// tries again) changes nothing of the pod: its containers run with what the volumes
+	// held, and its status stays what the runtime says. Reporting it ContainerCreating
+	// would take a serving pod out of its Services' endpoints on a slow API call.
 	if d := pod.Spec.ActiveDeadlineSeconds; d != nil && pod.Status.StartTime != nil &&
 		time.Since(pod.Status.StartTime.Time) >= time.Duration(*d)*time.Second {
 		return m.deadlineExceeded(ctx, pod)

@@ -29,6 +29,13 @@ func (m *Manager) containerStatus(ctx context.Context, pod *corev1.Pod, spec cor
 	cs.ImageID = c.ImageRef
 	s, err := m.runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id})
 	if err != nil {
+		// A read that failed (a busy runtime) is no change of state: the container keeps
+		// the status last reported for it, as the kubelet keeps its cached one.
+		for _, prev := range append(append([]corev1.ContainerStatus(nil), pod.Status.ContainerStatuses...), pod.Status.InitContainerStatuses...) {
+			if prev.Name == spec.Name && prev.ContainerID == cs.ContainerID {
+				return prev
+			}
+		}
 		cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}
 		return cs
 	}
@@ -85,8 +92,9 @@ func (m *Manager) writeStatus(ctx context.Context, pod *corev1.Pod, sb *runtimea
 	// The spec this status describes (upstream's pod observedGeneration).
 	s.ObservedGeneration = target.Generation
 	s.HostIP = m.opts.HostIP
-	if m.opts.HostIP != "" {
-		s.HostIPs = []corev1.HostIP{{IP: m.opts.HostIP}}
+	s.HostIPs = nil
+	for _, ip := range m.hostIPs() {
+		s.HostIPs = append(s.HostIPs, corev1.HostIP{IP: ip})
 	}
 	if ips := m.sandboxIPs(pod, sb); len(ips) > 0 && sb != nil {
 		s.PodIP = ips[0]

@@ -274,6 +274,13 @@ func run(o options) error {
 				logf("smoke: %s: %s %s", r.Name, r.State, r.Error)
 			}
 		}
+		// CI keeps only this output: what the lab's processes logged as errors says why.
+		for _, role := range append([]string{"master"}, nodeRoles(o.nodes)...) {
+			path := filepath.Join(labDir, role+".log")
+			if lines := errorLines(path, 40); len(lines) > 0 {
+				logf("the last %d error lines of %s:\n%s", len(lines), path, strings.Join(lines, "\n"))
+			}
+		}
 		return fmt.Errorf("smoke: %d of %d specs did not pass", s.Totals.Selected-s.Totals.Passed, s.Totals.Selected)
 	}
 	return nil
@@ -423,6 +430,34 @@ func commit() string {
 		c += " (with uncommitted changes)"
 	}
 	return c
+}
+
+// nodeRoles are the lab's worker hosts, named as their logs are.
+func nodeRoles(n int) []string {
+	var out []string
+	for i := 1; i <= n; i++ {
+		out = append(out, fmt.Sprintf("node%d", i))
+	}
+	return out
+}
+
+// errorLines is the last n error lines of a log file: slog's (level=ERROR) and klog's
+// (E1206 12:00:00.000000 ...).
+func errorLines(path string, n int) []string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, " level=ERROR ") || len(line) > 5 && line[0] == 'E' && line[1] >= '0' && line[1] <= '9' {
+			out = append(out, line)
+		}
+	}
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return out
 }
 
 func tail(b []byte, n int) string {
