@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -67,8 +68,11 @@ type Options struct {
 	// Parts are the process's own long-running parts (its garbage collector tuner, for
 	// `skiff agent`), run under the agent's supervisor.
 	Parts []supervisor.Part
-	// NodeName and InternalIP identify the node.
+	// NodeName and InternalIP identify the node; InternalIP is its primary address.
 	NodeName, InternalIP string
+	// InternalIPs are every address of the node, one per family, the primary first (a
+	// dual-stack node's --node-ip v4,v6). Empty means InternalIP alone.
+	InternalIPs []string
 	// Taints are set when the node registers, Labels added to the standard ones
 	// (node-role.kubernetes.io/control-plane on the server's own node).
 	Taints []corev1.Taint
@@ -174,15 +178,15 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	sharedCtx, stopShared := context.WithCancel(ctx)
 	defer stopShared()
 	a.shared = sharedinformers.NewShared(sharedCtx, a.client)
-	podCIDR, err := a.node(ctx)
+	podCIDRs, err := a.node(ctx)
 	if err == nil {
-		err = a.datapath(ctx, podCIDR)
+		err = a.datapath(ctx, podCIDRs)
 	}
 	if err != nil {
 		a.sup.Stop()
 		return err
 	}
-	log.Info("agent ready", "node", o.NodeName, "podCIDR", podCIDR, "runtime", a.nodeOpts.RuntimeVersion)
+	log.Info("agent ready", "node", o.NodeName, "podCIDRs", podCIDRs, "runtime", a.nodeOpts.RuntimeVersion)
 	conn, err := a.ctr.Dial()
 	if err != nil {
 		a.sup.Stop()
@@ -335,7 +339,7 @@ func (a *nodeAgent) importImages(ctx context.Context) map[string]bool {
 // node registers the Node, keeps its Lease, starts the BGP speaker (its sessions come up
 // while the pod CIDR is assigned; it advertises the block at the event that brings it) and
 // returns the pod CIDR the nodeipam controller gives the node.
-func (a *nodeAgent) node(ctx context.Context) (string, error) {
+func (a *nodeAgent) node(ctx context.Context) ([]string, error) {
 	o, log, client := a.o, a.log, a.client
 	pressureNow := func() eviction.Conditions {
 		if p := a.pressureMgr.Load(); p != nil {
@@ -343,7 +347,7 @@ func (a *nodeAgent) node(ctx context.Context) (string, error) {
 		}
 		return nil
 	}
-	a.nodeOpts = node.Options{Name: o.NodeName, InternalIP: o.InternalIP, RuntimeVersion: a.nodeOpts.RuntimeVersion, Taints: o.Taints,
+	a.nodeOpts = node.Options{Name: o.NodeName, InternalIP: o.InternalIP, InternalIPs: o.InternalIPs, RuntimeVersion: a.nodeOpts.RuntimeVersion, Taints: o.Taints,
 		Labels: o.Labels, APIPort: o.APIPort, Health: a.sup.Health, Pressure: pressureNow, PressureChanged: a.pressureChanged,
 		Conditions: func() []corev1.NodeCondition { return serviceMapsCondition(o.ServiceProxy, a.mapStatus.Load()) },
 		NodeFs:     o.DataDir, Reserved: o.Reserved, EvictionHard: o.EvictionHard,
@@ -351,7 +355,7 @@ func (a *nodeAgent) node(ctx context.Context) (string, error) {
 		Annotations: map[string]string{volumes.LocalPathRootAnnotation: a.dirs.Storage()}}
 	nopts := a.nodeOpts
 	if _, err := node.Register(ctx, client, nopts, log); err != nil {
-		return "", err
+		return nil, err
 	}
 	for _, p := range o.Parts {
 		a.sup.Go(p)
@@ -376,13 +380,30 @@ func (a *nodeAgent) node(ctx context.Context) (string, error) {
 	return waitPodCIDR(ctx, client, o.NodeName)
 }
 
-// datapath serves pod addresses from the node's block to skiff-cni, and runs what the pods'
+// datapath serves pod addresses from the node's blocks to skiff-cni, and runs what the pods'
 // packets go through: NetworkPolicy at their veths, the service proxy, the cluster DNS.
-func (a *nodeAgent) datapath(ctx context.Context, podCIDR string) error {
+func (a *nodeAgent) datapath(ctx context.Context, podCIDRs []string) error {
 	o, log, client := a.o, a.log, a.client
-	alloc, err := ipam.New(podCIDR, ipam.FileStore{Path: a.dirs.IPAM()})
+	alloc, err := ipam.NewNode(podCIDRs, func(ipv6 bool) ipam.Store {
+		if ipv6 {
+			return ipam.FileStore{Path: a.dirs.IPAMv6()}
+		}
+		return ipam.FileStore{Path: a.dirs.IPAM()}
+	})
 	if err != nil {
 		return err
+	}
+	for _, c := range alloc.CIDRs() {
+		if c.Addr().Is6() {
+			// Pods are routed through the node in IPv6 as in IPv4.
+			st := hostprep.ForwardIPv6(hostprep.System{Netns: o.Netns})
+			if st.Changed || st.Problem != "" {
+				log.Info("host preparation", "step", st.String())
+			}
+			if st.Problem != "" {
+				return errors.New("the node cannot route its pods' IPv6: " + st.String())
+			}
+		}
 	}
 	cni := &cniserver.Server{IPAM: alloc, Log: log}
 	if o.NetworkPolicy {
@@ -396,8 +417,10 @@ func (a *nodeAgent) datapath(ctx context.Context, podCIDR string) error {
 			return out
 		}
 		var host []netip.Addr
-		if addr, err := netip.ParseAddr(o.InternalIP); err == nil {
-			host = append(host, addr)
+		for _, ip := range a.internalIPs() {
+			if addr, err := netip.ParseAddr(ip); err == nil {
+				host = append(host, addr)
+			}
 		}
 		enf := netpol.NewEnforcer(netpol.EnforcerOptions{PinDir: loader.PinDir(o.NodeName), Local: local, Host: host,
 			Netns: o.Netns, Node: o.NodeName, Informers: netpol.Informers{Pods: a.shared.Core().V1().Pods(),
@@ -413,7 +436,9 @@ func (a *nodeAgent) datapath(ctx context.Context, podCIDR string) error {
 		return cniserver.Serve(ctx, socket, cni.Handler())
 	}})
 	if o.ServiceProxy {
-		po := proxy.Options{Node: services.Node{Name: o.NodeName, IP: nodeAddr(o.InternalIP)}, Netns: o.Netns, Uplink: uplinkOf(o.InternalIP), PinDir: loader.PinDir(o.NodeName), CgroupPath: filepath.Join(cgroups.Unified(), o.CgroupRoot),
+		// The service dataplane is IPv4 (issue 43 brings IPv6): it takes the node's IPv4 address.
+		nodeIPv4 := ipv4Of(a.internalIPs())
+		po := proxy.Options{Node: services.Node{Name: o.NodeName, IP: nodeAddr(nodeIPv4)}, Netns: o.Netns, Uplink: uplinkOf(nodeIPv4), PinDir: loader.PinDir(o.NodeName), CgroupPath: filepath.Join(cgroups.Unified(), o.CgroupRoot),
 			Informers: proxy.Informers{Services: a.shared.Core().V1().Services(), EndpointSlices: a.shared.Discovery().V1().EndpointSlices(),
 				Pods: a.shared.Core().V1().Pods(), Start: a.shared.Start},
 			Started:  func(d *loader.Dataplane) { a.proxy.Store(d) },
@@ -464,7 +489,7 @@ func (a *nodeAgent) workloads(conn *grpc.ClientConn) (stop func()) {
 		return volumes.CleanLocalPath(ctx, client, dirs.Storage(), time.Minute, log)
 	}})
 	pm := pods.New(client, rt, img,
-		pods.Options{NodeName: o.NodeName, HostIP: o.InternalIP, PodLogDir: o.PodLogDir, Netns: o.Netns, CgroupRoot: o.CgroupRoot,
+		pods.Options{NodeName: o.NodeName, HostIP: o.InternalIP, HostIPs: o.InternalIPs, PodLogDir: o.PodLogDir, Netns: o.Netns, CgroupRoot: o.CgroupRoot,
 			FlatCgroups: o.FlatCgroups, PodMaxPIDs: o.PodMaxPIDs, NoCFSQuota: o.NoCFSQuota, CPUs: a.cpus, CPUReconcilePeriod: o.CPUManagerReconcilePeriod,
 			MemoryCapacity: memoryCapacity.Value(), ClusterDNS: o.ClusterDNS, ClusterDNSService: o.DNS, ClusterDomain: o.ClusterDomain, ResolvConf: o.ResolvConf,
 			Services: a.shared.Core().V1().Services(), StartInformers: a.shared.Start,
@@ -518,8 +543,17 @@ func (a *nodeAgent) workloads(conn *grpc.ClientConn) (stop func()) {
 	return nodeEvents.Shutdown
 }
 
-// waitPodCIDR watches the node until the nodeipam controller has given it a pod CIDR.
-func waitPodCIDR(ctx context.Context, client kubernetes.Interface, name string) (string, error) {
+// internalIPs are the node's addresses, the primary first.
+func (a *nodeAgent) internalIPs() []string {
+	if len(a.o.InternalIPs) > 0 {
+		return a.o.InternalIPs
+	}
+	return []string{a.o.InternalIP}
+}
+
+// waitPodCIDR watches the node until the nodeipam controller has given it its pod CIDRs (one
+// per family of the cluster's --cluster-cidr).
+func waitPodCIDR(ctx context.Context, client kubernetes.Interface, name string) ([]string, error) {
 	sel := fields.OneTermEqualSelector("metadata.name", name).String()
 	lw := &cache.ListWatch{
 		ListFunc: func(o metav1.ListOptions) (apiruntime.Object, error) {
@@ -533,12 +567,12 @@ func waitPodCIDR(ctx context.Context, client kubernetes.Interface, name string) 
 	}
 	ev, err := watchtools.UntilWithSync(ctx, lw, &corev1.Node{}, nil, func(e watch.Event) (bool, error) {
 		n, ok := e.Object.(*corev1.Node)
-		return ok && podcidr.IPv4(n) != "", nil
+		return ok && len(podcidr.All(n)) > 0, nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("waiting for node %s's pod CIDR: %w", name, err)
+		return nil, fmt.Errorf("waiting for node %s's pod CIDR: %w", name, err)
 	}
-	return podcidr.IPv4(ev.Object.(*corev1.Node)), nil
+	return podcidr.All(ev.Object.(*corev1.Node)), nil
 }
 
 // releaseOrphanImages releases image volume views no pod uses, now and every period. A failed

@@ -86,6 +86,19 @@ func replaceLink(target, name string) error {
 	return os.Rename(tmp, name)
 }
 
+// ipv4Of is the first IPv4 address of ips, else the first address.
+func ipv4Of(ips []string) string {
+	for _, ip := range ips {
+		if a, err := netip.ParseAddr(ip); err == nil && a.Is4() {
+			return ip
+		}
+	}
+	if len(ips) > 0 {
+		return ips[0]
+	}
+	return ""
+}
+
 func nodeAddr(ip string) netip.Addr {
 	a, _ := netip.ParseAddr(ip)
 	return a

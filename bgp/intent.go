@@ -17,20 +17,26 @@ type Intent struct {
 	// Peers are the configured peers that apply to the node, then the node mesh; of each
 	// mesh pair, the node with the lower address waits for the other to dial.
 	Peers []config.Peer
-	// Advertised is the node's pod CIDR (invalid when it has none yet), then its
-	// LoadBalancer addresses (ServicePrefixes).
+	// Advertised are the node's pod CIDRs (none until it has them; its IPv6 block only when
+	// the node has an IPv6 address to be the next hop), then its LoadBalancer addresses
+	// (ServicePrefixes).
 	Advertised []netip.Prefix
 }
 
 // Want computes a node's Intent. Pure.
 func Want(c config.Config, self *corev1.Node, all []*corev1.Node, services []*corev1.Service, slices []*discoveryv1.EndpointSlice) Intent {
-	cidr, _ := netip.ParsePrefix(podcidr.IPv4(self)) // IPv4 unicast only, so far
 	mesh := config.MeshPeers(self, all, c)
 	for i := range mesh {
 		mesh[i].Passive = c.RouterID.Less(mesh[i].Address)
 	}
+	var blocks []netip.Prefix
+	for _, s := range podcidr.All(self) {
+		if p, err := netip.ParsePrefix(s); err == nil && (p.Addr().Is4() || c.IPv6.IsValid()) {
+			blocks = append(blocks, p.Masked())
+		}
+	}
 	return Intent{
 		Peers:      append(append([]config.Peer(nil), c.Peers...), mesh...),
-		Advertised: append([]netip.Prefix{cidr}, ServicePrefixes(self.Name, services, slices)...),
+		Advertised: append(blocks, ServicePrefixes(self.Name, services, slices)...),
 	}
 }

@@ -20,13 +20,14 @@ type Routes map[netip.Prefix][]netip.Addr
 
 // Select picks the kernel routes the paths call for: for each prefix the paths with the
 // highest LOCAL_PREF and, among those, the shortest AS_PATH, all of them (ECMP). Prefixes the
-// node originates itself, paths through the node's own address, unusable next hops and
+// node originates itself, paths through one of the node's own addresses (self: one per
+// family), unusable next hops and
 // networks announced through an address of their own are left out, so a node never routes
 // its own block or its attached network away.
-func Select(paths []Path, own []netip.Prefix, self netip.Addr) Routes {
+func Select(paths []Path, own []netip.Prefix, self ...netip.Addr) Routes {
 	best := map[netip.Prefix][]Path{}
 	for _, p := range paths {
-		if !p.Prefix.IsValid() || !p.NextHop.IsValid() || p.NextHop.IsUnspecified() || p.NextHop == self {
+		if !p.Prefix.IsValid() || !p.NextHop.IsValid() || p.NextHop.IsUnspecified() || slices.Contains(self, p.NextHop) {
 			continue
 		}
 		if p.Prefix.Addr().Is4() != p.NextHop.Is4() {

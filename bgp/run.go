@@ -134,7 +134,7 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 	if err != nil {
 		return err
 	}
-	global := Global{ASN: cfg.ASN, RouterID: cfg.RouterID, ListenPort: cfg.ListenPort, APIAddress: o.APIAddress, GracefulRestart: cfg.GracefulRestart,
+	global := Global{ASN: cfg.ASN, RouterID: cfg.RouterID, IPv6: cfg.IPv6, ListenPort: cfg.ListenPort, APIAddress: o.APIAddress, GracefulRestart: cfg.GracefulRestart,
 		Restarting: len(kept) > 0 && cfg.GracefulRestart.Enabled}
 	sp, err := Start(ctx, global, log)
 	if err != nil {
@@ -143,10 +143,10 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 	if o.Started != nil {
 		o.Started(sp)
 	}
-	log.Info("BGP speaker started", "asn", cfg.ASN, "routerID", cfg.RouterID, "nodeMesh", cfg.NodeMesh, "peers", len(cfg.Peers),
+	log.Info("BGP speaker started", "asn", cfg.ASN, "routerID", cfg.RouterID, "ipv6", cfg.IPv6, "nodeMesh", cfg.NodeMesh, "peers", len(cfg.Peers),
 		"restarting", global.Restarting, "keptRoutes", len(kept))
 
-	r := &reconciler{sp: sp, kernel: o.Kernel, self: cfg.RouterID, started: time.Now(), log: log, kicks: make(chan struct{}, 1),
+	r := &reconciler{sp: sp, kernel: o.Kernel, self: []netip.Addr{cfg.RouterID, cfg.IPv6}, started: time.Now(), log: log, kicks: make(chan struct{}, 1),
 		staleFor: min(cfg.GracefulRestart.RestartTime, 30*time.Second), lost: map[netip.Addr]bool{}}
 	// BFD beside every session: a lost peer's session is reset at once, and its routes
 	// leave the kernel without the graceful-restart wait.
@@ -189,7 +189,7 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 		case err != nil:
 			log.Warn("BGP configuration", "err", err)
 		default:
-			if c.ASN != global.ASN || c.RouterID != global.RouterID || c.ListenPort != global.ListenPort {
+			if c.ASN != global.ASN || c.RouterID != global.RouterID || c.IPv6 != global.IPv6 || c.ListenPort != global.ListenPort {
 				log.Warn("BGP global settings changed; restart the agent to apply them", "asn", c.ASN, "routerID", c.RouterID)
 			}
 			// The route goes into the RIB before any session exists: a peer that helped this
@@ -267,7 +267,7 @@ const resumeWait = 5 * time.Second
 type reconciler struct {
 	sp     *Speaker
 	kernel Kernel
-	self   netip.Addr
+	self   []netip.Addr // the node's addresses, one per family
 	log    *slog.Logger
 
 	mu sync.Mutex
@@ -392,7 +392,7 @@ func (r *reconciler) sync(ctx context.Context) error {
 			owns = append(owns, p)
 		}
 	}
-	want := Select(paths, owns, r.self)
+	want := Select(paths, owns, r.self...)
 	if len(restarting) > 0 {
 		installed, err := r.kernel.Installed()
 		if err != nil {

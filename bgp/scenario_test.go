@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 
+	"github.com/skiff-sh/skiff/internal/podcidr"
+
 	"github.com/skiff-sh/skiff/bgp/config"
 )
 
@@ -151,6 +153,9 @@ func (sc scenario) render(t *testing.T) string {
 		mesh = "on"
 	}
 	fmt.Fprintf(&out, "config:\n  asn %d (other nodes %d), router id %s, port %d, node mesh %s\n", c.ASN, c.ClusterASN, c.RouterID, c.ListenPort, mesh)
+	if c.IPv6.IsValid() {
+		fmt.Fprintf(&out, "  IPv6 next hop %s\n", c.IPv6)
+	}
 	fmt.Fprintf(&out, "  graceful restart %t (restart time %s), bfd %t", c.GracefulRestart.Enabled, c.GracefulRestart.RestartTime, c.BFD.Enabled)
 	if c.BFD.Enabled {
 		fmt.Fprintf(&out, " (every %s, lost after %d)", c.BFD.TransmitInterval, c.BFD.Multiplier)
@@ -168,11 +173,10 @@ func (sc scenario) render(t *testing.T) string {
 			p.Name, p.Address, p.ASN, p.HoldTime, p.KeepaliveTime, p.EBGPMultihop, p.Password != "", dial)
 	}
 	out.WriteString("advertised:\n")
+	if len(podcidr.All(self)) == 0 {
+		out.WriteString("  (no pod CIDR yet)\n")
+	}
 	for _, p := range intent.Advertised {
-		if !p.IsValid() {
-			out.WriteString("  (no pod CIDR yet)\n")
-			continue
-		}
 		fmt.Fprintf(&out, "  %s\n", p)
 	}
 
@@ -186,7 +190,7 @@ func (sc scenario) render(t *testing.T) string {
 			own = append(own, p)
 		}
 	}
-	want := Select(paths, own, c.RouterID)
+	want := Select(paths, own, c.RouterID, c.IPv6)
 	installed := Routes{}
 	for _, l := range sc.Installed {
 		text, hops, ok := strings.Cut(l, " via ")

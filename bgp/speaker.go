@@ -22,8 +22,11 @@ import (
 
 // Global is what a speaker is started with; changing it needs a restart.
 type Global struct {
-	ASN        uint32
-	RouterID   netip.Addr
+	ASN      uint32
+	RouterID netip.Addr
+	// IPv6 is the node's IPv6 address (config.Config.IPv6); invalid on an IPv4-only node,
+	// which then speaks IPv4 unicast only.
+	IPv6       netip.Addr
 	ListenPort int32
 	// APIAddress serves GoBGP's gRPC API (127.0.0.1:50051) for `skiff bgp` and `gobgp`;
 	// empty serves none.
@@ -66,8 +69,28 @@ type Speaker struct {
 	eor   map[netip.Addr]bool
 }
 
-// ipv4Unicast is the one family skiff speaks today.
-var ipv4Unicast = &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
+// The address families skiff speaks: IPv4 unicast always, IPv6 unicast (MP-BGP) on a node
+// with an IPv6 address.
+var (
+	ipv4Unicast = &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
+	ipv6Unicast = &api.Family{Afi: api.Family_AFI_IP6, Safi: api.Family_SAFI_UNICAST}
+)
+
+// families are the families the speaker's sessions carry.
+func (g Global) families() []*api.Family {
+	if g.IPv6.IsValid() {
+		return []*api.Family{ipv4Unicast, ipv6Unicast}
+	}
+	return []*api.Family{ipv4Unicast}
+}
+
+// familyOf is a prefix's address family.
+func familyOf(p netip.Prefix) *api.Family {
+	if p.Addr().Is4() {
+		return ipv4Unicast
+	}
+	return ipv6Unicast
+}
 
 // Start runs a speaker for the rest of the process's life. It is never stopped with
 // StopBgp, which would send every peer a Cease NOTIFICATION and make them drop this node's
@@ -82,6 +105,9 @@ func Start(ctx context.Context, g Global, log *slog.Logger) (*Speaker, error) {
 	go srv.Serve()
 	global := &api.Global{Asn: g.ASN, RouterId: g.RouterID.String(), ListenPort: g.ListenPort,
 		ListenAddresses: []string{g.RouterID.String()}}
+	if g.IPv6.IsValid() {
+		global.ListenAddresses = append(global.ListenAddresses, g.IPv6.String())
+	}
 	if g.GracefulRestart.Enabled {
 		global.GracefulRestart = &api.GracefulRestart{Enabled: true, RestartTime: uint32(g.GracefulRestart.RestartTime / time.Second)}
 	}
@@ -150,14 +176,21 @@ func (s *Speaker) apiPeer(p config.Peer) *api.Peer {
 			// time for a session the peer ended, where GoBGP would wait a fixed 5 s.
 			ConnectRetry: 1, IdleHoldTimeAfterReset: 1}},
 		Transport: &api.Transport{LocalAddress: s.global.RouterID.String(), PassiveMode: p.Passive},
-		AfiSafis:  []*api.AfiSafi{{Config: &api.AfiSafiConfig{Family: ipv4Unicast, Enabled: true}}},
+	}
+	if p.Address.Is6() && s.global.IPv6.IsValid() {
+		ap.Transport.LocalAddress = s.global.IPv6.String()
+	}
+	for _, f := range s.global.families() {
+		ap.AfiSafis = append(ap.AfiSafis, &api.AfiSafi{Config: &api.AfiSafiConfig{Family: f, Enabled: true}})
 	}
 	if p.EBGPMultihop > 0 {
 		ap.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: uint32(p.EBGPMultihop)}
 	}
 	if gr := s.global.GracefulRestart; gr.Enabled {
 		ap.GracefulRestart = &api.GracefulRestart{Enabled: true, RestartTime: uint32(gr.RestartTime / time.Second)}
-		ap.AfiSafis[0].MpGracefulRestart = &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}}
+		for _, af := range ap.AfiSafis {
+			af.MpGracefulRestart = &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}}
+		}
 		if s.restarting {
 			// GoBGP sets the F bit exactly when it sets the R bit, and then holds this
 			// speaker's UPDATEs until every peer's End-of-RIB or the deferral: the table
@@ -188,13 +221,9 @@ func (s *Speaker) Advertise(ctx context.Context, prefixes ...netip.Prefix) error
 		if _, ok := s.advertised[p]; ok {
 			continue
 		}
-		if !p.Addr().Is4() {
-			return fmt.Errorf("advertise %s: only IPv4 prefixes are supported", p)
-		}
-		nlri := bgp.NewIPAddrPrefix(uint8(p.Bits()), p.Addr().String())
-		attrs := []bgp.PathAttributeInterface{
-			bgp.NewPathAttributeOrigin(bgp.BGP_ORIGIN_ATTR_TYPE_IGP),
-			bgp.NewPathAttributeNextHop(s.global.RouterID.String()),
+		nlri, attrs, err := s.originate(p)
+		if err != nil {
+			return err
 		}
 		path, err := apiutil.NewPath(nlri, false, attrs, time.Now())
 		if err != nil {
@@ -205,19 +234,43 @@ func (s *Speaker) Advertise(ctx context.Context, prefixes ...netip.Prefix) error
 			return fmt.Errorf("advertise %s: %w", p, err)
 		}
 		s.advertised[p] = resp.Uuid
-		s.log.Info("BGP advertising", "prefix", p, "nexthop", s.global.RouterID)
+		s.log.Info("BGP advertising", "prefix", p, "nexthop", s.nextHop(p))
 	}
 	for p, id := range s.advertised {
 		if want[p] {
 			continue
 		}
-		if err := s.srv.DeletePath(ctx, &api.DeletePathRequest{TableType: api.TableType_GLOBAL, Family: ipv4Unicast, Uuid: id}); err != nil {
+		if err := s.srv.DeletePath(ctx, &api.DeletePathRequest{TableType: api.TableType_GLOBAL, Family: familyOf(p), Uuid: id}); err != nil {
 			return fmt.Errorf("withdraw %s: %w", p, err)
 		}
 		delete(s.advertised, p)
 		s.log.Info("BGP withdrew", "prefix", p)
 	}
 	return nil
+}
+
+// nextHop is the node's address of p's family.
+func (s *Speaker) nextHop(p netip.Prefix) netip.Addr {
+	if p.Addr().Is4() {
+		return s.global.RouterID
+	}
+	return s.global.IPv6
+}
+
+// originate is the NLRI and attributes of a prefix this node originates: IPv4 with a
+// NEXT_HOP, IPv6 with MP_REACH_NLRI carrying the node's IPv6 address (RFC 4760).
+func (s *Speaker) originate(p netip.Prefix) (bgp.AddrPrefixInterface, []bgp.PathAttributeInterface, error) {
+	origin := bgp.NewPathAttributeOrigin(bgp.BGP_ORIGIN_ATTR_TYPE_IGP)
+	if p.Addr().Is4() {
+		return bgp.NewIPAddrPrefix(uint8(p.Bits()), p.Addr().String()),
+			[]bgp.PathAttributeInterface{origin, bgp.NewPathAttributeNextHop(s.global.RouterID.String())}, nil
+	}
+	if !s.global.IPv6.IsValid() {
+		return nil, nil, fmt.Errorf("advertise %s: the node has no IPv6 address to be its next hop (give --node-ip an IPv6 address too)", p)
+	}
+	nlri := bgp.NewIPv6AddrPrefix(uint8(p.Bits()), p.Addr().String())
+	return nlri, []bgp.PathAttributeInterface{origin,
+		bgp.NewPathAttributeMpReachNLRI(s.global.IPv6.String(), []bgp.AddrPrefixInterface{nlri})}, nil
 }
 
 // Advertised is what the speaker originates now.
@@ -231,29 +284,34 @@ func (s *Speaker) Advertised() []netip.Prefix {
 	return out
 }
 
-// Paths lists every IPv4 unicast path in the RIB.
+// Paths lists every path in the RIB, of every family the speaker speaks.
 func (s *Speaker) Paths(ctx context.Context) ([]Path, error) {
 	var out []Path
 	var perr error
-	err := s.srv.ListPath(ctx, &api.ListPathRequest{TableType: api.TableType_GLOBAL, Family: ipv4Unicast}, func(d *api.Destination) {
-		prefix, err := netip.ParsePrefix(d.Prefix)
+	for _, f := range s.global.families() {
+		err := s.srv.ListPath(ctx, &api.ListPathRequest{TableType: api.TableType_GLOBAL, Family: f}, func(d *api.Destination) {
+			prefix, err := netip.ParsePrefix(d.Prefix)
+			if err != nil {
+				perr = err
+				return
+			}
+			for _, p := range d.Paths {
+				if p.IsWithdraw {
+					continue
+				}
+				if got, ok := PathOf(prefix, p); ok {
+					out = append(out, got)
+				}
+			}
+		})
+		if err == nil {
+			err = perr
+		}
 		if err != nil {
-			perr = err
-			return
+			return nil, err
 		}
-		for _, p := range d.Paths {
-			if p.IsWithdraw {
-				continue
-			}
-			if got, ok := PathOf(prefix, p); ok {
-				out = append(out, got)
-			}
-		}
-	})
-	if err == nil {
-		err = perr
 	}
-	return out, err
+	return out, nil
 }
 
 // PathOf reduces an API path to what route selection needs; false when it has no next hop.

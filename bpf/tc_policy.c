@@ -7,12 +7,19 @@
  * always pass, and a connection admitted once stays admitted, as Calico keeps them), when it
  * comes from the node itself to its pod, when its pod is not isolated in that direction, or
  * when a rule admits it. Fail closed: a pod whose endpoint entry is missing gets nothing —
- * the agent writes the entry before it attaches the program, before the pod's first packet. */
+ * the agent writes the entry before it attaches the program, before the pod's first packet.
+ *
+ * IPv6 (a dual-stack pod's second address): neighbour discovery always passes; a pod's IPv6
+ * traffic passes in a direction the pod is not isolated in, and is dropped in one it is —
+ * rules are IPv4 so far (issue 43), so an isolated pod's IPv6 is denied, never let through
+ * unpoliced. */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #include <linux/if_ether.h>
 #include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/icmpv6.h>
 #include <linux/in.h>
 #include <linux/tcp.h>
 #include <linux/udp.h>
@@ -113,6 +120,20 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } skiff_pol_endpoints SEC(".maps");
 
+/* A pod's IPv6 address, the key of skiff_pol_endpoints6. */
+struct pol_addr6 {
+	__u32 addr[4];
+};
+
+/* The pods this node polices, by their IPv6 addresses (a dual-stack pod's second). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, POL_MAX_ENDPOINTS);
+	__type(key, struct pol_addr6);
+	__type(value, struct pol_endpoint);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} skiff_pol_endpoints6 SEC(".maps");
+
 /* Pod addresses (and this node's own, as POL_ID_HOST) to identities. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -180,6 +201,30 @@ static __always_inline void count_drop(__u32 ep, __u32 dir)
 	bpf_map_update_elem(&skiff_pol_drops, &k, &one, BPF_NOEXIST);
 }
 
+/* verdict6 decides an IPv6 packet: neighbour discovery passes (router and neighbour
+ * solicitations and advertisements, redirects: ICMPv6 133-137), the rest by whether the pod
+ * is isolated in that direction. */
+static __always_inline int verdict6(struct ipv6hdr *ip6, void *end, __u8 dir)
+{
+	if ((void *)(ip6 + 1) > end)
+		return TC_ACT_SHOT;
+	if (ip6->nexthdr == IPPROTO_ICMPV6) {
+		struct icmp6hdr *icmp = (void *)(ip6 + 1);
+		if ((void *)(icmp + 1) > end)
+			return TC_ACT_SHOT;
+		if (icmp->icmp6_type >= 133 && icmp->icmp6_type <= 137)
+			return TC_ACT_OK;
+	}
+	struct pol_addr6 ep;
+	__builtin_memcpy(&ep, dir == POL_EGRESS ? &ip6->saddr : &ip6->daddr, sizeof(ep));
+	struct pol_endpoint *e = bpf_map_lookup_elem(&skiff_pol_endpoints6, &ep);
+	if (!e)
+		return TC_ACT_SHOT; /* an unknown endpoint: fail closed */
+	if (e->flags & (dir == POL_EGRESS ? POL_ISOLATED_EGRESS : POL_ISOLATED_INGRESS))
+		return TC_ACT_SHOT;
+	return TC_ACT_OK;
+}
+
 /* verdict decides a packet at the endpoint ep (the pod's address) with the peer's address
  * and ports as seen from the pod. */
 static __always_inline int verdict(struct __sk_buff *skb, __u8 dir)
@@ -189,8 +234,10 @@ static __always_inline int verdict(struct __sk_buff *skb, __u8 dir)
 	struct ethhdr *eth = data;
 	if ((void *)(eth + 1) > end)
 		return TC_ACT_SHOT;
+	if (eth->h_proto == bpf_htons(ETH_P_IPV6))
+		return verdict6((void *)(eth + 1), end, dir);
 	if (eth->h_proto != bpf_htons(ETH_P_IP))
-		return eth->h_proto == bpf_htons(ETH_P_ARP) ? TC_ACT_OK : TC_ACT_SHOT; /* pods are IPv4 */
+		return eth->h_proto == bpf_htons(ETH_P_ARP) ? TC_ACT_OK : TC_ACT_SHOT;
 	struct iphdr *ip = (void *)(eth + 1);
 	if ((void *)(ip + 1) > end)
 		return TC_ACT_SHOT;

@@ -12,6 +12,7 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/skiff-sh/skiff/cni/protocol"
 	"github.com/skiff-sh/skiff/internal/nldump"
@@ -59,15 +60,15 @@ func add(conf *NetConf, args *skel.CmdArgs) (*current.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	ip, gw := net.ParseIP(resp.IP).To4(), net.ParseIP(resp.Gateway).To4()
-	if ip == nil || gw == nil {
-		return nil, fmt.Errorf("skiff-cni: node agent gave a bad address %q / gateway %q", resp.IP, resp.Gateway)
+	addrs, err := podAddrs(resp)
+	if err != nil {
+		return nil, err
 	}
 	mtu := conf.MTU
 	if mtu == 0 {
 		mtu = resp.MTU
 	}
-	result, err := setUp(args, ip, gw, mtu)
+	result, err := setUp(args, addrs, mtu)
 	if err == nil {
 		// The pod's network policy goes on its veth before ADD returns, so before any of its
 		// containers runs (the agent writes the policy first, then attaches).
@@ -82,8 +83,56 @@ func add(conf *NetConf, args *skel.CmdArgs) (*current.Result, error) {
 	return result, nil
 }
 
-// setUp creates the veth pair and addresses both ends.
-func setUp(args *skel.CmdArgs, ip, gw net.IP, mtu int) (*current.Result, error) {
+// podAddr is one of the pod's addresses and the link-local gateway of its family.
+type podAddr struct{ ip, gw net.IP }
+
+func (a podAddr) ipv6() bool { return a.ip.To4() == nil }
+
+// hostNet is the address as a one-address network: a /32 or a /128.
+func hostNet(ip net.IP) *net.IPNet {
+	if v4 := ip.To4(); v4 != nil {
+		return &net.IPNet{IP: v4, Mask: net.CIDRMask(32, 32)}
+	}
+	return &net.IPNet{IP: ip, Mask: net.CIDRMask(128, 128)}
+}
+
+// podAddrs reads the agent's answer: the pod's addresses (IPs, or IP alone from an older
+// agent), each with its family's gateway.
+func podAddrs(resp protocol.AddResponse) ([]podAddr, error) {
+	ips := resp.IPs
+	if len(ips) == 0 {
+		ips = []string{resp.IP}
+	}
+	var out []podAddr
+	seen := map[bool]bool{}
+	for _, s := range ips {
+		ip := net.ParseIP(s)
+		a := podAddr{ip: ip}
+		switch {
+		case ip == nil:
+			return nil, fmt.Errorf("skiff-cni: node agent gave a bad address %q", s)
+		case ip.To4() != nil:
+			a.ip, a.gw = ip.To4(), net.ParseIP(resp.Gateway).To4()
+		default:
+			a.gw = net.ParseIP(resp.GatewayIPv6)
+			if a.gw != nil && (a.gw.To4() != nil || !a.gw.IsLinkLocalUnicast()) {
+				a.gw = nil
+			}
+		}
+		if a.gw == nil {
+			return nil, fmt.Errorf("skiff-cni: node agent gave address %s and no gateway of its family (gateway %q, gatewayIPv6 %q)", s, resp.Gateway, resp.GatewayIPv6)
+		}
+		if seen[a.ipv6()] {
+			return nil, fmt.Errorf("skiff-cni: node agent gave two addresses of one family: %v", ips)
+		}
+		seen[a.ipv6()] = true
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// setUp creates the veth pair and addresses both ends, in every family the pod has.
+func setUp(args *skel.CmdArgs, addrs []podAddr, mtu int) (*current.Result, error) {
 	hostName := HostVethName(args.ContainerID)
 	tmpName := "t" + hostName[1:]
 	target, err := ns.GetNS(args.Netns)
@@ -122,8 +171,24 @@ func setUp(args *skel.CmdArgs, ip, gw net.IP, mtu int) (*current.Result, error) 
 		if err := netlink.LinkSetName(l, args.IfName); err != nil {
 			return fmt.Errorf("rename to %s: %w", args.IfName, err)
 		}
-		if err := netlink.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: ip, Mask: net.CIDRMask(32, 32)}}); err != nil {
-			return fmt.Errorf("address %s: %w", ip, err)
+		for _, a := range addrs {
+			if !a.ipv6() {
+				continue
+			}
+			// No duplicate address detection on the pod's end: its addresses are the node's
+			// to give, and DAD would hold the pod's first packets for a second or more.
+			if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+args.IfName+"/accept_dad", []byte("0"), 0o644); err != nil {
+				return fmt.Errorf("accept_dad on %s (is IPv6 disabled in the pod's namespace?): %w", args.IfName, err)
+			}
+		}
+		for _, a := range addrs {
+			addr := &netlink.Addr{IPNet: hostNet(a.ip)}
+			if a.ipv6() {
+				addr.Flags = unix.IFA_F_NODAD
+			}
+			if err := netlink.AddrAdd(l, addr); err != nil {
+				return fmt.Errorf("address %s: %w", a.ip, err)
+			}
 		}
 		if err := netlink.LinkSetUp(l); err != nil {
 			return err
@@ -131,17 +196,19 @@ func setUp(args *skel.CmdArgs, ip, gw net.IP, mtu int) (*current.Result, error) 
 		if lo, err := netlink.LinkByName("lo"); err == nil {
 			_ = netlink.LinkSetUp(lo)
 		}
-		// The gateway exists only as this neighbour entry: the host end answers for it.
-		if err := netlink.NeighSet(&netlink.Neigh{LinkIndex: l.Attrs().Index, IP: gw, HardwareAddr: hostMAC,
-			State: netlink.NUD_PERMANENT}); err != nil {
-			return fmt.Errorf("gateway neighbour: %w", err)
-		}
-		if err := netlink.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: &net.IPNet{IP: gw, Mask: net.CIDRMask(32, 32)},
-			Scope: netlink.SCOPE_LINK}); err != nil {
-			return fmt.Errorf("gateway route: %w", err)
-		}
-		if err := netlink.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Gw: gw}); err != nil {
-			return fmt.Errorf("default route: %w", err)
+		for _, a := range addrs {
+			// The gateway exists only as this neighbour entry: the host end answers for it.
+			if err := netlink.NeighSet(&netlink.Neigh{LinkIndex: l.Attrs().Index, IP: a.gw, HardwareAddr: hostMAC,
+				State: netlink.NUD_PERMANENT}); err != nil {
+				return fmt.Errorf("gateway %s neighbour: %w", a.gw, err)
+			}
+			if err := netlink.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: hostNet(a.gw),
+				Scope: netlink.SCOPE_LINK}); err != nil {
+				return fmt.Errorf("gateway %s route: %w", a.gw, err)
+			}
+			if err := netlink.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Gw: a.gw}); err != nil {
+				return fmt.Errorf("default route via %s: %w", a.gw, err)
+			}
 		}
 		podMAC = l.Attrs().HardwareAddr
 		if l2, err := netlink.LinkByName(args.IfName); err == nil {
@@ -152,29 +219,47 @@ func setUp(args *skel.CmdArgs, ip, gw net.IP, mtu int) (*current.Result, error) 
 	if err != nil {
 		return nil, fmt.Errorf("skiff-cni: set up %s in %s: %w", args.IfName, args.Netns, err)
 	}
-	if err := netlink.RouteReplace(&netlink.Route{LinkIndex: host.Attrs().Index, Dst: &net.IPNet{IP: ip, Mask: net.CIDRMask(32, 32)},
-		Scope: netlink.SCOPE_LINK}); err != nil {
-		return nil, fmt.Errorf("skiff-cni: host route to %s: %w", ip, err)
+	for _, a := range addrs {
+		if err := netlink.RouteReplace(&netlink.Route{LinkIndex: host.Attrs().Index, Dst: hostNet(a.ip),
+			Scope: netlink.SCOPE_LINK}); err != nil {
+			return nil, fmt.Errorf("skiff-cni: host route to %s: %w", a.ip, err)
+		}
+		if a.ipv6() {
+			// The pod's IPv6 neighbour entry is pinned as its end pins the gateway's: no
+			// neighbour discovery on either side, so nothing waits on it.
+			if err := netlink.NeighSet(&netlink.Neigh{LinkIndex: host.Attrs().Index, IP: a.ip, HardwareAddr: podMAC,
+				State: netlink.NUD_PERMANENT}); err != nil {
+				return nil, fmt.Errorf("skiff-cni: neighbour %s on %s: %w", a.ip, hostName, err)
+			}
+		}
 	}
 	// Strict reverse-path filtering on the host end, as Calico sets on its workload
 	// interfaces: a pod's packets must come from its own address (the /32 routed to this
 	// veth), so a pod cannot spoof another's. proxy_arp lets the host answer for any address
-	// the pod asks after.
+	// the pod asks after. (IPv6 has no rp_filter: the network policy program on the veth
+	// is where a pod's IPv6 source is checked.)
 	for key, value := range map[string]string{"rp_filter": "1", "proxy_arp": "1"} {
 		if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+hostName+"/"+key, []byte(value), 0o644); err != nil {
 			return nil, fmt.Errorf("skiff-cni: %s on %s: %w", key, hostName, err)
 		}
 	}
 	idx := 1
-	return &current.Result{
+	result := &current.Result{
 		CNIVersion: current.ImplementedSpecVersion,
 		Interfaces: []*current.Interface{
 			{Name: hostName, Mac: hostMAC.String()},
 			{Name: args.IfName, Mac: podMAC.String(), Sandbox: args.Netns},
 		},
-		IPs:    []*current.IPConfig{{Address: net.IPNet{IP: ip, Mask: net.CIDRMask(32, 32)}, Gateway: gw, Interface: &idx}},
-		Routes: []*types.Route{{Dst: net.IPNet{IP: net.IPv4zero, Mask: net.CIDRMask(0, 32)}, GW: gw}},
-	}, nil
+	}
+	for _, a := range addrs {
+		result.IPs = append(result.IPs, &current.IPConfig{Address: *hostNet(a.ip), Gateway: a.gw, Interface: &idx})
+		def := net.IPNet{IP: net.IPv4zero, Mask: net.CIDRMask(0, 32)}
+		if a.ipv6() {
+			def = net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}
+		}
+		result.Routes = append(result.Routes, &types.Route{Dst: def, GW: a.gw})
+	}
+	return result, nil
 }
 
 // tearDown removes the host end (the kernel removes its peer and the host route with it).
@@ -221,7 +306,6 @@ func Check(args *skel.CmdArgs) error {
 	if len(prev.IPs) == 0 {
 		return errors.New("skiff-cni: prevResult has no address")
 	}
-	want := prev.IPs[0].Address.IP
 	if _, err := netlink.LinkByName(HostVethName(args.ContainerID)); err != nil {
 		return fmt.Errorf("skiff-cni: host veth %s: %w", HostVethName(args.ContainerID), err)
 	}
@@ -230,15 +314,19 @@ func Check(args *skel.CmdArgs) error {
 		if err != nil {
 			return fmt.Errorf("skiff-cni: %s in %s: %w", args.IfName, args.Netns, err)
 		}
-		addrs, err := nldump.Retry(func() ([]netlink.Addr, error) { return netlink.AddrList(l, netlink.FAMILY_V4) })
+		addrs, err := nldump.Retry(func() ([]netlink.Addr, error) { return netlink.AddrList(l, netlink.FAMILY_ALL) })
 		if err != nil {
 			return err
 		}
-		for _, a := range addrs {
-			if a.IP.Equal(want) {
-				return nil
+	want:
+		for _, w := range prev.IPs {
+			for _, a := range addrs {
+				if a.IP.Equal(w.Address.IP) {
+					continue want
+				}
 			}
+			return fmt.Errorf("skiff-cni: %s lacks %s", args.IfName, w.Address.IP)
 		}
-		return fmt.Errorf("skiff-cni: %s lacks %s", args.IfName, want)
+		return nil
 	})
 }

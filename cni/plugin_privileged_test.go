@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/skiff-sh/skiff/agent/cniserver"
 	"github.com/skiff-sh/skiff/agent/ipam"
@@ -51,10 +53,15 @@ func onThreadIn(t *testing.T, path string, f func()) {
 	}
 }
 
-func startAgent(t *testing.T) (string, *ipam.Allocator) {
+func startAgent(t *testing.T, cidrs ...string) (string, *ipam.Node) {
 	t.Helper()
 	dir := t.TempDir()
-	alloc, err := ipam.New("10.244.7.0/24", ipam.FileStore{Path: filepath.Join(dir, "ipam.json")})
+	if len(cidrs) == 0 {
+		cidrs = []string{"10.244.7.0/24"}
+	}
+	alloc, err := ipam.NewNode(cidrs, func(v6 bool) ipam.Store {
+		return ipam.FileStore{Path: filepath.Join(dir, fmt.Sprintf("ipam-%v.json", v6))}
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,8 +85,31 @@ func TestPrivilegedAddCheckDel(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("this test needs root (every machine here has it)")
 	}
+	for _, c := range []struct {
+		name  string
+		cidrs []string
+		want  []string // the pod's addresses, primary first
+	}{
+		{"ipv4", []string{"10.244.7.0/24"}, []string{"10.244.7.1"}},
+		{"dual", []string{"10.244.7.0/24", "fd00:10:244:7::/64"}, []string{"10.244.7.1", "fd00:10:244:7::1"}},
+		{"ipv6-first", []string{"fd00:10:244:7::/64", "10.244.7.0/24"}, []string{"fd00:10:244:7::1", "10.244.7.1"}},
+		{"ipv6", []string{"fd00:10:244:7::/64"}, []string{"fd00:10:244:7::1"}},
+	} {
+		t.Run(c.name, func(t *testing.T) { testAddCheckDel(t, c.cidrs, c.want) })
+	}
+}
+
+// gatewayOf is the pod's link-local next hop for an address's family.
+func gatewayOf(ip net.IP) string {
+	if ip.To4() != nil {
+		return cniserver.DefaultGateway
+	}
+	return cniserver.DefaultGatewayIPv6
+}
+
+func testAddCheckDel(t *testing.T, cidrs, want []string) {
 	hostNS, podNS := testNetns(t, "host"), testNetns(t, "pod")
-	sock, alloc := startAgent(t)
+	sock, alloc := startAgent(t, cidrs...)
 	conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"skiff","type":"skiff-cni","agentSocket":%q}`, sock)
 	args := &skel.CmdArgs{ContainerID: "0123456789abcdef", Netns: podNS, IfName: "eth0",
 		Args: "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=test", StdinData: []byte(conf)}
@@ -96,20 +126,30 @@ func TestPrivilegedAddCheckDel(t *testing.T) {
 			t.Error(err)
 			return
 		}
-		// A repeated ADD of the same sandbox gets the same address.
+		// A repeated ADD of the same sandbox gets the same addresses.
 		again, err := add(c, args)
-		if err != nil || !again.IPs[0].Address.IP.Equal(res.IPs[0].Address.IP) {
+		if err != nil || len(again.IPs) != len(res.IPs) || !again.IPs[0].Address.IP.Equal(res.IPs[0].Address.IP) {
 			t.Errorf("repeated ADD: %v %v", err, again)
 		}
-		// Host side: the veth and a /32 route to the pod.
+		// Host side: the veth and a /32 or /128 route to each of the pod's addresses.
 		l, err := netlink.LinkByName(hostVeth)
 		if err != nil {
 			t.Errorf("host veth: %v", err)
 			return
 		}
-		routes, _ := netlink.RouteList(l, netlink.FAMILY_V4)
-		if len(routes) != 1 || routes[0].Dst.String() != "10.244.7.1/32" {
-			t.Errorf("host routes via %s: %v", hostVeth, routes)
+		routes, _ := netlink.RouteList(l, netlink.FAMILY_ALL)
+		var dsts []string
+		for _, r := range routes {
+			if r.Dst != nil && !r.Dst.IP.IsLinkLocalUnicast() && !r.Dst.IP.IsMulticast() {
+				dsts = append(dsts, r.Dst.String())
+			}
+		}
+		var wantDsts []string
+		for _, w := range want {
+			wantDsts = append(wantDsts, hostNet(net.ParseIP(w)).String())
+		}
+		if strings.Join(dsts, ",") != strings.Join(sortedCopy(wantDsts), ",") && strings.Join(dsts, ",") != strings.Join(wantDsts, ",") {
+			t.Errorf("host routes via %s: %v, want %v", hostVeth, dsts, wantDsts)
 		}
 		// Anti-spoofing: strict reverse-path filtering on the host end.
 		if b, err := os.ReadFile("/proc/sys/net/ipv4/conf/" + hostVeth + "/rp_filter"); err != nil || strings.TrimSpace(string(b)) != "1" {
@@ -119,70 +159,95 @@ func TestPrivilegedAddCheckDel(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	if got := res.IPs[0].Address.String(); got != "10.244.7.1/32" {
-		t.Fatalf("pod address %s", got)
+	var got []string
+	for _, ip := range res.IPs {
+		got = append(got, ip.Address.IP.String())
 	}
-	if al, ok := alloc.Get(args.ContainerID); !ok || al.PodName != "test" || al.PodNamespace != "default" {
-		t.Fatalf("agent allocation %+v %v", al, ok)
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("pod addresses %v, want %v (the node's primary block first)", got, want)
 	}
-	// Pod side: eth0 with the /32 and a default route through the link-local gateway.
+	if als, ok := alloc.Get(args.ContainerID); !ok || len(als) != len(want) || als[0].PodName != "test" || als[0].PodNamespace != "default" {
+		t.Fatalf("agent allocation %+v %v", als, ok)
+	}
+	// Pod side: eth0 with the addresses, none tentative (no duplicate address detection to
+	// wait for), and a default route per family through the link-local gateway.
 	if err := inNetns(podNS, func() error {
 		l, err := netlink.LinkByName("eth0")
 		if err != nil {
 			return err
 		}
-		routes, err := netlink.RouteList(l, netlink.FAMILY_V4)
+		addrs, err := netlink.AddrList(l, netlink.FAMILY_V6)
+		if err != nil {
+			return err
+		}
+		for _, a := range addrs {
+			if a.Flags&unix.IFA_F_TENTATIVE != 0 && !a.IP.IsLinkLocalUnicast() {
+				return fmt.Errorf("pod address %s is tentative (duplicate address detection runs)", a.IP)
+			}
+		}
+		routes, err := netlink.RouteList(l, netlink.FAMILY_ALL)
 		if err != nil {
 			return err
 		}
 		var got []string
 		for _, r := range routes {
-			if r.Dst == nil || r.Dst.String() == "0.0.0.0/0" {
+			if r.Dst == nil || r.Dst.IP.IsUnspecified() {
 				got = append(got, "default via "+r.Gw.String())
 			} else {
 				got = append(got, r.Dst.String())
 			}
 		}
-		if s := strings.Join(got, ","); !strings.Contains(s, "default via 169.254.1.1") || !strings.Contains(s, "169.254.1.1/32") {
-			return fmt.Errorf("pod routes %s", s)
+		s := strings.Join(got, ",")
+		for _, w := range want {
+			gw := gatewayOf(net.ParseIP(w))
+			if !strings.Contains(s, "default via "+gw) || !strings.Contains(s, hostNet(net.ParseIP(gw)).String()) {
+				return fmt.Errorf("pod routes %s, want a default route via %s", s, gw)
+			}
 		}
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
 
-	// Traffic: a TCP server in the pod answers a client in the host namespace.
-	var ln net.Listener
-	if err := inNetns(podNS, func() (err error) { ln, err = net.Listen("tcp", "10.244.7.1:8080"); return }); err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err == nil {
-			_, _ = c.Write([]byte("hello from the pod\n"))
-			c.Close()
-		}
-	}()
+	// Traffic: a TCP server in the pod answers a client in the host namespace, on each address.
 	onThreadIn(t, hostNS, func() {
 		lo, _ := netlink.LinkByName("lo")
-		if err := netlink.AddrAdd(lo, &netlink.Addr{IPNet: &net.IPNet{IP: net.ParseIP("198.18.0.1"), Mask: net.CIDRMask(32, 32)}}); err != nil {
-			t.Error(err)
-			return
-		}
-		c, err := net.DialTimeout("tcp", "10.244.7.1:8080", 5*time.Second)
-		if err != nil {
-			t.Errorf("host -> pod: %v", err)
-			return
-		}
-		defer c.Close()
-		buf := make([]byte, 64)
-		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		n, _ := c.Read(buf)
-		if got := string(buf[:n]); got != "hello from the pod\n" {
-			t.Errorf("read %q", got)
+		for _, src := range []string{"198.18.0.1/32", "2001:2::1/128"} {
+			a, _ := netlink.ParseAddr(src)
+			if err := netlink.AddrAdd(lo, a); err != nil {
+				t.Error(err)
+			}
 		}
 	})
+	for _, w := range want {
+		addr := net.JoinHostPort(w, "8080")
+		var ln net.Listener
+		if err := inNetns(podNS, func() (err error) { ln, err = net.Listen("tcp", addr); return }); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			c, err := ln.Accept()
+			if err == nil {
+				_, _ = c.Write([]byte("hello from the pod\n"))
+				c.Close()
+			}
+		}()
+		onThreadIn(t, hostNS, func() {
+			c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+			if err != nil {
+				t.Errorf("host -> pod %s: %v", addr, err)
+				return
+			}
+			defer c.Close()
+			buf := make([]byte, 64)
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			n, _ := c.Read(buf)
+			if got := string(buf[:n]); got != "hello from the pod\n" {
+				t.Errorf("read %q from %s", got, addr)
+			}
+		})
+		ln.Close()
+	}
 
 	// CHECK with the ADD result.
 	prev, _ := json.Marshal(res)
@@ -207,7 +272,7 @@ func TestPrivilegedAddCheckDel(t *testing.T) {
 		}
 	})
 	if _, ok := alloc.Get(args.ContainerID); ok {
-		t.Fatal("address not released by DEL")
+		t.Fatal("addresses not released by DEL")
 	}
 	_ = inNetns(podNS, func() error {
 		if _, err := netlink.LinkByName("eth0"); err == nil {
@@ -215,6 +280,12 @@ func TestPrivilegedAddCheckDel(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+func sortedCopy(s []string) []string {
+	out := append([]string(nil), s...)
+	sort.Strings(out)
+	return out
 }
 
 func TestPrivilegedAddFailsCleanly(t *testing.T) {

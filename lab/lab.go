@@ -27,6 +27,7 @@ import (
 	"github.com/skiff-sh/skiff/agent/cgroups"
 	"github.com/skiff-sh/skiff/agent/runtime"
 	"github.com/skiff-sh/skiff/internal/layout"
+	"github.com/skiff-sh/skiff/internal/podcidr"
 )
 
 // Root is where labs keep their state.
@@ -173,8 +174,8 @@ func Up(ctx context.Context, o Options, log *slog.Logger) error {
 	master := o.Master()
 	dirs := layout.Lab{Dir: o.Dir}
 	pid, err := spawn(master.Netns, dirs.Log("master"), o.Binary, "server",
-		"--cluster-cidr", o.PodCIDR().String(), "--data-dir", dirs.Master().Dir, "--advertise-address", master.IP.String(), "--tls-san", masterSide.String(),
-		"--node-name", master.NodeName, "--node-ip", master.IP.String(),
+		"--cluster-cidr", o.ClusterCIDRs(), "--service-cidr", o.ServiceCIDRs(), "--data-dir", dirs.Master().Dir, "--advertise-address", master.IP.String(), "--tls-san", masterSide.String(),
+		"--node-name", master.NodeName, "--node-ip", master.NodeIPs(),
 		"--agent-data-dir", dirs.Agent("master").Dir, "--pod-log-dir", dirs.PodLogs("master"),
 		"--pod-manifest-path", dirs.Manifests("master"), "--cgroup-root", CgroupRoot(o.Name)+"/master",
 		"--service-proxy="+strconv.FormatBool(!o.NoServiceProxy), "--network-policy="+strconv.FormatBool(!o.NoNetworkPolicy),
@@ -236,7 +237,7 @@ func AddNode(o Options, i int, st *state) error {
 func agentArgs(s Spec, labDir string, n Host) []string {
 	dirs := layout.Lab{Dir: labDir}
 	return []string{"agent", "--server", s.APIServer(), "--token-file", dirs.Master().Token(), "--data-dir", dirs.Agent(n.Role).Dir,
-		"--node-name", n.NodeName, "--node-ip", n.IP.String(), "--pod-log-dir", dirs.PodLogs(n.Role),
+		"--node-name", n.NodeName, "--node-ip", n.NodeIPs(), "--pod-log-dir", dirs.PodLogs(n.Role),
 		"--pod-manifest-path", dirs.Manifests(n.Role), "--cgroup-root", CgroupRoot(s.Name) + "/" + n.Role,
 		"--service-proxy=" + strconv.FormatBool(!s.NoServiceProxy), "--network-policy=" + strconv.FormatBool(!s.NoNetworkPolicy),
 		"--dns-upstream=none", "--eviction-hard=" + EvictionHard, "--image-gc-high-threshold=100"}
@@ -405,18 +406,22 @@ func waitReady(ctx context.Context, client kubernetes.Interface, hosts []Host, t
 func waitRoutes(ctx context.Context, client kubernetes.Interface, hosts []Host, timeout time.Duration) error {
 	var missing []string
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		cidrs := map[string]string{}
+		cidrs := map[string][]string{}
 		for _, h := range hosts {
 			n, err := client.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{})
-			if err != nil || n.Spec.PodCIDR == "" {
+			if err != nil || len(podcidr.All(n)) == 0 {
 				missing = []string{h.NodeName + " has no pod CIDR yet"}
 				return false, nil
 			}
-			cidrs[h.NodeName] = n.Spec.PodCIDR
+			cidrs[h.NodeName] = podcidr.All(n)
 		}
 		missing = missingRoutes(hosts, cidrs, func(netns string) (string, error) {
-			out, err := exec.CommandContext(ctx, "ip", "-n", netns, "route", "show").Output()
-			return string(out), err
+			v4, err := exec.CommandContext(ctx, "ip", "-n", netns, "route", "show").Output()
+			if err != nil {
+				return "", err
+			}
+			v6, err := exec.CommandContext(ctx, "ip", "-n", netns, "-6", "route", "show").Output()
+			return string(v4) + string(v6), err
 		})
 		return len(missing) == 0, nil
 	})
@@ -427,9 +432,9 @@ func waitRoutes(ctx context.Context, client kubernetes.Interface, hosts []Host, 
 	return nil
 }
 
-// missingRoutes lists, for each host, the other hosts' pod CIDRs its routing table (as
-// `ip route show` prints it, read by routesOf) lacks.
-func missingRoutes(hosts []Host, cidrs map[string]string, routesOf func(netns string) (string, error)) []string {
+// missingRoutes lists, for each host, the other hosts' pod CIDRs (one per family) its routing
+// tables (as `ip route show` and `ip -6 route show` print them, read by routesOf) lack.
+func missingRoutes(hosts []Host, cidrs map[string][]string, routesOf func(netns string) (string, error)) []string {
 	var missing []string
 	for _, h := range hosts {
 		table, err := routesOf(h.Netns)
@@ -444,8 +449,13 @@ func missingRoutes(hosts []Host, cidrs map[string]string, routesOf func(netns st
 			}
 		}
 		for _, other := range hosts {
-			if other.NodeName != h.NodeName && !have[cidrs[other.NodeName]] {
-				missing = append(missing, fmt.Sprintf("%s has no route to %s's pods (%s)", h.Role, other.Role, cidrs[other.NodeName]))
+			if other.NodeName == h.NodeName {
+				continue
+			}
+			for _, c := range cidrs[other.NodeName] {
+				if !have[c] {
+					missing = append(missing, fmt.Sprintf("%s has no route to %s's pods (%s)", h.Role, other.Role, c))
+				}
 			}
 		}
 	}

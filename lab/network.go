@@ -2,6 +2,7 @@ package lab
 
 import (
 	"fmt"
+	"net/netip"
 	"os/exec"
 	"strings"
 )
@@ -44,6 +45,14 @@ func buildNetwork(s Spec) error {
 	if err := sysctl(tor.Netns, "net.ipv4.ip_forward", "1"); err != nil {
 		return err
 	}
+	if s.Dual() {
+		if err := sysctl(tor.Netns, "net.ipv6.conf.all.forwarding", "1"); err != nil {
+			return err
+		}
+		if err := ip("-n", tor.Netns, "addr", "add", tor.IP6.String()+"/64", "dev", "fabric", "nodad"); err != nil {
+			return err
+		}
+	}
 	for _, h := range s.Hosts() {
 		if err := buildNode(s, h); err != nil {
 			return err
@@ -68,7 +77,26 @@ func buildNetwork(s Spec) error {
 	if err := ip("-n", tor.Netns, "route", "add", hostLink.String(), "via", master.IP.String()); err != nil {
 		return err
 	}
+	if s.Dual() {
+		for _, st := range [][]string{
+			{"addr", "add", hostSide6.String() + "/126", "dev", hostIf, "nodad"},
+			{"-n", master.Netns, "addr", "add", masterSide6.String() + "/126", "dev", "api", "nodad"},
+			{"-n", tor.Netns, "route", "add", hostLink6.String(), "via", master.IP6.String()},
+		} {
+			if err := ip(st...); err != nil {
+				return err
+			}
+		}
+	}
 	return addHostRoutes(s)
+}
+
+// via is the master's end of the host link in p's family.
+func via(p netip.Prefix) string {
+	if p.Addr().Is4() {
+		return masterSide.String()
+	}
+	return masterSide6.String()
 }
 
 // addHostRoutes routes the lab's ranges from the host into the master's namespace. The
@@ -76,7 +104,7 @@ func buildNetwork(s Spec) error {
 // host already routes elsewhere that exactly (another lab) is an error naming the route.
 func addHostRoutes(s Spec) error {
 	for _, p := range s.HostRoutes() {
-		if err := ip("route", "add", p.String(), "via", masterSide.String(), "dev", s.HostLink()); err != nil {
+		if err := ip("route", "add", p.String(), "via", via(p), "dev", s.HostLink()); err != nil {
 			existing, _ := exec.Command("ip", "route", "show", p.String()).Output()
 			return fmt.Errorf("routing %s into lab %s: %w (the host already has: %s)", p, s.Name, err, strings.TrimSpace(string(existing)))
 		}
@@ -104,6 +132,21 @@ func buildNode(s Spec, h Host) error {
 	}
 	if h.Role != "master" {
 		if err := ip("-n", h.Netns, "route", "add", hostLink.String(), "via", s.Master().IP.String()); err != nil {
+			return err
+		}
+	}
+	if h.IP6.IsValid() {
+		// No duplicate address detection: the lab gives each address once, and a tentative
+		// address would keep the node's BGP session from binding to it for a second or two.
+		if err := ip("-n", h.Netns, "addr", "add", h.IP6.String()+"/64", "dev", "eth0", "nodad"); err != nil {
+			return err
+		}
+		if h.Role != "master" {
+			if err := ip("-n", h.Netns, "route", "add", hostLink6.String(), "via", s.Master().IP6.String()); err != nil {
+				return err
+			}
+		}
+		if err := sysctl(h.Netns, "net.ipv6.conf.all.forwarding", "1"); err != nil {
 			return err
 		}
 	}

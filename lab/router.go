@@ -52,29 +52,54 @@ router bgp %[2]d
   neighbor nodes activate
   neighbor nodes route-reflector-client
  exit-address-family
-!
-`, s.ToRHost().Netns, ASN, torAddr, fabric, labBFDInterval.Milliseconds(), labBFDMultiplier)
+%[7]s!
+`, s.ToRHost().Netns, ASN, torAddr, fabric, labBFDInterval.Milliseconds(), labBFDMultiplier, frrIPv6(s))
+}
+
+// frrIPv6 is a dual-stack lab's IPv6 unicast family on the nodes' sessions (which are IPv4:
+// MP-BGP carries IPv6 routes whose next hop is the node's IPv6 address).
+func frrIPv6(s Spec) string {
+	if !s.Dual() {
+		return ""
+	}
+	return ` !
+ address-family ipv6 unicast
+  maximum-paths ibgp 8
+  neighbor nodes activate
+  neighbor nodes route-reflector-client
+ exit-address-family
+`
 }
 
 // birdConfig is the same role in BIRD 2: a dynamic iBGP range as route-reflector clients,
 // and the learned routes exported to the ToR's kernel table.
+// A dual-stack lab adds the IPv6 channel on the same sessions and a kernel protocol for it.
 func birdConfig(s Spec, logFile string) string {
+	ipv6, kernel6 := "", ""
+	if s.Dual() {
+		ipv6 = "\n  ipv6 { import all; export where source = RTS_BGP; next hop keep; };"
+		kernel6 = `
+protocol kernel {
+  ipv6 { import none; export where source = RTS_BGP; };
+  merge paths on;
+}`
+	}
 	return fmt.Sprintf(`router id %[1]s;
 log "%[4]s" all;
 protocol device {}
 protocol kernel {
   ipv4 { import none; export where source = RTS_BGP; };
   merge paths on;
-}
+}%[6]s
 protocol bgp nodes {
   local %[1]s as %[2]d;
   neighbor range %[3]s as %[2]d;
   rr client;
   direct;
   graceful restart on;
-  ipv4 { import all; export where source = RTS_BGP; next hop keep; };
+  ipv4 { import all; export where source = RTS_BGP; next hop keep; };%[5]s
 }
-`, torAddr, ASN, fabric, logFile)
+`, torAddr, ASN, fabric, logFile, ipv6, kernel6)
 }
 
 // bgpConfigMap is the cluster's BGP configuration when a ToR runs: nodes peer with it
@@ -198,6 +223,9 @@ func RouterCLI(s Spec) []string {
 	tor := s.ToRHost()
 	switch s.ToR {
 	case ToRFRR:
+		if s.Dual() {
+			return []string{"vtysh", "-N", tor.Netns, "-c", "show bgp ipv4 unicast", "-c", "show bgp ipv6 unicast"}
+		}
 		return []string{"vtysh", "-N", tor.Netns, "-c", "show bgp ipv4 unicast"}
 	case ToRBIRD:
 		return []string{"birdc", "-s", filepath.Join(layout.LabOf(s.Name).Router(), "bird.ctl"), "show", "route"}

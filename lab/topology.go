@@ -42,6 +42,24 @@ var (
 	// The cluster's ranges as skiff server defaults them (the lab does not change them).
 	podCIDR     = netip.MustParsePrefix("10.244.0.0/16")
 	serviceCIDR = netip.MustParsePrefix("10.96.0.0/12")
+
+	// A dual-stack lab's IPv6: the fabric and the host link from the benchmarking range
+	// 2001:2::/48 (RFC 5180), as IPv4's are from 198.18.0.0/15; pods and Services from
+	// unique local ranges (kind's). The host routes them all into the lab.
+	fabric6      = netip.MustParsePrefix("2001:2::/64")
+	torAddr6     = netip.MustParseAddr("2001:2::fe")
+	hostSide6    = netip.MustParseAddr("2001:2:0:ffff::1")
+	masterSide6  = netip.MustParseAddr("2001:2:0:ffff::2")
+	hostLink6    = netip.MustParsePrefix("2001:2:0:ffff::/126")
+	podCIDR6     = netip.MustParsePrefix("fd00:10:244::/56")
+	serviceCIDR6 = netip.MustParsePrefix("fd00:10:96::/108")
+)
+
+// IP families a lab can have (kind's --ip-family words).
+const (
+	IPv4      = "ipv4"
+	DualStack = "dual"
+	IPv6      = "ipv6"
 )
 
 // HostRoutes are the ranges the host routes into the lab, through its link to the master,
@@ -50,7 +68,38 @@ var (
 // master at once (ClusterIPs exist only in the pods' socket hooks), and never sends lab
 // traffic out of the host's default route — which on many hosts also covers these ranges.
 func (s Spec) HostRoutes() []netip.Prefix {
-	return []netip.Prefix{s.PodCIDR(), serviceCIDR, fabric, LoadBalancerPool}
+	out := []netip.Prefix{s.PodCIDR(), serviceCIDR, fabric, LoadBalancerPool}
+	if s.Dual() {
+		out = append(out, podCIDR6, serviceCIDR6, fabric6)
+	}
+	return out
+}
+
+// Dual says whether the lab is dual-stack.
+func (s Spec) Dual() bool { return s.IPFamily == DualStack }
+
+// ClusterCIDRs is the server's --cluster-cidr: the IPv4 range, then IPv6's in a dual-stack lab.
+func (s Spec) ClusterCIDRs() string {
+	if s.Dual() {
+		return s.PodCIDR().String() + "," + podCIDR6.String()
+	}
+	return s.PodCIDR().String()
+}
+
+// ServiceCIDRs is the server's --service-cidr, in the same order.
+func (s Spec) ServiceCIDRs() string {
+	if s.Dual() {
+		return serviceCIDR.String() + "," + serviceCIDR6.String()
+	}
+	return serviceCIDR.String()
+}
+
+// NodeIPs is a host's --node-ip: its fabric addresses, IPv4 first.
+func (h Host) NodeIPs() string {
+	if h.IP6.IsValid() {
+		return h.IP.String() + "," + h.IP6.String()
+	}
+	return h.IP.String()
 }
 
 // HostLink is the host's interface into the master's namespace.
@@ -70,6 +119,9 @@ type Spec struct {
 	// ClusterCIDR, if valid, is the server's --cluster-cidr instead of its default
 	// 10.244.0.0/16 (256 node blocks): the scale harness adds thousands of simulated nodes.
 	ClusterCIDR netip.Prefix `json:",omitempty"`
+	// IPFamily is ipv4 (the default, "" too) or dual: every host then also has an IPv6
+	// address on the fabric, and the cluster IPv6 pod and Service ranges.
+	IPFamily string `json:",omitempty"`
 }
 
 // PodCIDR is the range the cluster's pod blocks come from.
@@ -93,6 +145,13 @@ func (s Spec) Validate() error {
 	default:
 		return fmt.Errorf("--tor %q: want frr, bird or none", s.ToR)
 	}
+	switch s.IPFamily {
+	case "", IPv4, DualStack:
+	case IPv6:
+		return fmt.Errorf("--ip-family ipv6: IPv6-only labs are not built yet; use dual")
+	default:
+		return fmt.Errorf("--ip-family %q: want ipv4 or dual", s.IPFamily)
+	}
 	if c := s.ClusterCIDR; c.IsValid() {
 		for _, r := range []netip.Prefix{serviceCIDR, fabric, hostLink} {
 			if c.Overlaps(r) {
@@ -112,8 +171,8 @@ type Host struct {
 	Role string
 	// Netns is the namespace name (<lab>-<role>), NodeName the Kubernetes node name.
 	Netns, NodeName string
-	// IP is the host's address on the fabric.
-	IP netip.Addr
+	// IP is the host's address on the fabric; IP6 its IPv6 address in a dual-stack lab.
+	IP, IP6 netip.Addr
 }
 
 // Master, Node and ToR describe the lab's hosts.
@@ -124,13 +183,23 @@ func (s Spec) Node(i int) Host { return s.host(fmt.Sprintf("node%d", i), 1+i) }
 
 // ToRHost is the router (and the fabric's bridge).
 func (s Spec) ToRHost() Host {
-	return Host{Role: "tor", Netns: s.Name + "-tor", IP: torAddr}
+	h := Host{Role: "tor", Netns: s.Name + "-tor", IP: torAddr}
+	if s.Dual() {
+		h.IP6 = torAddr6
+	}
+	return h
 }
 
 func (s Spec) host(role string, octet int) Host {
 	a := fabric.Addr().As4()
 	a[3] = byte(octet)
-	return Host{Role: role, Netns: s.Name + "-" + role, NodeName: s.Name + "-" + role, IP: netip.AddrFrom4(a)}
+	h := Host{Role: role, Netns: s.Name + "-" + role, NodeName: s.Name + "-" + role, IP: netip.AddrFrom4(a)}
+	if s.Dual() {
+		a6 := fabric6.Addr().As16()
+		a6[15] = byte(octet)
+		h.IP6 = netip.AddrFrom16(a6)
+	}
+	return h
 }
 
 // Hosts lists the master and the workers (not the ToR).

@@ -67,7 +67,7 @@ func TestAddresses(t *testing.T) {
 func TestMissingRoutes(t *testing.T) {
 	s := Spec{Name: "t", Nodes: 2, ToR: ToRFRR}
 	hosts := s.Hosts()
-	cidrs := map[string]string{"t-master": "10.244.0.0/24", "t-node1": "10.244.1.0/24", "t-node2": "10.244.2.0/24"}
+	cidrs := map[string][]string{"t-master": {"10.244.0.0/24"}, "t-node1": {"10.244.1.0/24"}, "t-node2": {"10.244.2.0/24"}}
 	tables := map[string]string{
 		"t-master": "10.244.1.0/24 via 198.18.0.2 dev eth0 proto bgp\n10.244.2.0/24 via 198.18.0.3 dev eth0 proto bgp\n",
 		// node1 has learned only the master's block; its own is local and not required.
@@ -88,6 +88,47 @@ func TestMissingRoutes(t *testing.T) {
 	tables["t-node2"] = "10.244.0.0/24 via 198.18.0.1 dev eth0 proto bgp\n10.244.1.0/24 via 198.18.0.2 dev eth0 proto bgp\n"
 	if got := missingRoutes(hosts, cidrs, func(netns string) (string, error) { return tables[netns], nil }); len(got) != 0 {
 		t.Errorf("with every route: missing %q", got)
+	}
+	// Dual-stack: every block of the other nodes, IPv6's as `ip -6 route` prints them.
+	cidrs["t-node2"] = append(cidrs["t-node2"], "fd00:10:244:2::/64")
+	tables["t-node1"] += "fd00:10:244:2::/64 via 2001:2::3 dev eth0 proto bgp metric 20 pref medium\n"
+	want = []string{"master has no route to node2's pods (fd00:10:244:2::/64)"}
+	if got := missingRoutes(hosts, cidrs, func(netns string) (string, error) { return tables[netns], nil }); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("dual-stack: missing %q, want %q", got, want)
+	}
+}
+
+func TestDualStackSpec(t *testing.T) {
+	s := Spec{Name: "t", Nodes: 2, ToR: ToRFRR, IPFamily: DualStack}
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Node(2).NodeIPs(); got != "198.18.0.3,2001:2::3" {
+		t.Errorf("node2's --node-ip %q", got)
+	}
+	if got := s.ClusterCIDRs(); got != "10.244.0.0/16,fd00:10:244::/56" {
+		t.Errorf("--cluster-cidr %q", got)
+	}
+	if got := s.ServiceCIDRs(); got != "10.96.0.0/12,fd00:10:96::/108" {
+		t.Errorf("--service-cidr %q", got)
+	}
+	for _, h := range append(s.Hosts(), s.ToRHost()) {
+		if !fabric6.Contains(h.IP6) {
+			t.Errorf("%s: IPv6 %s outside the fabric", h.Role, h.IP6)
+		}
+	}
+	// Every IPv6 range the lab uses is routed from the host into it.
+	routes := s.HostRoutes()
+	for _, p := range []netip.Prefix{podCIDR6, serviceCIDR6, fabric6} {
+		if !slices.Contains(routes, p) {
+			t.Errorf("host routes %v lack %s", routes, p)
+		}
+	}
+	if (Spec{Name: "t", Nodes: 1, ToR: ToRFRR}).Node(1).NodeIPs() != "198.18.0.2" {
+		t.Error("an IPv4 lab's node has an IPv6 address")
+	}
+	if err := (Spec{Name: "t", ToR: ToRFRR, IPFamily: "ipv7"}).Validate(); err == nil {
+		t.Error("--ip-family ipv7 accepted")
 	}
 }
 

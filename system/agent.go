@@ -110,13 +110,53 @@ type Join struct {
 	Kubeconfig, Server, Token, TokenFile string
 }
 
-// NodeAddress is the node's address: the one asked for, else the first non-loopback IPv4
-// address of this machine (127.0.0.1 when there is none).
+// NodeAddress is the node's primary address: the first asked for, else the first
+// non-loopback IPv4 address of this machine (127.0.0.1 when there is none).
 func NodeAddress(asked string) string {
-	if asked != "" {
-		return asked
+	if ips, err := NodeAddresses(asked); err == nil {
+		return ips[0]
 	}
-	return hostaddr.First().String()
+	return strings.TrimSpace(strings.Split(asked, ",")[0])
+}
+
+// NodeAddresses are the node's addresses from --node-ip: one address, or one per family,
+// comma-separated, the primary first (the kubelet's form, "198.18.0.2,2001:2::2"); the
+// machine's first non-loopback address when none is asked for.
+func NodeAddresses(asked string) ([]string, error) {
+	if strings.TrimSpace(asked) == "" {
+		return []string{hostaddr.First().String()}, nil
+	}
+	var out []string
+	var v4, v6 int
+	for _, f := range strings.Split(asked, ",") {
+		a, err := netip.ParseAddr(strings.TrimSpace(f))
+		if err != nil || a.Zone() != "" {
+			return nil, fmt.Errorf("--node-ip %q: %q is not an IP address", asked, strings.TrimSpace(f))
+		}
+		if a.IsUnspecified() || a.IsMulticast() || a.Is4In6() {
+			return nil, fmt.Errorf("--node-ip %q: %s cannot be a node's address", asked, a)
+		}
+		if a.Is4() {
+			v4++
+		} else {
+			v6++
+		}
+		out = append(out, a.String())
+	}
+	if len(out) > 2 || v4 > 1 || v6 > 1 {
+		return nil, fmt.Errorf("--node-ip %q: give one address, or one IPv4 and one IPv6 address (dual-stack)", asked)
+	}
+	return out, nil
+}
+
+// nodeNetIPs are the node's addresses (for its serving certificate).
+func nodeNetIPs(asked string) []net.IP {
+	ips, _ := NodeAddresses(asked)
+	var out []net.IP
+	for _, ip := range ips {
+		out = append(out, net.ParseIP(ip))
+	}
+	return out
 }
 
 // ExeDir is the directory of the running binary ("." if it cannot be told): a skiff-cni and
@@ -186,6 +226,10 @@ func (a Agent) LogPolicy() (logrotate.Policy, error) {
 
 // Options are the agent's options, with its node's taints.
 func (a Agent) Options(taints []corev1.Taint) (agent.Options, error) {
+	nodeIPs, err := NodeAddresses(a.NodeIP)
+	if err != nil {
+		return agent.Options{}, err
+	}
 	dirs := a.ImageDirs
 	if len(dirs) == 0 {
 		dirs = []string{layout.Agent{Dir: a.DataDir}.Images(), filepath.Join(ExeDir(), "images")}
@@ -255,7 +299,7 @@ func (a Agent) Options(taints []corev1.Taint) (agent.Options, error) {
 		return agent.Options{}, fmt.Errorf("--image-gc-high-threshold/--image-gc-low-threshold/--minimum-image-ttl-duration: %w", err)
 	}
 	return agent.Options{Reserved: reserved, EnforceNodeAllocatable: enforce, ContainerLogs: logs, EvictionHard: hard, EvictionPressureTransitionPeriod: a.EvictionPressureTransitionPeriod, ImageGC: gc,
-		EvictionSoft: soft, EvictionMaxPodGracePeriod: a.EvictionMaxPodGracePeriod, DataDir: a.DataDir, NodeName: a.NodeName, InternalIP: NodeAddress(a.NodeIP), Taints: taints, Netns: a.Netns,
+		EvictionSoft: soft, EvictionMaxPodGracePeriod: a.EvictionMaxPodGracePeriod, DataDir: a.DataDir, NodeName: a.NodeName, InternalIP: nodeIPs[0], InternalIPs: nodeIPs, Taints: taints, Netns: a.Netns,
 		CNIPlugin: a.CNIPlugin, ImageDirs: dirs, PodLogDir: a.PodLogDir, PodManifestPath: a.PodManifestPath, HealthzAddress: a.HealthzAddress,
 		APIAddress: fmt.Sprintf(":%d", a.Port), APIPort: a.Port, ServingCert: a.ServingCert, ServingKey: a.ServingKey, ClientCA: a.ClientCA,
 		ClusterDNS: a.ClusterDNS, ClusterDomain: a.ClusterDomain, ResolvConf: a.ResolvConf, RuntimeEndpoint: a.RuntimeEndpoint,
@@ -338,7 +382,7 @@ func RunAgent(ctx context.Context, a Agent, j Join, log *slog.Logger) error {
 		// Any server of a highly available control plane can admit the node.
 		for i, server := range servers {
 			paths, err = join.Ensure(ctx, join.Options{Server: server, Token: token, Dir: a.DataDir,
-				NodeName: a.NodeName, IPs: []net.IP{net.ParseIP(NodeAddress(a.NodeIP))}, DNSNames: []string{a.NodeName}}, log)
+				NodeName: a.NodeName, IPs: nodeNetIPs(a.NodeIP), DNSNames: []string{a.NodeName}}, log)
 			if err == nil || ctx.Err() != nil {
 				break
 			}

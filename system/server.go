@@ -106,9 +106,7 @@ func (s Server) Plan(withNode bool) (bootstrap.Server, apiserver.Options, error)
 	b.APIServerURL = "https://" + net.JoinHostPort(host, strconv.Itoa(s.SecurePort))
 	if withNode {
 		o.NodeName, b.NodeName = s.Agent.NodeName, s.Agent.NodeName
-		if ip := net.ParseIP(NodeAddress(s.Agent.NodeIP)); ip != nil {
-			b.NodeIPs = []net.IP{ip}
-		}
+		b.NodeIPs = nodeNetIPs(s.Agent.NodeIP)
 	}
 	return b, o, nil
 }

@@ -18,13 +18,16 @@ import (
 	"github.com/skiff-sh/skiff/cni/protocol"
 )
 
-// DefaultGateway is the link-local next hop every pod routes through; the plugin pins its
-// neighbour entry to the host side of the pod's veth.
-const DefaultGateway = "169.254.1.1"
+// The link-local next hops every pod routes through, per family; the plugin pins their
+// neighbour entries to the host side of the pod's veth, so neither is ever resolved.
+const (
+	DefaultGateway     = "169.254.1.1"
+	DefaultGatewayIPv6 = "fe80::1"
+)
 
 // Server answers skiff-cni.
 type Server struct {
-	IPAM *ipam.Allocator
+	IPAM *ipam.Node
 	MTU  int
 	Log  *slog.Logger
 	// Policy, if set, puts network policy on each pod's veth (netpol.Enforcer).
@@ -50,7 +53,7 @@ func (s *Server) Handler() http.Handler {
 			fail(w, http.StatusBadRequest, errors.New("containerID is required"))
 			return
 		}
-		al, err := s.IPAM.Allocate(req.ContainerID, req.PodNamespace, req.PodName)
+		als, err := s.IPAM.Allocate(req.ContainerID, req.PodNamespace, req.PodName)
 		if errors.Is(err, ipam.ErrExhausted) {
 			fail(w, http.StatusConflict, err)
 			return
@@ -59,10 +62,15 @@ func (s *Server) Handler() http.Handler {
 			fail(w, http.StatusInternalServerError, err)
 			return
 		}
-		if s.Log != nil {
-			s.Log.Info("pod address allocated", "pod", req.PodNamespace+"/"+req.PodName, "ip", al.IP, "container", req.ContainerID)
+		resp := protocol.AddResponse{Gateway: DefaultGateway, GatewayIPv6: DefaultGatewayIPv6, MTU: s.MTU}
+		for _, al := range als {
+			resp.IPs = append(resp.IPs, al.IP.String())
 		}
-		reply(w, protocol.AddResponse{IP: al.IP.String(), Gateway: DefaultGateway, MTU: s.MTU})
+		resp.IP = resp.IPs[0]
+		if s.Log != nil {
+			s.Log.Info("pod address allocated", "pod", req.PodNamespace+"/"+req.PodName, "ips", resp.IPs, "container", req.ContainerID)
+		}
+		reply(w, resp)
 	})
 	mux.HandleFunc("POST "+protocol.AttachPath, func(w http.ResponseWriter, r *http.Request) {
 		var req protocol.AttachRequest

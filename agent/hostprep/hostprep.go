@@ -135,6 +135,14 @@ func Prepare(k Kernel, n Needs) ([]Step, error) {
 	return steps, nil
 }
 
+// ForwardIPv6 turns IPv6 forwarding on, for a node with an IPv6 pod block: its pods are routed
+// through it as in IPv4. (With forwarding on, the kernel ignores router advertisements on
+// interfaces whose accept_ra is 1; a host that takes its IPv6 default route from them needs
+// accept_ra=2 on that interface, as with any IPv6 router.)
+func ForwardIPv6(k Kernel) Step {
+	return sysctlStep(k, "net.ipv6.conf.all.forwarding", "1", true, "pods' IPv6 could not leave this node")
+}
+
 func sysctlStep(k Kernel, key, want string, required bool, consequence string) Step {
 	st := Step{Name: key, Required: required}
 	got, err := k.Sysctl(key)

@@ -1,11 +1,14 @@
-// Package ipam hands out pod addresses from the node's block (Node.spec.podCIDR): one /32 per
-// pod sandbox, keyed by the sandbox's container ID so a repeated CNI ADD gets the same address
-// and DEL is idempotent. Allocations are written through a Store, so an agent restart keeps
-// every running pod's address.
+// Package ipam hands out pod addresses from the node's blocks (Node.spec.podCIDRs, one per
+// family in a dual-stack cluster): one address per family per pod sandbox, keyed by the
+// sandbox's container ID so a repeated CNI ADD gets the same addresses and DEL is idempotent.
+// Allocations are written through a Store, so an agent restart keeps every running pod's
+// addresses.
 //
-// The first address of the block (the network address) and the last (broadcast) are never
-// handed out; addresses are reused last-freed-last, which keeps a just-freed address out of
-// circulation as long as possible (stale conntrack or ARP entries age out meanwhile).
+// The first address of a block (the network address, IPv6's subnet-router anycast) and the
+// last (IPv4's broadcast) are never handed out. Addresses never used come first, in order;
+// then the longest-free, which keeps a just-freed address out of circulation as long as
+// possible (stale conntrack or neighbour entries age out meanwhile). Neither walks the block:
+// an IPv6 /64 has 2^64 addresses.
 package ipam
 
 import (
@@ -52,16 +55,17 @@ type Allocator struct {
 	state *State
 }
 
-// New loads the state for cidr. A state for another CIDR (the node got a new block) keeps
-// only the allocations that still fit.
+// New loads the state for cidr, an IPv4 block of /30 or larger or an IPv6 block of /126 or
+// larger. A state for another CIDR (the node got a new block) keeps only the allocations that
+// still fit.
 func New(cidr string, store Store) (*Allocator, error) {
 	p, err := netip.ParsePrefix(cidr)
 	if err != nil {
 		return nil, fmt.Errorf("pod CIDR %q: %w", cidr, err)
 	}
 	p = p.Masked()
-	if !p.Addr().Is4() || p.Bits() > 30 {
-		return nil, fmt.Errorf("pod CIDR %q: need an IPv4 block of /30 or larger", cidr)
+	if p.Addr().Is4In6() || p.Bits() > p.Addr().BitLen()-2 {
+		return nil, fmt.Errorf("pod CIDR %q: need an IPv4 block of /30 or larger, or an IPv6 block of /126 or larger", cidr)
 	}
 	st, err := store.Load()
 	if err != nil {
@@ -82,16 +86,46 @@ func New(cidr string, store Store) (*Allocator, error) {
 				delete(st.Allocations, id)
 			}
 		}
+		for ip := range st.Freed {
+			if !p.Contains(ip) {
+				delete(st.Freed, ip)
+			}
+		}
 		st.CIDR = p.String()
 	}
 	return &Allocator{cidr: p, store: store, state: st}, nil
 }
 
+// CIDR is the block the allocator hands addresses out of.
+func (a *Allocator) CIDR() netip.Prefix { return a.cidr }
+
 func (a *Allocator) usable(ip netip.Addr) bool {
 	if !a.cidr.Contains(ip) || ip == a.cidr.Addr() {
 		return false
 	}
-	return ip.Next().IsValid() && a.cidr.Contains(ip.Next()) // not the broadcast address
+	return ip.Next().IsValid() && a.cidr.Contains(ip.Next()) // not the last address
+}
+
+// pick is the address to hand out next: the lowest never used, else the longest-free. The
+// walk from the block's start passes only used or freed addresses before it finds a never-used
+// one, so it takes at most len(used)+len(freed)+1 steps (or the block's size, when full).
+func (a *Allocator) pick(used map[netip.Addr]bool) (netip.Addr, bool) {
+	for ip := a.cidr.Addr().Next(); a.usable(ip); ip = ip.Next() {
+		if _, freed := a.state.Freed[ip]; !used[ip] && !freed {
+			return ip, true
+		}
+	}
+	var best netip.Addr
+	var bestSeq uint64
+	for ip, seq := range a.state.Freed {
+		if used[ip] || !a.usable(ip) {
+			continue
+		}
+		if !best.IsValid() || seq < bestSeq || seq == bestSeq && ip.Less(best) {
+			best, bestSeq = ip, seq
+		}
+	}
+	return best, best.IsValid()
 }
 
 // Allocate returns the sandbox's address, allocating one if it has none.
@@ -104,30 +138,16 @@ func (a *Allocator) Allocate(containerID, podNamespace, podName string) (Allocat
 	if al, ok := a.state.Allocations[containerID]; ok {
 		return al, nil
 	}
-	used := map[netip.Addr]bool{}
+	used := make(map[netip.Addr]bool, len(a.state.Allocations))
 	for _, al := range a.state.Allocations {
 		used[al.IP] = true
 	}
-	var candidates []netip.Addr
-	for ip := a.cidr.Addr().Next(); a.usable(ip); ip = ip.Next() {
-		if !used[ip] {
-			candidates = append(candidates, ip)
-		}
-	}
-	if len(candidates) == 0 {
+	ip, ok := a.pick(used)
+	if !ok {
 		return Allocation{}, ErrExhausted
 	}
-	// Never-used addresses first (in order), then the longest-free.
-	sort.SliceStable(candidates, func(i, j int) bool {
-		fi, oki := a.state.Freed[candidates[i]]
-		fj, okj := a.state.Freed[candidates[j]]
-		if oki != okj {
-			return !oki
-		}
-		return fi < fj
-	})
 	a.state.Seq++
-	al := Allocation{ContainerID: containerID, IP: candidates[0], PodNamespace: podNamespace, PodName: podName, Seq: a.state.Seq}
+	al := Allocation{ContainerID: containerID, IP: ip, PodNamespace: podNamespace, PodName: podName, Seq: a.state.Seq}
 	a.state.Allocations[containerID] = al
 	delete(a.state.Freed, al.IP)
 	if err := a.store.Save(a.state); err != nil {

@@ -120,9 +120,90 @@ func TestFailedSaveLosesNothing(t *testing.T) {
 }
 
 func TestBadCIDRs(t *testing.T) {
-	for _, c := range []string{"", "junk", "fd00::/64", "10.0.0.0/31", "10.0.0.0/32"} {
+	for _, c := range []string{"", "junk", "fd00::/127", "fd00::1/128", "::ffff:10.0.0.0/120", "10.0.0.0/31", "10.0.0.0/32"} {
 		if _, err := New(c, &memStore{}); err == nil {
 			t.Errorf("New(%q) accepted", c)
 		}
+	}
+}
+
+func TestIPv6BlockIsNotWalked(t *testing.T) {
+	a, err := New("fd00:10:244:1::/64", &memStore{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		al, err := a.Allocate(fmt.Sprint("c", i), "", "")
+		if err != nil || al.IP != netip.MustParseAddr(fmt.Sprint("fd00:10:244:1::", i)) {
+			t.Fatalf("allocation %d: %v %v", i, al.IP, err)
+		}
+	}
+	if err := a.Release("c2"); err != nil {
+		t.Fatal(err)
+	}
+	// A never-used address comes before the freed one, as in IPv4.
+	if al, _ := a.Allocate("c4", "", ""); al.IP != netip.MustParseAddr("fd00:10:244:1::4") {
+		t.Fatalf("after a release got %v, want the never-used ::4", al.IP)
+	}
+}
+
+func TestSmallIPv6Block(t *testing.T) {
+	a, err := New("fd00::/126", &memStore{}) // ::1 and ::2 usable
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 2; i++ {
+		if _, err := a.Allocate(fmt.Sprint("c", i), "", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.Allocate("c3", "", ""); !errors.Is(err, ErrExhausted) {
+		t.Fatalf("third address of a /126: %v", err)
+	}
+	_ = a.Release("c1")
+	if al, err := a.Allocate("c3", "", ""); err != nil || al.IP != netip.MustParseAddr("fd00::1") {
+		t.Fatalf("after a release: %v %v", al.IP, err)
+	}
+}
+
+func TestNodeDualStack(t *testing.T) {
+	stores := map[bool]*memStore{false: {}, true: {}}
+	n, err := NewNode([]string{"fd00:10:244:1::/64", "10.244.1.0/30"}, func(v6 bool) Store { return stores[v6] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	als, err := n.Allocate("c1", "default", "p1")
+	if err != nil || len(als) != 2 || als[0].IP != netip.MustParseAddr("fd00:10:244:1::1") || als[1].IP != netip.MustParseAddr("10.244.1.1") {
+		t.Fatalf("dual-stack allocation %+v %v (want the IPv6 block's first: it is the node's primary)", als, err)
+	}
+	if _, err := n.Allocate("c2", "", ""); err != nil {
+		t.Fatal(err)
+	}
+	// The IPv4 /30 is full now: a third pod gets nothing, and its IPv6 address goes back.
+	if _, err := n.Allocate("c3", "", ""); !errors.Is(err, ErrExhausted) {
+		t.Fatalf("third pod on a /30: %v", err)
+	}
+	if _, ok := n.Get("c3"); ok {
+		t.Fatal("a failed allocation kept its IPv6 address")
+	}
+	// A repeated ADD gets the same addresses; a failure on it keeps them.
+	again, err := n.Allocate("c1", "", "")
+	if err != nil || again[0].IP != als[0].IP || again[1].IP != als[1].IP {
+		t.Fatalf("repeated ADD: %+v %v", again, err)
+	}
+	if err := n.Release("c1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := n.Get("c1"); ok {
+		t.Fatal("released sandbox still has addresses")
+	}
+	if got := len(n.Allocations()); got != 2 {
+		t.Fatalf("%d allocations left, want c2's two", got)
+	}
+	if _, err := NewNode([]string{"10.244.1.0/24", "10.245.1.0/24"}, func(bool) Store { return &memStore{} }); err == nil {
+		t.Fatal("two IPv4 blocks accepted")
+	}
+	if _, err := NewNode(nil, func(bool) Store { return &memStore{} }); err == nil {
+		t.Fatal("no block accepted")
 	}
 }

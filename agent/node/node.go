@@ -33,6 +33,8 @@ import (
 type Options struct {
 	Name       string
 	InternalIP string
+	// InternalIPs are every address of a dual-stack node, the primary (InternalIP) first.
+	InternalIPs []string
 	// RuntimeVersion is "containerd://<version>".
 	RuntimeVersion string
 	// Taints are set at registration (control-plane nodes: node-role.kubernetes.io/control-plane:NoSchedule).
@@ -185,10 +187,9 @@ func Status(o Options) corev1.NodeStatus {
 		conditions = append(conditions, o.Conditions()...)
 	}
 	return corev1.NodeStatus{
-		Capacity:    capacity,
-		Allocatable: Allocatable(capacity, o.Reserved, o.EvictionHard),
-		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: o.InternalIP},
-			{Type: corev1.NodeHostName, Address: o.Name}},
+		Capacity:        capacity,
+		Allocatable:     Allocatable(capacity, o.Reserved, o.EvictionHard),
+		Addresses:       addresses(o),
 		Conditions:      conditions,
 		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(o.APIPort)}},
 		NodeInfo: corev1.NodeSystemInfo{
@@ -341,4 +342,19 @@ func ready(n *corev1.Node) bool {
 		}
 	}
 	return false
+}
+
+// addresses are the node's InternalIPs, the primary first (upstream's order: a dual-stack
+// node's first InternalIP is the family its hostIPs[0] and the API server's proxying use),
+// and its hostname.
+func addresses(o Options) []corev1.NodeAddress {
+	ips := o.InternalIPs
+	if len(ips) == 0 {
+		ips = []string{o.InternalIP}
+	}
+	var out []corev1.NodeAddress
+	for _, ip := range ips {
+		out = append(out, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
+	}
+	return append(out, corev1.NodeAddress{Type: corev1.NodeHostName, Address: o.Name})
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -231,13 +232,11 @@ func hasPrivilegedContainer(p *corev1.Pod) bool {
 	return false
 }
 
-// sandboxIPs are the sandbox's addresses; a host network pod's are the node's.
+// sandboxIPs are the sandbox's addresses, the node's primary family first (containerd puts
+// IPv4 first whatever the cluster's order); a host network pod's are the node's.
 func (m *Manager) sandboxIPs(pod *corev1.Pod, st *runtimeapi.PodSandboxStatus) []string {
 	if pod.Spec.HostNetwork {
-		if m.opts.HostIP == "" {
-			return nil
-		}
-		return []string{m.opts.HostIP}
+		return m.hostIPs()
 	}
 	if st == nil || st.Network == nil || st.Network.Ip == "" {
 		return nil
@@ -245,6 +244,36 @@ func (m *Manager) sandboxIPs(pod *corev1.Pod, st *runtimeapi.PodSandboxStatus) [
 	ips := []string{st.Network.Ip}
 	for _, a := range st.Network.AdditionalIps {
 		ips = append(ips, a.Ip)
+	}
+	return primaryFirst(ips, m.opts.HostIP)
+}
+
+// hostIPs are the node's addresses, the primary first.
+func (m *Manager) hostIPs() []string {
+	if len(m.opts.HostIPs) > 0 {
+		return m.opts.HostIPs
+	}
+	if m.opts.HostIP == "" {
+		return nil
+	}
+	return []string{m.opts.HostIP}
+}
+
+// primaryFirst moves the first address of primary's family to the front, keeping the others'
+// order.
+func primaryFirst(ips []string, primary string) []string {
+	p, err := netip.ParseAddr(primary)
+	if err != nil {
+		return ips
+	}
+	for i, ip := range ips {
+		if a, err := netip.ParseAddr(ip); err == nil && a.Is4() == p.Is4() {
+			if i == 0 {
+				return ips
+			}
+			out := append([]string{ip}, ips[:i]...)
+			return append(out, ips[i+1:]...)
+		}
 	}
 	return ips
 }

@@ -132,7 +132,11 @@ type Config struct {
 	ClusterASN uint32
 	// RouterID is the node's InternalIP (IPv4 preferred); the speaker also listens and
 	// originates its routes from it.
-	RouterID   netip.Addr
+	RouterID netip.Addr
+	// IPv6 is the node's IPv6 InternalIP, if it has one (a dual-stack node): the next hop of
+	// the IPv6 routes it originates (MP-BGP, over its IPv4 sessions as over IPv6 ones) and
+	// its address on sessions to IPv6 peers.
+	IPv6       netip.Addr
 	ListenPort int32
 	// NodeMesh asks for a session with every other node (see MeshPeers).
 	NodeMesh bool
@@ -288,6 +292,7 @@ func Resolve(cm *corev1.ConfigMap, node *corev1.Node, secret func(name, key stri
 	if cfg.RouterID, err = routerID(node); err != nil {
 		return Config{}, fmt.Errorf("%s: %w", nodeCtx, err)
 	}
+	cfg.IPv6 = ipv6Of(node)
 	own := nodeAddrs(node)
 
 	if flags.Peers != nil {
@@ -472,6 +477,19 @@ func routerID(node *corev1.Node) (netip.Addr, error) {
 }
 
 // nodeAddrs are all of node's addresses that are IPs, of any type.
+// ipv6Of is the node's first usable IPv6 InternalIP; invalid when it has none.
+func ipv6Of(node *corev1.Node) netip.Addr {
+	for _, a := range node.Status.Addresses {
+		if a.Type != corev1.NodeInternalIP {
+			continue
+		}
+		if ip, err := parseAddr(a.Address); err == nil && ip.Is6() {
+			return ip
+		}
+	}
+	return netip.Addr{}
+}
+
 func nodeAddrs(node *corev1.Node) map[netip.Addr]bool {
 	own := map[netip.Addr]bool{}
 	if node == nil {

@@ -397,6 +397,7 @@ peers:
 	p.Password = "pw"
 	want := defaults()
 	want.Peers = []Peer{p}
+	want.IPv6 = ip("fd00::1") // the node's IPv6 InternalIP: its IPv6 routes' next hop
 	assertConfig(t, cfg, want)
 	if !reflect.DeepEqual(store.calls, []string{"s/tor"}) {
 		t.Errorf("secret lookups %v, want only [s/tor] (the self peer's secret must not be read)", store.calls)

@@ -17,7 +17,7 @@ import (
 
 // labCommand builds and tears down the multi-node lab on this machine (see package lab).
 func labCommand() *cobra.Command {
-	var name, tor, logLevel, clusterCIDR string
+	var name, tor, logLevel, clusterCIDR, ipFamily string
 	var nodes int
 	var serviceProxy, networkPolicy bool
 	var timeout time.Duration
@@ -27,7 +27,7 @@ func labCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			spec := lab.Spec{Name: name, Nodes: nodes, ToR: tor, NoServiceProxy: !serviceProxy, NoNetworkPolicy: !networkPolicy}
+			spec := lab.Spec{Name: name, Nodes: nodes, ToR: tor, NoServiceProxy: !serviceProxy, NoNetworkPolicy: !networkPolicy, IPFamily: ipFamily}
 			if clusterCIDR != "" {
 				p, err := netip.ParsePrefix(clusterCIDR)
 				if err != nil {
@@ -46,6 +46,9 @@ func labCommand() *cobra.Command {
 			fmt.Printf("  kubectl create deployment web --image=localhost/skiff/netutil:1 --replicas=3\n")
 			fmt.Printf("  kubectl get pods -o wide\n")
 			fmt.Printf("  skiff lab exec node1 -- ip route            # other nodes' pod blocks, proto bgp\n")
+			if spec.Dual() {
+				fmt.Printf("  skiff lab exec node1 -- ip -6 route         # and their IPv6 blocks\n")
+			}
 			fmt.Printf("  skiff lab exec node1 -- skiff bgp peers\n")
 			if cli := lab.RouterCLI(spec); cli != nil {
 				fmt.Printf("  skiff lab exec tor -- %s\n", strings.Join(quote(cli), " "))
@@ -59,6 +62,7 @@ func labCommand() *cobra.Command {
 	up.Flags().BoolVar(&serviceProxy, "service-proxy", true, "load-balance Services with skiff's eBPF programs (false leaves Services to another proxy, such as kube-proxy)")
 	up.Flags().BoolVar(&networkPolicy, "network-policy", true, "enforce NetworkPolicies with skiff's eBPF programs (false leaves pods unpoliced)")
 	up.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	up.Flags().StringVar(&ipFamily, "ip-family", lab.IPv4, "ipv4, or dual: every host also gets an IPv6 address on the fabric (2001:2::/64), the cluster IPv6 pod and Service ranges (fd00:10:244::/56, fd00:10:96::/108), and the ToR both BGP tables")
 	up.Flags().StringVar(&clusterCIDR, "cluster-cidr", "", "the server's --cluster-cidr (default 10.244.0.0/16: 256 nodes; the scale harness's simulated nodes need more)")
 	var grow int
 	add := &cobra.Command{Use: "add-node", Short: "Add worker nodes to a running lab", Args: cobra.NoArgs,

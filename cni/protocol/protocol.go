@@ -23,12 +23,17 @@ type AddRequest struct {
 	PodUID       string `json:"podUID,omitempty"`
 }
 
-// AddResponse is the sandbox's address and gateway.
+// AddResponse is the sandbox's addresses and gateways.
 type AddResponse struct {
-	// IP is the pod's address (a /32 of the node's pod CIDR).
+	// IP is the pod's primary address (IPs[0]), kept for plugins older than IPs.
 	IP string `json:"ip"`
-	// Gateway is the link-local next hop pods route through (169.254.1.1).
+	// IPs are the pod's addresses, one per block of the node (a dual-stack node has one per
+	// family), the primary family's first: a /32 or a /128 each.
+	IPs []string `json:"ips,omitempty"`
+	// Gateway is the link-local next hop pods route IPv4 through (169.254.1.1).
 	Gateway string `json:"gateway"`
+	// GatewayIPv6 is the link-local next hop pods route IPv6 through (fe80::1).
+	GatewayIPv6 string `json:"gatewayIPv6,omitempty"`
 	// MTU of the pod interface; 0 means the kernel default.
 	MTU int `json:"mtu,omitempty"`
 }

@@ -197,15 +197,16 @@ func (e *Enforcer) syncLocked() error {
 	netpols, _ := e.netpols.List(labels.Everything())
 	e.pods.rekey(policy.SelectorKeys(netpols))
 	local := e.o.Local()
-	byPod := map[PodRef]netip.Addr{}
+	byPod := map[PodRef][]netip.Addr{} // a dual-stack pod has an address per family
 	for ip, ref := range local {
-		byPod[ref] = ip
+		byPod[ref] = append(byPod[ref], ip)
 	}
 	pods := make([]policy.Pod, 0, e.pods.len())
 	seen := map[netip.Addr]bool{}
 	e.pods.each(func(ref PodRef, pp policy.Pod) {
-		if ip, ok := byPod[ref]; ok && !pp.HostNetwork {
-			pp.IPs = []netip.Addr{ip} // the IPAM's, known before the API's status
+		if ips, ok := byPod[ref]; ok && !pp.HostNetwork {
+			slices.SortFunc(ips, func(a, b netip.Addr) int { return a.Compare(b) }) // IPv4 first
+			pp.IPs = ips                                                            // the IPAM's, known before the API's status
 		}
 		for _, ip := range pp.IPs {
 			if _, ok := local[ip]; ok {

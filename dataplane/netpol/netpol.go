@@ -1,6 +1,7 @@
 package netpol
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -49,7 +50,7 @@ type table interface {
 }
 
 // policyMaps are the maps Sync and SetPeerIdentities write, in the order Sync writes them.
-type policyMaps struct{ identities, cidrs, rules, endpoints, names table }
+type policyMaps struct{ identities, cidrs, rules, endpoints, endpoints6, names table }
 
 // newPolicy is a Policy writing into maps, for LoadPolicy and for tests with fakes.
 func newPolicy(pinDir string, maps policyMaps) *Policy {
@@ -90,7 +91,7 @@ func LoadPolicy(pinDir string) (*Policy, error) {
 		return nil, fmt.Errorf("loading skiff's policy programs (maps pinned in %s): %w", pinDir, err)
 	}
 	p.maps = policyMaps{identities: p.objs.SkiffPolIdentities, cidrs: p.objs.SkiffPolCidrs, rules: p.objs.SkiffPolRules,
-		endpoints: p.objs.SkiffPolEndpoints, names: p.objs.SkiffPolNames}
+		endpoints: p.objs.SkiffPolEndpoints, endpoints6: p.objs.SkiffPolEndpoints6, names: p.objs.SkiffPolNames}
 	return p, nil
 }
 
@@ -241,6 +242,28 @@ func (p *Policy) Sync(res *policy.Result, local func(netip.Addr) bool, host []ne
 		}
 	}
 	syncMap(p, p.maps.endpoints, eps, put, &errs, &changes)
+	// IPv6 endpoints (dual-stack pods): isolation only. The rules are IPv4's so far, so the
+	// program drops an isolated pod's IPv6 in that direction rather than let it through.
+	eps6 := map[programs.PolicyPolAddr6]programs.PolicyPolEndpoint{}
+	for a := range res.PodIdentities {
+		if a.Is6() && local(a) {
+			eps6[Addr6(a)] = programs.PolicyPolEndpoint{}
+		}
+	}
+	for a, ep := range res.Endpoints {
+		if !a.Is6() || !local(a) {
+			continue
+		}
+		var flags uint32
+		if ep.Ingress {
+			flags |= isolatedIngress
+		}
+		if ep.Egress {
+			flags |= isolatedEgress
+		}
+		eps6[Addr6(a)] = programs.PolicyPolEndpoint{Flags: flags}
+	}
+	syncMap(p, p.maps.endpoints6, eps6, put, &errs, &changes)
 	// Names, for skiff bpf policy and skiff policy trace.
 	names := map[programs.PolicyPolNameKey]programs.PolicyPolName{}
 	for i, n := range p.list {
@@ -264,6 +287,17 @@ func (p *Policy) Sync(res *policy.Result, local func(netip.Addr) bool, host []ne
 	}
 	syncMap(p, p.maps.names, names, put, &errs, &changes)
 	return changes, errors.Join(errs...)
+}
+
+// Addr6 is an IPv6 address as skiff_pol_endpoints6 keys it: its bytes as the kernel holds
+// them, read as four native integers.
+func Addr6(a netip.Addr) programs.PolicyPolAddr6 {
+	b := a.As16()
+	var k programs.PolicyPolAddr6
+	for i := range k.Addr {
+		k.Addr[i] = binary.NativeEndian.Uint32(b[4*i:])
+	}
+	return k
 }
 
 // Kinds of skiff_pol_names entries, as bpf/tc_policy.c's POL_NAME_*.

@@ -1,8 +1,10 @@
 package netpol
 
 import (
+	"encoding/binary"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"os"
@@ -25,13 +27,14 @@ var update = flag.Bool("update", false, "rewrite testdata/sync/*.golden from wha
 
 // fakePolicyMaps are the five policy maps in memory, logging every write in order.
 type fakePolicyMaps struct {
-	identities, cidrs, rules, endpoints, names *fakemap.Map
-	log                                        []string
+	identities, cidrs, rules, endpoints, endpoints6, names *fakemap.Map
+	log                                                    []string
 }
 
 func newFakePolicyMaps() *fakePolicyMaps {
 	f := &fakePolicyMaps{identities: fakemap.New("identity", 1<<16), cidrs: fakemap.New("cidr", 1<<16),
-		rules: fakemap.New("rule", 1<<16), endpoints: fakemap.New("endpoint", 1<<16), names: fakemap.New("name", 1<<16)}
+		rules: fakemap.New("rule", 1<<16), endpoints: fakemap.New("endpoint", 1<<16), endpoints6: fakemap.New("endpoint6", 1<<16),
+		names: fakemap.New("name", 1<<16)}
 	for _, m := range f.all() {
 		m.Log = &f.log
 	}
@@ -39,11 +42,11 @@ func newFakePolicyMaps() *fakePolicyMaps {
 }
 
 func (f *fakePolicyMaps) all() []*fakemap.Map {
-	return []*fakemap.Map{f.identities, f.cidrs, f.rules, f.endpoints, f.names}
+	return []*fakemap.Map{f.identities, f.cidrs, f.rules, f.endpoints, f.endpoints6, f.names}
 }
 
 func (f *fakePolicyMaps) maps() policyMaps {
-	return policyMaps{identities: f.identities, cidrs: f.cidrs, rules: f.rules, endpoints: f.endpoints, names: f.names}
+	return policyMaps{identities: f.identities, cidrs: f.cidrs, rules: f.rules, endpoints: f.endpoints, endpoints6: f.endpoints6, names: f.names}
 }
 
 func (f *fakePolicyMaps) writes() int {
@@ -408,5 +411,62 @@ func TestSetPeerIdentitiesThenSync(t *testing.T) {
 		if strings.HasPrefix(l, "put identity") || strings.HasPrefix(l, "delete identity") {
 			t.Errorf("Sync rewrote an identity SetPeerIdentities had written: %s", l)
 		}
+	}
+}
+
+// A dual-stack pod's IPv6 address is an endpoint with the isolation of its IPv4 one: the
+// program passes its IPv6 where it is not isolated and drops it where it is (rules are IPv4
+// so far). A pod no policy selects is an unisolated IPv6 endpoint; remote pods are none.
+func TestSyncIPv6Endpoints(t *testing.T) {
+	dual := func(ns, name, app, v4, v6 string) policy.Pod {
+		p := pod(ns, name, app, v4)
+		p.IPs = append(p.IPs, netip.MustParseAddr(v6))
+		return p
+	}
+	local6 := func(a netip.Addr) bool {
+		return local(a) || netip.MustParsePrefix("fd00:10:244::/64").Contains(a)
+	}
+	w := world{pods: []policy.Pod{
+		dual("x", "web", "web", "10.244.0.2", "fd00:10:244::2"),
+		dual("x", "cli", "cli", "10.244.0.3", "fd00:10:244::3"),
+		dual("x", "far", "web", "10.244.1.2", "fd00:10:244:1::2"),
+	}, policies: []*networkingv1.NetworkPolicy{denyIngress("x", "web")}}
+	res, errs := policy.Compile(policy.NewAllocator(), w.policies, w.pods, []policy.Namespace{{Name: "x"}}, local6)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	f := newFakePolicyMaps()
+	p := newPolicy("", f.maps())
+	if _, err := p.Sync(res, local6, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readAll[programs.PolicyPolAddr6, programs.PolicyPolEndpoint](f.endpoints6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[programs.PolicyPolAddr6]programs.PolicyPolEndpoint{
+		Addr6(netip.MustParseAddr("fd00:10:244::2")): {Flags: isolatedIngress},
+		Addr6(netip.MustParseAddr("fd00:10:244::3")): {},
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("IPv6 endpoints %v, want %v", got, want)
+	}
+	// The key holds the address's bytes as the kernel's in6_addr does.
+	k := Addr6(netip.MustParseAddr("fd00:10:244::2"))
+	var b [16]byte
+	for i, v := range k.Addr {
+		binary.NativeEndian.PutUint32(b[4*i:], v)
+	}
+	if netip.AddrFrom16(b) != netip.MustParseAddr("fd00:10:244::2") {
+		t.Errorf("Addr6 bytes %x", b)
+	}
+	// The policy goes: the pod's IPv6 is unisolated again.
+	w.policies = nil
+	res, _ = policy.Compile(policy.NewAllocator(), nil, w.pods, []policy.Namespace{{Name: "x"}}, local6)
+	if _, err := p.Sync(res, local6, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := readAll[programs.PolicyPolAddr6, programs.PolicyPolEndpoint](f.endpoints6); got[k].Flags != 0 || len(got) != 2 {
+		t.Errorf("after the policy went: %v", got)
 	}
 }

@@ -13,6 +13,11 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type PolicyPolAddr6 struct {
+	_    structs.HostLayout
+	Addr [4]uint32
+}
+
 type PolicyPolCidrKey struct {
 	_         structs.HostLayout
 	Prefixlen uint32
@@ -73,6 +78,7 @@ const (
 	PolicyMapSkiffPolCidrs       = "skiff_pol_cidrs"
 	PolicyMapSkiffPolDrops       = "skiff_pol_drops"
 	PolicyMapSkiffPolEndpoints   = "skiff_pol_endpoints"
+	PolicyMapSkiffPolEndpoints6  = "skiff_pol_endpoints6"
 	PolicyMapSkiffPolFlows       = "skiff_pol_flows"
 	PolicyMapSkiffPolIdentities  = "skiff_pol_identities"
 	PolicyMapSkiffPolNames       = "skiff_pol_names"
@@ -134,6 +140,7 @@ type PolicyMapSpecs struct {
 	SkiffPolCidrs      *ebpf.MapSpec `ebpf:"skiff_pol_cidrs"`
 	SkiffPolDrops      *ebpf.MapSpec `ebpf:"skiff_pol_drops"`
 	SkiffPolEndpoints  *ebpf.MapSpec `ebpf:"skiff_pol_endpoints"`
+	SkiffPolEndpoints6 *ebpf.MapSpec `ebpf:"skiff_pol_endpoints6"`
 	SkiffPolFlows      *ebpf.MapSpec `ebpf:"skiff_pol_flows"`
 	SkiffPolIdentities *ebpf.MapSpec `ebpf:"skiff_pol_identities"`
 	SkiffPolNames      *ebpf.MapSpec `ebpf:"skiff_pol_names"`
@@ -169,6 +176,7 @@ type PolicyMaps struct {
 	SkiffPolCidrs      *ebpf.Map `ebpf:"skiff_pol_cidrs"`
 	SkiffPolDrops      *ebpf.Map `ebpf:"skiff_pol_drops"`
 	SkiffPolEndpoints  *ebpf.Map `ebpf:"skiff_pol_endpoints"`
+	SkiffPolEndpoints6 *ebpf.Map `ebpf:"skiff_pol_endpoints6"`
 	SkiffPolFlows      *ebpf.Map `ebpf:"skiff_pol_flows"`
 	SkiffPolIdentities *ebpf.Map `ebpf:"skiff_pol_identities"`
 	SkiffPolNames      *ebpf.Map `ebpf:"skiff_pol_names"`
@@ -180,6 +188,7 @@ func (m *PolicyMaps) Close() error {
 		m.SkiffPolCidrs,
 		m.SkiffPolDrops,
 		m.SkiffPolEndpoints,
+		m.SkiffPolEndpoints6,
 		m.SkiffPolFlows,
 		m.SkiffPolIdentities,
 		m.SkiffPolNames,

@@ -103,6 +103,10 @@ func (a Agent) CNISocket() string { return filepath.Join(a.Dir, "cni.sock") }
 // IPAM is the pod address allocations file.
 func (a Agent) IPAM() string { return filepath.Join(a.Dir, "ipam.json") }
 
+// IPAMv6 is the IPv6 block's allocations (a dual-stack or IPv6-only node); IPAM keeps IPv4's,
+// where an IPv4-only node has always kept them.
+func (a Agent) IPAMv6() string { return filepath.Join(a.Dir, "ipam-ipv6.json") }
+
 // BFDSessions is where the BFD sessions are kept across the agent's restarts.
 func (a Agent) BFDSessions() string { return filepath.Join(a.Dir, "bfd-sessions.json") }
 

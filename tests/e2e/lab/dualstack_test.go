@@ -1,0 +1,187 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	skifflab "github.com/skiff-sh/skiff/lab"
+	"github.com/skiff-sh/skiff/tests/e2e/framework"
+)
+
+// TestLabDualStackFRR and TestLabDualStackBIRD bring up a dual-stack lab (`skiff lab up
+// --ip-family dual`) and check, with the real kubectl and the ToR's own CLI: every node has
+// an address and a pod block per family; pods get an address per family, IPv4 first; pods on
+// different nodes reach each other over IPv6 with their own addresses, routed by BGP (MP-BGP
+// IPv6 unicast over the IPv4 sessions, the node's IPv6 address as next hop), no overlay; the
+// ToR holds and installs the IPv6 blocks; the host reaches a pod's IPv6 address through its
+// route into the lab; an agent restart keeps the pod's IPv6 route.
+func TestLabDualStackFRR(t *testing.T)  { runDualStack(t, "e2edfrr", "frr") }
+func TestLabDualStackBIRD(t *testing.T) { runDualStack(t, "e2edbird", "bird") }
+
+func runDualStack(t *testing.T, name, tor string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	framework.AgentArtifacts(t)
+	l := &lab{t: t, name: name, bin: framework.Binary(t), ctx: ctx}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, f := range []string{"master.log", "node1.log", "node2.log"} {
+				b, _ := os.ReadFile(filepath.Join(skifflab.Root, name, f))
+				if len(b) > 3000 {
+					b = b[len(b)-3000:]
+				}
+				t.Logf("--- %s\n%s", f, b)
+			}
+		}
+		if out, err := exec.Command(l.bin, "lab", "down", "--name", name).CombinedOutput(); err != nil {
+			t.Errorf("skiff lab down: %v\n%s", err, out)
+		}
+	})
+	l.skiff("up", "--nodes", "2", "--tor", tor, "--ip-family", "dual", "--timeout", "3m")
+	cfg, err := clientcmd.BuildConfigFromFlags("", skifflab.Kubeconfig(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.client, err = kubernetes.NewForConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+
+	// Every node: an InternalIP and a pod block per family, IPv4 first.
+	nodes, err := l.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := map[string]netip.Prefix{} // node role -> IPv6 block
+	for _, n := range nodes.Items {
+		var ips []string
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				ips = append(ips, a.Address)
+			}
+		}
+		if len(ips) != 2 || !strings.HasPrefix(ips[0], "198.18.0.") || !strings.HasPrefix(ips[1], "2001:2::") {
+			t.Errorf("node %s InternalIPs %v, want its IPv4 then its IPv6 fabric address", n.Name, ips)
+		}
+		if len(n.Spec.PodCIDRs) != 2 {
+			t.Fatalf("node %s podCIDRs %v, want one per family", n.Name, n.Spec.PodCIDRs)
+		}
+		p6 := netip.MustParsePrefix(n.Spec.PodCIDRs[1])
+		if !p6.Addr().Is6() || p6.Bits() != 64 || !netip.MustParsePrefix("fd00:10:244::/56").Contains(p6.Addr()) {
+			t.Errorf("node %s IPv6 block %s, want a /64 of fd00:10:244::/56", n.Name, p6)
+		}
+		blocks[strings.TrimPrefix(n.Name, name+"-")] = p6
+	}
+	// The real kubectl shows both addresses.
+	if out := l.kubectl("get", "nodes", name+"-node1", "-o", "jsonpath={.status.addresses[*].address}"); !strings.Contains(out, "198.18.0.2 2001:2::2") {
+		t.Errorf("kubectl: node1's addresses %q", out)
+	}
+
+	// Every node routes every other node's IPv6 block through that node's IPv6 address.
+	for _, host := range []string{"master", "node1", "node2"} {
+		framework.Eventually(t, 60*time.Second, host+"'s IPv6 routes", func() (bool, string) {
+			out, _ := l.in(host, "ip", "-6", "route")
+			for other, p := range blocks {
+				if other != host && !regexp.MustCompile(regexp.QuoteMeta(p.String())+` via 2001:2::\d+ dev eth0 proto bgp`).MatchString(out) {
+					return false, out
+				}
+			}
+			return true, ""
+		})
+	}
+	// The ToR learned them (its own CLI) and installed them.
+	framework.Eventually(t, 30*time.Second, "the ToR's IPv6 table", func() (bool, string) {
+		var cli []string
+		switch tor {
+		case "frr":
+			cli = []string{"vtysh", "-N", name + "-tor", "-c", "show bgp ipv6 unicast"}
+		case "bird":
+			cli = []string{"birdc", "-s", filepath.Join(skifflab.Root, name, "tor", "bird.ctl"), "show", "route"}
+		}
+		table, err := l.in("tor", cli...)
+		kernel, _ := l.in("tor", "ip", "-6", "route")
+		for _, p := range blocks {
+			if !strings.Contains(table, p.String()) || !regexp.MustCompile(regexp.QuoteMeta(p.String())+` .*via 2001:2::\d+`).MatchString(kernel) {
+				return false, fmt.Sprintf("%v\n%s\n--- ip -6 route\n%s", err, table, kernel)
+			}
+		}
+		return true, ""
+	})
+
+	// Pods: an address per family, IPv4 first, the IPv6 one from the node's block.
+	p1, p2 := l.pod("p1", "node1"), l.pod("p2", "node2")
+	v6 := func(p *corev1.Pod, node string) string {
+		if len(p.Status.PodIPs) != 2 || p.Status.PodIPs[0].IP != p.Status.PodIP {
+			t.Fatalf("%s podIPs %v (podIP %s), want two, podIP first", p.Name, p.Status.PodIPs, p.Status.PodIP)
+		}
+		a := netip.MustParseAddr(p.Status.PodIPs[1].IP)
+		if !blocks[node].Contains(a) {
+			t.Errorf("%s IPv6 %s outside %s's block %s", p.Name, a, node, blocks[node])
+		}
+		return a.String()
+	}
+	ip1, ip2 := v6(p1, "node1"), v6(p2, "node2")
+	if out := l.kubectl("get", "pod", "p1", "-o", "jsonpath={.status.podIPs[*].ip}"); out != p1.Status.PodIP+" "+ip1 {
+		t.Errorf("kubectl: p1's podIPs %q", out)
+	}
+
+	// Pod to pod across nodes over IPv6, with the pods' own addresses (no NAT, no overlay:
+	// the fabric carries them).
+	capture := exec.CommandContext(ctx, "nsenter", "--net=/run/netns/"+name+"-tor", "--", "tcpdump", "-i", "fabric", "-n", "-l", "-c", "1",
+		fmt.Sprintf("ip6 and tcp and src host %s and dst host %s", ip1, ip2))
+	captured := &strings.Builder{}
+	capture.Stdout = captured
+	if err := capture.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if got := l.fetch("p1", "http://["+ip2+"]:8080/clientip"); !strings.HasPrefix(got, "["+ip1+"]:") {
+		t.Errorf("p2 saw the client as %q, want p1's IPv6 address %s", got, ip1)
+	}
+	if got := l.fetch("p2", "http://["+ip1+"]:8080/hostname"); got != "p1" {
+		t.Errorf("p2 → p1 over IPv6 answered %q", got)
+	}
+	done := make(chan error, 1)
+	go func() { done <- capture.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		_ = capture.Process.Kill()
+		<-done
+	}
+	if !strings.Contains(captured.String(), ip1) {
+		t.Errorf("the fabric did not carry p1's IPv6 packets to p2 as they are: %q", captured.String())
+	}
+
+	// The host reaches the pod's IPv6 address through its route into the lab, never its
+	// default route.
+	out, err := exec.Command("ip", "-6", "route", "get", ip2).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "dev "+name+"-api ") {
+		t.Errorf("the host routes %s %q, want through %s-api: %v", ip2, strings.TrimSpace(string(out)), name, err)
+	}
+	netutil := filepath.Join(filepath.Dir(l.bin), "netutil")
+	framework.Eventually(t, 20*time.Second, "the host reaches p2 over IPv6", func() (bool, string) {
+		out, err := exec.CommandContext(ctx, netutil, "fetch", "http://["+ip2+"]:8080/hostname").CombinedOutput()
+		return err == nil && strings.TrimSpace(string(out)) == "p2", string(out)
+	})
+
+	// An agent restart keeps the IPv6 routes (graceful restart in both families): p1 still
+	// reaches p2 right after node2's agent comes back.
+	l.skiff("restart-agent", "node2")
+	if got := l.fetch("p1", "http://["+ip2+"]:8080/hostname"); got != "p2" {
+		t.Errorf("after node2's agent restarted, p1 → p2 over IPv6 answered %q", got)
+	}
+	l.kubectl("delete", "pod", "p1", "p2", "--wait=false")
+}
