@@ -142,6 +142,7 @@ PROCS ?= 6
 FOCUS ?= \[Conformance\]
 SKIP ?=
 REPEAT ?= 1
+IP_FAMILY ?= ipv4
 OUT ?= tests/conformance
 BASE ?=
 conformance-bin: $(E2E_BIN)/e2e.test $(E2E_BIN)/ginkgo $(E2E_BIN)/agnhost $(E2E_BIN)/sample-apiserver $(E2E_BIN)/nnp $(E2E_BIN)/busybox ## upstream's e2e.test, ginkgo, agnhost, sample-apiserver, nonewprivs' nnp and BusyBox (for make conformance)
@@ -166,8 +167,8 @@ $(E2E_BIN)/busybox: hack/build-busybox.sh
 CONFORMANCE_RUN = $(GO) run ./tests/conformance/harness --bin-dir $(E2E_BIN) \
 	--kube-src "$$(cd $(E2E_DIR) && $(GO) list -m -f '{{.Dir}}' k8s.io/kubernetes)" --e2e-version $(E2E_VERSION)
 
-conformance: deps build conformance-bin ## upstream's [Conformance] specs against a lab (FOCUS=, SKIP=, PROCS=, REPEAT= runs in a row, OUT=, BASE= an earlier results.json for the specs not selected); writes OUT/RESULTS.md (default tests/conformance)
-	$(CONFORMANCE_RUN) --focus '$(FOCUS)' --skip '$(SKIP)' --procs $(PROCS) --repeat $(REPEAT) --out $(OUT) $(if $(BASE),--base $(BASE))
+conformance: deps build conformance-bin ## upstream's [Conformance] specs against a lab (FOCUS=, SKIP=, PROCS=, REPEAT= runs in a row, IP_FAMILY=ipv4|dual, OUT=, BASE= an earlier results.json for the specs not selected); writes OUT/RESULTS.md (default tests/conformance)
+	$(CONFORMANCE_RUN) --focus '$(FOCUS)' --skip '$(SKIP)' --procs $(PROCS) --repeat $(REPEAT) --ip-family $(IP_FAMILY) --out $(OUT) $(if $(BASE),--base $(BASE))
 
 conformance-smoke: deps build conformance-bin ## the conformance specs in tests/conformance/smoke.txt (fast, passing today); fails unless all pass
 	$(CONFORMANCE_RUN) --smoke tests/conformance/smoke.txt --procs 4 --lab csmoke --work $(E2E_DIR)/smoke

@@ -59,8 +59,14 @@ func bgpCommand() *cobra.Command {
 			printPeers(os.Stdout, list, time.Now())
 			return nil
 		}}
-	routes := &cobra.Command{Use: "routes", Short: "The IPv4 unicast RIB: prefix, next hop, AS path, best, age", Args: cobra.NoArgs,
+	var family string
+	routes := &cobra.Command{Use: "routes", Short: "The unicast RIB, IPv4 then IPv6: prefix, next hop, AS path, best, age", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			families := map[string][]api.Family_Afi{"ipv4": {api.Family_AFI_IP}, "ipv6": {api.Family_AFI_IP6},
+				"all": {api.Family_AFI_IP, api.Family_AFI_IP6}}[family]
+			if families == nil {
+				return fmt.Errorf("--family %q: want ipv4, ipv6 or all", family)
+			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
 			defer cancel()
 			c, closeConn, err := dial(ctx)
@@ -68,27 +74,41 @@ func bgpCommand() *cobra.Command {
 				return err
 			}
 			defer closeConn()
-			stream, err := c.ListPath(ctx, &api.ListPathRequest{TableType: api.TableType_GLOBAL,
-				Family: &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}, SortType: api.ListPathRequest_PREFIX})
-			if err != nil {
-				return fmt.Errorf("agent BGP API at %s: %w", address, err)
-			}
 			var dests []*api.Destination
-			for {
-				r, err := stream.Recv()
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
+			for _, afi := range families {
+				got, err := listPaths(ctx, c, afi)
+				if err != nil && (family != "all" || afi == api.Family_AFI_IP) {
 					return fmt.Errorf("agent BGP API at %s: %w", address, err)
 				}
-				dests = append(dests, r.Destination)
+				// An IPv4-only speaker has no IPv6 table: all of it is the IPv4 one.
+				dests = append(dests, got...)
 			}
 			printRoutes(os.Stdout, dests, time.Now())
 			return nil
 		}}
+	routes.Flags().StringVar(&family, "family", "all", "ipv4, ipv6 or all (a node speaks IPv6 unicast when it has an IPv6 address)")
 	cmd.AddCommand(peers, routes)
 	return cmd
+}
+
+// listPaths is one family's unicast RIB, by prefix.
+func listPaths(ctx context.Context, c api.GobgpApiClient, afi api.Family_Afi) ([]*api.Destination, error) {
+	stream, err := c.ListPath(ctx, &api.ListPathRequest{TableType: api.TableType_GLOBAL,
+		Family: &api.Family{Afi: afi, Safi: api.Family_SAFI_UNICAST}, SortType: api.ListPathRequest_PREFIX})
+	if err != nil {
+		return nil, err
+	}
+	var dests []*api.Destination
+	for {
+		r, err := stream.Recv()
+		if err == io.EOF {
+			return dests, nil
+		}
+		if err != nil {
+			return dests, err
+		}
+		dests = append(dests, r.Destination)
+	}
 }
 
 func printPeers(w io.Writer, peers []*api.Peer, now time.Time) {

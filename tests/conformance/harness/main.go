@@ -29,7 +29,7 @@ import (
 
 type options struct {
 	binDir, kubeSrc, skiff, pause, busybox, kubectl, etcd string
-	lab                                                   string
+	lab, ipFamily                                         string
 	nodes, procs, repeat                                  int
 	focus, skip, smoke                                    string
 	work, out                                             string
@@ -51,6 +51,7 @@ func main() {
 	flag.StringVar(&o.kubectl, "kubectl", "/usr/lib/google-cloud-sdk/bin/kubectl.1.33", "the kubectl the specs run")
 	flag.StringVar(&o.lab, "lab", "conf", "name of the lab to bring up (and take down)")
 	flag.IntVar(&o.nodes, "nodes", 2, "worker nodes besides the master")
+	flag.StringVar(&o.ipFamily, "ip-family", "ipv4", "the lab's IP family (skiff lab up --ip-family): ipv4 or dual")
 	flag.IntVar(&o.procs, "procs", 6, "parallel ginkgo processes (serial specs run after, on one)")
 	flag.IntVar(&o.repeat, "repeat", 1, "run the selected specs this many times in a row (ginkgo --repeat), stopping at the first run that fails")
 	flag.StringVar(&o.focus, "focus", `\[Conformance\]`, "ginkgo focus regexp")
@@ -156,7 +157,7 @@ func run(o options) error {
 			logf("lab down: %v", err)
 		}
 	}()
-	up := exec.CommandContext(ctx, o.skiff, "lab", "up", "--name", o.lab, "--nodes", fmt.Sprint(o.nodes), "--tor", "frr", "--timeout", "5m")
+	up := exec.CommandContext(ctx, o.skiff, "lab", "up", "--name", o.lab, "--nodes", fmt.Sprint(o.nodes), "--tor", "frr", "--timeout", "5m", "--ip-family", o.ipFamily)
 	up.Stdout, up.Stderr = os.Stdout, os.Stderr
 	if err := up.Run(); err != nil {
 		return fmt.Errorf("lab up: %w", err)
@@ -322,7 +323,7 @@ func report(o options) error {
 // newSummary is the run's summary before counting.
 func newSummary(o options, date, tested, duration string, notBuilt []string, total int, results []Result) *Summary {
 	return &Summary{Date: date, Commit: tested, E2E: o.e2eVersion,
-		Lab:   fmt.Sprintf("`skiff lab up --nodes %d --tor frr`: a master (control-plane, NoSchedule) and %d workers", o.nodes, o.nodes),
+		Lab:   fmt.Sprintf("`skiff lab up --nodes %d --tor frr --ip-family %s`: a master (control-plane, NoSchedule) and %d workers", o.nodes, o.ipFamily, o.nodes),
 		Procs: o.procs, Focus: o.focus, Skip: o.skip, Duration: duration, Images: notBuilt, TotalSpecs: total, Results: results}
 }
 

@@ -101,6 +101,10 @@ func runDualStack(t *testing.T, name, tor string) {
 			return true, ""
 		})
 	}
+	// skiff bgp routes shows both tables.
+	if out, err := l.in("node1", l.bin, "bgp", "routes"); err != nil || !strings.Contains(out, blocks["node2"].String()) || !strings.Contains(out, "10.244.") {
+		t.Errorf("skiff bgp routes on node1 lacks node2's IPv6 block %s or the IPv4 blocks: %v\n%s", blocks["node2"], err, out)
+	}
 	// The ToR learned them (its own CLI) and installed them.
 	framework.Eventually(t, 30*time.Second, "the ToR's IPv6 table", func() (bool, string) {
 		var cli []string
