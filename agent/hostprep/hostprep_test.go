@@ -128,3 +128,18 @@ func TestPrepare(t *testing.T) {
 		})
 	}
 }
+
+func TestForwardIPv6(t *testing.T) {
+	f := &fake{sysctls: map[string]string{"net.ipv6.conf.all.forwarding": "0"}}
+	st := ForwardIPv6(f)
+	if !st.Changed || st.Problem != "" || f.sysctls["net.ipv6.conf.all.forwarding"] != "1" || !st.Required {
+		t.Errorf("off: %+v, sysctls %v", st, f.sysctls)
+	}
+	if st := ForwardIPv6(f); st.Changed || st.Problem != "" {
+		t.Errorf("already on: %+v", st)
+	}
+	// IPv6 disabled in the kernel: no sysctl to set, a clear problem that stops the agent.
+	if st := ForwardIPv6(&fake{sysctls: map[string]string{}}); st.Problem == "" || !strings.Contains(st.String(), "pods' IPv6") {
+		t.Errorf("no IPv6: %+v", st)
+	}
+}
