@@ -3,6 +3,8 @@ package cni
 import (
 	"strings"
 	"testing"
+
+	"github.com/skiff-sh/skiff/cni/protocol"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -47,4 +49,27 @@ func FuzzParseConfig(f *testing.F) {
 			t.Fatalf("accepted an invalid config: %+v", c)
 		}
 	})
+}
+
+func TestPodAddrs(t *testing.T) {
+	ok := protocol.AddResponse{IP: "10.244.1.2", IPs: []string{"10.244.1.2", "fd00:10:244:1::2"}, Gateway: "169.254.1.1", GatewayIPv6: "fe80::1"}
+	got, err := podAddrs(ok)
+	if err != nil || len(got) != 2 || got[0].gw.String() != "169.254.1.1" || got[1].gw.String() != "fe80::1" || !got[1].ipv6() || got[0].ipv6() {
+		t.Fatalf("dual-stack answer: %+v %v", got, err)
+	}
+	// An older agent: IP alone.
+	if got, err := podAddrs(protocol.AddResponse{IP: "10.244.1.2", Gateway: "169.254.1.1"}); err != nil || len(got) != 1 {
+		t.Errorf("an older agent's answer: %+v %v", got, err)
+	}
+	for _, bad := range []protocol.AddResponse{
+		{IP: "junk", Gateway: "169.254.1.1"},
+		{IPs: []string{"10.244.1.2", "10.244.1.3"}, Gateway: "169.254.1.1"},
+		{IPs: []string{"fd00::2"}, Gateway: "169.254.1.1"},
+		{IPs: []string{"fd00::2"}, GatewayIPv6: "fd00::1"},
+		{IPs: []string{"10.244.1.2"}, Gateway: "fe80::1"},
+	} {
+		if got, err := podAddrs(bad); err == nil || !strings.HasPrefix(err.Error(), "skiff-cni: ") {
+			t.Errorf("%+v: %+v %v, want a clear error", bad, got, err)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package system
 
 import (
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -94,7 +95,8 @@ func TestAgentOptions(t *testing.T) {
 		{EvictionMaxPodGracePeriod: -1}, {ImageGCHighThreshold: 50, ImageGCLowThreshold: 60},
 		{EvictionMinimumReclaim: "pid.available=100"}, {EvictionMinimumReclaim: "memory.available"},
 		{KubeReserved: "memory=lots"}, {SystemReserved: "gpu=1"}, {EnforceNodeAllocatable: "system-reserved"}, {EnforceNodeAllocatable: "all"},
-		{CPUManagerPolicy: "dynamic"}, {ReservedCPUs: "0-"}, {ReservedCPUs: "two"}, {CPUManagerReconcilePeriod: -time.Second}} {
+		{CPUManagerPolicy: "dynamic"}, {ReservedCPUs: "0-"}, {ReservedCPUs: "two"}, {CPUManagerReconcilePeriod: -time.Second},
+		{NodeIP: "10.1.2.3,10.1.2.4"}, {NodeIP: "10.1.2.3,fd00::1,fd00::2"}, {NodeIP: "node1"}, {NodeIP: "fe80::1%eth0"}, {NodeIP: "0.0.0.0"}} {
 		if _, err := bad.Options(nil); err == nil || !strings.HasPrefix(err.Error(), "--") {
 			t.Errorf("%+v accepted or unclear: %v", bad, err)
 		}
@@ -104,6 +106,21 @@ func TestAgentOptions(t *testing.T) {
 	}
 	if NodeAddress("10.1.2.3") != "10.1.2.3" {
 		t.Error("the address asked for is not used")
+	}
+	// Dual-stack: one address per family, the first the primary (either family first).
+	for asked, want := range map[string][]string{
+		"198.18.0.2,2001:2::2":  {"198.18.0.2", "2001:2::2"},
+		"2001:2::2, 198.18.0.2": {"2001:2::2", "198.18.0.2"},
+		"2001:2::2":             {"2001:2::2"},
+	} {
+		got, err := NodeAddresses(asked)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("NodeAddresses(%q) = %q, %v; want %q", asked, got, err, want)
+		}
+	}
+	o, err = Agent{NodeIP: "198.18.0.2,2001:2::2"}.Options(nil)
+	if err != nil || o.InternalIP != "198.18.0.2" || !slices.Equal(o.InternalIPs, []string{"198.18.0.2", "2001:2::2"}) {
+		t.Errorf("a dual-stack --node-ip: InternalIP %q InternalIPs %q, %v", o.InternalIP, o.InternalIPs, err)
 	}
 }
 
