@@ -220,17 +220,9 @@ func (p *Policy) Sync(res *policy.Result, local func(netip.Addr) bool, host []ne
 	syncMap(p, p.maps.rules, rules, put, &errs, &changes)
 	eps := map[uint32]programs.PolicyPolEndpoint{}
 	for a, ep := range res.Endpoints {
-		if !a.Is4() || !local(a) {
-			continue
+		if a.Is4() && local(a) {
+			eps[programs.Addr4(a)] = endpointOf(ep)
 		}
-		var flags uint32
-		if ep.Ingress {
-			flags |= isolatedIngress
-		}
-		if ep.Egress {
-			flags |= isolatedEgress
-		}
-		eps[programs.Addr4(a)] = programs.PolicyPolEndpoint{Flags: flags}
 	}
 	// Local pods no policy selects are endpoints too, unisolated: an entry is what lets
 	// traffic through at all.
@@ -251,17 +243,9 @@ func (p *Policy) Sync(res *policy.Result, local func(netip.Addr) bool, host []ne
 		}
 	}
 	for a, ep := range res.Endpoints {
-		if !a.Is6() || !local(a) {
-			continue
+		if a.Is6() && local(a) {
+			eps6[Addr6(a)] = endpointOf(ep)
 		}
-		var flags uint32
-		if ep.Ingress {
-			flags |= isolatedIngress
-		}
-		if ep.Egress {
-			flags |= isolatedEgress
-		}
-		eps6[Addr6(a)] = programs.PolicyPolEndpoint{Flags: flags}
 	}
 	syncMap(p, p.maps.endpoints6, eps6, put, &errs, &changes)
 	// Names, for skiff bpf policy and skiff policy trace.
@@ -287,6 +271,18 @@ func (p *Policy) Sync(res *policy.Result, local func(netip.Addr) bool, host []ne
 	}
 	syncMap(p, p.maps.names, names, put, &errs, &changes)
 	return changes, errors.Join(errs...)
+}
+
+// endpointOf is an endpoint's map value: the directions it is isolated in.
+func endpointOf(ep policy.Endpoint) programs.PolicyPolEndpoint {
+	var flags uint32
+	if ep.Ingress {
+		flags |= isolatedIngress
+	}
+	if ep.Egress {
+		flags |= isolatedEgress
+	}
+	return programs.PolicyPolEndpoint{Flags: flags}
 }
 
 // Addr6 is an IPv6 address as skiff_pol_endpoints6 keys it: its bytes as the kernel holds

@@ -143,30 +143,15 @@ func runDualStack(t *testing.T, name, tor string) {
 
 	// Pod to pod across nodes over IPv6, with the pods' own addresses (no NAT, no overlay:
 	// the fabric carries them).
-	capture := exec.CommandContext(ctx, "nsenter", "--net=/run/netns/"+name+"-tor", "--", "tcpdump", "-i", "fabric", "-n", "-l", "-c", "1",
-		fmt.Sprintf("ip6 and tcp and src host %s and dst host %s", ip1, ip2))
-	captured := &strings.Builder{}
-	capture.Stdout = captured
-	if err := capture.Start(); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(time.Second)
+	captured := l.captureOnFabric(fmt.Sprintf("ip6 and tcp and src host %s and dst host %s", ip1, ip2))
 	if got := l.fetch("p1", "http://["+ip2+"]:8080/clientip"); !strings.HasPrefix(got, "["+ip1+"]:") {
 		t.Errorf("p2 saw the client as %q, want p1's IPv6 address %s", got, ip1)
 	}
 	if got := l.fetch("p2", "http://["+ip1+"]:8080/hostname"); got != "p1" {
 		t.Errorf("p2 → p1 over IPv6 answered %q", got)
 	}
-	done := make(chan error, 1)
-	go func() { done <- capture.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		_ = capture.Process.Kill()
-		<-done
-	}
-	if !strings.Contains(captured.String(), ip1) {
-		t.Errorf("the fabric did not carry p1's IPv6 packets to p2 as they are: %q", captured.String())
+	if got := captured(); !strings.Contains(got, ip1) {
+		t.Errorf("the fabric did not carry p1's IPv6 packets to p2 as they are: %q", got)
 	}
 
 	// The host reaches the pod's IPv6 address through its route into the lab, never its

@@ -451,6 +451,30 @@ func (l *lab) fetch(from, url string) string {
 	return out
 }
 
+// captureOnFabric starts tcpdump on the ToR's bridge for the first packet matching filter;
+// the function it returns waits for it (20 s at most) and returns what tcpdump printed.
+func (l *lab) captureOnFabric(filter string) func() string {
+	l.t.Helper()
+	capture := exec.CommandContext(l.ctx, "nsenter", "--net=/run/netns/"+l.name+"-tor", "--", "tcpdump", "-i", "fabric", "-n", "-l", "-c", "1", filter)
+	captured := &strings.Builder{}
+	capture.Stdout = captured
+	if err := capture.Start(); err != nil {
+		l.t.Fatal(err)
+	}
+	time.Sleep(time.Second) // tcpdump attaches
+	return func() string {
+		done := make(chan error, 1)
+		go func() { done <- capture.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = capture.Process.Kill()
+			<-done
+		}
+		return captured.String()
+	}
+}
+
 // kubectlErr runs kubectl and returns its output and error, failures included.
 func (l *lab) kubectlErr(args ...string) (string, error) {
 	cmd := exec.CommandContext(l.ctx, framework.Kubectl(l.t, 33), args...)
@@ -617,29 +641,15 @@ func runLab(t *testing.T, name, tor string) {
 	// Pods on different nodes reach each other by pod IP, and the fabric carries the pod
 	// addresses themselves: no overlay, no NAT.
 	p1, p2 := l.pod("p1", "node1"), l.pod("p2", "node2")
-	capture := exec.CommandContext(ctx, "nsenter", "--net=/run/netns/"+name+"-tor", "--", "tcpdump", "-i", "fabric", "-n", "-l", "-c", "1",
-		fmt.Sprintf("tcp and src host %s and dst host %s", p1.Status.PodIP, p2.Status.PodIP))
-	captured := &strings.Builder{}
-	capture.Stdout = captured
-	if err := capture.Start(); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(time.Second) // tcpdump attaches
+	captured := l.captureOnFabric(fmt.Sprintf("tcp and src host %s and dst host %s", p1.Status.PodIP, p2.Status.PodIP))
 	if got := l.fetch("p1", "http://"+p2.Status.PodIP+":8080/clientip"); !strings.HasPrefix(got, p1.Status.PodIP+":") {
 		t.Errorf("p2 saw the client as %q, want p1's address %s", got, p1.Status.PodIP)
 	}
 	if got := l.fetch("p2", "http://"+p1.Status.PodIP+":8080/hostname"); got != "p1" {
 		t.Errorf("p2 → p1 answered %q", got)
 	}
-	done := make(chan error, 1)
-	go func() { done <- capture.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		_ = capture.Process.Kill()
-	}
-	if !strings.Contains(captured.String(), p1.Status.PodIP) || !strings.Contains(captured.String(), p2.Status.PodIP) {
-		t.Errorf("no packet between the pod addresses on the fabric: %q", captured.String())
+	if got := captured(); !strings.Contains(got, p1.Status.PodIP) || !strings.Contains(got, p2.Status.PodIP) {
+		t.Errorf("no packet between the pod addresses on the fabric: %q", got)
 	}
 
 	step("pod to pod, captured on the fabric")
