@@ -66,7 +66,7 @@ type Speaker struct {
 	// when both ends restart (RFC 4724 4.1 lets it stop waiting), which says nothing about
 	// whether the peer's routes are in.
 	eorMu sync.Mutex
-	eor   map[netip.Addr]bool
+	eor   map[netip.Addr]map[api.Family_Afi]bool
 }
 
 // The address families skiff speaks: IPv4 unicast always, IPv6 unicast (MP-BGP) on a node
@@ -342,9 +342,9 @@ func PathOf(prefix netip.Prefix, p *api.Path) (Path, bool) {
 // PeerStatus is a peer's session state and whether it has sent its whole table.
 type PeerStatus struct {
 	State api.PeerState_SessionState
-	// EndOfRIB is true once the peer sent End-of-RIB for IPv4 unicast in its current
-	// session, as Watch saw it (graceful restart negotiated); peers without graceful
-	// restart never send one.
+	// EndOfRIB is true once the peer sent End-of-RIB, in its current session, for every
+	// family its graceful restart capability names (IPv4 unicast when it names none), as
+	// Watch saw them; peers without graceful restart never send one.
 	EndOfRIB bool
 	// GracefulRestart is true when the peer negotiated graceful restart.
 	GracefulRestart bool
@@ -359,13 +359,23 @@ func (s *Speaker) PeerStates(ctx context.Context) (map[netip.Addr]PeerStatus, er
 			return
 		}
 		st := PeerStatus{State: p.State.SessionState}
+		// The families the peer's graceful restart capability names each owe an End-of-RIB
+		// (a dual-stack peer's IPv6 routes may follow its IPv4 End-of-RIB).
+		var owed []api.Family_Afi
 		for _, af := range p.AfiSafis {
-			if gr := af.MpGracefulRestart; gr != nil && gr.State != nil {
-				st.GracefulRestart = st.GracefulRestart || gr.State.Received
+			if gr := af.MpGracefulRestart; gr != nil && gr.State != nil && gr.State.Received {
+				st.GracefulRestart = true
+				owed = append(owed, af.GetConfig().GetFamily().GetAfi())
 			}
 		}
+		if len(owed) == 0 {
+			owed = []api.Family_Afi{api.Family_AFI_IP}
+		}
 		s.eorMu.Lock()
-		st.EndOfRIB = s.eor[a]
+		st.EndOfRIB = true
+		for _, afi := range owed {
+			st.EndOfRIB = st.EndOfRIB && s.eor[a][afi]
+		}
 		s.eorMu.Unlock()
 		out[a] = st
 	})
@@ -387,13 +397,13 @@ func (s *Speaker) Watch(ctx context.Context, fn func()) error {
 	})
 }
 
-// noteEndOfRIB keeps eor: a peer's End-of-RIB for IPv4 unicast counts until its session
+// noteEndOfRIB keeps eor: a peer's End-of-RIB for a unicast family counts until its session
 // next changes state (down, or up again: a new session owes a new End-of-RIB).
 func (s *Speaker) noteEndOfRIB(ev *api.WatchEventResponse) {
 	s.eorMu.Lock()
 	defer s.eorMu.Unlock()
 	if s.eor == nil {
-		s.eor = map[netip.Addr]bool{}
+		s.eor = map[netip.Addr]map[api.Family_Afi]bool{}
 	}
 	if pe := ev.GetPeer(); pe != nil && pe.Type == api.WatchEventResponse_PeerEvent_STATE && pe.Peer.GetConf() != nil {
 		if a, err := netip.ParseAddr(pe.Peer.Conf.NeighborAddress); err == nil {
@@ -403,11 +413,14 @@ func (s *Speaker) noteEndOfRIB(ev *api.WatchEventResponse) {
 	}
 	for _, p := range ev.GetTable().GetPaths() {
 		// An End-of-RIB is a path without NLRI, from a neighbor; best paths have NLRI.
-		if p.Nlri != nil || p.NeighborIp == "" || p.Family.GetAfi() != ipv4Unicast.Afi || p.Family.GetSafi() != ipv4Unicast.Safi {
+		if p.Nlri != nil || p.NeighborIp == "" || p.Family.GetSafi() != api.Family_SAFI_UNICAST {
 			continue
 		}
 		if a, err := netip.ParseAddr(p.NeighborIp); err == nil {
-			s.eor[a.Unmap()] = true
+			if s.eor[a.Unmap()] == nil {
+				s.eor[a.Unmap()] = map[api.Family_Afi]bool{}
+			}
+			s.eor[a.Unmap()][p.Family.GetAfi()] = true
 		}
 	}
 }

@@ -250,3 +250,33 @@ func TestEndOfRIBOnlyWhenSent(t *testing.T) {
 	sendMsgs(t, conn, bgp.NewEndOfRib(bgp.RF_IPv4_UC))
 	waitFor(t, "the End-of-RIB sent seen", func() bool { return peerState(t, sp, peer).EndOfRIB })
 }
+
+// A dual-stack peer owes an End-of-RIB per family its graceful restart names: its IPv6 routes
+// may follow its IPv4 End-of-RIB, and the reconciler must not drop the IPv6 routes it kept
+// through a restart before they are in.
+func TestEndOfRIBPerFamily(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sp, addr := startSpeaker(t, Global{GracefulRestart: config.GracefulRestart{Enabled: true, RestartTime: 120 * time.Second},
+		IPv6: netip.MustParseAddr("::1")}, nil)
+	go func() { _ = sp.Watch(ctx, func() {}) }()
+	peer := netip.MustParseAddr("127.0.0.5")
+	if err := sp.SetPeers(ctx, []config.Peer{passivePeer(peer.String())}); err != nil {
+		t.Fatal(err)
+	}
+	conn, _ := dialOpen(t, peer, addr)
+	defer conn.Close()
+	go func() { _, _ = io.Copy(io.Discard, conn) }()
+	sendMsgs(t, conn, openFromPeer(peer, bgp.NewCapMultiProtocol(bgp.RF_IPv6_UC),
+		bgp.NewCapGracefulRestart(false, false, 120, []*bgp.CapGracefulRestartTuple{
+			bgp.NewCapGracefulRestartTuple(bgp.RF_IPv4_UC, true), bgp.NewCapGracefulRestartTuple(bgp.RF_IPv6_UC, true)})),
+		bgp.NewBGPKeepAliveMessage())
+	waitFor(t, "the session up", func() bool { return peerState(t, sp, peer).State == api.PeerState_ESTABLISHED })
+	sendMsgs(t, conn, bgp.NewEndOfRib(bgp.RF_IPv4_UC))
+	time.Sleep(300 * time.Millisecond)
+	if st := peerState(t, sp, peer); st.EndOfRIB {
+		t.Fatalf("after the IPv4 End-of-RIB alone: %+v, want the IPv6 one awaited", st)
+	}
+	sendMsgs(t, conn, bgp.NewEndOfRib(bgp.RF_IPv6_UC))
+	waitFor(t, "both End-of-RIBs seen", func() bool { return peerState(t, sp, peer).EndOfRIB })
+}
