@@ -27,7 +27,7 @@ import (
 // different nodes reach each other over IPv6 with their own addresses, routed by BGP (MP-BGP
 // IPv6 unicast over the IPv4 sessions, the node's IPv6 address as next hop), no overlay; the
 // ToR holds and installs the IPv6 blocks; the host reaches a pod's IPv6 address through its
-// route into the lab; an agent restart keeps the pod's IPv6 route.
+// route into the lab; an agent restart loses no IPv6 packet.
 func TestLabDualStackFRR(t *testing.T)  { runDualStack(t, "e2edfrr", "frr") }
 func TestLabDualStackBIRD(t *testing.T) { runDualStack(t, "e2edbird", "bird") }
 
@@ -166,11 +166,8 @@ func runDualStack(t *testing.T, name, tor string) {
 		return err == nil && strings.TrimSpace(string(out)) == "p2", string(out)
 	})
 
-	// An agent restart keeps the IPv6 routes (graceful restart in both families): p1 still
-	// reaches p2 right after node2's agent comes back.
-	l.skiff("restart-agent", "node2")
-	if got := l.fetch("p1", "http://["+ip2+"]:8080/hostname"); got != "p2" {
-		t.Errorf("after node2's agent restarted, p1 → p2 over IPv6 answered %q", got)
-	}
+	// An agent restart loses no IPv6 packet (graceful restart in both families, with the
+	// ToR): p1 pings p2's IPv6 address every 50 ms through node2's agent restart.
+	pingFromPod(t, l, p1, ip2, "node2", true)
 	l.kubectl("delete", "pod", "p1", "p2", "--wait=false")
 }
