@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -68,10 +69,9 @@ type Options struct {
 	// Parts are the process's own long-running parts (its garbage collector tuner, for
 	// `skiff agent`), run under the agent's supervisor.
 	Parts []supervisor.Part
-	// NodeName and InternalIP identify the node; InternalIP is its primary address.
-	NodeName, InternalIP string
-	// InternalIPs are every address of the node, one per family, the primary first (a
-	// dual-stack node's --node-ip v4,v6). Empty means InternalIP alone.
+	// NodeName and InternalIPs identify the node: its addresses, one per family, the primary
+	// first (a dual-stack node's --node-ip v4,v6).
+	NodeName    string
 	InternalIPs []string
 	// Taints are set when the node registers, Labels added to the standard ones
 	// (node-role.kubernetes.io/control-plane on the server's own node).
@@ -347,7 +347,7 @@ func (a *nodeAgent) node(ctx context.Context) ([]string, error) {
 		}
 		return nil
 	}
-	a.nodeOpts = node.Options{Name: o.NodeName, InternalIP: o.InternalIP, InternalIPs: o.InternalIPs, RuntimeVersion: a.nodeOpts.RuntimeVersion, Taints: o.Taints,
+	a.nodeOpts = node.Options{Name: o.NodeName, InternalIPs: o.InternalIPs, RuntimeVersion: a.nodeOpts.RuntimeVersion, Taints: o.Taints,
 		Labels: o.Labels, APIPort: o.APIPort, Health: a.sup.Health, Pressure: pressureNow, PressureChanged: a.pressureChanged,
 		Conditions: func() []corev1.NodeCondition { return serviceMapsCondition(o.ServiceProxy, a.mapStatus.Load()) },
 		NodeFs:     o.DataDir, Reserved: o.Reserved, EvictionHard: o.EvictionHard,
@@ -393,16 +393,14 @@ func (a *nodeAgent) datapath(ctx context.Context, podCIDRs []string) error {
 	if err != nil {
 		return err
 	}
-	for _, c := range alloc.CIDRs() {
-		if c.Addr().Is6() {
-			// Pods are routed through the node in IPv6 as in IPv4.
-			st := hostprep.ForwardIPv6(hostprep.System{Netns: o.Netns})
-			if st.Changed || st.Problem != "" {
-				log.Info("host preparation", "step", st.String())
-			}
-			if st.Problem != "" {
-				return errors.New("the node cannot route its pods' IPv6: " + st.String())
-			}
+	if slices.ContainsFunc(alloc.CIDRs(), func(c netip.Prefix) bool { return c.Addr().Is6() }) {
+		// Pods are routed through the node in IPv6 as in IPv4.
+		st := hostprep.ForwardIPv6(hostprep.System{Netns: o.Netns})
+		if st.Changed || st.Problem != "" {
+			log.Info("host preparation", "step", st.String())
+		}
+		if st.Problem != "" {
+			return errors.New("the node cannot route its pods' IPv6: " + st.String())
 		}
 	}
 	cni := &cniserver.Server{IPAM: alloc, Log: log}
@@ -417,7 +415,7 @@ func (a *nodeAgent) datapath(ctx context.Context, podCIDRs []string) error {
 			return out
 		}
 		var host []netip.Addr
-		for _, ip := range a.internalIPs() {
+		for _, ip := range o.InternalIPs {
 			if addr, err := netip.ParseAddr(ip); err == nil {
 				host = append(host, addr)
 			}
@@ -437,7 +435,7 @@ func (a *nodeAgent) datapath(ctx context.Context, podCIDRs []string) error {
 	}})
 	if o.ServiceProxy {
 		// The service dataplane is IPv4 (issue 43 brings IPv6): it takes the node's IPv4 address.
-		nodeIPv4 := ipv4Of(a.internalIPs())
+		nodeIPv4 := ipv4Of(o.InternalIPs)
 		po := proxy.Options{Node: services.Node{Name: o.NodeName, IP: nodeAddr(nodeIPv4)}, Netns: o.Netns, Uplink: uplinkOf(nodeIPv4), PinDir: loader.PinDir(o.NodeName), CgroupPath: filepath.Join(cgroups.Unified(), o.CgroupRoot),
 			Informers: proxy.Informers{Services: a.shared.Core().V1().Services(), EndpointSlices: a.shared.Discovery().V1().EndpointSlices(),
 				Pods: a.shared.Core().V1().Pods(), Start: a.shared.Start},
@@ -475,7 +473,7 @@ func (a *nodeAgent) workloads(conn *grpc.ClientConn) (stop func()) {
 	nodeStatus := node.Status(a.nodeOpts)
 	allocatable, memoryCapacity := nodeStatus.Allocatable, nodeStatus.Capacity[corev1.ResourceMemory]
 	vols := volumes.New(client, dirs.Pods())
-	vols.SetNode(o.InternalIP, allocatable)
+	vols.SetNode(o.primaryIP(), allocatable)
 	vols.SetLocalPathRoot(dirs.Storage())
 	// Image volumes are mounted through containerd's snapshots (its 1.6 CRI cannot mount
 	// images); views whose pod is gone are released at start and every 10 minutes.
@@ -489,7 +487,7 @@ func (a *nodeAgent) workloads(conn *grpc.ClientConn) (stop func()) {
 		return volumes.CleanLocalPath(ctx, client, dirs.Storage(), time.Minute, log)
 	}})
 	pm := pods.New(client, rt, img,
-		pods.Options{NodeName: o.NodeName, HostIP: o.InternalIP, HostIPs: o.InternalIPs, PodLogDir: o.PodLogDir, Netns: o.Netns, CgroupRoot: o.CgroupRoot,
+		pods.Options{NodeName: o.NodeName, HostIPs: o.InternalIPs, PodLogDir: o.PodLogDir, Netns: o.Netns, CgroupRoot: o.CgroupRoot,
 			FlatCgroups: o.FlatCgroups, PodMaxPIDs: o.PodMaxPIDs, NoCFSQuota: o.NoCFSQuota, CPUs: a.cpus, CPUReconcilePeriod: o.CPUManagerReconcilePeriod,
 			MemoryCapacity: memoryCapacity.Value(), ClusterDNS: o.ClusterDNS, ClusterDNSService: o.DNS, ClusterDomain: o.ClusterDomain, ResolvConf: o.ResolvConf,
 			Services: a.shared.Core().V1().Services(), StartInformers: a.shared.Start,
@@ -543,12 +541,12 @@ func (a *nodeAgent) workloads(conn *grpc.ClientConn) (stop func()) {
 	return nodeEvents.Shutdown
 }
 
-// internalIPs are the node's addresses, the primary first.
-func (a *nodeAgent) internalIPs() []string {
-	if len(a.o.InternalIPs) > 0 {
-		return a.o.InternalIPs
+// primaryIP is the node's primary address ("" when it has none).
+func (o Options) primaryIP() string {
+	if len(o.InternalIPs) == 0 {
+		return ""
 	}
-	return []string{a.o.InternalIP}
+	return o.InternalIPs[0]
 }
 
 // waitPodCIDR watches the node until the nodeipam controller has given it its pod CIDRs (one

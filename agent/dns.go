@@ -26,7 +26,7 @@ import (
 func startDNS(ctx context.Context, sup *supervisor.Supervisor, client kubernetes.Interface, shared *sharedinformers.Shared, o Options, log *slog.Logger) (*clusterdns.Server, error) {
 	listen := o.DNSAddress
 	if listen == "" {
-		listen = net.JoinHostPort(o.InternalIP, "53")
+		listen = net.JoinHostPort(o.primaryIP(), "53")
 	}
 	if _, _, err := net.SplitHostPort(listen); err != nil {
 		return nil, fmt.Errorf("--dns-address %q: %w", listen, err)

@@ -172,18 +172,10 @@ func setUp(args *skel.CmdArgs, addrs []podAddr, mtu int) (*current.Result, error
 			return fmt.Errorf("rename to %s: %w", args.IfName, err)
 		}
 		for _, a := range addrs {
-			if !a.ipv6() {
-				continue
-			}
-			// No duplicate address detection on the pod's end: its addresses are the node's
-			// to give, and DAD would hold the pod's first packets for a second or more.
-			if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+args.IfName+"/accept_dad", []byte("0"), 0o644); err != nil {
-				return fmt.Errorf("accept_dad on %s (is IPv6 disabled in the pod's namespace?): %w", args.IfName, err)
-			}
-		}
-		for _, a := range addrs {
 			addr := &netlink.Addr{IPNet: hostNet(a.ip)}
 			if a.ipv6() {
+				// No duplicate address detection: the pod's addresses are the node's to give,
+				// and DAD would hold its first packets for a second or more.
 				addr.Flags = unix.IFA_F_NODAD
 			}
 			if err := netlink.AddrAdd(l, addr); err != nil {

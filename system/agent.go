@@ -299,7 +299,7 @@ func (a Agent) Options(taints []corev1.Taint) (agent.Options, error) {
 		return agent.Options{}, fmt.Errorf("--image-gc-high-threshold/--image-gc-low-threshold/--minimum-image-ttl-duration: %w", err)
 	}
 	return agent.Options{Reserved: reserved, EnforceNodeAllocatable: enforce, ContainerLogs: logs, EvictionHard: hard, EvictionPressureTransitionPeriod: a.EvictionPressureTransitionPeriod, ImageGC: gc,
-		EvictionSoft: soft, EvictionMaxPodGracePeriod: a.EvictionMaxPodGracePeriod, DataDir: a.DataDir, NodeName: a.NodeName, InternalIP: nodeIPs[0], InternalIPs: nodeIPs, Taints: taints, Netns: a.Netns,
+		EvictionSoft: soft, EvictionMaxPodGracePeriod: a.EvictionMaxPodGracePeriod, DataDir: a.DataDir, NodeName: a.NodeName, InternalIPs: nodeIPs, Taints: taints, Netns: a.Netns,
 		CNIPlugin: a.CNIPlugin, ImageDirs: dirs, PodLogDir: a.PodLogDir, PodManifestPath: a.PodManifestPath, HealthzAddress: a.HealthzAddress,
 		APIAddress: fmt.Sprintf(":%d", a.Port), APIPort: a.Port, ServingCert: a.ServingCert, ServingKey: a.ServingKey, ClientCA: a.ClientCA,
 		ClusterDNS: a.ClusterDNS, ClusterDomain: a.ClusterDomain, ResolvConf: a.ResolvConf, RuntimeEndpoint: a.RuntimeEndpoint,

@@ -40,7 +40,7 @@ func TestAgentOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.InternalIP != "192.0.2.7" || o.APIAddress != ":10250" || o.APIPort != 10250 || o.BGP != nil ||
+	if !slices.Equal(o.InternalIPs, []string{"192.0.2.7"}) || o.APIAddress != ":10250" || o.APIPort != 10250 || o.BGP != nil ||
 		len(o.ImageDirs) != 2 || o.ImageDirs[0] != "/var/lib/skiff/agent/images" {
 		t.Errorf("options %+v", o)
 	}
@@ -119,8 +119,8 @@ func TestAgentOptions(t *testing.T) {
 		}
 	}
 	o, err = Agent{NodeIP: "198.18.0.2,2001:2::2"}.Options(nil)
-	if err != nil || o.InternalIP != "198.18.0.2" || !slices.Equal(o.InternalIPs, []string{"198.18.0.2", "2001:2::2"}) {
-		t.Errorf("a dual-stack --node-ip: InternalIP %q InternalIPs %q, %v", o.InternalIP, o.InternalIPs, err)
+	if err != nil || !slices.Equal(o.InternalIPs, []string{"198.18.0.2", "2001:2::2"}) {
+		t.Errorf("a dual-stack --node-ip: InternalIPs %q, %v", o.InternalIPs, err)
 	}
 }
 

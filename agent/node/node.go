@@ -31,9 +31,8 @@ import (
 
 // Options describe the node.
 type Options struct {
-	Name       string
-	InternalIP string
-	// InternalIPs are every address of a dual-stack node, the primary (InternalIP) first.
+	Name string
+	// InternalIPs are the node's addresses, one per family, the primary first.
 	InternalIPs []string
 	// RuntimeVersion is "containerd://<version>".
 	RuntimeVersion string
@@ -348,12 +347,8 @@ func ready(n *corev1.Node) bool {
 // node's first InternalIP is the family its hostIPs[0] and the API server's proxying use),
 // and its hostname.
 func addresses(o Options) []corev1.NodeAddress {
-	ips := o.InternalIPs
-	if len(ips) == 0 {
-		ips = []string{o.InternalIP}
-	}
 	var out []corev1.NodeAddress
-	for _, ip := range ips {
+	for _, ip := range o.InternalIPs {
 		out = append(out, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
 	}
 	return append(out, corev1.NodeAddress{Type: corev1.NodeHostName, Address: o.Name})

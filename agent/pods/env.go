@@ -145,7 +145,7 @@ func (m *Manager) containerEnv(ctx context.Context, pod *corev1.Pod, c corev1.Co
 func (m *Manager) valueFrom(ctx context.Context, pod *corev1.Pod, c corev1.Container, from *corev1.EnvVarSource, podIPs []string) (string, error) {
 	switch {
 	case from.FieldRef != nil:
-		return downward.FieldValue(pod, from.FieldRef.FieldPath, podIPs, m.opts.HostIP)
+		return downward.FieldValue(pod, from.FieldRef.FieldPath, podIPs, m.hostIP())
 	case from.ConfigMapKeyRef != nil:
 		ref := from.ConfigMapKeyRef
 		cm, err := m.client.CoreV1().ConfigMaps(pod.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})

@@ -58,10 +58,9 @@ import (
 // Options configure the pod manager.
 type Options struct {
 	NodeName string
-	// HostIP is the node's address, reported as status.hostIP.
-	HostIP string
-	// HostIPs are every address of a dual-stack node, HostIP first (status.hostIPs); a pod's
-	// addresses are ordered to put HostIP's family first, as the kubelet orders them.
+	// HostIPs are the node's addresses, one per family, the primary first: status.hostIP is
+	// the first, status.hostIPs all; a pod's addresses are ordered to put the primary's
+	// family first, as the kubelet orders them.
 	HostIPs []string
 	// PodLogDir is the root of pod logs (/var/log/pods).
 	PodLogDir string

@@ -236,7 +236,7 @@ func hasPrivilegedContainer(p *corev1.Pod) bool {
 // IPv4 first whatever the cluster's order); a host network pod's are the node's.
 func (m *Manager) sandboxIPs(pod *corev1.Pod, st *runtimeapi.PodSandboxStatus) []string {
 	if pod.Spec.HostNetwork {
-		return m.hostIPs()
+		return m.opts.HostIPs
 	}
 	if st == nil || st.Network == nil || st.Network.Ip == "" {
 		return nil
@@ -245,18 +245,15 @@ func (m *Manager) sandboxIPs(pod *corev1.Pod, st *runtimeapi.PodSandboxStatus) [
 	for _, a := range st.Network.AdditionalIps {
 		ips = append(ips, a.Ip)
 	}
-	return primaryFirst(ips, m.opts.HostIP)
+	return primaryFirst(ips, m.hostIP())
 }
 
-// hostIPs are the node's addresses, the primary first.
-func (m *Manager) hostIPs() []string {
-	if len(m.opts.HostIPs) > 0 {
-		return m.opts.HostIPs
+// hostIP is the node's primary address ("" when it has none).
+func (m *Manager) hostIP() string {
+	if len(m.opts.HostIPs) == 0 {
+		return ""
 	}
-	if m.opts.HostIP == "" {
-		return nil
-	}
-	return []string{m.opts.HostIP}
+	return m.opts.HostIPs[0]
 }
 
 // primaryFirst moves the first address of primary's family to the front, keeping the others'

@@ -91,9 +91,9 @@ func (m *Manager) writeStatus(ctx context.Context, pod *corev1.Pod, sb *runtimea
 	s := target.Status.DeepCopy()
 	// The spec this status describes (upstream's pod observedGeneration).
 	s.ObservedGeneration = target.Generation
-	s.HostIP = m.opts.HostIP
+	s.HostIP = m.hostIP()
 	s.HostIPs = nil
-	for _, ip := range m.hostIPs() {
+	for _, ip := range m.opts.HostIPs {
 		s.HostIPs = append(s.HostIPs, corev1.HostIP{IP: ip})
 	}
 	if ips := m.sandboxIPs(pod, sb); len(ips) > 0 && sb != nil {

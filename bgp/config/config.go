@@ -292,7 +292,7 @@ func Resolve(cm *corev1.ConfigMap, node *corev1.Node, secret func(name, key stri
 	if cfg.RouterID, err = routerID(node); err != nil {
 		return Config{}, fmt.Errorf("%s: %w", nodeCtx, err)
 	}
-	cfg.IPv6 = ipv6Of(node)
+	_, cfg.IPv6, _ = internalIPs(node)
 	own := nodeAddrs(node)
 
 	if flags.Peers != nil {
@@ -449,46 +449,39 @@ func parseAddr(s string) (netip.Addr, error) {
 
 // routerID is the node's first InternalIP, IPv4 preferred.
 func routerID(node *corev1.Node) (netip.Addr, error) {
-	var v6 netip.Addr
-	var bad []string
-	for _, a := range node.Status.Addresses {
-		if a.Type != corev1.NodeInternalIP {
-			continue
-		}
-		ip, err := parseAddr(a.Address)
-		if err != nil {
-			bad = append(bad, err.Error())
-			continue
-		}
-		if ip.Is4() {
-			return ip, nil
-		}
-		if !v6.IsValid() {
-			v6 = ip
-		}
-	}
-	if v6.IsValid() {
+	v4, v6, bad := internalIPs(node)
+	switch {
+	case v4.IsValid():
+		return v4, nil
+	case v6.IsValid():
 		return v6, nil
-	}
-	if len(bad) > 0 {
+	case len(bad) > 0:
 		return netip.Addr{}, fmt.Errorf("no usable InternalIP address in status.addresses: %s", strings.Join(bad, "; "))
 	}
 	return netip.Addr{}, errors.New("no InternalIP address in status.addresses (the router id is the node's InternalIP)")
 }
 
-// nodeAddrs are all of node's addresses that are IPs, of any type.
-// ipv6Of is the node's first usable IPv6 InternalIP; invalid when it has none.
-func ipv6Of(node *corev1.Node) netip.Addr {
+// internalIPs are the node's first usable IPv4 and IPv6 InternalIPs (invalid when it has
+// none of a family), and why the unusable ones are.
+func internalIPs(node *corev1.Node) (v4, v6 netip.Addr, bad []string) {
 	for _, a := range node.Status.Addresses {
 		if a.Type != corev1.NodeInternalIP {
 			continue
 		}
-		if ip, err := parseAddr(a.Address); err == nil && ip.Is6() {
-			return ip
+		ip, err := parseAddr(a.Address)
+		switch {
+		case err != nil:
+			bad = append(bad, err.Error())
+		case ip.Is4() && !v4.IsValid():
+			v4 = ip
+		case ip.Is6() && !v6.IsValid():
+			v6 = ip
 		}
 	}
-	return netip.Addr{}
+	return v4, v6, bad
 }
+
+// nodeAddrs are all of node's addresses that are IPs, of any type.
 
 func nodeAddrs(node *corev1.Node) map[netip.Addr]bool {
 	own := map[netip.Addr]bool{}

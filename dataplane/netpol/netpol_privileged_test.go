@@ -405,3 +405,78 @@ func BenchmarkPolicyVerdict(b *testing.B) {
 		b.ReportMetric(float64(baseEst.Nanoseconds()), "ns/established-unpoliced")
 	}
 }
+
+// l6packet is Ethernet + IPv6 + the first bytes of a TCP header, or an ICMPv6 message of
+// type icmpType when it is not zero.
+func l6packet(src, dst netip.Addr, icmpType uint8) []byte {
+	b := make([]byte, 14+40+20)
+	binary.BigEndian.PutUint16(b[12:], 0x86dd)
+	ip := b[14:54]
+	ip[0] = 0x60
+	binary.BigEndian.PutUint16(ip[4:], 20)
+	ip[6], ip[7] = policy.TCP, 64
+	if icmpType != 0 {
+		ip[6] = 58
+		b[54] = icmpType
+	} else {
+		binary.BigEndian.PutUint16(b[54:], 40000)
+		binary.BigEndian.PutUint16(b[56:], 80)
+	}
+	s, d := src.As16(), dst.As16()
+	copy(ip[8:24], s[:])
+	copy(ip[24:40], d[:])
+	return b
+}
+
+// The kernel's program on IPv6: an isolated dual-stack pod's IPv6 is dropped in the direction
+// it is isolated in and passes in the other, an unisolated pod's passes, an address that is no
+// endpoint gets nothing, and neighbour discovery always passes.
+func TestPolicyProgramIPv6(t *testing.T) {
+	p := loadTestPolicy(t)
+	a4, a6 := netip.MustParseAddr("10.244.0.1"), netip.MustParseAddr("fd00:10:244::1")
+	b4, b6 := netip.MustParseAddr("10.244.0.2"), netip.MustParseAddr("fd00:10:244::2")
+	stranger := netip.MustParseAddr("fd00:10:244::99")
+	pods := []policy.Pod{
+		{Namespace: "x", Name: "a", Labels: map[string]string{"pod": "a"}, IPs: []netip.Addr{a4, a6}},
+		{Namespace: "x", Name: "b", Labels: map[string]string{"pod": "b"}, IPs: []netip.Addr{b4, b6}},
+	}
+	denyA := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "deny-a"},
+		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pod": "a"}}}}
+	res, errs := policy.Compile(policy.NewAllocator(), []*networkingv1.NetworkPolicy{denyA}, pods, []policy.Namespace{{Name: "x"}}, nil)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if _, err := p.Sync(res, func(netip.Addr) bool { return true }, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		what string
+		to   bool // the pod's ingress (skiff_policy_to_pod), else its egress
+		pkt  []byte
+		pass bool
+	}{
+		{"b → a (a isolated for ingress)", true, l6packet(b6, a6, 0), false},
+		{"a → b, a's egress (not isolated)", false, l6packet(a6, b6, 0), true},
+		{"a → b, b's ingress (b not isolated)", true, l6packet(a6, b6, 0), true},
+		{"to an address that is no endpoint", true, l6packet(b6, stranger, 0), false},
+		{"neighbour solicitation to a", true, l6packet(b6, a6, 135), true},
+		{"neighbour advertisement from a", false, l6packet(a6, b6, 136), true},
+		{"an echo request to a (ICMPv6 is policed)", true, l6packet(b6, a6, 128), false},
+	} {
+		prog := p.objs.SkiffPolicyFromPod
+		if c.to {
+			prog = p.objs.SkiffPolicyToPod
+		}
+		if got := runProg(t, prog, c.pkt) == tcxNext; got != c.pass {
+			t.Errorf("%s: passes %v, want %v", c.what, got, c.pass)
+		}
+	}
+	// The policy goes: a's IPv6 ingress passes again.
+	res, _ = policy.Compile(policy.NewAllocator(), nil, pods, []policy.Namespace{{Name: "x"}}, nil)
+	if _, err := p.Sync(res, func(netip.Addr) bool { return true }, nil); err != nil {
+		t.Fatal(err)
+	}
+	if runProg(t, p.objs.SkiffPolicyToPod, l6packet(b6, a6, 0)) != tcxNext {
+		t.Error("b → a after the policy went: dropped")
+	}
+}
