@@ -99,6 +99,16 @@ func ipv4Of(ips []string) string {
 	return ""
 }
 
+// ipv6Of is the first IPv6 address of ips (invalid: none).
+func ipv6Of(ips []string) netip.Addr {
+	for _, ip := range ips {
+		if a, err := netip.ParseAddr(ip); err == nil && a.Is6() && !a.Is4In6() {
+			return a
+		}
+	}
+	return netip.Addr{}
+}
+
 func nodeAddr(ip string) netip.Addr {
 	a, _ := netip.ParseAddr(ip)
 	return a

@@ -362,7 +362,7 @@ int skiff_nodeport_ingress(struct __sk_buff *skb)
 			slot = pick_maglev(svc->id, flow_hash(t.saddr, t.daddr, t.sport, t.dport, t.proto));
 		if (slot == 0 || slot > svc->count)
 			slot = (bpf_get_prandom_u32() % svc->count) + 1;
-		slot = sticky_slot(AFFINITY_BY_ADDR | t.saddr, svc, slot);
+		slot = sticky_slot(AFFINITY_BY_ADDR | t.saddr, svc, slot, 0);
 		struct backend_key bk = { .id = svc->id, .slot = slot };
 		struct backend_value *be = bpf_map_lookup_elem(&skiff_backends, &bk);
 		if (!be)

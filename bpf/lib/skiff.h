@@ -67,6 +67,32 @@ struct sock_nat {
 	__u16 pad2;
 };
 
+/* IPv6 frontends and backends are the same Services in maps of their own, as Cilium keeps
+ * lb6_* beside lb4_*: IPv4's layout, and the entries an older agent pinned, stay as they are.
+ * A frontend's id comes from the one id space of both families, so the backend slots' keys,
+ * names, Maglev tables and affinity are shared by id. An address is its 16 network-order bytes
+ * as four words, as the hooks hand them over (bpf_sock_addr.user_ip6). */
+struct svc6_key {
+	__u32 addr[4];
+	__u16 port;
+	__u8 proto;
+	__u8 pad;
+};
+
+struct backend6_value {
+	__u32 addr[4];
+	__u16 port;
+	__u16 flags; /* BE_FLAG_* */
+};
+
+struct sock_nat6 {
+	__u32 svc_addr[4];
+	__u32 be_addr[4];
+	__u16 svc_port;
+	__u16 be_port;
+	__u32 pad;
+};
+
 /* ClientIP affinity: a client sticks to a slot. A pod is known by its network namespace
  * cookie (socket hooks), a client outside by its address with AFFINITY_BY_ADDR set (NodePort;
  * cookies count up from 1 and never reach that bit). */
@@ -106,6 +132,30 @@ struct {
 	__type(value, struct sock_nat);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } skiff_sock_nat SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SKIFF_MAX_SERVICES);
+	__type(key, struct svc6_key);
+	__type(value, struct svc_value);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} skiff_services6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SKIFF_MAX_BACKENDS);
+	__type(key, struct backend_key);
+	__type(value, struct backend6_value);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} skiff_backends6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, SKIFF_MAX_SOCKETS);
+	__type(key, __u64); /* socket cookie */
+	__type(value, struct sock_nat6);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} skiff_sock_nat6 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -201,11 +251,18 @@ static __always_inline __u32 flow_hash(__u32 saddr, __u32 daddr, __u16 sport, __
 	return h;
 }
 
-/* backend_tag names the endpoint in a frontend's slot (a hash of its address and port); 0
- * for an empty slot. */
-static __always_inline __u32 backend_tag(__u32 id, __u32 slot)
+/* backend_tag names the endpoint in a frontend's slot (a hash of its address and port, from
+ * skiff_backends6 when v6); 0 for an empty slot. */
+static __always_inline __u32 backend_tag(__u32 id, __u32 slot, int v6)
 {
 	struct backend_key bk = { .id = id, .slot = slot };
+	if (v6) {
+		struct backend6_value *be = bpf_map_lookup_elem(&skiff_backends6, &bk);
+		if (!be)
+			return 0;
+		__u32 h = mix(mix(mix(mix(0x5f1ff, be->addr[0]), be->addr[1]), be->addr[2]), be->addr[3]);
+		return mix(h, be->port) | 1;
+	}
 	struct backend_value *be = bpf_map_lookup_elem(&skiff_backends, &bk);
 	if (!be)
 		return 0;
@@ -219,8 +276,8 @@ static __always_inline __u32 backend_tag(__u32 id, __u32 slot)
  * position, so it holds when other endpoints come and go and the slots shift (the first
  * AFFINITY_SCAN slots are searched when the remembered one moved); a client whose endpoint
  * is gone gets the fresh pick. Either way the client's entry is refreshed. Without affinity
- * the pick stands. */
-static __always_inline __u32 sticky_slot(__u64 client, struct svc_value *svc, __u32 slot)
+ * the pick stands. v6 says which family's backends the frontend has. */
+static __always_inline __u32 sticky_slot(__u64 client, struct svc_value *svc, __u32 slot, int v6)
 {
 	if (!(svc->flags & SVC_FLAG_AFFINITY))
 		return slot;
@@ -229,20 +286,20 @@ static __always_inline __u32 sticky_slot(__u64 client, struct svc_value *svc, __
 	struct affinity_value *av = bpf_map_lookup_elem(&skiff_affinity, &ak);
 	if (av && av->backend && now - av->last_ns < (__u64)svc->affinity_timeout * 1000000000ULL) {
 		__u32 want = av->backend, at = av->slot;
-		if (at >= 1 && at <= svc->count && backend_tag(svc->id, at) == want) {
+		if (at >= 1 && at <= svc->count && backend_tag(svc->id, at, v6) == want) {
 			slot = at;
 		} else {
 			for (__u32 i = 1; i <= AFFINITY_SCAN; i++) {
 				if (i > svc->count)
 					break;
-				if (backend_tag(svc->id, i) == want) {
+				if (backend_tag(svc->id, i, v6) == want) {
 					slot = i;
 					break;
 				}
 			}
 		}
 	}
-	struct affinity_value nv = { .last_ns = now, .slot = slot, .backend = backend_tag(svc->id, slot) };
+	struct affinity_value nv = { .last_ns = now, .slot = slot, .backend = backend_tag(svc->id, slot, v6) };
 	bpf_map_update_elem(&skiff_affinity, &ak, &nv, BPF_ANY);
 	return slot;
 }

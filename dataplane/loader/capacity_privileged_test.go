@@ -86,8 +86,9 @@ func TestPrivilegedFullMaps(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	if len(d.Resized) != 3 || !strings.Contains(strings.Join(d.Resized, ","), "skiff_backends: 6 entries -> 64") {
-		t.Fatalf("resized %v, want services, names and backends", d.Resized)
+	if len(d.Resized) != 5 || !strings.Contains(strings.Join(d.Resized, ","), "skiff_backends: 6 entries -> 64") ||
+		!strings.Contains(strings.Join(d.Resized, ","), "skiff_services6: 4 entries -> 64") {
+		t.Fatalf("resized %v, want services and backends of both families, and names", d.Resized)
 	}
 	info, err := d.Maps.Backends.Info()
 	if err != nil {

@@ -51,6 +51,10 @@ func sockAttachments(o *programs.SockObjects) []struct {
 		{"sendmsg4", o.SkiffSendmsg4, ebpf.AttachCGroupUDP4Sendmsg},
 		{"recvmsg4", o.SkiffRecvmsg4, ebpf.AttachCGroupUDP4Recvmsg},
 		{"getpeername4", o.SkiffGetpeername4, ebpf.AttachCgroupInet4GetPeername},
+		{"connect6", o.SkiffConnect6, ebpf.AttachCGroupInet6Connect},
+		{"sendmsg6", o.SkiffSendmsg6, ebpf.AttachCGroupUDP6Sendmsg},
+		{"recvmsg6", o.SkiffRecvmsg6, ebpf.AttachCGroupUDP6Recvmsg},
+		{"getpeername6", o.SkiffGetpeername6, ebpf.AttachCgroupInet6GetPeername},
 		{"sock_release", o.SkiffSockRelease, ebpf.AttachCgroupInetSockRelease},
 	}
 }
@@ -94,7 +98,7 @@ func Load(pinDir, cgroupPath, uplink string, node netip.Addr, sizes services.Map
 		return nil, fmt.Errorf("loading skiff's BPF programs (maps pinned in %s): %w", pinDir, err)
 	}
 	d.Maps = services.Maps{Services: d.objs.SkiffServices, Backends: d.objs.SkiffBackends, Names: d.objs.SkiffSvcNames, Sockets: d.objs.SkiffSockNat,
-		Maglev: d.objs.SkiffMaglev}
+		Services6: d.objs.SkiffServices6, Backends6: d.objs.SkiffBackends6, Sockets6: d.objs.SkiffSockNat6, Maglev: d.objs.SkiffMaglev}
 	if err := d.objs.SkiffMeta.Put(uint32(0), uint32(programs.MapVersion)); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("recording the map version: %w", err)
@@ -287,10 +291,15 @@ func OpenPinned(pinDir string) (services.Maps, func(), error) {
 		}
 	}
 	for _, x := range []struct {
-		name string
-		dst  **ebpf.Map
-	}{{"skiff_services", &m.Services}, {"skiff_backends", &m.Backends}, {"skiff_svc_names", &m.Names}, {"skiff_sock_nat", &m.Sockets}, {"skiff_ct", &m.CT}} {
+		name     string
+		dst      **ebpf.Map
+		optional bool // pinned only by agents that have IPv6 Services
+	}{{"skiff_services", &m.Services, false}, {"skiff_backends", &m.Backends, false}, {"skiff_svc_names", &m.Names, false}, {"skiff_sock_nat", &m.Sockets, false}, {"skiff_ct", &m.CT, false},
+		{"skiff_services6", &m.Services6, true}, {"skiff_backends6", &m.Backends6, true}, {"skiff_sock_nat6", &m.Sockets6, true}} {
 		mp, err := ebpf.LoadPinnedMap(filepath.Join(pinDir, x.name), opts)
+		if x.optional && errors.Is(err, os.ErrNotExist) {
+			continue
+		}
 		if err != nil {
 			closeAll()
 			return services.Maps{}, nil, fmt.Errorf("%s: %w (is the agent running on this node? see skiff bpf --pin-dir)", filepath.Join(pinDir, x.name), err)

@@ -16,8 +16,10 @@ import (
 // sizedMaps are the maps MapSizes sizes, and the size each takes.
 var sizedMaps = map[string]func(services.MapSizes) int{
 	"skiff_services":  func(s services.MapSizes) int { return s.Services },
+	"skiff_services6": func(s services.MapSizes) int { return s.Services },
 	"skiff_svc_names": func(s services.MapSizes) int { return s.Services },
 	"skiff_backends":  func(s services.MapSizes) int { return s.Backends },
+	"skiff_backends6": func(s services.MapSizes) int { return s.Backends },
 	"skiff_maglev":    func(s services.MapSizes) int { return s.Maglev },
 }
 

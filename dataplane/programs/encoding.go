@@ -3,6 +3,7 @@ package programs
 import (
 	"encoding/binary"
 	"net/netip"
+	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -24,6 +25,26 @@ func FromAddr4(v uint32) netip.Addr {
 	var b [4]byte
 	binary.NativeEndian.PutUint32(b[:], v)
 	return netip.AddrFrom4(b)
+}
+
+// Addr6 is an IPv6 address as the hooks hand it over (bpf_sock_addr.user_ip6): its 16
+// network-order bytes as four native words. An IPv4 address becomes its IPv4-mapped form.
+func Addr6(a netip.Addr) [4]uint32 {
+	b := a.As16()
+	var w [4]uint32
+	for i := range w {
+		w[i] = binary.NativeEndian.Uint32(b[4*i:])
+	}
+	return w
+}
+
+// FromAddr6 undoes Addr6.
+func FromAddr6(w [4]uint32) netip.Addr {
+	var b [16]byte
+	for i, v := range w {
+		binary.NativeEndian.PutUint32(b[4*i:], v)
+	}
+	return netip.AddrFrom16(b)
 }
 
 // Port is a port in network order, read as a native integer.
@@ -50,6 +71,29 @@ func CString(chars []int8) string {
 		b = append(b, byte(c))
 	}
 	return string(b)
+}
+
+// Frontend prints an IPv4 frontend key as address:port/PROTO.
+func (k SockSvcKey) Frontend() string {
+	return netip.AddrPortFrom(FromAddr4(k.Addr), FromPort(k.Port)).String() + "/" + protoName(k.Proto)
+}
+
+// Frontend prints an IPv6 frontend key as [address]:port/PROTO.
+func (k SockSvc6Key) Frontend() string {
+	return netip.AddrPortFrom(FromAddr6(k.Addr), FromPort(k.Port)).String() + "/" + protoName(k.Proto)
+}
+
+// protoName names an IP protocol number as Kubernetes does.
+func protoName(n uint8) string {
+	switch n {
+	case unix.IPPROTO_TCP:
+		return "TCP"
+	case unix.IPPROTO_UDP:
+		return "UDP"
+	case unix.IPPROTO_SCTP:
+		return "SCTP"
+	}
+	return strconv.Itoa(int(n))
 }
 
 // String is the Service port's name up to its terminating zero.

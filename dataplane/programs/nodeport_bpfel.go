@@ -27,6 +27,13 @@ type NodeportAffinityValue struct {
 	Backend uint32
 }
 
+type NodeportBackend6Value struct {
+	_     structs.HostLayout
+	Addr  [4]uint32
+	Port  uint16
+	Flags uint16
+}
+
 type NodeportBackendKey struct {
 	_    structs.HostLayout
 	Id   uint32
@@ -78,6 +85,23 @@ type NodeportSockNat struct {
 	Pad2    uint16
 }
 
+type NodeportSockNat6 struct {
+	_       structs.HostLayout
+	SvcAddr [4]uint32
+	BeAddr  [4]uint32
+	SvcPort uint16
+	BePort  uint16
+	Pad     uint32
+}
+
+type NodeportSvc6Key struct {
+	_     structs.HostLayout
+	Addr  [4]uint32
+	Port  uint16
+	Proto uint8
+	Pad   uint8
+}
+
 type NodeportSvcKey struct {
 	_     structs.HostLayout
 	Addr  uint32
@@ -106,13 +130,16 @@ type NodeportSvcValue struct {
 const (
 	NodeportMapSkiffAffinity         = "skiff_affinity"
 	NodeportMapSkiffBackends         = "skiff_backends"
+	NodeportMapSkiffBackends6        = "skiff_backends6"
 	NodeportMapSkiffCt               = "skiff_ct"
 	NodeportMapSkiffIcmpPeers        = "skiff_icmp_peers"
 	NodeportMapSkiffMaglev           = "skiff_maglev"
 	NodeportMapSkiffMeta             = "skiff_meta"
 	NodeportMapSkiffNpSnat           = "skiff_np_snat"
 	NodeportMapSkiffServices         = "skiff_services"
+	NodeportMapSkiffServices6        = "skiff_services6"
 	NodeportMapSkiffSockNat          = "skiff_sock_nat"
+	NodeportMapSkiffSockNat6         = "skiff_sock_nat6"
 	NodeportMapSkiffSvcNames         = "skiff_svc_names"
 	NodeportProgSkiffNodeportEgress  = "skiff_nodeport_egress"
 	NodeportProgSkiffNodeportIngress = "skiff_nodeport_ingress"
@@ -171,13 +198,16 @@ type NodeportProgramSpecs struct {
 type NodeportMapSpecs struct {
 	SkiffAffinity  *ebpf.MapSpec `ebpf:"skiff_affinity"`
 	SkiffBackends  *ebpf.MapSpec `ebpf:"skiff_backends"`
+	SkiffBackends6 *ebpf.MapSpec `ebpf:"skiff_backends6"`
 	SkiffCt        *ebpf.MapSpec `ebpf:"skiff_ct"`
 	SkiffIcmpPeers *ebpf.MapSpec `ebpf:"skiff_icmp_peers"`
 	SkiffMaglev    *ebpf.MapSpec `ebpf:"skiff_maglev"`
 	SkiffMeta      *ebpf.MapSpec `ebpf:"skiff_meta"`
 	SkiffNpSnat    *ebpf.MapSpec `ebpf:"skiff_np_snat"`
 	SkiffServices  *ebpf.MapSpec `ebpf:"skiff_services"`
+	SkiffServices6 *ebpf.MapSpec `ebpf:"skiff_services6"`
 	SkiffSockNat   *ebpf.MapSpec `ebpf:"skiff_sock_nat"`
+	SkiffSockNat6  *ebpf.MapSpec `ebpf:"skiff_sock_nat6"`
 	SkiffSvcNames  *ebpf.MapSpec `ebpf:"skiff_svc_names"`
 }
 
@@ -210,13 +240,16 @@ func (o *NodeportObjects) Close() error {
 type NodeportMaps struct {
 	SkiffAffinity  *ebpf.Map `ebpf:"skiff_affinity"`
 	SkiffBackends  *ebpf.Map `ebpf:"skiff_backends"`
+	SkiffBackends6 *ebpf.Map `ebpf:"skiff_backends6"`
 	SkiffCt        *ebpf.Map `ebpf:"skiff_ct"`
 	SkiffIcmpPeers *ebpf.Map `ebpf:"skiff_icmp_peers"`
 	SkiffMaglev    *ebpf.Map `ebpf:"skiff_maglev"`
 	SkiffMeta      *ebpf.Map `ebpf:"skiff_meta"`
 	SkiffNpSnat    *ebpf.Map `ebpf:"skiff_np_snat"`
 	SkiffServices  *ebpf.Map `ebpf:"skiff_services"`
+	SkiffServices6 *ebpf.Map `ebpf:"skiff_services6"`
 	SkiffSockNat   *ebpf.Map `ebpf:"skiff_sock_nat"`
+	SkiffSockNat6  *ebpf.Map `ebpf:"skiff_sock_nat6"`
 	SkiffSvcNames  *ebpf.Map `ebpf:"skiff_svc_names"`
 }
 
@@ -224,13 +257,16 @@ func (m *NodeportMaps) Close() error {
 	return _NodeportClose(
 		m.SkiffAffinity,
 		m.SkiffBackends,
+		m.SkiffBackends6,
 		m.SkiffCt,
 		m.SkiffIcmpPeers,
 		m.SkiffMaglev,
 		m.SkiffMeta,
 		m.SkiffNpSnat,
 		m.SkiffServices,
+		m.SkiffServices6,
 		m.SkiffSockNat,
+		m.SkiffSockNat6,
 		m.SkiffSvcNames,
 	)
 }

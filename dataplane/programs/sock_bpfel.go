@@ -27,6 +27,13 @@ type SockAffinityValue struct {
 	Backend uint32
 }
 
+type SockBackend6Value struct {
+	_     structs.HostLayout
+	Addr  [4]uint32
+	Port  uint16
+	Flags uint16
+}
+
 type SockBackendKey struct {
 	_    structs.HostLayout
 	Id   uint32
@@ -78,6 +85,23 @@ type SockSockNat struct {
 	Pad2    uint16
 }
 
+type SockSockNat6 struct {
+	_       structs.HostLayout
+	SvcAddr [4]uint32
+	BeAddr  [4]uint32
+	SvcPort uint16
+	BePort  uint16
+	Pad     uint32
+}
+
+type SockSvc6Key struct {
+	_     structs.HostLayout
+	Addr  [4]uint32
+	Port  uint16
+	Proto uint8
+	Pad   uint8
+}
+
 type SockSvcKey struct {
 	_     structs.HostLayout
 	Addr  uint32
@@ -106,17 +130,24 @@ type SockSvcValue struct {
 const (
 	SockMapSkiffAffinity      = "skiff_affinity"
 	SockMapSkiffBackends      = "skiff_backends"
+	SockMapSkiffBackends6     = "skiff_backends6"
 	SockMapSkiffCt            = "skiff_ct"
 	SockMapSkiffHostNetns     = "skiff_host_netns"
 	SockMapSkiffMaglev        = "skiff_maglev"
 	SockMapSkiffMeta          = "skiff_meta"
 	SockMapSkiffServices      = "skiff_services"
+	SockMapSkiffServices6     = "skiff_services6"
 	SockMapSkiffSockNat       = "skiff_sock_nat"
+	SockMapSkiffSockNat6      = "skiff_sock_nat6"
 	SockMapSkiffSvcNames      = "skiff_svc_names"
 	SockProgSkiffConnect4     = "skiff_connect4"
+	SockProgSkiffConnect6     = "skiff_connect6"
 	SockProgSkiffGetpeername4 = "skiff_getpeername4"
+	SockProgSkiffGetpeername6 = "skiff_getpeername6"
 	SockProgSkiffRecvmsg4     = "skiff_recvmsg4"
+	SockProgSkiffRecvmsg6     = "skiff_recvmsg6"
 	SockProgSkiffSendmsg4     = "skiff_sendmsg4"
+	SockProgSkiffSendmsg6     = "skiff_sendmsg6"
 	SockProgSkiffSockRelease  = "skiff_sock_release"
 	SockVarSkiffMapVersion    = "skiff_map_version"
 )
@@ -164,9 +195,13 @@ type SockSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type SockProgramSpecs struct {
 	SkiffConnect4     *ebpf.ProgramSpec `ebpf:"skiff_connect4"`
+	SkiffConnect6     *ebpf.ProgramSpec `ebpf:"skiff_connect6"`
 	SkiffGetpeername4 *ebpf.ProgramSpec `ebpf:"skiff_getpeername4"`
+	SkiffGetpeername6 *ebpf.ProgramSpec `ebpf:"skiff_getpeername6"`
 	SkiffRecvmsg4     *ebpf.ProgramSpec `ebpf:"skiff_recvmsg4"`
+	SkiffRecvmsg6     *ebpf.ProgramSpec `ebpf:"skiff_recvmsg6"`
 	SkiffSendmsg4     *ebpf.ProgramSpec `ebpf:"skiff_sendmsg4"`
+	SkiffSendmsg6     *ebpf.ProgramSpec `ebpf:"skiff_sendmsg6"`
 	SkiffSockRelease  *ebpf.ProgramSpec `ebpf:"skiff_sock_release"`
 }
 
@@ -176,12 +211,15 @@ type SockProgramSpecs struct {
 type SockMapSpecs struct {
 	SkiffAffinity  *ebpf.MapSpec `ebpf:"skiff_affinity"`
 	SkiffBackends  *ebpf.MapSpec `ebpf:"skiff_backends"`
+	SkiffBackends6 *ebpf.MapSpec `ebpf:"skiff_backends6"`
 	SkiffCt        *ebpf.MapSpec `ebpf:"skiff_ct"`
 	SkiffHostNetns *ebpf.MapSpec `ebpf:"skiff_host_netns"`
 	SkiffMaglev    *ebpf.MapSpec `ebpf:"skiff_maglev"`
 	SkiffMeta      *ebpf.MapSpec `ebpf:"skiff_meta"`
 	SkiffServices  *ebpf.MapSpec `ebpf:"skiff_services"`
+	SkiffServices6 *ebpf.MapSpec `ebpf:"skiff_services6"`
 	SkiffSockNat   *ebpf.MapSpec `ebpf:"skiff_sock_nat"`
+	SkiffSockNat6  *ebpf.MapSpec `ebpf:"skiff_sock_nat6"`
 	SkiffSvcNames  *ebpf.MapSpec `ebpf:"skiff_svc_names"`
 }
 
@@ -214,12 +252,15 @@ func (o *SockObjects) Close() error {
 type SockMaps struct {
 	SkiffAffinity  *ebpf.Map `ebpf:"skiff_affinity"`
 	SkiffBackends  *ebpf.Map `ebpf:"skiff_backends"`
+	SkiffBackends6 *ebpf.Map `ebpf:"skiff_backends6"`
 	SkiffCt        *ebpf.Map `ebpf:"skiff_ct"`
 	SkiffHostNetns *ebpf.Map `ebpf:"skiff_host_netns"`
 	SkiffMaglev    *ebpf.Map `ebpf:"skiff_maglev"`
 	SkiffMeta      *ebpf.Map `ebpf:"skiff_meta"`
 	SkiffServices  *ebpf.Map `ebpf:"skiff_services"`
+	SkiffServices6 *ebpf.Map `ebpf:"skiff_services6"`
 	SkiffSockNat   *ebpf.Map `ebpf:"skiff_sock_nat"`
+	SkiffSockNat6  *ebpf.Map `ebpf:"skiff_sock_nat6"`
 	SkiffSvcNames  *ebpf.Map `ebpf:"skiff_svc_names"`
 }
 
@@ -227,12 +268,15 @@ func (m *SockMaps) Close() error {
 	return _SockClose(
 		m.SkiffAffinity,
 		m.SkiffBackends,
+		m.SkiffBackends6,
 		m.SkiffCt,
 		m.SkiffHostNetns,
 		m.SkiffMaglev,
 		m.SkiffMeta,
 		m.SkiffServices,
+		m.SkiffServices6,
 		m.SkiffSockNat,
+		m.SkiffSockNat6,
 		m.SkiffSvcNames,
 	)
 }
@@ -249,18 +293,26 @@ type SockVariables struct {
 // It can be passed to LoadSockObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SockPrograms struct {
 	SkiffConnect4     *ebpf.Program `ebpf:"skiff_connect4"`
+	SkiffConnect6     *ebpf.Program `ebpf:"skiff_connect6"`
 	SkiffGetpeername4 *ebpf.Program `ebpf:"skiff_getpeername4"`
+	SkiffGetpeername6 *ebpf.Program `ebpf:"skiff_getpeername6"`
 	SkiffRecvmsg4     *ebpf.Program `ebpf:"skiff_recvmsg4"`
+	SkiffRecvmsg6     *ebpf.Program `ebpf:"skiff_recvmsg6"`
 	SkiffSendmsg4     *ebpf.Program `ebpf:"skiff_sendmsg4"`
+	SkiffSendmsg6     *ebpf.Program `ebpf:"skiff_sendmsg6"`
 	SkiffSockRelease  *ebpf.Program `ebpf:"skiff_sock_release"`
 }
 
 func (p *SockPrograms) Close() error {
 	return _SockClose(
 		p.SkiffConnect4,
+		p.SkiffConnect6,
 		p.SkiffGetpeername4,
+		p.SkiffGetpeername6,
 		p.SkiffRecvmsg4,
+		p.SkiffRecvmsg6,
 		p.SkiffSendmsg4,
+		p.SkiffSendmsg6,
 		p.SkiffSockRelease,
 	)
 }

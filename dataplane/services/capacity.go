@@ -16,9 +16,11 @@ import (
 // full" (cilium#28726). The maps are allocated as entries are written (BPF_F_NO_PREALLOC),
 // so capacity costs no kernel memory until it is used.
 type MapSizes struct {
-	// Services is the frontends (skiff_services, and skiff_svc_names per Service port).
+	// Services is the frontends (skiff_services, and skiff_svc_names per Service port);
+	// skiff_services6 holds as many IPv6 ones.
 	Services int
-	// Backends is the backend slots of every frontend together (skiff_backends).
+	// Backends is the backend slots of every frontend together (skiff_backends);
+	// skiff_backends6 holds as many of IPv6 frontends.
 	Backends int
 	// Maglev is the Maglev lookup entries (skiff_maglev): MaglevSize per Service that uses it.
 	Maglev int
@@ -107,25 +109,27 @@ func Fit(services []Service, caps MapSizes) (kept []Service, status MapStatus) {
 		}
 		return sa.Frontend.String() < sb.Frontend.String()
 	})
-	var nServices, nBackends, nMaglev int
+	// Frontends and backend slots are counted per family (each has its own maps); names
+	// and Maglev tables are shared.
+	var have, want counts
 	slots := map[uint32]int{} // backend slots written per id
 	maglev := map[uint32]bool{}
 	keep := make([]bool, len(services))
-	var wantServices, wantBackends, wantMaglev int
 	wantSlots := map[uint32]int{}
 	wantMaglevIDs := map[uint32]bool{}
 	for _, i := range order {
 		s := services[i]
+		v6 := s.Frontend.Addr.Is6()
 		n := min(len(s.Backends), 65535)
 		// What the whole state asks for, fitting or not (the fill metric's numerator).
-		wantServices++
+		*want.frontends(v6)++
 		if had, ok := wantSlots[s.ID]; !ok || n > had {
-			wantBackends += n - had
+			*want.slots(v6) += n - had
 			wantSlots[s.ID] = n
 		}
 		if s.Maglev && n > 0 && !wantMaglevIDs[s.ID] {
 			wantMaglevIDs[s.ID] = true
-			wantMaglev += MaglevSize
+			want.maglev += MaglevSize
 		}
 		// What this frontend adds to what is kept so far.
 		addBackends := 0
@@ -141,15 +145,15 @@ func Fit(services []Service, caps MapSizes) (kept []Service, status MapStatus) {
 		if !named {
 			addNames = 1
 		}
-		if nServices+1 > caps.Services || len(slots)+addNames > caps.Services ||
-			nBackends+addBackends > caps.Backends || nMaglev+addMaglev > caps.Maglev {
+		if *have.frontends(v6)+1 > caps.Services || len(slots)+addNames > caps.Services ||
+			*have.slots(v6)+addBackends > caps.Backends || have.maglev+addMaglev > caps.Maglev {
 			status.Dropped = append(status.Dropped, fmt.Sprintf("%s at %s", s.Name, s.Frontend))
 			continue
 		}
 		keep[i] = true
-		nServices++
-		nBackends += addBackends
-		nMaglev += addMaglev
+		*have.frontends(v6)++
+		*have.slots(v6) += addBackends
+		have.maglev += addMaglev
 		slots[s.ID] = max(slots[s.ID], n)
 		if addMaglev > 0 {
 			maglev[s.ID] = true
@@ -161,17 +165,47 @@ func Fit(services []Service, caps MapSizes) (kept []Service, status MapStatus) {
 		}
 	}
 	sort.Strings(status.Dropped)
-	status.Fill = fill(wantServices, len(wantSlots), wantBackends, wantMaglev, caps)
+	want.names = len(wantSlots)
+	status.Fill = fill(want, caps)
 	return kept, status
 }
 
+// counts are the entries of each service map.
+type counts struct {
+	services, services6, names, backends, backends6, maglev int
+}
+
+// frontends is the frontend count of a family.
+func (c *counts) frontends(v6 bool) *int {
+	if v6 {
+		return &c.services6
+	}
+	return &c.services
+}
+
+// slots is the backend-slot count of a family.
+func (c *counts) slots(v6 bool) *int {
+	if v6 {
+		return &c.backends6
+	}
+	return &c.backends
+}
+
+// counts are e's entries per map.
+func (e entries) counts() counts {
+	return counts{services: len(e.services), services6: len(e.services6), names: len(e.names),
+		backends: len(e.backends), backends6: len(e.backends6), maglev: len(e.maglev)}
+}
+
 // fill is each sized map's entries against its capacity, in MapStatus.Fill's order.
-func fill(services, names, backends, maglev int, caps MapSizes) []MapFill {
+func fill(c counts, caps MapSizes) []MapFill {
 	return []MapFill{
-		{"skiff_services", services, caps.Services},
-		{"skiff_svc_names", names, caps.Services},
-		{"skiff_backends", backends, caps.Backends},
-		{"skiff_maglev", maglev, caps.Maglev},
+		{"skiff_services", c.services, caps.Services},
+		{"skiff_services6", c.services6, caps.Services},
+		{"skiff_svc_names", c.names, caps.Services},
+		{"skiff_backends", c.backends, caps.Backends},
+		{"skiff_backends6", c.backends6, caps.Backends},
+		{"skiff_maglev", c.maglev, caps.Maglev},
 	}
 }
 

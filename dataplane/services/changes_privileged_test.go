@@ -64,7 +64,7 @@ func TestPrivilegedApplyChanges(t *testing.T) {
 			if got := rawMaps(t, m); got != want {
 				t.Fatalf("seed %d step %d (changed %v, alone %v): the maps hold\n%s\nwant\n%s", seed, step, keys, applied, got, want)
 			}
-			if fill := p.Status.Fill; fill[0].Entries != countPrefix(want, "service ") || fill[2].Entries != countPrefix(want, "backend ") {
+			if fill := fillOf(p.Status.Fill); fill["skiff_services"] != countPrefix(want, "service ") || fill["skiff_backends"] != countPrefix(want, "backend ") {
 				t.Fatalf("seed %d step %d: fill %+v, the maps hold %d frontends and %d backends", seed, step, fill, countPrefix(want, "service "), countPrefix(want, "backend "))
 			}
 		}
@@ -73,6 +73,15 @@ func TestPrivilegedApplyChanges(t *testing.T) {
 	if whole > 0 || alone == 0 {
 		t.Errorf("%d changes applied alone, %d needed the whole state", alone, whole)
 	}
+}
+
+// fillOf is each map's entries by name.
+func fillOf(fill []MapFill) map[string]int {
+	out := map[string]int{}
+	for _, f := range fill {
+		out[f.Map] = f.Entries
+	}
+	return out
 }
 
 func countPrefix(s, prefix string) int {

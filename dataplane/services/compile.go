@@ -55,15 +55,30 @@ type Service struct {
 // Node is the node the maps are compiled for.
 type Node struct {
 	Name string
-	// IP is the node's address, on which NodePorts are served (invalid: none).
+	// IP is the node's IPv4 address, on which NodePorts are served (invalid: none).
 	IP netip.Addr
+	// IP6 is the node's IPv6 address, on which NodePorts are served over IPv6 (invalid: none).
+	IP6 netip.Addr
+}
+
+// addrs are the node's addresses, IPv4 first.
+func (n Node) addrs() []netip.Addr {
+	var out []netip.Addr
+	if n.IP.Is4() {
+		out = append(out, n.IP)
+	}
+	if n.IP6.Is6() && !n.IP6.Is4In6() {
+		out = append(out, n.IP6)
+	}
+	return out
 }
 
 // defaultAffinityTimeout is upstream's sessionAffinityConfig.clientIP.timeoutSeconds default.
 const defaultAffinityTimeout = 10800 * time.Second
 
 // Compile turns Services and their EndpointSlices into frontends: one per ClusterIP and port
-// (TCP and UDP; headless and ExternalName Services have none). Backends are the ready
+// (TCP and UDP; headless and ExternalName Services have none), in each of a dual-stack
+// Service's families, a frontend's backends being the endpoints of its family. Backends are the ready
 // endpoints; when none is ready, the serving-but-terminating ones, as upstream kube-proxy
 // does. ids keeps each frontend's id stable across calls (it is updated with new ones), so
 // an update rewrites a frontend's backends in place.
@@ -113,7 +128,7 @@ type compiled struct {
 // Compile is the package's Compile, remembering each Service's result for the next call.
 func (c *Compiler) Compile(services []*corev1.Service, epSlices []*discoveryv1.EndpointSlice, pods []*corev1.Pod) []Service {
 	bySvc := map[string][]*discoveryv1.EndpointSlice{}
-	for _, s := range ipv4Slices(epSlices) {
+	for _, s := range epSlices {
 		if key := SliceServiceKey(s); key != "" {
 			bySvc[key] = append(bySvc[key], s)
 		}
@@ -189,7 +204,7 @@ func (c *Compiler) Compile(services []*corev1.Service, epSlices []*discoveryv1.E
 	return out
 }
 
-// compiled is key's frontends for svc and its IPv4 slices: the last call's when their
+// compiled is key's frontends for svc and its slices: the last call's when their
 // versions are unchanged, else compiled afresh.
 func (c *Compiler) compiled(key string, svc *corev1.Service, slicesOf []*discoveryv1.EndpointSlice) compiled {
 	version := versionOf(svc, slicesOf)
@@ -199,27 +214,15 @@ func (c *Compiler) compiled(key string, svc *corev1.Service, slicesOf []*discove
 	return compiled{version: version, out: compileService(svc, slicesOf, c.Node)}
 }
 
-// ipv4Slices are the slices of IPv4 endpoints, the ones the maps take.
-func ipv4Slices(epSlices []*discoveryv1.EndpointSlice) []*discoveryv1.EndpointSlice {
-	var out []*discoveryv1.EndpointSlice
-	for _, s := range epSlices {
-		if s.AddressType == discoveryv1.AddressTypeIPv4 {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 func byName(a, b Service) int { return cmp.Compare(a.Name, b.Name) }
 
-// Recompile compiles one Service (svc nil: deleted) with its EndpointSlices (those of any
-// address type; the IPv4 ones are used) and returns how its frontends changed since the last
+// Recompile compiles one Service (svc nil: deleted) with its EndpointSlices and returns how its frontends changed since the last
 // Compile or Recompile. Ids of frontends it no longer has are freed, new ones get ids in
 // name order. It costs O(the Service), so a change among 10,000 Services costs one.
 func (c *Compiler) Recompile(key string, svc *corev1.Service, epSlices []*discoveryv1.EndpointSlice) ServiceChange {
 	var fresh []Service
 	if svc != nil {
-		m := c.compiled(key, svc, ipv4Slices(epSlices))
+		m := c.compiled(key, svc, epSlices)
 		if m.version != "" {
 			if c.memo == nil {
 				c.memo = map[string]compiled{}
@@ -318,19 +321,30 @@ func compileService(svc *corev1.Service, slicesOf []*discoveryv1.EndpointSlice, 
 			affinity = time.Duration(*c.ClientIP.TimeoutSeconds) * time.Second
 		}
 	}
-	if (svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer) && node.IP.Is4() {
+	// A NodePort is served on the node's address of each family the Service has (a
+	// single-stack Service has no endpoints of the other).
+	if svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
 		local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
-		for _, port := range svc.Spec.Ports {
-			if port.NodePort == 0 || (port.Protocol != corev1.ProtocolTCP && port.Protocol != corev1.ProtocolUDP) {
+		for _, nodeIP := range node.addrs() {
+			if !hasFamily(svc, nodeIP) {
 				continue
 			}
-			only := ""
-			if local {
-				only = node.Name
+			suffix := "@nodeport"
+			if nodeIP.Is6() {
+				suffix = "@nodeport6"
 			}
-			add(fmt.Sprintf("%s/%s:%d/%s@nodeport", svc.Namespace, svc.Name, port.NodePort, port.Protocol), Service{
-				Frontend: Frontend{Addr: node.IP, Port: uint16(port.NodePort), Proto: port.Protocol}, ExternalLocal: local, Maglev: maglev, Affinity: affinity,
-				Backends: backends(slicesOf, port, only, node.Name)})
+			for _, port := range svc.Spec.Ports {
+				if port.NodePort == 0 || (port.Protocol != corev1.ProtocolTCP && port.Protocol != corev1.ProtocolUDP) {
+					continue
+				}
+				only := ""
+				if local {
+					only = node.Name
+				}
+				add(fmt.Sprintf("%s/%s:%d/%s%s", svc.Namespace, svc.Name, port.NodePort, port.Protocol, suffix), Service{
+					Frontend: Frontend{Addr: nodeIP, Port: uint16(port.NodePort), Proto: port.Protocol}, ExternalLocal: local, Maglev: maglev, Affinity: affinity,
+					Backends: backends(slicesOf, port, only, node.Name, nodeIP.Is6())})
+			}
 		}
 	}
 	// LoadBalancer addresses (status.loadBalancer.ingress) and spec.externalIPs are served
@@ -338,6 +352,9 @@ func compileService(svc *corev1.Service, slicesOf []*discoveryv1.EndpointSlice, 
 	// (the BGP speaker advertises the addresses), and externalTrafficPolicy applies.
 	local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
 	for _, ip := range externalAddrs(svc) {
+		if !hasFamily(svc, ip) {
+			continue // as upstream: an address of a family the Service lacks has no endpoints
+		}
 		only := ""
 		if local {
 			only = node.Name
@@ -348,12 +365,12 @@ func compileService(svc *corev1.Service, slicesOf []*discoveryv1.EndpointSlice, 
 			}
 			add(fmt.Sprintf("%s/%s:%d/%s@%s", svc.Namespace, svc.Name, port.Port, port.Protocol, ip), Service{
 				Frontend: Frontend{Addr: ip, Port: uint16(port.Port), Proto: port.Protocol}, ExternalLocal: local, Maglev: maglev, Affinity: affinity,
-				Backends: backends(slicesOf, port, only, node.Name)})
+				Backends: backends(slicesOf, port, only, node.Name, ip.Is6())})
 		}
 	}
 	for _, ipText := range clusterIPs(svc) {
 		ip, err := netip.ParseAddr(ipText)
-		if err != nil || !ip.Is4() {
+		if err != nil || ip.Is4In6() {
 			continue
 		}
 		for _, port := range svc.Spec.Ports {
@@ -373,7 +390,7 @@ func compileService(svc *corev1.Service, slicesOf []*discoveryv1.EndpointSlice, 
 				localOnly = node.Name
 			}
 			add(name, Service{Affinity: affinity, Maglev: maglev, Frontend: Frontend{Addr: ip, Port: uint16(port.Port), Proto: port.Protocol},
-				Backends: backends(slicesOf, port, localOnly, node.Name)})
+				Backends: backends(slicesOf, port, localOnly, node.Name, ip.Is6())})
 		}
 	}
 	return out
@@ -381,13 +398,14 @@ func compileService(svc *corev1.Service, slicesOf []*discoveryv1.EndpointSlice, 
 
 // loopback is where a hostPort without a hostIP is also served on the node, as the CNI portmap
 // plugin serves it for clients on the node.
-var loopback = netip.MustParseAddr("127.0.0.1")
+var loopback, loopback6 = netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback()
 
 // HostPorts makes the hostPorts of node's pods into frontends, as the CNI portmap plugin maps
-// them for the kubelet: hostIP:hostPort/protocol goes to the pod's address and containerPort,
-// with the pod as the one, local, backend and the client's address kept. A port without a
-// hostIP (or 0.0.0.0) is served on the node's address and on 127.0.0.1 (for the node's own
-// processes and host-network pods). Pods that have no IPv4 address yet, that have finished,
+// them for the kubelet: hostIP:hostPort/protocol goes to the pod's address of hostIP's family
+// and containerPort, with the pod as the one, local, backend and the client's address kept. A
+// port without a hostIP is served on the node's address of each family the pod has, and on
+// 127.0.0.1 and ::1 (for the node's own processes and host-network pods); 0.0.0.0 and :: are
+// that in one family. Pods that have no address yet, that have finished,
 // that share the node's network (their ports are the node's already) or that run on other
 // nodes have none. When two pods name one frontend (the agent admits only one; the other is
 // being replaced), the older pod keeps it.
@@ -395,7 +413,7 @@ func HostPorts(pods []*corev1.Pod, node Node) []Service {
 	var candidates []*corev1.Pod
 	for _, p := range pods {
 		if p.Spec.NodeName != node.Name || node.Name == "" || p.Spec.HostNetwork ||
-			p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || !podIPv4(p).IsValid() {
+			p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || (!podIP(p, false).IsValid() && !podIP(p, true).IsValid()) {
 			continue
 		}
 		candidates = append(candidates, p)
@@ -409,7 +427,7 @@ func HostPorts(pods []*corev1.Pod, node Node) []Service {
 	var out []Service
 	seen := map[Frontend]bool{}
 	for _, p := range candidates {
-		podIP := podIPv4(p)
+		pod4, pod6 := podIP(p, false), podIP(p, true)
 		for _, port := range podPorts(p) {
 			if port.HostPort <= 0 || port.HostPort > 65535 || port.ContainerPort <= 0 || port.ContainerPort > 65535 {
 				continue
@@ -421,16 +439,20 @@ func HostPorts(pods []*corev1.Pod, node Node) []Service {
 			if proto != corev1.ProtocolTCP && proto != corev1.ProtocolUDP {
 				continue
 			}
-			for _, addr := range hostPortAddrs(port.HostIP, node.IP) {
+			for _, addr := range hostPortAddrs(port.HostIP, node) {
+				to := pod4
+				if addr.Is6() {
+					to = pod6
+				}
 				f := Frontend{Addr: addr, Port: uint16(port.HostPort), Proto: proto}
-				if seen[f] {
+				if !to.IsValid() || seen[f] {
 					continue
 				}
 				seen[f] = true
 				out = append(out, Service{
 					Name:          fmt.Sprintf("%s/%s:%d/%s@hostport@%s", p.Namespace, p.Name, port.HostPort, proto, addr),
 					Frontend:      f,
-					Backends:      []Backend{{Addr: podIP, Port: uint16(port.ContainerPort), Local: true}},
+					Backends:      []Backend{{Addr: to, Port: uint16(port.ContainerPort), Local: true}},
 					ExternalLocal: true,
 					HostNetnsOnly: addr.IsLoopback(),
 				})
@@ -455,39 +477,52 @@ func podPorts(p *corev1.Pod) []corev1.ContainerPort {
 	return out
 }
 
-// hostPortAddrs are the addresses a hostIP names on the node: itself when it is an IPv4
-// address, the node's address and 127.0.0.1 when it is empty or 0.0.0.0, none otherwise.
-func hostPortAddrs(hostIP string, node netip.Addr) []netip.Addr {
+// hostPortAddrs are the addresses a hostIP names on the node: itself when it is an address,
+// the node's address and loopback of its family when it is 0.0.0.0 or ::, of both families
+// when it is empty, none when it is not an address.
+func hostPortAddrs(hostIP string, node Node) []netip.Addr {
+	v4, v6 := true, true
 	if hostIP != "" {
 		a, err := netip.ParseAddr(hostIP)
-		if err != nil || !a.Is4() {
+		if err != nil || a.Is4In6() {
 			return nil
 		}
 		if !a.IsUnspecified() {
 			return []netip.Addr{a}
 		}
+		v4, v6 = a.Is4(), a.Is6()
 	}
-	if node.Is4() {
-		return []netip.Addr{node, loopback}
+	var out []netip.Addr
+	if v4 {
+		if node.IP.Is4() {
+			out = append(out, node.IP)
+		}
+		out = append(out, loopback)
 	}
-	return []netip.Addr{loopback}
+	if v6 {
+		if node.IP6.Is6() {
+			out = append(out, node.IP6)
+		}
+		out = append(out, loopback6)
+	}
+	return out
 }
 
-// podIPv4 is the pod's IPv4 address (invalid: none yet).
-func podIPv4(p *corev1.Pod) netip.Addr {
+// podIP is the pod's address of a family (invalid: none yet).
+func podIP(p *corev1.Pod, v6 bool) netip.Addr {
 	texts := []string{p.Status.PodIP}
 	for _, ip := range p.Status.PodIPs {
 		texts = append(texts, ip.IP)
 	}
 	for _, t := range texts {
-		if a, err := netip.ParseAddr(t); err == nil && a.Is4() {
+		if a, err := netip.ParseAddr(t); err == nil && a.Is6() == v6 && !a.Is4In6() {
 			return a
 		}
 	}
 	return netip.Addr{}
 }
 
-// externalAddrs are the Service's IPv4 LoadBalancer and external addresses, once each.
+// externalAddrs are the Service's LoadBalancer and external addresses, once each.
 func externalAddrs(svc *corev1.Service) []netip.Addr {
 	var out []netip.Addr
 	seen := map[netip.Addr]bool{}
@@ -499,7 +534,7 @@ func externalAddrs(svc *corev1.Service) []netip.Addr {
 	}
 	texts = append(texts, svc.Spec.ExternalIPs...)
 	for _, t := range texts {
-		if a, err := netip.ParseAddr(t); err == nil && a.Is4() && !seen[a] {
+		if a, err := netip.ParseAddr(t); err == nil && !a.Is4In6() && !seen[a] {
 			seen[a] = true
 			out = append(out, a)
 		}
@@ -517,11 +552,37 @@ func clusterIPs(svc *corev1.Service) []string {
 	return nil
 }
 
+// hasFamily says whether svc has addr's family: one of its ipFamilies, or of its ClusterIPs
+// when those are unset (objects made before dual-stack, and unit tests).
+func hasFamily(svc *corev1.Service, addr netip.Addr) bool {
+	want := corev1.IPv4Protocol
+	if addr.Is6() {
+		want = corev1.IPv6Protocol
+	}
+	if len(svc.Spec.IPFamilies) > 0 {
+		return slices.Contains(svc.Spec.IPFamilies, want)
+	}
+	ips := clusterIPs(svc)
+	if len(ips) == 0 || ips[0] == corev1.ClusterIPNone {
+		return want == corev1.IPv4Protocol
+	}
+	for _, t := range ips {
+		if a, err := netip.ParseAddr(t); err == nil && a.Is6() == addr.Is6() {
+			return true
+		}
+	}
+	return false
+}
+
 // backends picks the endpoints of port from slices: ready ones, else serving terminating ones;
-// with localOnly, only that node's. Endpoints on node are marked Local.
-func backends(epSlices []*discoveryv1.EndpointSlice, port corev1.ServicePort, localOnly, node string) []Backend {
+// with localOnly, only that node's; only IPv6 ones when v6, else only IPv4 ones. Endpoints on
+// node are marked Local.
+func backends(epSlices []*discoveryv1.EndpointSlice, port corev1.ServicePort, localOnly, node string, v6 bool) []Backend {
 	var ready, terminating []Backend
 	for _, s := range epSlices {
+		if (s.AddressType == discoveryv1.AddressTypeIPv6) != v6 || s.AddressType == discoveryv1.AddressTypeFQDN {
+			continue
+		}
 		var target int32 = -1
 		for _, p := range s.Ports {
 			name := ""
@@ -549,7 +610,7 @@ func backends(epSlices []*discoveryv1.EndpointSlice, port corev1.ServicePort, lo
 			terminatingNow := c.Terminating != nil && *c.Terminating
 			for _, a := range ep.Addresses {
 				addr, err := netip.ParseAddr(a)
-				if err != nil || !addr.Is4() {
+				if err != nil || addr.Is6() != v6 || addr.Is4In6() {
 					continue
 				}
 				b := Backend{Addr: addr, Port: uint16(target), Local: node != "" && ep.NodeName != nil && *ep.NodeName == node}

@@ -3,6 +3,7 @@ package services
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -311,8 +312,17 @@ func TestHostPorts(t *testing.T) {
 				with(hpPod("failed", "n1", "10.0.0.3", 0, hp("", 83, 80, corev1.ProtocolTCP)), func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }),
 				hpPod("pending", "n1", "", 0, hp("", 84, 80, corev1.ProtocolTCP)),
 			}, ""},
-		{"SCTP and IPv6 host addresses are not served (the programs are IPv4 TCP/UDP)",
+		{"SCTP is not served (the programs are TCP/UDP), nor an IPv6 host address for a pod without an IPv6 address",
 			[]*corev1.Pod{hpPod("a", "n1", "10.0.0.5", 0, hp("", 90, 90, corev1.ProtocolSCTP), hp("fd00::1", 91, 91, corev1.ProtocolTCP))}, ""},
+		{"a dual-stack pod: a hostIP-less port in both families, :: and an IPv6 address in IPv6 only",
+			[]*corev1.Pod{with(hpPod("dual", "n1", "10.0.0.9", 0, hp("", 80, 8080, corev1.ProtocolTCP), hp("::", 81, 8081, corev1.ProtocolUDP), hp("2001:2::2", 82, 8082, corev1.ProtocolTCP)), func(p *corev1.Pod) {
+				p.Status.PodIPs = []corev1.PodIP{{IP: "10.0.0.9"}, {IP: "fd00:10:244::9"}}
+			})},
+			"ns/dual:80/TCP@hostport@198.18.0.2 198.18.0.2:80/TCP [10.0.0.9:8080(local)] aff=0s etp=Local; " +
+				"ns/dual:80/TCP@hostport@127.0.0.1 127.0.0.1:80/TCP [10.0.0.9:8080(local)] aff=0s etp=Local hostns; " +
+				"ns/dual:80/TCP@hostport@::1 ::1:80/TCP [fd00:10:244::9:8080(local)] aff=0s etp=Local hostns; " +
+				"ns/dual:81/UDP@hostport@::1 ::1:81/UDP [fd00:10:244::9:8081(local)] aff=0s etp=Local hostns; " +
+				"ns/dual:82/TCP@hostport@2001:2::2 2001:2::2:82/TCP [fd00:10:244::9:8082(local)] aff=0s etp=Local; "},
 		{"the pod's IPv4 address is found among podIPs",
 			[]*corev1.Pod{with(hpPod("dual", "n1", "fd00::5", 0, hp("127.0.0.1", 9000, 90, corev1.ProtocolTCP)), func(p *corev1.Pod) {
 				p.Status.PodIPs = []corev1.PodIP{{IP: "fd00::5"}, {IP: "10.0.0.9"}}
@@ -345,6 +355,58 @@ func TestHostPorts(t *testing.T) {
 			t.Errorf("got  %s\nwant %s", got, want)
 		}
 	})
+}
+
+// dualSlice is slice with another address type and name.
+func dualSlice(s *discoveryv1.EndpointSlice, typ discoveryv1.AddressType) *discoveryv1.EndpointSlice {
+	s.AddressType = typ
+	s.Name += "-" + strings.ToLower(string(typ))
+	return s
+}
+
+// A dual-stack node compiles each Service's frontends in the families it has, each with the
+// endpoints of its family; NodePorts and hostPorts are served on the node's address of each.
+func TestCompileDualStack(t *testing.T) {
+	node := Node{Name: "n1", IP: netip.MustParseAddr("198.18.0.2"), IP6: netip.MustParseAddr("2001:2::2")}
+	dual := svc("dual", "10.96.0.20", corev1.ServicePort{Name: "http", Port: 80, NodePort: 30090, Protocol: corev1.ProtocolTCP})
+	dual.Spec.Type = corev1.ServiceTypeNodePort
+	dual.Spec.ClusterIPs = []string{"10.96.0.20", "fd00:10:96::20"}
+	dual.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+	six := svc("six", "fd00:10:96::21", corev1.ServicePort{Name: "dns", Port: 53, NodePort: 30053, Protocol: corev1.ProtocolUDP})
+	six.Spec.Type = corev1.ServiceTypeLoadBalancer
+	six.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol}
+	six.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	six.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "2001:2:0:100::1"}, {IP: "198.18.200.9"}}
+	slices := []*discoveryv1.EndpointSlice{
+		slice("dual", "http", 8080, corev1.ProtocolTCP, ep{addr: "10.244.1.1", node: "n1"}, ep{addr: "10.244.2.1", node: "n2"}),
+		dualSlice(slice("dual", "http", 8080, corev1.ProtocolTCP, ep{addr: "fd00:10:244:1::1", node: "n1"}, ep{addr: "fd00:10:244:2::1", node: "n2"}), discoveryv1.AddressTypeIPv6),
+		dualSlice(slice("six", "dns", 5353, corev1.ProtocolUDP, ep{addr: "fd00:10:244:1::7", node: "n1"}, ep{addr: "fd00:10:244:2::7", node: "n2"}), discoveryv1.AddressTypeIPv6),
+		// An IPv4 address in an IPv6 slice (a broken writer) is no IPv6 backend.
+		dualSlice(slice("six", "dns", 5353, corev1.ProtocolUDP, ep{addr: "10.244.1.9", node: "n1"}), discoveryv1.AddressTypeIPv6),
+	}
+	got := show(Compile([]*corev1.Service{dual, six}, slices, nil, map[string]uint32{}, node))
+	want := "default/dual:30090/TCP@nodeport 198.18.0.2:30090/TCP [10.244.1.1:8080(local) 10.244.2.1:8080] aff=0s; " +
+		"default/dual:30090/TCP@nodeport6 2001:2::2:30090/TCP [fd00:10:244:1::1:8080(local) fd00:10:244:2::1:8080] aff=0s; " +
+		"default/dual:http/TCP@10.96.0.20 10.96.0.20:80/TCP [10.244.1.1:8080(local) 10.244.2.1:8080] aff=0s; " +
+		"default/dual:http/TCP@fd00:10:96::20 fd00:10:96::20:80/TCP [fd00:10:244:1::1:8080(local) fd00:10:244:2::1:8080] aff=0s; " +
+		"default/six:30053/UDP@nodeport6 2001:2::2:30053/UDP [fd00:10:244:1::7:5353(local)] aff=0s etp=Local; " +
+		"default/six:53/UDP@2001:2:0:100::1 2001:2:0:100::1:53/UDP [fd00:10:244:1::7:5353(local)] aff=0s etp=Local; " +
+		"default/six:dns/UDP fd00:10:96::21:53/UDP [fd00:10:244:1::7:5353(local) fd00:10:244:2::7:5353] aff=0s; "
+	if got != want {
+		t.Errorf("Compile =\n%s\nwant\n%s", strings.ReplaceAll(got, "; ", ";\n"), strings.ReplaceAll(want, "; ", ";\n"))
+	}
+	// The maps: IPv6 frontends and backends in their own maps, ids from one space.
+	m := encode(Compile([]*corev1.Service{dual, six}, slices, nil, map[string]uint32{}, node))
+	if len(m.services) != 2 || len(m.services6) != 5 || len(m.backends) != 4 || len(m.backends6) != 8 || len(m.names) != 7 {
+		t.Errorf("encoded %v", m.counts())
+	}
+	for k, v := range m.services6 {
+		for slot := uint32(1); slot <= uint32(v.Count); slot++ {
+			if _, ok := m.backends6[programs.SockBackendKey{Id: v.Id, Slot: slot}]; !ok {
+				t.Errorf("%s: slot %d has no IPv6 backend", k.Frontend(), slot)
+			}
+		}
+	}
 }
 
 // A Service that holds an address and port keeps it against a pod's hostPort; the pod's other

@@ -11,7 +11,7 @@ import (
 	"github.com/skiff-sh/skiff/dataplane/programs"
 )
 
-// Contents prints every entry of the frontend, backend, name and Maglev maps, one per line
+// Contents prints every entry of the frontend, backend (both families), name and Maglev maps, one per line
 // and sorted: the raw state the programs read, for comparing two syncs' results (tests, and
 // an operator diffing nodes) without decoding it.
 func (m Maps) Contents() (string, error) {
@@ -31,6 +31,8 @@ func (m Maps) Contents() (string, error) {
 	}
 	dump("service", m.Services, &programs.SockSvcKey{}, &programs.SockSvcValue{})
 	dump("backend", m.Backends, &programs.SockBackendKey{}, &programs.SockBackendValue{})
+	dump("service6", m.Services6, &programs.SockSvc6Key{}, &programs.SockSvcValue{})
+	dump("backend6", m.Backends6, &programs.SockBackendKey{}, &programs.SockBackend6Value{})
 	dump("name", m.Names, new(uint32), &programs.SockSvcName{})
 	dump("maglev", m.Maglev, &programs.SockMaglevKey{}, new(uint32))
 	if len(errs) > 0 {

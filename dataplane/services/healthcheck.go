@@ -30,18 +30,27 @@ func HealthChecks(services []*corev1.Service, epSlices []*discoveryv1.EndpointSl
 	if len(out) == 0 {
 		return nil
 	}
-	for _, s := range ipv4Slices(epSlices) { // a dual-stack pod is in a slice per family: count it once
+	// A dual-stack pod is in a slice of each family: count each family's endpoints and take
+	// the larger, so a pod counts once (and an IPv6-only Service's count too).
+	perFamily := make([]map[discoveryv1.AddressType]int, len(out))
+	for _, s := range epSlices {
 		i, ok := index[s.Namespace+"/"+s.Labels[discoveryv1.LabelServiceName]]
 		if !ok {
 			continue
 		}
-		seen := map[string]bool{}
+		if perFamily[i] == nil {
+			perFamily[i] = map[discoveryv1.AddressType]int{}
+		}
 		for _, ep := range s.Endpoints {
 			ready := ep.Conditions.Ready == nil || *ep.Conditions.Ready
-			if ready && ep.NodeName != nil && *ep.NodeName == node && len(ep.Addresses) > 0 && !seen[ep.Addresses[0]] {
-				seen[ep.Addresses[0]] = true
-				out[i].LocalEndpoints++
+			if ready && ep.NodeName != nil && *ep.NodeName == node && len(ep.Addresses) > 0 {
+				perFamily[i][s.AddressType]++
 			}
+		}
+	}
+	for i, counts := range perFamily {
+		for _, n := range counts {
+			out[i].LocalEndpoints = max(out[i].LocalEndpoints, n)
 		}
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -29,8 +30,12 @@ const (
 // Maps are the pinned maps the programs read.
 type Maps struct {
 	Services, Backends, Names *ebpf.Map
-	// Sockets is the per-socket translation table (skiff's "conntrack" at the socket level).
-	Sockets *ebpf.Map
+	// Services6 and Backends6 are IPv6's frontends and backends (ids shared with IPv4's: one
+	// id space, one names map).
+	Services6, Backends6 *ebpf.Map
+	// Sockets is the per-socket translation table (skiff's "conntrack" at the socket level),
+	// Sockets6 IPv6's.
+	Sockets, Sockets6 *ebpf.Map
 	// CT is the per-packet connection table of NodePort traffic (set by OpenPinned).
 	CT *ebpf.Map
 	// Maglev holds the lookup tables of Maglev frontends.
@@ -56,17 +61,22 @@ func protoName(n uint8) string {
 
 // entries is the full content the maps should have.
 type entries struct {
-	services map[programs.SockSvcKey]programs.SockSvcValue
-	backends map[programs.SockBackendKey]programs.SockBackendValue
-	names    map[uint32]programs.SockSvcName
-	maglev   map[programs.SockMaglevKey]uint32
+	services  map[programs.SockSvcKey]programs.SockSvcValue
+	backends  map[programs.SockBackendKey]programs.SockBackendValue
+	services6 map[programs.SockSvc6Key]programs.SockSvcValue
+	backends6 map[programs.SockBackendKey]programs.SockBackend6Value
+	names     map[uint32]programs.SockSvcName
+	maglev    map[programs.SockMaglevKey]uint32
 }
 
+// frontends counts the frontends of both families.
+func (e entries) frontends() int { return len(e.services) + len(e.services6) }
+
 func encode(services []Service) entries {
-	e := entries{services: map[programs.SockSvcKey]programs.SockSvcValue{}, backends: map[programs.SockBackendKey]programs.SockBackendValue{}, names: map[uint32]programs.SockSvcName{},
-		maglev: map[programs.SockMaglevKey]uint32{}}
+	e := entries{services: map[programs.SockSvcKey]programs.SockSvcValue{}, backends: map[programs.SockBackendKey]programs.SockBackendValue{},
+		services6: map[programs.SockSvc6Key]programs.SockSvcValue{}, backends6: map[programs.SockBackendKey]programs.SockBackend6Value{},
+		names: map[uint32]programs.SockSvcName{}, maglev: map[programs.SockMaglevKey]uint32{}}
 	for _, s := range services {
-		key := programs.SockSvcKey{Addr: programs.Addr4(s.Frontend.Addr), Port: programs.Port(s.Frontend.Port), Proto: protoNumber(s.Frontend.Proto)}
 		n := len(s.Backends)
 		if n > 65535 {
 			n = 65535
@@ -92,13 +102,26 @@ func encode(services []Service) entries {
 			val.Flags |= svcFlagAffinity
 			val.AffinityTimeout = uint32(s.Affinity / time.Second)
 		}
-		e.services[key] = val
+		// A frontend's backends are of its family (Compile makes them so); one of the other
+		// family would be a slot the programs cannot use, and is left out.
+		v6 := s.Frontend.Addr.Is6()
+		if v6 {
+			e.services6[programs.SockSvc6Key{Addr: programs.Addr6(s.Frontend.Addr), Port: programs.Port(s.Frontend.Port), Proto: protoNumber(s.Frontend.Proto)}] = val
+		} else {
+			e.services[programs.SockSvcKey{Addr: programs.Addr4(s.Frontend.Addr), Port: programs.Port(s.Frontend.Port), Proto: protoNumber(s.Frontend.Proto)}] = val
+		}
 		for i, b := range s.Backends[:n] {
-			v := programs.SockBackendValue{Addr: programs.Addr4(b.Addr), Port: programs.Port(b.Port)}
+			var flags uint16
 			if b.Local {
-				v.Flags |= beFlagLocal
+				flags |= beFlagLocal
 			}
-			e.backends[programs.SockBackendKey{Id: s.ID, Slot: uint32(i + 1)}] = v
+			k := programs.SockBackendKey{Id: s.ID, Slot: uint32(i + 1)}
+			switch {
+			case v6 && b.Addr.Is6():
+				e.backends6[k] = programs.SockBackend6Value{Addr: programs.Addr6(b.Addr), Port: programs.Port(b.Port), Flags: flags}
+			case !v6 && b.Addr.Is4():
+				e.backends[k] = programs.SockBackendValue{Addr: programs.Addr4(b.Addr), Port: programs.Port(b.Port), Flags: flags}
+			}
 		}
 		var name programs.SockSvcName
 		for i := 0; i < len(s.Name) && i < len(name.Name)-1; i++ {
@@ -140,7 +163,7 @@ func (p *Programmer) Apply(services []Service, full bool) error {
 	kept, status := Fit(services, t.capacity())
 	p.Status = status
 	want := encode(kept)
-	p.overlapped = len(want.services) < len(kept)
+	p.overlapped = want.frontends() < len(kept)
 	var err error
 	if full || p.last == nil {
 		err = t.write(entries{}, want, true)
@@ -173,16 +196,21 @@ func (p *Programmer) ApplyChanges(changes []ServiceChange) (bool, error) {
 	have, want := encode(olds), encode(news)
 	last := p.last
 	// Every old entry must be what the maps hold, and every new one free or the change's own.
-	if !within(have.services, last.services) || !within(have.names, last.names) ||
-		!within(have.backends, last.backends) || !within(have.maglev, last.maglev) ||
-		len(want.services) < len(news) ||
-		taken(want.services, have.services, last.services) || taken(want.names, have.names, last.names) {
+	if !within(have.services, last.services) || !within(have.services6, last.services6) || !within(have.names, last.names) ||
+		!within(have.backends, last.backends) || !within(have.backends6, last.backends6) || !within(have.maglev, last.maglev) ||
+		want.frontends() < len(news) ||
+		taken(want.services, have.services, last.services) || taken(want.services6, have.services6, last.services6) ||
+		taken(want.names, have.names, last.names) {
 		return false, nil
 	}
 	t := p.tables()
 	caps := t.capacity()
-	for _, f := range fill(len(last.services)-len(have.services)+len(want.services), len(last.names)-len(have.names)+len(want.names),
-		len(last.backends)-len(have.backends)+len(want.backends), len(last.maglev)-len(have.maglev)+len(want.maglev), caps) {
+	after := counts{
+		services: len(last.services) - len(have.services) + len(want.services), names: len(last.names) - len(have.names) + len(want.names),
+		backends: len(last.backends) - len(have.backends) + len(want.backends), maglev: len(last.maglev) - len(have.maglev) + len(want.maglev),
+		services6: len(last.services6) - len(have.services6) + len(want.services6), backends6: len(last.backends6) - len(have.backends6) + len(want.backends6),
+	}
+	for _, f := range fill(after, caps) {
 		if f.Entries > f.Capacity {
 			return false, nil
 		}
@@ -192,10 +220,12 @@ func (p *Programmer) ApplyChanges(changes []ServiceChange) (bool, error) {
 		return true, err
 	}
 	patch(last.services, have.services, want.services)
+	patch(last.services6, have.services6, want.services6)
 	patch(last.names, have.names, want.names)
 	patch(last.backends, have.backends, want.backends)
+	patch(last.backends6, have.backends6, want.backends6)
 	patch(last.maglev, have.maglev, want.maglev)
-	p.Status.Fill = fill(len(last.services), len(last.names), len(last.backends), len(last.maglev), caps)
+	p.Status.Fill = fill(last.counts(), caps)
 	return true, nil
 }
 
@@ -238,71 +268,77 @@ func patch[K comparable, V any](whole, have, want map[K]V) {
 // that are gone, and then everything of the ids no frontend will name (nothing points at
 // them any more), so a near-full map takes a new Service in the same sync that deletes an
 // old one. With full, have is ignored: every entry of want is written and whatever else the
-// maps hold is pruned.
+// maps hold is pruned. A map the programs lack (nil: no Maglev map, no IPv6 maps) is skipped
+// when nothing is to be written to it, and named in an error when something is.
 func (m tables) write(have, want entries, full bool) error {
-	var errs []error
 	goneID := func(id uint32) bool { _, ok := want.names[id]; return !ok }
+	goneBackend := func(k programs.SockBackendKey) bool { return goneID(k.Id) }
+	goneMaglev := func(k programs.SockMaglevKey) bool { return goneID(k.Id) }
+	svc4 := func(k programs.SockSvcKey) string {
+		return fmt.Sprintf("service %s:%d", programs.FromAddr4(k.Addr), programs.FromPort(k.Port))
+	}
+	svc6 := func(k programs.SockSvc6Key) string {
+		return fmt.Sprintf("service [%s]:%d", programs.FromAddr6(k.Addr), programs.FromPort(k.Port))
+	}
+	be := func(k programs.SockBackendKey) string { return fmt.Sprintf("backend %d/%d", k.Id, k.Slot) }
+	mg := func(k programs.SockMaglevKey) string { return fmt.Sprintf("maglev %d/%d", k.Id, k.Index) }
+	name := func(k uint32) string { return fmt.Sprintf("name %d", k) }
+
+	var errs []error
+	// Make room: frontends that are gone, then whatever belonged to ids no frontend names.
 	if full {
-		errs = append(errs, prune(m.services, want.services),
-			pruneIf(m.backends, func(k programs.SockBackendKey) bool { return goneID(k.Id) }),
-			pruneIf(m.names, goneID))
-		if m.maglev != nil {
-			errs = append(errs, pruneIf(m.maglev, func(k programs.SockMaglevKey) bool { return goneID(k.Id) }))
-		}
+		errs = append(errs, prune(m.services, want.services), prune(m.services6, want.services6),
+			pruneIf(m.backends, goneBackend), pruneIf(m.backends6, goneBackend), pruneIf(m.names, goneID), pruneIf(m.maglev, goneMaglev))
 	} else {
-		errs = append(errs, remove(m.services, have.services, want.services),
-			removeIf(m.backends, have.backends, func(k programs.SockBackendKey) bool { return goneID(k.Id) }),
-			removeIf(m.names, have.names, goneID))
-		if m.maglev != nil {
-			errs = append(errs, removeIf(m.maglev, have.maglev, func(k programs.SockMaglevKey) bool { return goneID(k.Id) }))
-		}
+		errs = append(errs, remove(m.services, have.services, want.services), remove(m.services6, have.services6, want.services6),
+			removeIf(m.backends, have.backends, goneBackend), removeIf(m.backends6, have.backends6, goneBackend),
+			removeIf(m.names, have.names, goneID), removeIf(m.maglev, have.maglev, goneMaglev))
 	}
-	for k, v := range want.backends {
-		if old, ok := have.backends[k]; full || !ok || old != v {
-			if err := m.backends.Update(k, v, ebpf.UpdateAny); err != nil {
-				errs = append(errs, fmt.Errorf("backend %d/%d: %w", k.Id, k.Slot, err))
-			}
-		}
+	// Backends, names and lookup tables before the frontends that point at them.
+	errs = append(errs, upsert(m.backends, "skiff_backends", have.backends, want.backends, full, be),
+		upsert(m.backends6, "skiff_backends6", have.backends6, want.backends6, full, be),
+		upsert(m.names, "skiff_svc_names", have.names, want.names, full, name))
+	if m.maglev != nil { // without one, Maglev frontends fall back to random picks
+		errs = append(errs, upsert(m.maglev, "skiff_maglev", have.maglev, want.maglev, full, mg))
 	}
-	for k, v := range want.names {
-		if old, ok := have.names[k]; full || !ok || old != v {
-			if err := m.names.Update(k, v, ebpf.UpdateAny); err != nil {
-				errs = append(errs, fmt.Errorf("name %d: %w", k, err))
-			}
-		}
-	}
-	if m.maglev != nil {
-		for k, v := range want.maglev {
-			if old, ok := have.maglev[k]; full || !ok || old != v {
-				if err := m.maglev.Update(k, v, ebpf.UpdateAny); err != nil {
-					errs = append(errs, fmt.Errorf("maglev %d/%d: %w", k.Id, k.Index, err))
-				}
-			}
-		}
-	}
-	for k, v := range want.services {
-		if old, ok := have.services[k]; full || !ok || old != v {
-			if err := m.services.Update(k, v, ebpf.UpdateAny); err != nil {
-				errs = append(errs, fmt.Errorf("service %s:%d: %w", programs.FromAddr4(k.Addr), programs.FromPort(k.Port), err))
-			}
-		}
-	}
+	errs = append(errs,
+		upsert(m.services, "skiff_services", have.services, want.services, full, svc4),
+		upsert(m.services6, "skiff_services6", have.services6, want.services6, full, svc6))
+	// Slots no frontend counts any more.
 	if full {
-		errs = append(errs, prune(m.backends, want.backends), prune(m.names, want.names))
-		if m.maglev != nil {
-			errs = append(errs, prune(m.maglev, want.maglev))
-		}
-		return errors.Join(errs...)
-	}
-	errs = append(errs, remove(m.backends, have.backends, want.backends))
-	if m.maglev != nil {
-		errs = append(errs, remove(m.maglev, have.maglev, want.maglev))
+		errs = append(errs, prune(m.backends, want.backends), prune(m.backends6, want.backends6), prune(m.names, want.names), prune(m.maglev, want.maglev))
+	} else {
+		errs = append(errs, remove(m.backends, have.backends, want.backends), remove(m.backends6, have.backends6, want.backends6),
+			remove(m.maglev, have.maglev, want.maglev))
 	}
 	return errors.Join(errs...)
 }
 
-// removeIf deletes the keys of have for which gone holds.
+// upsert writes the entries of want that have lacks or holds with another value (all of them
+// with full) to m, which is called mapName; what names a key in an error.
+func upsert[K, V comparable](m table, mapName string, have, want map[K]V, full bool, what func(K) string) error {
+	if m == nil {
+		if len(want) > 0 {
+			return fmt.Errorf("%d entries for %s, which the loaded programs lack", len(want), mapName)
+		}
+		return nil
+	}
+	var errs []error
+	for k, v := range want {
+		if old, ok := have[k]; full || !ok || old != v {
+			if err := m.Update(k, v, ebpf.UpdateAny); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", what(k), err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeIf deletes the keys of have for which gone holds (none from a missing map).
 func removeIf[K comparable, V any](m table, have map[K]V, gone func(K) bool) error {
+	if m == nil {
+		return nil
+	}
 	var errs []error
 	for k := range have {
 		if gone(k) {
@@ -315,8 +351,12 @@ func removeIf[K comparable, V any](m table, have map[K]V, gone func(K) bool) err
 }
 
 // pruneIf deletes the keys of m for which gone holds. It walks the keys alone (no value is
-// read) and deletes after the walk, so the walk never loses its place.
+// read) and deletes after the walk, so the walk never loses its place. A missing map has
+// nothing to prune.
 func pruneIf[K comparable](m table, gone func(K) bool) error {
+	if m == nil {
+		return nil
+	}
 	var stale []K
 	var key, next K
 	var from any // nil: the first key
@@ -362,28 +402,47 @@ type Entry struct {
 	Backends []string
 }
 
-// Dump reads the maps back in Service terms.
+// Dump reads the maps back in Service terms, IPv4's frontends and then IPv6's.
 func (m Maps) Dump() ([]Entry, error) {
 	var out []Entry
 	var k programs.SockSvcKey
 	var v programs.SockSvcValue
 	it := m.Services.Iterate()
 	for it.Next(&k, &v) {
-		out = append(out, m.entry(k, v))
+		out = append(out, m.entry(k.Frontend(), v))
+	}
+	if err := it.Err(); err != nil || m.Services6 == nil {
+		return out, err
+	}
+	var k6 programs.SockSvc6Key
+	it = m.Services6.Iterate()
+	for it.Next(&k6, &v) {
+		out = append(out, m.entry(k6.Frontend(), v))
 	}
 	return out, it.Err()
 }
 
 // Lookup reads one frontend back in Service terms; ok is false when it is not programmed.
 func (m Maps) Lookup(frontend netip.AddrPort, proto corev1.Protocol) (e Entry, ok bool, err error) {
-	k := programs.SockSvcKey{Addr: programs.Addr4(frontend.Addr()), Port: programs.Port(frontend.Port()), Proto: protoNumber(proto)}
 	var v programs.SockSvcValue
-	if err := m.Services.Lookup(k, &v); errors.Is(err, ebpf.ErrKeyNotExist) {
+	var fe string
+	addr := frontend.Addr().Unmap()
+	if addr.Is4() {
+		k := programs.SockSvcKey{Addr: programs.Addr4(addr), Port: programs.Port(frontend.Port()), Proto: protoNumber(proto)}
+		err, fe = m.Services.Lookup(k, &v), k.Frontend()
+	} else {
+		if m.Services6 == nil {
+			return Entry{}, false, nil
+		}
+		k := programs.SockSvc6Key{Addr: programs.Addr6(addr), Port: programs.Port(frontend.Port()), Proto: protoNumber(proto)}
+		err, fe = m.Services6.Lookup(k, &v), k.Frontend()
+	}
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
 		return Entry{}, false, nil
 	} else if err != nil {
 		return Entry{}, false, err
 	}
-	return m.entry(k, v), true, nil
+	return m.entry(fe, v), true, nil
 }
 
 // IDs reads which id each frontend name has (the names map alone: an agent restart keeps
@@ -401,9 +460,9 @@ func (m Maps) IDs() (map[string]uint32, error) {
 	return ids, it.Err()
 }
 
-// entry decodes one frontend with its name and backends.
-func (m Maps) entry(k programs.SockSvcKey, v programs.SockSvcValue) Entry {
-	e := Entry{ID: v.Id, Frontend: fmt.Sprintf("%s:%d/%s", programs.FromAddr4(k.Addr), programs.FromPort(k.Port), protoName(k.Proto))}
+// entry decodes one frontend (as Frontend prints it) with its name and backends.
+func (m Maps) entry(frontend string, v programs.SockSvcValue) Entry {
+	e := Entry{ID: v.Id, Frontend: frontend}
 	if v.Flags&svcFlagAffinity != 0 {
 		e.Affinity = time.Duration(v.AffinityTimeout) * time.Second
 	}
@@ -411,13 +470,28 @@ func (m Maps) entry(k programs.SockSvcKey, v programs.SockSvcValue) Entry {
 	if err := m.Names.Lookup(v.Id, &name); err == nil {
 		e.Name = name.String()
 	}
+	v6 := strings.HasPrefix(frontend, "[")
 	for slot := uint32(1); slot <= uint32(v.Count); slot++ {
-		var be programs.SockBackendValue
-		if err := m.Backends.Lookup(programs.SockBackendKey{Id: v.Id, Slot: slot}, &be); err == nil {
-			e.Backends = append(e.Backends, fmt.Sprintf("%s:%d", programs.FromAddr4(be.Addr), programs.FromPort(be.Port)))
+		k := programs.SockBackendKey{Id: v.Id, Slot: slot}
+		var err error
+		var backend string
+		if v6 {
+			var be programs.SockBackend6Value
+			if m.Backends6 == nil {
+				err = ebpf.ErrKeyNotExist
+			} else if err = m.Backends6.Lookup(k, &be); err == nil {
+				backend = netip.AddrPortFrom(programs.FromAddr6(be.Addr), programs.FromPort(be.Port)).String()
+			}
 		} else {
-			e.Backends = append(e.Backends, fmt.Sprintf("slot %d missing", slot))
+			var be programs.SockBackendValue
+			if err = m.Backends.Lookup(k, &be); err == nil {
+				backend = netip.AddrPortFrom(programs.FromAddr4(be.Addr), programs.FromPort(be.Port)).String()
+			}
 		}
+		if err != nil {
+			backend = fmt.Sprintf("slot %d missing", slot)
+		}
+		e.Backends = append(e.Backends, backend)
 	}
 	return e
 }
@@ -428,7 +502,8 @@ type Socket struct {
 	Service, Backend string
 }
 
-// ListSockets lists the live balanced sockets; its length is the table's exact occupancy.
+// ListSockets lists the live balanced sockets of both families; its length is the tables'
+// exact occupancy.
 func (m Maps) ListSockets() ([]Socket, error) {
 	var out []Socket
 	var k uint64
@@ -436,16 +511,32 @@ func (m Maps) ListSockets() ([]Socket, error) {
 	it := m.Sockets.Iterate()
 	for it.Next(&k, &v) {
 		out = append(out, Socket{Cookie: k,
-			Service: fmt.Sprintf("%s:%d", programs.FromAddr4(v.SvcAddr), programs.FromPort(v.SvcPort)),
-			Backend: fmt.Sprintf("%s:%d", programs.FromAddr4(v.BeAddr), programs.FromPort(v.BePort))})
+			Service: netip.AddrPortFrom(programs.FromAddr4(v.SvcAddr), programs.FromPort(v.SvcPort)).String(),
+			Backend: netip.AddrPortFrom(programs.FromAddr4(v.BeAddr), programs.FromPort(v.BePort)).String()})
+	}
+	if err := it.Err(); err != nil || m.Sockets6 == nil {
+		return out, err
+	}
+	var v6 programs.SockSockNat6
+	it = m.Sockets6.Iterate()
+	for it.Next(&k, &v6) {
+		out = append(out, Socket{Cookie: k,
+			Service: netip.AddrPortFrom(programs.FromAddr6(v6.SvcAddr), programs.FromPort(v6.SvcPort)).String(),
+			Backend: netip.AddrPortFrom(programs.FromAddr6(v6.BeAddr), programs.FromPort(v6.BePort)).String()})
 	}
 	return out, it.Err()
 }
 
-// SocketCount is the exact number of entries in the socket table and its capacity.
+// SocketCount is the exact number of entries in the socket tables (both families) and
+// their capacity.
 func (m Maps) SocketCount() (n int, capacity int, err error) {
 	n, err = countKeys[uint64](m.Sockets)
-	return n, int(m.Sockets.MaxEntries()), err
+	capacity = int(m.Sockets.MaxEntries())
+	if err != nil || m.Sockets6 == nil {
+		return n, capacity, err
+	}
+	n6, err := countKeys[uint64](m.Sockets6)
+	return n + n6, capacity + int(m.Sockets6.MaxEntries()), err
 }
 
 // countKeys walks a map's keys (no values read): an exact count at the time of the walk.

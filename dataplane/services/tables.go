@@ -15,8 +15,8 @@ type table interface {
 }
 
 // tables are the service maps the Programmer writes (maglev nil when the programs have no
-// Maglev map).
-type tables struct{ services, backends, names, maglev table }
+// Maglev map, services6 and backends6 when they have no IPv6 maps).
+type tables struct{ services, backends, services6, backends6, names, maglev table }
 
 // tables are the maps as tables. A missing map stays a nil table, never an interface holding
 // a nil *ebpf.Map.
@@ -25,7 +25,8 @@ func (m Maps) tables() tables {
 	for _, e := range []struct {
 		m  *ebpf.Map
 		to *table
-	}{{m.Services, &t.services}, {m.Backends, &t.backends}, {m.Names, &t.names}, {m.Maglev, &t.maglev}} {
+	}{{m.Services, &t.services}, {m.Backends, &t.backends}, {m.Services6, &t.services6}, {m.Backends6, &t.backends6},
+		{m.Names, &t.names}, {m.Maglev, &t.maglev}} {
 		if e.m != nil {
 			*e.to = e.m
 		}

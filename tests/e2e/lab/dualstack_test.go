@@ -27,7 +27,8 @@ import (
 // different nodes reach each other over IPv6 with their own addresses, routed by BGP (MP-BGP
 // IPv6 unicast over the IPv4 sessions, the node's IPv6 address as next hop), no overlay; the
 // ToR holds and installs the IPv6 blocks; the host reaches a pod's IPv6 address through its
-// route into the lab; an agent restart loses no IPv6 packet.
+// route into the lab; a dual-stack Service answers on its IPv6 ClusterIP from the socket
+// programs, with the client's IPv6 address kept; an agent restart loses no IPv6 packet.
 func TestLabDualStackFRR(t *testing.T)  { runDualStack(t, "e2edfrr", "frr") }
 func TestLabDualStackBIRD(t *testing.T) { runDualStack(t, "e2edbird", "bird") }
 
@@ -166,8 +167,51 @@ func runDualStack(t *testing.T, name, tor string) {
 		return err == nil && strings.TrimSpace(string(out)) == "p2", string(out)
 	})
 
+	l.dualStackService(ip1, ip2)
+
 	// An agent restart loses no IPv6 packet (graceful restart in both families, with the
 	// ToR): p1 pings p2's IPv6 address every 50 ms through node2's agent restart.
 	pingFromPod(t, l, p1, ip2, "node2", true)
 	l.kubectl("delete", "pod", "p1", "p2", "--wait=false")
+}
+
+// dualStackService puts p1 (ip1) and p2 (ip2) behind a RequireDualStack Service and checks
+// that it has a ClusterIP per family, that p1 reaches both pods through the IPv6 one (the
+// socket programs send it to a backend's IPv6 address: p2 sees p1's own IPv6 address) and
+// through the IPv4 one, and that `skiff bpf services` shows the IPv6 frontend.
+func (l *lab) dualStackService(ip1, ip2 string) {
+	l.t.Helper()
+	l.kubectl("label", "pod", "p1", "p2", "app=dual")
+	remove := l.apply(`apiVersion: v1
+kind: Service
+metadata: {name: dual}
+spec:
+  ipFamilyPolicy: RequireDualStack
+  selector: {app: dual}
+  ports: [{port: 80, targetPort: 8080}]
+`)
+	defer remove()
+	svc, err := l.client.CoreV1().Services("default").Get(l.ctx, "dual", metav1.GetOptions{})
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	if len(svc.Spec.ClusterIPs) != 2 || !netip.MustParsePrefix("fd00:10:96::/108").Contains(netip.MustParseAddr(svc.Spec.ClusterIPs[1])) {
+		l.t.Fatalf("dual-stack Service ClusterIPs %v, want an IPv4 one then one of fd00:10:96::/108", svc.Spec.ClusterIPs)
+	}
+	v4, v6 := svc.Spec.ClusterIPs[0], svc.Spec.ClusterIPs[1]
+	seen := map[string]bool{}
+	framework.Eventually(l.t, 30*time.Second, "p1 reaches both pods through the IPv6 ClusterIP", func() (bool, string) {
+		seen[strings.TrimSpace(l.fetchErr("p1", "http://["+v6+"]/hostname"))] = true
+		return seen["p1"] && seen["p2"], fmt.Sprint(seen)
+	})
+	framework.Eventually(l.t, 30*time.Second, "p2 sees p1's IPv6 address through the IPv6 ClusterIP", func() (bool, string) {
+		got := strings.TrimSpace(l.fetchErr("p1", "http://["+v6+"]/clientip"))
+		return strings.HasPrefix(got, "["+ip1+"]:"), got
+	})
+	if got := l.fetch("p2", "http://"+v4+"/hostname"); got != "p1" && got != "p2" {
+		l.t.Errorf("p2 through the IPv4 ClusterIP %s: %q", v4, got)
+	}
+	if out, err := exec.Command(l.bin, "bpf", "services", "--node", l.name+"-node1").CombinedOutput(); err != nil || !strings.Contains(string(out), "["+v6+"]:80/TCP") || !strings.Contains(string(out), "["+ip2+"]:8080") {
+		l.t.Errorf("skiff bpf services on node1 lacks the IPv6 frontend [%s]:80 with backend [%s]:8080: %v\n%s", v6, ip2, err, out)
+	}
 }
