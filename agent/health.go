@@ -202,7 +202,7 @@ func (c proxyCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(socketsDesc, prometheus.GaugeValue, float64(n))
 	ch <- prometheus.MustNewConstMetric(socketsCapDesc, prometheus.GaugeValue, float64(capacity))
-	if n, capacity, err := services.ConntrackCount(d.Maps.CT); err == nil {
+	if n, capacity, err := services.ConntrackCount(d.Maps.CT, d.Maps.CT6); err == nil {
 		ch <- prometheus.MustNewConstMetric(ctDesc, prometheus.GaugeValue, float64(n))
 		ch <- prometheus.MustNewConstMetric(ctCapDesc, prometheus.GaugeValue, float64(capacity))
 	}

@@ -202,6 +202,36 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } skiff_ct SEC(".maps");
 
+/* IPv6's NodePort connection tracking: ct_key and ct_value with 16-byte addresses (a zero
+ * addr2 is "keep", as in IPv4's). */
+struct ct6_key {
+	__u32 saddr[4];
+	__u32 daddr[4];
+	__u16 sport;
+	__u16 dport;
+	__u8 proto;
+	__u8 pad[3];
+};
+
+struct ct6_value {
+	__u8 kind; /* CT_FORWARD, CT_REVERSE */
+	__u8 pad;
+	__u16 port1;
+	__u16 port2;
+	__u16 pad2;
+	__u32 addr1[4];
+	__u32 addr2[4];
+	__u64 last_ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, SKIFF_MAX_CT);
+	__type(key, struct ct6_key);
+	__type(value, struct ct6_value);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} skiff_ct6 SEC(".maps");
+
 /* Maglev lookup tables: for a frontend with SVC_FLAG_MAGLEV, entry {id, hash % SIZE} names
  * the backend slot. The same flow hashes to the same backend on every node, and losing a
  * backend moves only the flows that were on it. */

@@ -96,8 +96,9 @@ func bpfCommand() *cobra.Command {
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			fmt.Printf("%d entries of %d\n\n", len(socks), m.Sockets.MaxEntries())
-			flows, err := services.ListFlows(m.CT, programs.Monotonic())
+			_, sockCap, _ := m.SocketCount()
+			fmt.Printf("%d entries of %d\n\n", len(socks), sockCap)
+			flows, err := services.ListFlows(m.CT, m.CT6, programs.Monotonic())
 			if err != nil {
 				return err
 			}
@@ -113,7 +114,8 @@ func bpfCommand() *cobra.Command {
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			fmt.Printf("%d entries of %d\n", len(flows), m.CT.MaxEntries())
+			_, ctCap, _ := services.ConntrackCount(m.CT, m.CT6)
+			fmt.Printf("%d entries of %d\n", len(flows), ctCap)
 			return nil
 		}}
 	policyCmd := &cobra.Command{Use: "policy", Short: "Each policed pod's identity, isolation and admitted peers, in Kubernetes terms", Args: cobra.NoArgs,

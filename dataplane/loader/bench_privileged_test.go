@@ -51,7 +51,7 @@ func benchDataplane(b *testing.B) (*Dataplane, string) {
 	}
 	cgroup := filepath.Join(cgroups.Unified(), fmt.Sprintf("skiff-dp-bench-%d", os.Getpid()))
 	pinDir := filepath.Join(BPFFS, "skiff", fmt.Sprintf("bench-%d", os.Getpid()))
-	d, err := Load(pinDir, cgroup, "", netip.Addr{}, services.MapSizes{})
+	d, err := Load(pinDir, cgroup, "", nil, services.MapSizes{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func TestPrivilegedFullMaps(t *testing.T) {
 		_ = os.Remove(cgroup)
 	})
 	small := services.MapSizes{Services: 4, Backends: 6, Maglev: services.MaglevSize}
-	d, err := Load(pinDir, cgroup, "", netip.Addr{}, small)
+	d, err := Load(pinDir, cgroup, "", nil, small)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestPrivilegedFullMaps(t *testing.T) {
 	d.Close()
 
 	// The operator raises the sizes: the pinned maps are replaced, empty until the sync.
-	d, err = Load(pinDir, cgroup, "", netip.Addr{}, services.MapSizes{Services: 64, Backends: 64, Maglev: services.MaglevSize})
+	d, err = Load(pinDir, cgroup, "", nil, services.MapSizes{Services: 64, Backends: 64, Maglev: services.MaglevSize})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestPrivilegedFullMaps(t *testing.T) {
 	}
 	// Loading again at the same sizes keeps the maps and their entries (an agent restart).
 	d.Close()
-	d, err = Load(pinDir, cgroup, "", netip.Addr{}, services.MapSizes{Services: 64, Backends: 64, Maglev: services.MaglevSize})
+	d, err = Load(pinDir, cgroup, "", nil, services.MapSizes{Services: 64, Backends: 64, Maglev: services.MaglevSize})
 	if err != nil {
 		t.Fatal(err)
 	}

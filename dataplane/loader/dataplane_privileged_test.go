@@ -169,7 +169,7 @@ print(data.decode(), src[0], src[1])
 	}
 
 	// An agent restart: load again over the pinned maps and links.
-	d2, err := Load(pinDir, cgroup, "", netip.Addr{}, services.MapSizes{})
+	d2, err := Load(pinDir, cgroup, "", nil, services.MapSizes{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,7 @@ print(data.decode(), src[0], src[1])
 		t.Fatal(err)
 	}
 	meta.Close()
-	d3, err := Load(pinDir, cgroup, "", netip.Addr{}, services.MapSizes{})
+	d3, err := Load(pinDir, cgroup, "", nil, services.MapSizes{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,7 @@ func testDataplane(t *testing.T, name string) (d *Dataplane, pinDir, cgroup stri
 		_ = Remove(pinDir)
 		_ = os.Remove(cgroup)
 	})
-	d, err := Load(pinDir, cgroup, "", netip.Addr{}, services.MapSizes{})
+	d, err := Load(pinDir, cgroup, "", nil, services.MapSizes{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +317,7 @@ func TestPrivilegedCheckAndRepair(t *testing.T) {
 			t.Fatalf("%s: the ClusterIP answered %q", when, got)
 		}
 	}
-	d, err := Load(pinDir, cgroup, "", netip.Addr{}, services.MapSizes{})
+	d, err := Load(pinDir, cgroup, "", nil, services.MapSizes{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +335,7 @@ func TestPrivilegedCheckAndRepair(t *testing.T) {
 		t.Fatalf("Check after detaching connect4: %v", err)
 	}
 	d.Close()
-	if d, err = Load(pinDir, cgroup, "", netip.Addr{}, services.MapSizes{}); err != nil {
+	if d, err = Load(pinDir, cgroup, "", nil, services.MapSizes{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Check(); err != nil {
@@ -355,7 +355,7 @@ func TestPrivilegedCheckAndRepair(t *testing.T) {
 		}
 	}
 	d.Close()
-	if d, err = Load(pinDir, cgroup, "", netip.Addr{}, services.MapSizes{}); err != nil {
+	if d, err = Load(pinDir, cgroup, "", nil, services.MapSizes{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Check(); err != nil {

@@ -41,7 +41,7 @@ func TestPrivilegedHostPortLoopback(t *testing.T) {
 	if out, err := exec.Command("ip", "-n", podNetns, "link", "set", "lo", "up").CombinedOutput(); err != nil {
 		t.Fatalf("lo up: %v\n%s", err, out)
 	}
-	d, err := Load(pinDir, cgroup, "", netip.Addr{}, services.MapSizes{})
+	d, err := Load(pinDir, cgroup, "", nil, services.MapSizes{})
 	if err != nil {
 		t.Fatal(err)
 	}

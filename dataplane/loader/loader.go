@@ -65,9 +65,10 @@ func sockAttachments(o *programs.SockObjects) []struct {
 // all through pinned links. A link pinned by an earlier run is updated in place to the new
 // program, so restarting the agent never leaves a moment without service translation.
 //
-// sizes are the service maps' capacities (zero fields: DefaultMapSizes); maps pinned with
-// other sizes are replaced, and Resized says which.
-func Load(pinDir, cgroupPath, uplink string, node netip.Addr, sizes services.MapSizes) (*Dataplane, error) {
+// nodeIPs are the node's addresses (one per family), which flows forwarded to another node
+// are SNATed to. sizes are the service maps' capacities (zero fields: DefaultMapSizes); maps
+// pinned with other sizes are replaced, and Resized says which.
+func Load(pinDir, cgroupPath, uplink string, nodeIPs []netip.Addr, sizes services.MapSizes) (*Dataplane, error) {
 	sizes = sizes.WithDefaults()
 	if err := MountBPFFS(); err != nil {
 		return nil, err
@@ -122,16 +123,26 @@ func Load(pinDir, cgroupPath, uplink string, node netip.Addr, sizes services.Map
 		d.Close()
 		return nil, fmt.Errorf("loading skiff's NodePort programs: %w", err)
 	}
-	d.Maps.CT = d.np.SkiffCt
-	// Flows forwarded to another node leave from this node's address (a LoadBalancer
-	// address is every node's, and the backend's reply must come back here).
+	d.Maps.CT, d.Maps.CT6 = d.np.SkiffCt, d.np.SkiffCt6
+	// Flows forwarded to another node leave from this node's address of their family (a
+	// LoadBalancer address is every node's, and the backend's reply must come back here).
 	var snat uint32
-	if node.Is4() {
-		snat = programs.Addr4(node)
+	var snat6 programs.NodeportSnat6
+	for _, ip := range nodeIPs {
+		switch {
+		case ip.Is4() && snat == 0:
+			snat = programs.Addr4(ip)
+		case ip.Is6() && !ip.Is4In6() && snat6 == (programs.NodeportSnat6{}):
+			snat6.Addr = programs.Addr6(ip)
+		}
 	}
 	if err := d.np.SkiffNpSnat.Put(uint32(0), snat); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("recording the node's SNAT address: %w", err)
+	}
+	if err := d.np.SkiffNpSnat6.Put(uint32(0), snat6); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("recording the node's IPv6 SNAT address: %w", err)
 	}
 	if uplink != "" {
 		ifc, err := net.InterfaceByName(uplink)
@@ -295,7 +306,7 @@ func OpenPinned(pinDir string) (services.Maps, func(), error) {
 		dst      **ebpf.Map
 		optional bool // pinned only by agents that have IPv6 Services
 	}{{"skiff_services", &m.Services, false}, {"skiff_backends", &m.Backends, false}, {"skiff_svc_names", &m.Names, false}, {"skiff_sock_nat", &m.Sockets, false}, {"skiff_ct", &m.CT, false},
-		{"skiff_services6", &m.Services6, true}, {"skiff_backends6", &m.Backends6, true}, {"skiff_sock_nat6", &m.Sockets6, true}} {
+		{"skiff_services6", &m.Services6, true}, {"skiff_backends6", &m.Backends6, true}, {"skiff_sock_nat6", &m.Sockets6, true}, {"skiff_ct6", &m.CT6, true}} {
 		mp, err := ebpf.LoadPinnedMap(filepath.Join(pinDir, x.name), opts)
 		if x.optional && errors.Is(err, os.ErrNotExist) {
 			continue

@@ -125,14 +125,18 @@ var (
 	farBE    = netip.MustParseAddrPort("10.244.2.7:8080")
 )
 
-func TestPrivilegedNodePortPrograms(t *testing.T) {
+// nodeportObjects loads the NodePort programs alone (no attachment) with their maps pinned
+// under a directory named for name and this process, removed when the test ends; it skips
+// under -short and needs root.
+func nodeportObjects(t *testing.T, name string) (*programs.NodeportObjects, services.Maps) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("needs root, BPF and network namespaces: make unit (-short) skips it, make test runs it")
 	}
 	if os.Geteuid() != 0 {
 		t.Fatal("this test needs root (every machine here has it)")
 	}
-	pinDir := filepath.Join(BPFFS, "skiff", fmt.Sprintf("unit-%d", os.Getpid()))
+	pinDir := filepath.Join(BPFFS, "skiff", fmt.Sprintf("%s-%d", name, os.Getpid()))
 	if err := MountBPFFS(); err != nil {
 		t.Fatal(err)
 	}
@@ -148,8 +152,13 @@ func TestPrivilegedNodePortPrograms(t *testing.T) {
 	if err := spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: pinDir}}); err != nil {
 		t.Fatal(err)
 	}
-	defer objs.Close()
-	maps := services.Maps{Services: objs.SkiffServices, Backends: objs.SkiffBackends, Names: objs.SkiffSvcNames, Maglev: objs.SkiffMaglev}
+	t.Cleanup(func() { objs.Close() })
+	return &objs, services.Maps{Services: objs.SkiffServices, Backends: objs.SkiffBackends, Services6: objs.SkiffServices6, Backends6: objs.SkiffBackends6,
+		Names: objs.SkiffSvcNames, Maglev: objs.SkiffMaglev, CT: objs.SkiffCt, CT6: objs.SkiffCt6}
+}
+
+func TestPrivilegedNodePortPrograms(t *testing.T) {
+	objs, maps := nodeportObjects(t, "unit")
 	apply := func(svcs ...services.Service) {
 		t.Helper()
 		if err := maps.Apply(svcs); err != nil {
@@ -372,21 +381,21 @@ func TestPrivilegedNodePortPrograms(t *testing.T) {
 		}
 	})
 	t.Run("exact count, listing and idle GC", func(t *testing.T) {
-		n, capacity, err := services.ConntrackCount(objs.SkiffCt)
+		n, capacity, err := services.ConntrackCount(objs.SkiffCt, nil)
 		if err != nil || n < 4 || capacity != 262144 {
 			t.Fatalf("count %d of %d, %v", n, capacity, err)
 		}
-		flows, err := services.ListFlows(objs.SkiffCt, programs.Monotonic())
+		flows, err := services.ListFlows(objs.SkiffCt, nil, programs.Monotonic())
 		if err != nil || len(flows) != n {
 			t.Fatalf("%d flows listed for %d entries: %v", len(flows), n, err)
 		}
-		if removed, err := services.GCConntrack(objs.SkiffCt, programs.Monotonic(), time.Hour); err != nil || removed != 0 {
+		if removed, err := services.GCConntrack(objs.SkiffCt, nil, programs.Monotonic(), time.Hour); err != nil || removed != 0 {
 			t.Errorf("GC of fresh flows removed %d (%v)", removed, err)
 		}
-		if removed, err := services.GCConntrack(objs.SkiffCt, programs.Monotonic()+2*time.Hour, time.Hour); err != nil || removed != n {
+		if removed, err := services.GCConntrack(objs.SkiffCt, nil, programs.Monotonic()+2*time.Hour, time.Hour); err != nil || removed != n {
 			t.Errorf("GC of idle flows removed %d of %d (%v)", removed, n, err)
 		}
-		if n, _, _ := services.ConntrackCount(objs.SkiffCt); n != 0 {
+		if n, _, _ := services.ConntrackCount(objs.SkiffCt, nil); n != 0 {
 			t.Errorf("%d entries after GC", n)
 		}
 	})

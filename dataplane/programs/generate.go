@@ -5,5 +5,5 @@
 package programs
 
 //go:generate go tool bpf2go -cc clang-14 -strip llvm-strip-14 -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -output-stem sock -type svc_key -type svc_value -type backend_key -type backend_value -type sock_nat -type svc6_key -type backend6_value -type sock_nat6 -type svc_name -type maglev_key Sock ../../bpf/sock.c -- -I../../bpf/lib
-//go:generate go tool bpf2go -cc clang-14 -strip llvm-strip-14 -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -output-stem nodeport -type ct_key -type ct_value Nodeport ../../bpf/tc_nodeport.c -- -I../../bpf/lib
+//go:generate go tool bpf2go -cc clang-14 -strip llvm-strip-14 -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -output-stem nodeport -type ct_key -type ct_value -type ct6_key -type ct6_value -type snat6 Nodeport ../../bpf/tc_nodeport.c -- -I../../bpf/lib
 //go:generate go tool bpf2go -cc clang-14 -strip llvm-strip-14 -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -output-stem policy -type pol_endpoint -type pol_addr6 -type pol_rule_key -type pol_rule_value -type pol_cidr_key -type pol_flow -type pol_drop_key -type pol_name_key -type pol_name Policy ../../bpf/tc_policy.c -- -I../../bpf/lib

@@ -47,6 +47,28 @@ type NodeportBackendValue struct {
 	Flags uint16
 }
 
+type NodeportCt6Key struct {
+	_     structs.HostLayout
+	Saddr [4]uint32
+	Daddr [4]uint32
+	Sport uint16
+	Dport uint16
+	Proto uint8
+	Pad   [3]uint8
+}
+
+type NodeportCt6Value struct {
+	_      structs.HostLayout
+	Kind   uint8
+	Pad    uint8
+	Port1  uint16
+	Port2  uint16
+	Pad2   uint16
+	Addr1  [4]uint32
+	Addr2  [4]uint32
+	LastNs uint64
+}
+
 type NodeportCtKey struct {
 	_     structs.HostLayout
 	Saddr uint32
@@ -73,6 +95,11 @@ type NodeportMaglevKey struct {
 	_     structs.HostLayout
 	Id    uint32
 	Index uint32
+}
+
+type NodeportSnat6 struct {
+	_    structs.HostLayout
+	Addr [4]uint32
 }
 
 type NodeportSockNat struct {
@@ -132,10 +159,12 @@ const (
 	NodeportMapSkiffBackends         = "skiff_backends"
 	NodeportMapSkiffBackends6        = "skiff_backends6"
 	NodeportMapSkiffCt               = "skiff_ct"
+	NodeportMapSkiffCt6              = "skiff_ct6"
 	NodeportMapSkiffIcmpPeers        = "skiff_icmp_peers"
 	NodeportMapSkiffMaglev           = "skiff_maglev"
 	NodeportMapSkiffMeta             = "skiff_meta"
 	NodeportMapSkiffNpSnat           = "skiff_np_snat"
+	NodeportMapSkiffNpSnat6          = "skiff_np_snat6"
 	NodeportMapSkiffServices         = "skiff_services"
 	NodeportMapSkiffServices6        = "skiff_services6"
 	NodeportMapSkiffSockNat          = "skiff_sock_nat"
@@ -200,10 +229,12 @@ type NodeportMapSpecs struct {
 	SkiffBackends  *ebpf.MapSpec `ebpf:"skiff_backends"`
 	SkiffBackends6 *ebpf.MapSpec `ebpf:"skiff_backends6"`
 	SkiffCt        *ebpf.MapSpec `ebpf:"skiff_ct"`
+	SkiffCt6       *ebpf.MapSpec `ebpf:"skiff_ct6"`
 	SkiffIcmpPeers *ebpf.MapSpec `ebpf:"skiff_icmp_peers"`
 	SkiffMaglev    *ebpf.MapSpec `ebpf:"skiff_maglev"`
 	SkiffMeta      *ebpf.MapSpec `ebpf:"skiff_meta"`
 	SkiffNpSnat    *ebpf.MapSpec `ebpf:"skiff_np_snat"`
+	SkiffNpSnat6   *ebpf.MapSpec `ebpf:"skiff_np_snat6"`
 	SkiffServices  *ebpf.MapSpec `ebpf:"skiff_services"`
 	SkiffServices6 *ebpf.MapSpec `ebpf:"skiff_services6"`
 	SkiffSockNat   *ebpf.MapSpec `ebpf:"skiff_sock_nat"`
@@ -242,10 +273,12 @@ type NodeportMaps struct {
 	SkiffBackends  *ebpf.Map `ebpf:"skiff_backends"`
 	SkiffBackends6 *ebpf.Map `ebpf:"skiff_backends6"`
 	SkiffCt        *ebpf.Map `ebpf:"skiff_ct"`
+	SkiffCt6       *ebpf.Map `ebpf:"skiff_ct6"`
 	SkiffIcmpPeers *ebpf.Map `ebpf:"skiff_icmp_peers"`
 	SkiffMaglev    *ebpf.Map `ebpf:"skiff_maglev"`
 	SkiffMeta      *ebpf.Map `ebpf:"skiff_meta"`
 	SkiffNpSnat    *ebpf.Map `ebpf:"skiff_np_snat"`
+	SkiffNpSnat6   *ebpf.Map `ebpf:"skiff_np_snat6"`
 	SkiffServices  *ebpf.Map `ebpf:"skiff_services"`
 	SkiffServices6 *ebpf.Map `ebpf:"skiff_services6"`
 	SkiffSockNat   *ebpf.Map `ebpf:"skiff_sock_nat"`
@@ -259,10 +292,12 @@ func (m *NodeportMaps) Close() error {
 		m.SkiffBackends,
 		m.SkiffBackends6,
 		m.SkiffCt,
+		m.SkiffCt6,
 		m.SkiffIcmpPeers,
 		m.SkiffMaglev,
 		m.SkiffMeta,
 		m.SkiffNpSnat,
+		m.SkiffNpSnat6,
 		m.SkiffServices,
 		m.SkiffServices6,
 		m.SkiffSockNat,

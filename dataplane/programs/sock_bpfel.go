@@ -47,6 +47,28 @@ type SockBackendValue struct {
 	Flags uint16
 }
 
+type SockCt6Key struct {
+	_     structs.HostLayout
+	Saddr [4]uint32
+	Daddr [4]uint32
+	Sport uint16
+	Dport uint16
+	Proto uint8
+	Pad   [3]uint8
+}
+
+type SockCt6Value struct {
+	_      structs.HostLayout
+	Kind   uint8
+	Pad    uint8
+	Port1  uint16
+	Port2  uint16
+	Pad2   uint16
+	Addr1  [4]uint32
+	Addr2  [4]uint32
+	LastNs uint64
+}
+
 type SockCtKey struct {
 	_     structs.HostLayout
 	Saddr uint32
@@ -132,6 +154,7 @@ const (
 	SockMapSkiffBackends      = "skiff_backends"
 	SockMapSkiffBackends6     = "skiff_backends6"
 	SockMapSkiffCt            = "skiff_ct"
+	SockMapSkiffCt6           = "skiff_ct6"
 	SockMapSkiffHostNetns     = "skiff_host_netns"
 	SockMapSkiffMaglev        = "skiff_maglev"
 	SockMapSkiffMeta          = "skiff_meta"
@@ -213,6 +236,7 @@ type SockMapSpecs struct {
 	SkiffBackends  *ebpf.MapSpec `ebpf:"skiff_backends"`
 	SkiffBackends6 *ebpf.MapSpec `ebpf:"skiff_backends6"`
 	SkiffCt        *ebpf.MapSpec `ebpf:"skiff_ct"`
+	SkiffCt6       *ebpf.MapSpec `ebpf:"skiff_ct6"`
 	SkiffHostNetns *ebpf.MapSpec `ebpf:"skiff_host_netns"`
 	SkiffMaglev    *ebpf.MapSpec `ebpf:"skiff_maglev"`
 	SkiffMeta      *ebpf.MapSpec `ebpf:"skiff_meta"`
@@ -254,6 +278,7 @@ type SockMaps struct {
 	SkiffBackends  *ebpf.Map `ebpf:"skiff_backends"`
 	SkiffBackends6 *ebpf.Map `ebpf:"skiff_backends6"`
 	SkiffCt        *ebpf.Map `ebpf:"skiff_ct"`
+	SkiffCt6       *ebpf.Map `ebpf:"skiff_ct6"`
 	SkiffHostNetns *ebpf.Map `ebpf:"skiff_host_netns"`
 	SkiffMaglev    *ebpf.Map `ebpf:"skiff_maglev"`
 	SkiffMeta      *ebpf.Map `ebpf:"skiff_meta"`
@@ -270,6 +295,7 @@ func (m *SockMaps) Close() error {
 		m.SkiffBackends,
 		m.SkiffBackends6,
 		m.SkiffCt,
+		m.SkiffCt6,
 		m.SkiffHostNetns,
 		m.SkiffMaglev,
 		m.SkiffMeta,

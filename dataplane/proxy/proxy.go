@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"net/netip"
 	"context"
 	"fmt"
 	"log/slog"
@@ -71,7 +72,7 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 	if o.CheckPeriod == 0 {
 		o.CheckPeriod = 5 * time.Second
 	}
-	d, err := loader.Load(o.PinDir, o.CgroupPath, o.Uplink, o.Node.IP, o.MapSizes)
+	d, err := loader.Load(o.PinDir, o.CgroupPath, o.Uplink, []netip.Addr{o.Node.IP, o.Node.IP6}, o.MapSizes)
 	if err != nil {
 		return err
 	}
@@ -126,7 +127,7 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 				return
 			case <-time.After(time.Minute):
 			}
-			if _, err := services.GCConntrack(d.Maps.CT, programs.Monotonic(), 10*time.Minute); err != nil {
+			if _, err := services.GCConntrack(d.Maps.CT, d.Maps.CT6, programs.Monotonic(), 10*time.Minute); err != nil {
 				log.Warn("conntrack GC", "err", err)
 			}
 		}

@@ -36,8 +36,9 @@ type Maps struct {
 	// Sockets is the per-socket translation table (skiff's "conntrack" at the socket level),
 	// Sockets6 IPv6's.
 	Sockets, Sockets6 *ebpf.Map
-	// CT is the per-packet connection table of NodePort traffic (set by OpenPinned).
-	CT *ebpf.Map
+	// CT is the per-packet connection table of NodePort traffic (set by OpenPinned), CT6
+	// IPv6's.
+	CT, CT6 *ebpf.Map
 	// Maglev holds the lookup tables of Maglev frontends.
 	Maglev *ebpf.Map
 }
@@ -562,46 +563,79 @@ type Flow struct {
 	Idle           time.Duration
 }
 
-// ConntrackCount is the exact number of NodePort connection-tracking entries and the table's capacity.
-func ConntrackCount(ct *ebpf.Map) (int, int, error) {
+// ConntrackCount is the exact number of NodePort connection-tracking entries of both families
+// (ct6 nil: IPv4's alone) and the tables' capacity.
+func ConntrackCount(ct, ct6 *ebpf.Map) (int, int, error) {
 	n, err := countKeys[programs.NodeportCtKey](ct)
-	return n, int(ct.MaxEntries()), err
+	capacity := int(ct.MaxEntries())
+	if err != nil || ct6 == nil {
+		return n, capacity, err
+	}
+	n6, err := countKeys[programs.NodeportCt6Key](ct6)
+	return n + n6, capacity + int(ct6.MaxEntries()), err
 }
 
-// ListFlows lists the NodePort connection-tracking table.
-func ListFlows(ct *ebpf.Map, now time.Duration) ([]Flow, error) {
+// ListFlows lists the NodePort connection-tracking tables (ct6 nil: IPv4's alone).
+func ListFlows(ct, ct6 *ebpf.Map, now time.Duration) ([]Flow, error) {
 	var out []Flow
 	var k programs.NodeportCtKey
 	var v programs.NodeportCtValue
 	it := ct.Iterate()
 	for it.Next(&k, &v) {
-		f := Flow{Tuple: fmt.Sprintf("%s %s:%d -> %s:%d", protoName(k.Proto), programs.FromAddr4(k.Saddr), programs.FromPort(k.Sport), programs.FromAddr4(k.Daddr), programs.FromPort(k.Dport)),
-			Reverse: v.Kind == ctReverse, Idle: now - time.Duration(v.LastNs)}
-		if f.Reverse {
-			f.Rewrite = fmt.Sprintf("src %s:%d", programs.FromAddr4(v.Addr1), programs.FromPort(v.Port1))
-			if v.Addr2 != 0 {
-				f.Rewrite += fmt.Sprintf(" dst %s:%d", programs.FromAddr4(v.Addr2), programs.FromPort(v.Port2))
-			}
-		} else {
-			f.Rewrite = fmt.Sprintf("dst %s:%d", programs.FromAddr4(v.Addr1), programs.FromPort(v.Port1))
-			if v.Port2 != 0 {
-				f.Rewrite += fmt.Sprintf(" src <node>:%d", programs.FromPort(v.Port2))
-			}
-		}
-		out = append(out, f)
+		out = append(out, flow(k.Proto, programs.FromAddr4(k.Saddr), programs.FromAddr4(k.Daddr), k.Sport, k.Dport, v.Kind == ctReverse, now-time.Duration(v.LastNs),
+			programs.FromAddr4(v.Addr1), programs.FromAddr4(v.Addr2), v.Addr2 != 0, v.Port1, v.Port2))
+	}
+	if err := it.Err(); err != nil || ct6 == nil {
+		return out, err
+	}
+	var k6 programs.NodeportCt6Key
+	var v6 programs.NodeportCt6Value
+	it = ct6.Iterate()
+	for it.Next(&k6, &v6) {
+		out = append(out, flow(k6.Proto, programs.FromAddr6(k6.Saddr), programs.FromAddr6(k6.Daddr), k6.Sport, k6.Dport, v6.Kind == ctReverse, now-time.Duration(v6.LastNs),
+			programs.FromAddr6(v6.Addr1), programs.FromAddr6(v6.Addr2), v6.Addr2 != [4]uint32{}, v6.Port1, v6.Port2))
 	}
 	return out, it.Err()
 }
 
-// GCConntrack deletes entries idle for longer than ttl (the table is an LRU as well, so it
-// never overflows; this keeps the exported occupancy meaningful). now is CLOCK_MONOTONIC.
-func GCConntrack(ct *ebpf.Map, now, ttl time.Duration) (int, error) {
-	var stale []programs.NodeportCtKey
-	var k programs.NodeportCtKey
-	var v programs.NodeportCtValue
+// flow prints one connection-tracking entry (ports in network order, as the tables hold them).
+func flow(proto uint8, saddr, daddr netip.Addr, sport, dport uint16, reverse bool, idle time.Duration, addr1, addr2 netip.Addr, hasAddr2 bool, port1, port2 uint16) Flow {
+	ap := func(a netip.Addr, p uint16) string { return netip.AddrPortFrom(a, programs.FromPort(p)).String() }
+	f := Flow{Tuple: fmt.Sprintf("%s %s -> %s", protoName(proto), ap(saddr, sport), ap(daddr, dport)), Reverse: reverse, Idle: idle}
+	if reverse {
+		f.Rewrite = "src " + ap(addr1, port1)
+		if hasAddr2 {
+			f.Rewrite += " dst " + ap(addr2, port2)
+		}
+	} else {
+		f.Rewrite = "dst " + ap(addr1, port1)
+		if port2 != 0 {
+			f.Rewrite += fmt.Sprintf(" src <node>:%d", programs.FromPort(port2))
+		}
+	}
+	return f
+}
+
+// GCConntrack deletes entries idle for longer than ttl from both families' tables (ct6 nil:
+// IPv4's alone). The tables are LRUs as well, so they never overflow; this keeps the exported
+// occupancy meaningful. now is CLOCK_MONOTONIC.
+func GCConntrack(ct, ct6 *ebpf.Map, now, ttl time.Duration) (int, error) {
+	n, err := gcTable[programs.NodeportCtKey](ct, now, ttl, func(v programs.NodeportCtValue) uint64 { return v.LastNs })
+	if err != nil || ct6 == nil {
+		return n, err
+	}
+	n6, err := gcTable[programs.NodeportCt6Key](ct6, now, ttl, func(v programs.NodeportCt6Value) uint64 { return v.LastNs })
+	return n + n6, err
+}
+
+// gcTable is GCConntrack for one table with keys K and values V (last reads a value's time).
+func gcTable[K comparable, V any](ct *ebpf.Map, now, ttl time.Duration, last func(V) uint64) (int, error) {
+	var stale []K
+	var k K
+	var v V
 	it := ct.Iterate()
 	for it.Next(&k, &v) {
-		if now-time.Duration(v.LastNs) > ttl {
+		if now-time.Duration(last(v)) > ttl {
 			stale = append(stale, k)
 		}
 	}

@@ -175,10 +175,12 @@ func runDualStack(t *testing.T, name, tor string) {
 	l.kubectl("delete", "pod", "p1", "p2", "--wait=false")
 }
 
-// dualStackService puts p1 (ip1) and p2 (ip2) behind a RequireDualStack Service and checks
-// that it has a ClusterIP per family, that p1 reaches both pods through the IPv6 one (the
-// socket programs send it to a backend's IPv6 address: p2 sees p1's own IPv6 address) and
-// through the IPv4 one, and that `skiff bpf services` shows the IPv6 frontend.
+// dualStackService puts p1 (ip1) and p2 (ip2) behind a RequireDualStack NodePort Service and
+// checks that it has a ClusterIP per family, that p1 reaches both pods through the IPv6 one
+// (the socket programs send it to a backend's IPv6 address: p2 sees p1's own IPv6 address)
+// and through the IPv4 one, that the ToR reaches both pods through the NodePort on node1's
+// IPv6 address (the tc programs: p1 local with the ToR's address kept, p2 across the fabric
+// SNATed to node1's IPv6 address), and that `skiff bpf services` shows the IPv6 frontend.
 func (l *lab) dualStackService(ip1, ip2 string) {
 	l.t.Helper()
 	l.kubectl("label", "pod", "p1", "p2", "app=dual")
@@ -186,6 +188,7 @@ func (l *lab) dualStackService(ip1, ip2 string) {
 kind: Service
 metadata: {name: dual}
 spec:
+  type: NodePort
   ipFamilyPolicy: RequireDualStack
   selector: {app: dual}
   ports: [{port: 80, targetPort: 8080}]
@@ -211,6 +214,22 @@ spec:
 	if got := l.fetch("p2", "http://"+v4+"/hostname"); got != "p1" && got != "p2" {
 		l.t.Errorf("p2 through the IPv4 ClusterIP %s: %q", v4, got)
 	}
+	netutil := filepath.Join(filepath.Dir(l.bin), "netutil")
+	viaNode1 := fmt.Sprintf("http://[2001:2::2]:%d", svc.Spec.Ports[0].NodePort)
+	fromToR := map[string]bool{}
+	framework.Eventually(l.t, 30*time.Second, "the ToR reaches both pods through node1's IPv6 NodePort", func() (bool, string) {
+		host, err1 := l.in("tor", netutil, "fetch", viaNode1+"/hostname", "--timeout", "2s")
+		client, err2 := l.in("tor", netutil, "fetch", viaNode1+"/clientip", "--timeout", "2s")
+		if err1 == nil && err2 == nil {
+			fromToR[strings.TrimSpace(host)] = true
+			// p1 (local) sees the ToR, p2 (remote) node1's IPv6 address.
+			c := strings.TrimSpace(client)
+			if !strings.HasPrefix(c, "[2001:2::fe]:") && !strings.HasPrefix(c, "[2001:2::2]:") {
+				l.t.Errorf("a NodePort client seen as %q, want the ToR's or node1's IPv6 address", c)
+			}
+		}
+		return fromToR["p1"] && fromToR["p2"], fmt.Sprint(fromToR, err1, err2)
+	})
 	if out, err := exec.Command(l.bin, "bpf", "services", "--node", l.name+"-node1").CombinedOutput(); err != nil || !strings.Contains(string(out), "["+v6+"]:80/TCP") || !strings.Contains(string(out), "["+ip2+"]:8080") {
 		l.t.Errorf("skiff bpf services on node1 lacks the IPv6 frontend [%s]:80 with backend [%s]:8080: %v\n%s", v6, ip2, err, out)
 	}
