@@ -1,10 +1,10 @@
 package proxy
 
 import (
-	"net/netip"
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
