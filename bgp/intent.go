@@ -17,9 +17,9 @@ type Intent struct {
 	// Peers are the configured peers that apply to the node, then the node mesh; of each
 	// mesh pair, the node with the lower address waits for the other to dial.
 	Peers []config.Peer
-	// Advertised are the node's pod CIDRs (none until it has them; its IPv6 block only when
-	// the node has an IPv6 address to be the next hop), then its LoadBalancer addresses
-	// (ServicePrefixes).
+	// Advertised are the node's pod CIDRs (none until it has them), then its LoadBalancer
+	// addresses (ServicePrefixes); IPv6 ones only when the node has an IPv6 address to be
+	// their next hop.
 	Advertised []netip.Prefix
 }
 
@@ -35,8 +35,14 @@ func Want(c config.Config, self *corev1.Node, all []*corev1.Node, services []*co
 			blocks = append(blocks, p.Masked())
 		}
 	}
+	advertised := blocks
+	for _, p := range ServicePrefixes(self.Name, services, slices) {
+		if p.Addr().Is4() || c.IPv6.IsValid() {
+			advertised = append(advertised, p)
+		}
+	}
 	return Intent{
 		Peers:      append(append([]config.Peer(nil), c.Peers...), mesh...),
-		Advertised: append(blocks, ServicePrefixes(self.Name, services, slices)...),
+		Advertised: advertised,
 	}
 }

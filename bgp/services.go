@@ -10,7 +10,8 @@ import (
 	"github.com/skiff-sh/skiff/bgp/config"
 )
 
-// ServicePrefixes decides which LoadBalancer addresses node advertises, each as a /32:
+// ServicePrefixes decides which LoadBalancer addresses node advertises, each as a /32 (IPv6:
+// a /128), IPv4's first:
 // every address of a skiff LoadBalancer Service with externalTrafficPolicy Cluster (any
 // node forwards to its backends), and of one with Local only while a ready endpoint of it
 // runs on node — withdrawn when the last one goes, so the routers send its traffic only
@@ -42,10 +43,10 @@ func ServicePrefixes(node string, services []*corev1.Service, slices []*discover
 		}
 		for _, in := range svc.Status.LoadBalancer.Ingress {
 			a, err := netip.ParseAddr(in.IP)
-			if err != nil || !a.Is4() {
+			if err != nil || a.Is4In6() {
 				continue
 			}
-			p := netip.PrefixFrom(a, 32)
+			p := netip.PrefixFrom(a, a.BitLen())
 			if !seen[p] {
 				seen[p] = true
 				out = append(out, p)

@@ -40,15 +40,17 @@ func TestServicePrefixes(t *testing.T) {
 		lb("local-not-ready", "198.18.200.6", true, nil),
 		lb("pending", "", false, nil),
 		lb("dup", "198.18.200.1", false, nil),
+		lb("six", "2001:2:0:200::1", false, nil),
+		lb("mapped", "::ffff:198.18.200.7", false, nil),
 		cluster,
 	}
 	slices := []*discoveryv1.EndpointSlice{slice("local-here", "n1", true), slice("local-elsewhere", "n2", true), slice("local-not-ready", "n1", false)}
 	got := fmt.Sprint(ServicePrefixes("n1", services, slices))
-	if want := "[198.18.200.1/32 198.18.200.2/32 198.18.200.4/32]"; got != want {
+	if want := "[198.18.200.1/32 198.18.200.2/32 198.18.200.4/32 2001:2:0:200::1/128]"; got != want {
 		t.Errorf("n1 advertises %s, want %s", got, want)
 	}
 	got = fmt.Sprint(ServicePrefixes("n2", services, slices))
-	if want := "[198.18.200.1/32 198.18.200.2/32 198.18.200.5/32]"; got != want {
+	if want := "[198.18.200.1/32 198.18.200.2/32 198.18.200.5/32 2001:2:0:200::1/128]"; got != want {
 		t.Errorf("n2 advertises %s, want %s", got, want)
 	}
 }

@@ -180,7 +180,7 @@ func Up(ctx context.Context, o Options, log *slog.Logger) error {
 		"--pod-manifest-path", dirs.Manifests("master"), "--cgroup-root", CgroupRoot(o.Name)+"/master",
 		"--service-proxy="+strconv.FormatBool(!o.NoServiceProxy), "--network-policy="+strconv.FormatBool(!o.NoNetworkPolicy),
 		// The lab's traffic never leaves it: its cluster DNS forwards nowhere.
-		"--dns-upstream=none", "--loadbalancer-cidr="+LoadBalancerPool.String(), "--eviction-hard="+EvictionHard, "--image-gc-high-threshold=100")
+		"--dns-upstream=none", "--loadbalancer-cidr="+o.LoadBalancerPools(), "--eviction-hard="+EvictionHard, "--image-gc-high-threshold=100")
 	if err != nil {
 		return err
 	}

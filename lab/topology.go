@@ -53,6 +53,9 @@ var (
 	hostLink6    = netip.MustParsePrefix("2001:2:0:ffff::/126")
 	podCIDR6     = netip.MustParsePrefix("fd00:10:244::/56")
 	serviceCIDR6 = netip.MustParsePrefix("fd00:10:96::/108")
+	// LoadBalancerPool6 is a dual-stack lab's IPv6 LoadBalancer pool, beside the fabric as
+	// IPv4's is; the nodes advertise its addresses as /128s.
+	LoadBalancerPool6 = netip.MustParsePrefix("2001:2:0:200::/120")
 )
 
 // IP families a lab can have (kind's --ip-family words).
@@ -70,9 +73,18 @@ const (
 func (s Spec) HostRoutes() []netip.Prefix {
 	out := []netip.Prefix{s.PodCIDR(), serviceCIDR, fabric, LoadBalancerPool}
 	if s.Dual() {
-		out = append(out, podCIDR6, serviceCIDR6, fabric6)
+		out = append(out, podCIDR6, serviceCIDR6, fabric6, LoadBalancerPool6)
 	}
 	return out
+}
+
+// LoadBalancerPools are the master's --loadbalancer-cidr: IPv4's pool, and IPv6's in a
+// dual-stack lab.
+func (s Spec) LoadBalancerPools() string {
+	if s.Dual() {
+		return LoadBalancerPool.String() + "," + LoadBalancerPool6.String()
+	}
+	return LoadBalancerPool.String()
 }
 
 // Dual says whether the lab is dual-stack.

@@ -119,10 +119,13 @@ func TestDualStackSpec(t *testing.T) {
 	}
 	// Every IPv6 range the lab uses is routed from the host into it.
 	routes := s.HostRoutes()
-	for _, p := range []netip.Prefix{podCIDR6, serviceCIDR6, fabric6} {
+	for _, p := range []netip.Prefix{podCIDR6, serviceCIDR6, fabric6, LoadBalancerPool6} {
 		if !slices.Contains(routes, p) {
 			t.Errorf("host routes %v lack %s", routes, p)
 		}
+	}
+	if got := s.LoadBalancerPools(); got != "198.18.200.0/24,2001:2:0:200::/120" {
+		t.Errorf("--loadbalancer-cidr %q", got)
 	}
 	if (Spec{Name: "t", Nodes: 1, ToR: ToRFRR}).Node(1).NodeIPs() != "198.18.0.2" {
 		t.Error("an IPv4 lab's node has an IPv6 address")

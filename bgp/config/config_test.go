@@ -1005,21 +1005,23 @@ func TestLoadBalancerPools(t *testing.T) {
 	cm := func(yaml string) *corev1.ConfigMap {
 		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "skiff-bgp"}, Data: map[string]string{ConfigKey: yaml}}
 	}
-	got, err := LoadBalancerPools(cm("asn: 64512\nloadBalancerPools:\n- cidr: 198.18.200.0/24\n- {cidr: 10.200.0.0/16}\n"))
-	if err != nil || len(got) != 2 || got[0].String() != "198.18.200.0/24" || got[1].String() != "10.200.0.0/16" {
+	got, err := LoadBalancerPools(cm("asn: 64512\nloadBalancerPools:\n- cidr: 198.18.200.0/24\n- {cidr: 10.200.0.0/16}\n- cidr: '2001:2:0:200::/120'\n"))
+	if err != nil || len(got) != 3 || got[0].String() != "198.18.200.0/24" || got[1].String() != "10.200.0.0/16" || got[2].String() != "2001:2:0:200::/120" {
 		t.Errorf("pools: %v %v", got, err)
 	}
 	if got, err := LoadBalancerPools(nil); err != nil || got != nil {
 		t.Errorf("no ConfigMap: %v %v", got, err)
 	}
 	for yaml, want := range map[string]string{
-		"loadBalancerPools: [{cidr: 198.18.200.7/24}]":     "loadBalancerPools[0].cidr: 198.18.200.7/24 has host bits set: did you mean 198.18.200.0/24?",
-		"loadBalancerPools: [{cidr: 10.0.0.0/8}]":          "loadBalancerPools[0].cidr: 10.0.0.0/8: a pool may be at most a /16",
-		"loadBalancerPools: [{cidr: 'fd00::/120'}]":        "only IPv4 pools are supported",
-		"loadBalancerPools: [{cidr: nope}]":                `loadBalancerPools[0].cidr: "nope" is not a CIDR`,
-		"loadBalancerPools: [{}]":                          "loadBalancerPools[0].cidr: required",
-		"loadBalancerPools: [{cidr: 198.18.0.0/24, x: 1}]": `loadBalancerPools[0]: unknown field "x"`,
-		"loadBalancerPools: {cidr: 198.18.0.0/24}":         "loadBalancerPools: must be a list of pools, got a mapping",
+		"loadBalancerPools: [{cidr: 198.18.200.7/24}]":       "loadBalancerPools[0].cidr: 198.18.200.7/24 has host bits set: did you mean 198.18.200.0/24?",
+		"loadBalancerPools: [{cidr: 10.0.0.0/8}]":            "loadBalancerPools[0].cidr: 10.0.0.0/8: an IPv4 pool may be at most a /16",
+		"loadBalancerPools: [{cidr: 'fd00::/48'}]":           "loadBalancerPools[0].cidr: fd00::/48: an IPv6 pool may be at most a /64",
+		"loadBalancerPools: [{cidr: '::ffff:10.0.0.0/120'}]": "want an IPv4 CIDR or a plain IPv6 one",
+		"loadBalancerPools: [{cidr: 'fd00::1/120'}]":         "fd00::1/120 has host bits set: did you mean fd00::/120?",
+		"loadBalancerPools: [{cidr: nope}]":                  `loadBalancerPools[0].cidr: "nope" is not a CIDR`,
+		"loadBalancerPools: [{}]":                            "loadBalancerPools[0].cidr: required",
+		"loadBalancerPools: [{cidr: 198.18.0.0/24, x: 1}]":   `loadBalancerPools[0]: unknown field "x"`,
+		"loadBalancerPools: {cidr: 198.18.0.0/24}":           "loadBalancerPools: must be a list of pools, got a mapping",
 	} {
 		_, err := LoadBalancerPools(cm(yaml))
 		if err == nil || !strings.Contains(err.Error(), want) {

@@ -94,13 +94,17 @@ func Allocate(pools []netip.Prefix, wants []Want) map[string]Result {
 	return out
 }
 
-// lowestFree is the lowest address of the first pool with one free; a pool of more than
-// one address leaves out its network and broadcast addresses, which some clients refuse.
+// lowestFree is the lowest address of the first pool with one free. An IPv4 pool of more
+// than two addresses leaves out its network and broadcast addresses, which some clients
+// refuse; an IPv6 one its subnet-router anycast address (the all-zero host, RFC 4291).
 func lowestFree(pools []netip.Prefix, taken map[netip.Addr]string) (netip.Addr, bool) {
 	for _, p := range pools {
 		first, last := p.Addr(), lastAddr(p)
-		if p.Bits() < 31 {
+		switch {
+		case p.Addr().Is4() && p.Bits() < 31:
 			first, last = first.Next(), last.Prev()
+		case p.Addr().Is6() && p.Bits() < 127:
+			first = first.Next()
 		}
 		for a := first; a.IsValid() && !last.Less(a); a = a.Next() {
 			if _, busy := taken[a]; !busy {
@@ -111,11 +115,14 @@ func lowestFree(pools []netip.Prefix, taken map[netip.Addr]string) (netip.Addr, 
 	return netip.Addr{}, false
 }
 
+// lastAddr is the highest address of p (either family).
 func lastAddr(p netip.Prefix) netip.Addr {
-	b := p.Masked().Addr().As4()
-	host := uint32(1)<<(32-p.Bits()) - 1
-	v := (uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])) | host
-	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+	b := p.Masked().Addr().AsSlice()
+	for bit := p.Bits(); bit < len(b)*8; bit++ {
+		b[bit/8] |= 0x80 >> (bit % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
 }
 
 func poolList(pools []netip.Prefix) string {

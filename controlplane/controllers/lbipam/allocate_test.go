@@ -45,6 +45,11 @@ func TestAllocate(t *testing.T) {
 		{"no pools", nil, []Want{{Key: "a", Order: "1"}}, map[string]string{"a": "error: none configured"}},
 		{"a /31 uses both addresses", []netip.Prefix{netip.MustParsePrefix("198.18.200.0/31")},
 			[]Want{{Key: "a", Order: "1"}, {Key: "b", Order: "2"}}, map[string]string{"a": "198.18.200.0", "b": "198.18.200.1"}},
+		{"an IPv6 pool skips its subnet-router anycast address only, its last address is used", []netip.Prefix{netip.MustParsePrefix("2001:2:0:200::/126")},
+			[]Want{{Key: "a", Order: "1"}, {Key: "b", Order: "2"}, {Key: "c", Order: "3"}, {Key: "d", Order: "4"}},
+			map[string]string{"a": "2001:2:0:200::1", "b": "2001:2:0:200::2", "c": "2001:2:0:200::3", "d": "error: no free address"}},
+		{"an IPv6 /128 is its own address", []netip.Prefix{netip.MustParsePrefix("2001:2:0:200::9/128")},
+			[]Want{{Key: "a", Order: "1"}}, map[string]string{"a": "2001:2:0:200::9"}},
 	} {
 		got := Allocate(c.pools, c.wants)
 		if len(got) != len(c.want) {

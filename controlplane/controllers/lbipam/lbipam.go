@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 
@@ -103,13 +104,49 @@ func (c *Controller) pools() ([]netip.Prefix, error) {
 	return append(pools, more...), nil
 }
 
-func statusAddr(svc *corev1.Service) netip.Addr {
+// statusAddr is the Service's status address of a family (invalid: none).
+func statusAddr(svc *corev1.Service, v6 bool) netip.Addr {
 	for _, in := range svc.Status.LoadBalancer.Ingress {
-		if a, err := netip.ParseAddr(in.IP); err == nil {
+		if a, err := netip.ParseAddr(in.IP); err == nil && a.Is6() == v6 {
 			return a
 		}
 	}
 	return netip.Addr{}
+}
+
+// statusAddrs are the Service's status addresses in order.
+func statusAddrs(svc *corev1.Service) []netip.Addr {
+	var out []netip.Addr
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		if a, err := netip.ParseAddr(in.IP); err == nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// families are the Service's IP families as booleans (true: IPv6), in its order; a Service
+// without ipFamilies (made before dual-stack) is IPv4.
+func families(svc *corev1.Service) []bool {
+	if len(svc.Spec.IPFamilies) == 0 {
+		return []bool{false}
+	}
+	var out []bool
+	for _, f := range svc.Spec.IPFamilies {
+		out = append(out, f == corev1.IPv6Protocol)
+	}
+	return out
+}
+
+// ofFamily are the pools of a family.
+func ofFamily(pools []netip.Prefix, v6 bool) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range pools {
+		if p.Addr().Is6() == v6 {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func (c *Controller) sync(ctx context.Context, _ string) error {
@@ -123,40 +160,75 @@ func (c *Controller) sync(ctx context.Context, _ string) error {
 	if err != nil {
 		return err
 	}
-	var wants []Want
+	// Each family is allocated on its own, from its pools: a dual-stack Service gets an
+	// address of each (in its ipFamilies order), as MetalLB and Cilium give one; a family
+	// without any pool is left out of a Service that gets the other, and is an error for one
+	// that has only it.
+	wants := map[bool][]Want{}
 	byKey := map[string]*corev1.Service{}
 	for _, svc := range svcs {
 		k := svc.Namespace + "/" + svc.Name
 		if !Ours(svc) {
 			if svc.Spec.Type != corev1.ServiceTypeLoadBalancer && len(svc.Status.LoadBalancer.Ingress) > 0 {
 				// No longer a LoadBalancer: its address is released.
-				if err := c.writeStatus(ctx, svc, netip.Addr{}); err != nil {
+				if err := c.writeStatus(ctx, svc, nil); err != nil {
 					return err
 				}
 			}
 			continue
 		}
-		byKey[k] = svc
-		w := Want{Key: k, Order: svc.CreationTimestamp.UTC().Format("2006-01-02T15:04:05Z") + "/" + string(svc.UID), Current: statusAddr(svc)}
+		var requested netip.Addr
 		if svc.Spec.LoadBalancerIP != "" {
 			a, err := netip.ParseAddr(svc.Spec.LoadBalancerIP)
 			if err != nil {
 				c.fail(svc, fmt.Errorf("loadBalancerIP %q is not an IP address", svc.Spec.LoadBalancerIP))
 				continue
 			}
-			w.Requested = a
+			if !slices.Contains(families(svc), a.Is6()) {
+				c.fail(svc, fmt.Errorf("loadBalancerIP %s is not of the Service's ipFamilies %v", a, svc.Spec.IPFamilies))
+				continue
+			}
+			requested = a
 		}
-		if perr != nil && w.Current.IsValid() && !inAny(c.flags, w.Current) {
-			continue // see above
+		if perr != nil && slices.ContainsFunc(statusAddrs(svc), func(a netip.Addr) bool { return !inAny(c.flags, a) }) {
+			continue // see above: left as it is until the ConfigMap is fixed
 		}
-		wants = append(wants, w)
+		byKey[k] = svc
+		order := svc.CreationTimestamp.UTC().Format("2006-01-02T15:04:05Z") + "/" + string(svc.UID)
+		for _, v6 := range families(svc) {
+			w := Want{Key: k, Order: order, Current: statusAddr(svc, v6)}
+			if requested.IsValid() && requested.Is6() == v6 {
+				w.Requested = requested
+			}
+			wants[v6] = append(wants[v6], w)
+		}
+	}
+	results := map[bool]map[string]Result{}
+	for v6, ws := range wants {
+		results[v6] = Allocate(ofFamily(pools, v6), ws)
 	}
 	var errs []string
-	for k, r := range Allocate(pools, wants) {
-		svc := byKey[k]
-		if r.Err != nil {
-			c.fail(svc, r.Err)
-			if err := c.writeStatus(ctx, svc, netip.Addr{}); err != nil {
+	for k, svc := range byKey {
+		var addrs []netip.Addr
+		var failure error
+		fams := families(svc)
+		for _, v6 := range fams {
+			r := results[v6][k]
+			switch {
+			case r.Err == nil:
+				addrs = append(addrs, r.Addr)
+			case len(ofFamily(pools, v6)) == 0 && len(fams) > 1:
+				// no pool of this family: the Service is served in the other
+			case failure == nil:
+				failure = r.Err
+			}
+		}
+		if failure == nil && len(addrs) == 0 {
+			failure = fmt.Errorf("no LoadBalancer pool of the Service's ipFamilies %v (%s)", svc.Spec.IPFamilies, poolList(pools))
+		}
+		if failure != nil {
+			c.fail(svc, failure)
+			if err := c.writeStatus(ctx, svc, nil); err != nil {
 				errs = append(errs, err.Error())
 			}
 			continue
@@ -164,18 +236,27 @@ func (c *Controller) sync(ctx context.Context, _ string) error {
 		c.mu.Lock()
 		delete(c.failed, k)
 		c.mu.Unlock()
-		if r.Addr != statusAddr(svc) {
-			if err := c.writeStatus(ctx, svc, r.Addr); err != nil {
+		if !slices.Equal(addrs, statusAddrs(svc)) {
+			if err := c.writeStatus(ctx, svc, addrs); err != nil {
 				errs = append(errs, err.Error())
 				continue
 			}
-			c.recorder.Eventf(svc, corev1.EventTypeNormal, "IPAllocated", "Assigned IP %s", r.Addr)
+			c.recorder.Eventf(svc, corev1.EventTypeNormal, "IPAllocated", "Assigned IP %s", joinAddrs(addrs))
 		}
 	}
 	if len(errs) > 0 {
+		slices.Sort(errs)
 		return fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+func joinAddrs(addrs []netip.Addr) string {
+	s := make([]string, len(addrs))
+	for i, a := range addrs {
+		s[i] = a.String()
+	}
+	return strings.Join(s, ", ")
 }
 
 func inAny(pools []netip.Prefix, a netip.Addr) bool {
@@ -199,11 +280,11 @@ func (c *Controller) fail(svc *corev1.Service, err error) {
 	}
 }
 
-// writeStatus sets the Service's status.loadBalancer to addr (none: empty).
-func (c *Controller) writeStatus(ctx context.Context, svc *corev1.Service, addr netip.Addr) error {
+// writeStatus sets the Service's status.loadBalancer to addrs (none: empty).
+func (c *Controller) writeStatus(ctx context.Context, svc *corev1.Service, addrs []netip.Addr) error {
 	var ingress []corev1.LoadBalancerIngress
-	if addr.IsValid() {
-		ingress = []corev1.LoadBalancerIngress{{IP: addr.String(), IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)}}
+	for _, a := range addrs {
+		ingress = append(ingress, corev1.LoadBalancerIngress{IP: a.String(), IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)})
 	}
 	if len(ingress) == 0 && len(svc.Status.LoadBalancer.Ingress) == 0 {
 		return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,7 +33,7 @@ func TestController(t *testing.T) {
 			Data: map[string]string{"config.yaml": "loadBalancerPools: [{cidr: 10.9.0.0/24}]"}})
 	f := informers.NewSharedInformerFactory(client, 0)
 	events := record.NewFakeRecorder(100)
-	c, err := New(client, f.Core().V1().Services(), f.Core().V1().ConfigMaps(), []string{"198.18.200.0/24"}, events,
+	c, err := New(client, f.Core().V1().Services(), f.Core().V1().ConfigMaps(), []string{"198.18.200.0/24", "2001:2:0:200::/120"}, events,
 		slog.New(slog.NewTextHandler(os.Stderr, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -81,6 +82,34 @@ func TestController(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually("d in the ConfigMap's pool", func() bool { return status("d") == "10.9.0.7" })
+	// A dual-stack Service gets an address of each family, in its ipFamilies order; a request
+	// of a family the Service lacks is refused.
+	dual := lb("e", "", 5)
+	dual.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}
+	six := lb("f", "198.18.200.9", 6)
+	six.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol}
+	for _, svc := range []*corev1.Service{dual, six} {
+		if _, err := client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ingress := func(name string) string {
+		s, _ := client.CoreV1().Services("default").Get(ctx, name, metav1.GetOptions{})
+		var ips []string
+		for _, in := range s.Status.LoadBalancer.Ingress {
+			ips = append(ips, in.IP)
+		}
+		return strings.Join(ips, " ")
+	}
+	eventually("e an IPv6 address then an IPv4 one", func() bool { return ingress("e") == "2001:2:0:200::1 198.18.200.1" })
+	eventually("f refused", func() bool {
+		for len(events.Events) > 0 {
+			if e := <-events.Events; strings.Contains(e, "loadBalancerIP 198.18.200.9 is not of the Service's ipFamilies [IPv6]") {
+				return ingress("f") == ""
+			}
+		}
+		return false
+	})
 	if _, err := New(client, f.Core().V1().Services(), f.Core().V1().ConfigMaps(), []string{"198.18.200.7/24"}, events, slog.Default()); err == nil {
 		t.Error("a --loadbalancer-cidr with host bits accepted")
 	}

@@ -175,12 +175,14 @@ func runDualStack(t *testing.T, name, tor string) {
 	l.kubectl("delete", "pod", "p1", "p2", "--wait=false")
 }
 
-// dualStackService puts p1 (ip1) and p2 (ip2) behind a RequireDualStack NodePort Service and
+// dualStackService puts p1 (ip1) and p2 (ip2) behind a RequireDualStack LoadBalancer Service and
 // checks that it has a ClusterIP per family, that p1 reaches both pods through the IPv6 one
 // (the socket programs send it to a backend's IPv6 address: p2 sees p1's own IPv6 address)
 // and through the IPv4 one, that the ToR reaches both pods through the NodePort on node1's
 // IPv6 address (the tc programs: p1 local with the ToR's address kept, p2 across the fabric
-// SNATed to node1's IPv6 address), and that `skiff bpf services` shows the IPv6 frontend.
+// SNATed to node1's IPv6 address), that it gets a LoadBalancer address of each family, the
+// IPv6 one advertised by the nodes as a /128 and reached from the ToR over IPv6, and that
+// `skiff bpf services` shows the IPv6 frontend.
 func (l *lab) dualStackService(ip1, ip2 string) {
 	l.t.Helper()
 	l.kubectl("label", "pod", "p1", "p2", "app=dual")
@@ -188,7 +190,7 @@ func (l *lab) dualStackService(ip1, ip2 string) {
 kind: Service
 metadata: {name: dual}
 spec:
-  type: NodePort
+  type: LoadBalancer
   ipFamilyPolicy: RequireDualStack
   selector: {app: dual}
   ports: [{port: 80, targetPort: 8080}]
@@ -229,6 +231,34 @@ spec:
 			}
 		}
 		return fromToR["p1"] && fromToR["p2"], fmt.Sprint(fromToR, err1, err2)
+	})
+	// The LoadBalancer addresses: one per family, in the Service's family order; the IPv6
+	// one from the lab's IPv6 pool, a /128 at the ToR through the nodes, answering.
+	var lb6 string
+	framework.Eventually(l.t, 30*time.Second, "a LoadBalancer address per family", func() (bool, string) {
+		got, err := l.client.CoreV1().Services("default").Get(l.ctx, "dual", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		in := got.Status.LoadBalancer.Ingress
+		if len(in) != 2 || !skifflab.LoadBalancerPool.Contains(netip.MustParseAddr(in[0].IP)) || !skifflab.LoadBalancerPool6.Contains(netip.MustParseAddr(in[1].IP)) {
+			return false, fmt.Sprint(in)
+		}
+		lb6 = in[1].IP
+		return true, ""
+	})
+	framework.Eventually(l.t, 30*time.Second, "the ToR routes the IPv6 LoadBalancer address to the nodes", func() (bool, string) {
+		out, _ := l.in("tor", "ip", "-6", "route", "show", lb6+"/128")
+		return strings.Contains(out, "2001:2::2") && strings.Contains(out, "2001:2::3"), out
+	})
+	fromLB := map[string]bool{}
+	framework.Eventually(l.t, 30*time.Second, "the ToR reaches both pods through the IPv6 LoadBalancer address", func() (bool, string) {
+		for i := 0; i < 4; i++ {
+			if host, err := l.in("tor", netutil, "fetch", "http://["+lb6+"]/hostname", "--timeout", "2s"); err == nil {
+				fromLB[strings.TrimSpace(host)] = true
+			}
+		}
+		return fromLB["p1"] && fromLB["p2"], fmt.Sprint(fromLB)
 	})
 	if out, err := exec.Command(l.bin, "bpf", "services", "--node", l.name+"-node1").CombinedOutput(); err != nil || !strings.Contains(string(out), "["+v6+"]:80/TCP") || !strings.Contains(string(out), "["+ip2+"]:8080") {
 		l.t.Errorf("skiff bpf services on node1 lacks the IPv6 frontend [%s]:80 with backend [%s]:8080: %v\n%s", v6, ip2, err, out)
