@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -259,6 +260,13 @@ spec:
 			}
 		}
 		return fromLB["p1"] && fromLB["p2"], fmt.Sprint(fromLB)
+	})
+	// The cluster DNS answers AAAA with the IPv6 ClusterIP, and its reverse name.
+	framework.Eventually(l.t, 20*time.Second, "AAAA and ip6.arpa answers", func() (bool, string) {
+		aaaa, err1 := l.in("node1", l.bin, "dns", "query", "dual.default.svc.cluster.local", "--type", "AAAA")
+		rev, _ := dns.ReverseAddr(v6)
+		ptr, err2 := l.in("node1", l.bin, "dns", "query", rev, "--type", "PTR")
+		return err1 == nil && err2 == nil && strings.Contains(aaaa, "\tAAAA\t"+v6) && strings.Contains(ptr, "dual.default.svc.cluster.local."), aaaa + ptr
 	})
 	if out, err := exec.Command(l.bin, "bpf", "services", "--node", l.name+"-node1").CombinedOutput(); err != nil || !strings.Contains(string(out), "["+v6+"]:80/TCP") || !strings.Contains(string(out), "["+ip2+"]:8080") {
 		l.t.Errorf("skiff bpf services on node1 lacks the IPv6 frontend [%s]:80 with backend [%s]:8080: %v\n%s", v6, ip2, err, out)
