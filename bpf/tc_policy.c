@@ -9,10 +9,11 @@
  * when a rule admits it. Fail closed: a pod whose endpoint entry is missing gets nothing —
  * the agent writes the entry before it attaches the program, before the pod's first packet.
  *
- * IPv6 (a dual-stack pod's second address): neighbour discovery always passes; a pod's IPv6
- * traffic passes in a direction the pod is not isolated in, and is dropped in one it is —
- * rules are IPv4 so far (issue 43), so an isolated pod's IPv6 is denied, never let through
- * unpoliced. */
+ * IPv6 is decided the same way with maps of its own (endpoints, identities, ipBlock prefixes,
+ * rules and flows keyed by 16-byte addresses; identities are shared, so a dual-stack pod is
+ * one peer in both families). Neighbour discovery always passes, and a link-local peer is the
+ * node (only the host side of the veth shares the link with the pod). Extension headers are
+ * not walked: a packet with one matches rules for every protocol only. */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
@@ -178,6 +179,75 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } skiff_pol_drops SEC(".maps");
 
+struct pol_cidr6_key {
+	__u32 prefixlen;
+	__u32 addr[4];
+};
+
+/* pol_rule_key with the pod's IPv6 address: prefixlen = 176 + the port prefix's bits. */
+struct pol_rule6_key {
+	__u32 prefixlen;
+	__u32 endpoint[4];
+	__u32 peer;
+	__u8 dir;
+	__u8 proto;
+	__be16 port;
+};
+
+struct pol_flow6 {
+	__u32 pod[4], peer[4];
+	__u16 pod_port, peer_port;
+	__u8 proto;
+	__u8 pad[3];
+};
+
+struct pol_drop6_key {
+	__u32 endpoint[4];
+	__u32 dir;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, POL_MAX_ENDPOINTS * 4);
+	__type(key, struct pol_addr6);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} skiff_pol_identities6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, POL_MAX_CIDRS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct pol_cidr6_key);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} skiff_pol_cidrs6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, POL_MAX_RULES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct pol_rule6_key);
+	__type(value, struct pol_rule_value);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} skiff_pol_rules6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, POL_MAX_FLOWS);
+	__type(key, struct pol_flow6);
+	__type(value, __u64); /* last seen, ns */
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} skiff_pol_flows6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, POL_MAX_ENDPOINTS * 2);
+	__type(key, struct pol_drop6_key);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} skiff_pol_drops6 SEC(".maps");
+
 static __always_inline int admitted(__u32 ep, __u32 peer, __u8 dir, __u8 proto, __be16 port)
 {
 	struct pol_rule_key k = {.prefixlen = 96, .endpoint = ep, .peer = peer, .dir = dir, .proto = proto, .port = port};
@@ -201,27 +271,107 @@ static __always_inline void count_drop(__u32 ep, __u32 dir)
 	bpf_map_update_elem(&skiff_pol_drops, &k, &one, BPF_NOEXIST);
 }
 
-/* verdict6 decides an IPv6 packet: neighbour discovery passes (router and neighbour
- * solicitations and advertisements, redirects: ICMPv6 133-137), the rest by whether the pod
- * is isolated in that direction. */
+static __always_inline int admitted6(const __u32 *ep, __u32 peer, __u8 dir, __u8 proto, __be16 port)
+{
+	struct pol_rule6_key k = {.prefixlen = 192, .peer = peer, .dir = dir, .proto = proto, .port = port};
+	__builtin_memcpy(k.endpoint, ep, 16);
+	if (bpf_map_lookup_elem(&skiff_pol_rules6, &k))
+		return 1;
+	k.proto = 0;
+	k.port = 0;
+	k.prefixlen = 176;
+	return bpf_map_lookup_elem(&skiff_pol_rules6, &k) != NULL;
+}
+
+static __always_inline void count_drop6(const __u32 *ep, __u32 dir)
+{
+	struct pol_drop6_key k = {.dir = dir};
+	__builtin_memcpy(k.endpoint, ep, 16);
+	__u64 *n = bpf_map_lookup_elem(&skiff_pol_drops6, &k);
+	if (n) {
+		__sync_fetch_and_add(n, 1);
+		return;
+	}
+	__u64 one = 1;
+	bpf_map_update_elem(&skiff_pol_drops6, &k, &one, BPF_NOEXIST);
+}
+
+/* verdict6 is verdict for an IPv6 packet: neighbour discovery passes (router and neighbour
+ * solicitations and advertisements, redirects: ICMPv6 133-137), the rest as IPv4's. */
 static __always_inline int verdict6(struct ipv6hdr *ip6, void *end, __u8 dir)
 {
 	if ((void *)(ip6 + 1) > end)
 		return TC_ACT_SHOT;
-	if (ip6->nexthdr == IPPROTO_ICMPV6) {
-		struct icmp6hdr *icmp = (void *)(ip6 + 1);
+	__u8 proto = ip6->nexthdr;
+	void *l4 = (void *)(ip6 + 1);
+	if (proto == IPPROTO_ICMPV6) {
+		struct icmp6hdr *icmp = l4;
 		if ((void *)(icmp + 1) > end)
 			return TC_ACT_SHOT;
 		if (icmp->icmp6_type >= 133 && icmp->icmp6_type <= 137)
 			return TC_ACT_OK;
 	}
-	struct pol_addr6 ep;
+	struct pol_addr6 ep, peer;
 	__builtin_memcpy(&ep, dir == POL_EGRESS ? &ip6->saddr : &ip6->daddr, sizeof(ep));
+	__builtin_memcpy(&peer, dir == POL_EGRESS ? &ip6->daddr : &ip6->saddr, sizeof(peer));
 	struct pol_endpoint *e = bpf_map_lookup_elem(&skiff_pol_endpoints6, &ep);
-	if (!e)
+	if (!e) {
+		count_drop6(ep.addr, dir);
 		return TC_ACT_SHOT; /* an unknown endpoint: fail closed */
-	if (e->flags & (dir == POL_EGRESS ? POL_ISOLATED_EGRESS : POL_ISOLATED_INGRESS))
+	}
+	__u16 sport = 0, dport = 0;
+	if (proto == IPPROTO_TCP || proto == IPPROTO_UDP || proto == IPPROTO_SCTP) {
+		__be16 *ports = l4;
+		if ((void *)(ports + 2) > end)
+			return TC_ACT_SHOT;
+		sport = ports[0];
+		dport = ports[1];
+	}
+	int opens = 0;
+	if (proto == IPPROTO_TCP) {
+		__u8 *flags = (__u8 *)l4 + 13;
+		if ((void *)(flags + 1) > end)
+			return TC_ACT_SHOT;
+		opens = (*flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN;
+	}
+	struct pol_flow6 f = {.proto = proto};
+	__builtin_memcpy(f.pod, ep.addr, 16);
+	__builtin_memcpy(f.peer, peer.addr, 16);
+	f.pod_port = dir == POL_EGRESS ? sport : dport;
+	f.peer_port = dir == POL_EGRESS ? dport : sport;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 *seen = bpf_map_lookup_elem(&skiff_pol_flows6, &f);
+	if (seen && !opens && now - *seen < POL_FLOW_IDLE_NS) {
+		*seen = now;
+		return TC_ACT_OK;
+	}
+	int isolated = e->flags & (dir == POL_EGRESS ? POL_ISOLATED_EGRESS : POL_ISOLATED_INGRESS);
+	__u32 peer_id = POL_ID_WORLD;
+	if ((peer.addr[0] & bpf_htonl(0xffc00000)) == bpf_htonl(0xfe800000)) {
+		peer_id = POL_ID_HOST; /* fe80::/10: the host side of the veth */
+	} else {
+		__u32 *pid = bpf_map_lookup_elem(&skiff_pol_identities6, &peer);
+		if (pid)
+			peer_id = *pid;
+	}
+	__be16 port = dport;
+	int to_node_dns = dir == POL_EGRESS && peer_id == POL_ID_HOST && port == bpf_htons(53) &&
+			  (proto == IPPROTO_UDP || proto == IPPROTO_TCP);
+	int ok = !isolated || (dir == POL_INGRESS && peer_id == POL_ID_HOST) || to_node_dns ||
+		 admitted6(ep.addr, POL_ID_ANY, dir, proto, port) || admitted6(ep.addr, peer_id, dir, proto, port);
+	if (!ok) {
+		struct pol_cidr6_key ck = {.prefixlen = 128};
+		__builtin_memcpy(ck.addr, peer.addr, 16);
+		__u32 *cid = bpf_map_lookup_elem(&skiff_pol_cidrs6, &ck);
+		ok = cid && admitted6(ep.addr, *cid, dir, proto, port);
+	}
+	if (!ok) {
+		if (seen)
+			bpf_map_delete_elem(&skiff_pol_flows6, &f);
+		count_drop6(ep.addr, dir);
 		return TC_ACT_SHOT;
+	}
+	bpf_map_update_elem(&skiff_pol_flows6, &f, &now, BPF_ANY);
 	return TC_ACT_OK;
 }
 

@@ -477,14 +477,15 @@ func PolicyPod(pod *corev1.Pod) policy.Pod {
 	return pp
 }
 
-// hostAddrs are the IPv4 addresses of the interfaces in this network namespace.
+// hostAddrs are the addresses of the interfaces in this network namespace, both families
+// (IPv6 link-local ones are the node's to the programs already).
 func hostAddrs() []netip.Addr {
 	var out []netip.Addr
 	addrs, _ := net.InterfaceAddrs()
 	for _, a := range addrs {
 		if n, ok := a.(*net.IPNet); ok {
-			if ip, ok := netip.AddrFromSlice(n.IP.To4()); ok && !ip.IsLoopback() {
-				out = append(out, ip)
+			if ip, ok := netip.AddrFromSlice(n.IP); ok && !ip.Unmap().IsLoopback() && !ip.IsLinkLocalUnicast() {
+				out = append(out, ip.Unmap())
 			}
 		}
 	}

@@ -1,9 +1,9 @@
 package netpol
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net"
 	"net/netip"
 	"os"
@@ -50,7 +50,12 @@ type table interface {
 }
 
 // policyMaps are the maps Sync and SetPeerIdentities write, in the order Sync writes them.
-type policyMaps struct{ identities, cidrs, rules, endpoints, endpoints6, names table }
+type policyMaps struct {
+	identities, cidrs, rules, endpoints table
+	// IPv6's: the same keyed by 16-byte addresses.
+	identities6, cidrs6, rules6, endpoints6 table
+	names                                   table
+}
 
 // newPolicy is a Policy writing into maps, for LoadPolicy and for tests with fakes.
 func newPolicy(pinDir string, maps policyMaps) *Policy {
@@ -90,8 +95,9 @@ func LoadPolicy(pinDir string) (*Policy, error) {
 		}
 		return nil, fmt.Errorf("loading skiff's policy programs (maps pinned in %s): %w", pinDir, err)
 	}
-	p.maps = policyMaps{identities: p.objs.SkiffPolIdentities, cidrs: p.objs.SkiffPolCidrs, rules: p.objs.SkiffPolRules,
-		endpoints: p.objs.SkiffPolEndpoints, endpoints6: p.objs.SkiffPolEndpoints6, names: p.objs.SkiffPolNames}
+	p.maps = policyMaps{identities: p.objs.SkiffPolIdentities, cidrs: p.objs.SkiffPolCidrs, rules: p.objs.SkiffPolRules, endpoints: p.objs.SkiffPolEndpoints,
+		identities6: p.objs.SkiffPolIdentities6, cidrs6: p.objs.SkiffPolCidrs6, rules6: p.objs.SkiffPolRules6, endpoints6: p.objs.SkiffPolEndpoints6,
+		names: p.objs.SkiffPolNames}
 	return p, nil
 }
 
@@ -202,22 +208,45 @@ func (p *Policy) Sync(res *policy.Result, local func(netip.Addr) bool, host []ne
 		}
 	}
 	syncMap(p, p.maps.identities, ids, put, &errs, &changes)
+	ids6 := map[programs.PolicyPolAddr6]uint32{}
+	for a, id := range res.PodIdentities {
+		if a.Is6() {
+			ids6[Addr6(a)] = uint32(id)
+		}
+	}
+	for _, a := range host {
+		if a.Is6() {
+			ids6[Addr6(a)] = HostIdentity
+		}
+	}
+	syncMap(p, p.maps.identities6, ids6, put, &errs, &changes)
 	cidrs := map[programs.PolicyPolCidrKey]uint32{}
+	cidrs6 := map[programs.PolicyPolCidr6Key]uint32{}
 	for pfx, id := range res.CIDRIdentities {
 		if pfx.Addr().Is4() {
 			cidrs[programs.PolicyPolCidrKey{Prefixlen: uint32(pfx.Bits()), Addr: programs.Addr4(pfx.Addr())}] = uint32(id)
+		} else {
+			cidrs6[programs.PolicyPolCidr6Key{Prefixlen: uint32(pfx.Bits()), Addr: Addr6(pfx.Addr()).Addr}] = uint32(id)
 		}
 	}
 	syncMap(p, p.maps.cidrs, cidrs, put, &errs, &changes)
+	syncMap(p, p.maps.cidrs6, cidrs6, put, &errs, &changes)
 	rules := map[programs.PolicyPolRuleKey]programs.PolicyPolRuleValue{}
+	rules6 := map[programs.PolicyPolRule6Key]programs.PolicyPolRuleValue{}
 	for k, name := range res.Entries {
-		if !k.Endpoint.Is4() || !local(k.Endpoint) {
+		if !local(k.Endpoint) {
 			continue
 		}
-		rules[RuleKey(k)] = programs.PolicyPolRuleValue{Policy: p.index(name)}
+		v := programs.PolicyPolRuleValue{Policy: p.index(name)}
+		if k.Endpoint.Is4() {
+			rules[RuleKey(k)] = v
+		} else {
+			rules6[RuleKey6(k)] = v
+		}
 	}
 	// Rules before endpoints: a newly isolated endpoint has its rules when isolation starts.
 	syncMap(p, p.maps.rules, rules, put, &errs, &changes)
+	syncMap(p, p.maps.rules6, rules6, put, &errs, &changes)
 	eps := map[uint32]programs.PolicyPolEndpoint{}
 	for a, ep := range res.Endpoints {
 		if a.Is4() && local(a) {
@@ -234,8 +263,6 @@ func (p *Policy) Sync(res *policy.Result, local func(netip.Addr) bool, host []ne
 		}
 	}
 	syncMap(p, p.maps.endpoints, eps, put, &errs, &changes)
-	// IPv6 endpoints (dual-stack pods): isolation only. The rules are IPv4's so far, so the
-	// program drops an isolated pod's IPv6 in that direction rather than let it through.
 	eps6 := map[programs.PolicyPolAddr6]programs.PolicyPolEndpoint{}
 	for a := range res.PodIdentities {
 		if a.Is6() && local(a) {
@@ -269,6 +296,11 @@ func (p *Policy) Sync(res *policy.Result, local func(netip.Addr) bool, host []ne
 			names[programs.PolicyPolNameKey{Kind: nameKindEndpoint, Id: programs.Addr4(a)}] = polName(ep.Pod)
 		}
 	}
+	for a, pod := range res.Pods {
+		if a.Is6() && local(a) {
+			names[programs.PolicyPolNameKey{Kind: nameKindEndpoint6, Id: endpoint6ID(a)}] = polName(pod)
+		}
+	}
 	syncMap(p, p.maps.names, names, put, &errs, &changes)
 	return changes, errors.Join(errs...)
 }
@@ -285,15 +317,9 @@ func endpointOf(ep policy.Endpoint) programs.PolicyPolEndpoint {
 	return programs.PolicyPolEndpoint{Flags: flags}
 }
 
-// Addr6 is an IPv6 address as skiff_pol_endpoints6 keys it: its bytes as the kernel holds
-// them, read as four native integers.
+// Addr6 is an IPv6 address as the IPv6 policy maps key it (programs.Addr6).
 func Addr6(a netip.Addr) programs.PolicyPolAddr6 {
-	b := a.As16()
-	var k programs.PolicyPolAddr6
-	for i := range k.Addr {
-		k.Addr[i] = binary.NativeEndian.Uint32(b[4*i:])
-	}
-	return k
+	return programs.PolicyPolAddr6{Addr: programs.Addr6(a)}
 }
 
 // Kinds of skiff_pol_names entries, as bpf/tc_policy.c's POL_NAME_*.
@@ -301,7 +327,18 @@ const (
 	nameKindPolicy   = 1
 	nameKindIdentity = 2
 	nameKindEndpoint = 3
+	// nameKindEndpoint6 names an IPv6 endpoint by endpoint6ID (the names map's ids are 32
+	// bits); a collision would only misname a pod in what `skiff bpf policy` prints.
+	nameKindEndpoint6 = 4
 )
+
+// endpoint6ID is the id an IPv6 endpoint's name has in skiff_pol_names.
+func endpoint6ID(a netip.Addr) uint32 {
+	h := fnv.New32a()
+	b := a.As16()
+	_, _ = h.Write(b[:])
+	return h.Sum32()
+}
 
 func polName(s string) programs.PolicyPolName {
 	var n programs.PolicyPolName
@@ -336,18 +373,35 @@ func RuleKey(k policy.Key) programs.PolicyPolRuleKey {
 		Dir: uint8(k.Direction), Proto: k.Protocol, Port: programs.Port(k.Port)}
 }
 
+// RuleKey6 is a compiled entry of an IPv6 endpoint as skiff_pol_rules6 keys it.
+func RuleKey6(k policy.Key) programs.PolicyPolRule6Key {
+	return programs.PolicyPolRule6Key{Prefixlen: 176 + uint32(k.PortBits), Endpoint: Addr6(k.Endpoint).Addr, Peer: uint32(k.Peer),
+		Dir: uint8(k.Direction), Proto: k.Protocol, Port: programs.Port(k.Port)}
+}
+
 // SetPeerIdentities writes the identities of single addresses — remote pods that started,
 // moved or went, whose identities exist already — without a compilation; Unidentified
 // deletes an address's entry. What Sync last wrote follows, so the next Sync diffs from it.
 func (p *Policy) SetPeerIdentities(set map[netip.Addr]policy.Identity) error {
-	m := p.maps.identities
-	have, _ := p.written[m].(map[uint32]uint32)
-	var errs []error
+	four, six := map[uint32]policy.Identity{}, map[programs.PolicyPolAddr6]policy.Identity{}
 	for a, id := range set {
-		if !a.Is4() {
-			continue
+		if a.Is4() {
+			four[programs.Addr4(a)] = id
+		} else {
+			six[Addr6(a)] = id
 		}
-		k := programs.Addr4(a)
+	}
+	return errors.Join(setIdentities(p, p.maps.identities, four), setIdentities(p, p.maps.identities6, six))
+}
+
+// setIdentities is SetPeerIdentities for one family's map, keyed by K.
+func setIdentities[K comparable](p *Policy, m table, set map[K]policy.Identity) error {
+	if len(set) == 0 {
+		return nil
+	}
+	have, _ := p.written[m].(map[K]uint32)
+	var errs []error
+	for k, id := range set {
 		if id == Unidentified {
 			if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 				errs = append(errs, err)
@@ -441,7 +495,7 @@ type Drop struct {
 	Packets   uint64
 }
 
-// Drops reads the drop counters, sorted by endpoint and direction.
+// Drops reads the drop counters of both families, sorted by endpoint and direction.
 func (p *Policy) Drops() ([]Drop, error) {
 	var out []Drop
 	var k programs.PolicyPolDropKey
@@ -449,6 +503,14 @@ func (p *Policy) Drops() ([]Drop, error) {
 	it := p.objs.SkiffPolDrops.Iterate()
 	for it.Next(&k, &n) {
 		out = append(out, Drop{Endpoint: programs.FromAddr4(k.Endpoint), Direction: policy.Direction(k.Dir), Packets: n})
+	}
+	if err := it.Err(); err != nil {
+		return out, err
+	}
+	var k6 programs.PolicyPolDrop6Key
+	it = p.objs.SkiffPolDrops6.Iterate()
+	for it.Next(&k6, &n) {
+		out = append(out, Drop{Endpoint: programs.FromAddr6(k6.Endpoint), Direction: policy.Direction(k6.Dir), Packets: n})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Endpoint != out[j].Endpoint {

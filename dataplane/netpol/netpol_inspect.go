@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"sort"
 
@@ -16,17 +17,25 @@ import (
 // PolicyView reads a node's pinned policy maps, as the datapath sees them.
 type PolicyView struct {
 	endpoints, identities, cidrs, rules, names *ebpf.Map
+	// IPv6's maps (nil when the agent that pinned the maps predates them).
+	endpoints6, identities6, cidrs6, rules6 *ebpf.Map
 }
 
 // OpenPolicyPinned opens the policy maps pinned in pinDir, read-only.
 func OpenPolicyPinned(pinDir string) (*PolicyView, error) {
 	v := &PolicyView{}
 	for _, m := range []struct {
-		name string
-		dst  **ebpf.Map
-	}{{"skiff_pol_endpoints", &v.endpoints}, {"skiff_pol_identities", &v.identities}, {"skiff_pol_cidrs", &v.cidrs},
-		{"skiff_pol_rules", &v.rules}, {"skiff_pol_names", &v.names}} {
+		name     string
+		dst      **ebpf.Map
+		optional bool
+	}{{"skiff_pol_endpoints", &v.endpoints, false}, {"skiff_pol_identities", &v.identities, false}, {"skiff_pol_cidrs", &v.cidrs, false},
+		{"skiff_pol_rules", &v.rules, false}, {"skiff_pol_names", &v.names, false},
+		{"skiff_pol_endpoints6", &v.endpoints6, true}, {"skiff_pol_identities6", &v.identities6, true}, {"skiff_pol_cidrs6", &v.cidrs6, true},
+		{"skiff_pol_rules6", &v.rules6, true}} {
 		mp, err := ebpf.LoadPinnedMap(filepath.Join(pinDir, m.name), &ebpf.LoadPinOptions{ReadOnly: true})
+		if m.optional && errors.Is(err, os.ErrNotExist) {
+			continue
+		}
 		if err != nil {
 			v.Close()
 			return nil, fmt.Errorf("%s (is the agent's network policy running on this node?): %w", m.name, err)
@@ -38,7 +47,7 @@ func OpenPolicyPinned(pinDir string) (*PolicyView, error) {
 
 // Close releases the maps.
 func (v *PolicyView) Close() {
-	for _, m := range []*ebpf.Map{v.endpoints, v.identities, v.cidrs, v.rules, v.names} {
+	for _, m := range []*ebpf.Map{v.endpoints, v.identities, v.cidrs, v.rules, v.names, v.endpoints6, v.identities6, v.cidrs6, v.rules6} {
 		if m != nil {
 			m.Close()
 		}
@@ -121,8 +130,16 @@ func (v *PolicyView) Endpoints() ([]EndpointInfo, error) {
 	if err := rit.Err(); err != nil {
 		return nil, err
 	}
-	var out []EndpointInfo
+	infos := make([]*EndpointInfo, 0, len(byAddr))
 	for _, info := range byAddr {
+		infos = append(infos, info)
+	}
+	six, err := v.endpoints6Info()
+	if err != nil {
+		return nil, err
+	}
+	var out []EndpointInfo
+	for _, info := range append(infos, six...) {
 		sort.Slice(info.Rules, func(i, j int) bool {
 			a, b := info.Rules[i], info.Rules[j]
 			if a.Direction != b.Direction {
@@ -144,6 +161,44 @@ func (v *PolicyView) Endpoints() ([]EndpointInfo, error) {
 	return out, nil
 }
 
+// endpoints6Info is Endpoints for the IPv6 maps.
+func (v *PolicyView) endpoints6Info() ([]*EndpointInfo, error) {
+	if v.endpoints6 == nil || v.rules6 == nil || v.identities6 == nil {
+		return nil, nil
+	}
+	byAddr := map[programs.PolicyPolAddr6]*EndpointInfo{}
+	var a programs.PolicyPolAddr6
+	var e programs.PolicyPolEndpoint
+	it := v.endpoints6.Iterate()
+	for it.Next(&a, &e) {
+		addr := programs.FromAddr6(a.Addr)
+		info := &EndpointInfo{Address: addr, Pod: v.name(nameKindEndpoint6, endpoint6ID(addr)),
+			Ingress: e.Flags&isolatedIngress != 0, Egress: e.Flags&isolatedEgress != 0}
+		var id uint32
+		if v.identities6.Lookup(a, &id) == nil {
+			info.Identity = id
+		}
+		byAddr[a] = info
+	}
+	if err := it.Err(); err != nil {
+		return nil, err
+	}
+	var k programs.PolicyPolRule6Key
+	var r programs.PolicyPolRuleValue
+	rit := v.rules6.Iterate()
+	for rit.Next(&k, &r) {
+		if info, ok := byAddr[programs.PolicyPolAddr6{Addr: k.Endpoint}]; ok {
+			info.Rules = append(info.Rules, RuleInfo{Direction: policy.Direction(k.Dir), Peer: v.Peer(k.Peer), Protocol: k.Proto,
+				Port: programs.Port(k.Port), PortBits: uint8(k.Prefixlen - 176), Policy: v.name(nameKindPolicy, r.Policy)})
+		}
+	}
+	out := make([]*EndpointInfo, 0, len(byAddr))
+	for _, info := range byAddr {
+		out = append(out, info)
+	}
+	return out, rit.Err()
+}
+
 // TraceStep is the decision at one end.
 type TraceStep struct {
 	Direction policy.Direction
@@ -157,8 +212,8 @@ type TraceStep struct {
 // it is. Each step says which policy admits, or that none does. The decision is
 // policy.Decide over the live maps, the one the program's tests check it against.
 func (v *PolicyView) Trace(src, dst netip.Addr, proto uint8, port uint16) ([]TraceStep, bool, error) {
-	if !src.Is4() || !dst.Is4() {
-		return nil, false, errors.New("pods are IPv4: give IPv4 addresses")
+	if src.Is4() != dst.Is4() || src.Is4In6() || dst.Is4In6() {
+		return nil, false, errors.New("give two addresses of one family")
 	}
 	var steps []TraceStep
 	allowed := true
@@ -169,7 +224,7 @@ func (v *PolicyView) Trace(src, dst netip.Addr, proto uint8, port uint16) ([]Tra
 		if _, _, ok := v.Isolation(end.ep); !ok {
 			continue // not a pod of this node: decided elsewhere, or not at all
 		}
-		st := TraceStep{Direction: end.dir, Endpoint: v.name(nameKindEndpoint, programs.Addr4(end.ep))}
+		st := TraceStep{Direction: end.dir, Endpoint: v.endpointName(end.ep)}
 		if st.Endpoint == "" {
 			st.Endpoint = end.ep.String()
 		}
@@ -193,38 +248,82 @@ func (v *PolicyView) Trace(src, dst netip.Addr, proto uint8, port uint16) ([]Tra
 	return steps, allowed, nil
 }
 
-// Isolation implements policy.Lookup from the endpoints map.
+// endpointName is the pod an endpoint address belongs to ("" if unnamed).
+func (v *PolicyView) endpointName(a netip.Addr) string {
+	if a.Is4() {
+		return v.name(nameKindEndpoint, programs.Addr4(a))
+	}
+	return v.name(nameKindEndpoint6, endpoint6ID(a))
+}
+
+// Isolation implements policy.Lookup from the endpoints maps.
 func (v *PolicyView) Isolation(ep netip.Addr) (ingress, egress, ok bool) {
 	var e programs.PolicyPolEndpoint
-	if err := v.endpoints.Lookup(programs.Addr4(ep), &e); err != nil {
+	var err error
+	switch {
+	case ep.Is4():
+		err = v.endpoints.Lookup(programs.Addr4(ep), &e)
+	case v.endpoints6 != nil:
+		err = v.endpoints6.Lookup(Addr6(ep), &e)
+	default:
+		return false, false, false
+	}
+	if err != nil {
 		return false, false, false
 	}
 	return e.Flags&isolatedIngress != 0, e.Flags&isolatedEgress != 0, true
 }
 
-// PeerIdentity implements policy.Lookup from the identities map.
+// PeerIdentity implements policy.Lookup from the identities maps; a link-local IPv6 peer is
+// the node, as the program has it.
 func (v *PolicyView) PeerIdentity(a netip.Addr) policy.Identity {
 	var id uint32
-	if v.identities.Lookup(programs.Addr4(a), &id) == nil {
-		return policy.Identity(id)
+	switch {
+	case a.Is4():
+		if v.identities.Lookup(programs.Addr4(a), &id) == nil {
+			return policy.Identity(id)
+		}
+	case a.IsLinkLocalUnicast():
+		return policy.Host
+	case v.identities6 != nil:
+		if v.identities6.Lookup(Addr6(a), &id) == nil {
+			return policy.Identity(id)
+		}
 	}
 	return policy.World
 }
 
-// CIDRIdentity implements policy.Lookup from the CIDR LPM map.
+// CIDRIdentity implements policy.Lookup from the CIDR LPM maps.
 func (v *PolicyView) CIDRIdentity(a netip.Addr) (policy.Identity, bool) {
 	var cid uint32
-	if v.cidrs.Lookup(programs.PolicyPolCidrKey{Prefixlen: 32, Addr: programs.Addr4(a)}, &cid) == nil {
+	var err error
+	switch {
+	case a.Is4():
+		err = v.cidrs.Lookup(programs.PolicyPolCidrKey{Prefixlen: 32, Addr: programs.Addr4(a)}, &cid)
+	case v.cidrs6 != nil:
+		err = v.cidrs6.Lookup(programs.PolicyPolCidr6Key{Prefixlen: 128, Addr: programs.Addr6(a)}, &cid)
+	default:
+		return 0, false
+	}
+	if err == nil {
 		return policy.Identity(cid), true
 	}
 	return 0, false
 }
 
-// Admits implements policy.Lookup with the rules map's own LPM lookup.
+// Admits implements policy.Lookup with the rules maps' own LPM lookup.
 func (v *PolicyView) Admits(ep netip.Addr, dir policy.Direction, proto uint8, peer policy.Identity, port uint16) (string, bool) {
 	var r programs.PolicyPolRuleValue
-	k := programs.PolicyPolRuleKey{Prefixlen: 96, Endpoint: programs.Addr4(ep), Peer: uint32(peer), Dir: uint8(dir), Proto: proto, Port: programs.Port(port)}
-	if v.rules.Lookup(k, &r) == nil {
+	var err error
+	switch {
+	case ep.Is4():
+		err = v.rules.Lookup(programs.PolicyPolRuleKey{Prefixlen: 96, Endpoint: programs.Addr4(ep), Peer: uint32(peer), Dir: uint8(dir), Proto: proto, Port: programs.Port(port)}, &r)
+	case v.rules6 != nil:
+		err = v.rules6.Lookup(programs.PolicyPolRule6Key{Prefixlen: 192, Endpoint: programs.Addr6(ep), Peer: uint32(peer), Dir: uint8(dir), Proto: proto, Port: programs.Port(port)}, &r)
+	default:
+		return "", false
+	}
+	if err == nil {
 		return v.name(nameKindPolicy, r.Policy), true
 	}
 	return "", false

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -471,6 +472,73 @@ func TestPolicyProgramIPv6(t *testing.T) {
 			t.Errorf("%s: passes %v, want %v", c.what, got, c.pass)
 		}
 	}
+	// Rules over IPv6: a admits b (a pod peer, by its identity) on TCP 80, and an IPv6 ipBlock
+	// with an except; everyone else is dropped and counted, the node (a link-local peer)
+	// passes.
+	allowA := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "allow-a"},
+		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pod": "a"}},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{
+				{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pod": "b"}}}},
+					Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(intstr.FromInt32(80))}}},
+				{From: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "fd00:20::/64", Except: []string{"fd00:20::/96"}}}}},
+			}}}
+	res, errs = policy.Compile(policy.NewAllocator(), []*networkingv1.NetworkPolicy{allowA}, pods, []policy.Namespace{{Name: "x"}}, nil)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if _, err := p.Sync(res, func(netip.Addr) bool { return true }, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		what string
+		src  string
+		pass bool
+	}{
+		{"b (admitted on TCP 80)", b6.String(), true},
+		{"an address no pod has", stranger.String(), false},
+		{"inside the ipBlock", "fd00:20::1:0:0:7", true},
+		{"inside the ipBlock's except", "fd00:20::7", false},
+		{"the node, link-local", "fe80::1", true},
+	} {
+		if got := runProg(t, p.objs.SkiffPolicyToPod, l6packet(netip.MustParseAddr(c.src), a6, 0)) == tcxNext; got != c.pass {
+			t.Errorf("%s → a over IPv6: passes %v, want %v", c.what, got, c.pass)
+		}
+	}
+	// skiff policy trace and skiff bpf policy read the IPv6 maps as the program does.
+	view, err := OpenPolicyPinned(p.pinDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer view.Close()
+	if steps, ok, err := view.Trace(b6, a6, policy.TCP, 80); err != nil || !ok || len(steps) != 2 || !strings.Contains(steps[1].Why, "x/allow-a") {
+		t.Errorf("trace b → a over IPv6: %+v %v %v", steps, ok, err)
+	}
+	if steps, ok, err := view.Trace(stranger, a6, policy.TCP, 80); err != nil || ok || len(steps) != 1 || steps[0].Endpoint != "x/a" {
+		t.Errorf("trace of a stranger → a over IPv6: %+v %v %v", steps, ok, err)
+	}
+	if _, _, err := view.Trace(b4, a6, policy.TCP, 80); err == nil {
+		t.Error("a trace across families accepted")
+	}
+	eps, err := view.Endpoints()
+	var rules6 int
+	for _, e := range eps {
+		if e.Address == a6 && e.Pod == "x/a" && e.Ingress {
+			rules6 = len(e.Rules)
+		}
+	}
+	if err != nil || rules6 != 2 {
+		t.Errorf("a's IPv6 endpoint in skiff bpf policy: %d rules (%v), want 2: %+v", rules6, err, eps)
+	}
+
+	drops, err := p.Drops()
+	found := false
+	for _, d := range drops {
+		found = found || (d.Endpoint == a6 && d.Direction == policy.Ingress && d.Packets >= 2)
+	}
+	if err != nil || !found {
+		t.Errorf("drops %+v (%v), want a's IPv6 ingress drops counted", drops, err)
+	}
+
 	// The policy goes: a's IPv6 ingress passes again.
 	res, _ = policy.Compile(policy.NewAllocator(), nil, pods, []policy.Namespace{{Name: "x"}}, nil)
 	if _, err := p.Sync(res, func(netip.Addr) bool { return true }, nil); err != nil {

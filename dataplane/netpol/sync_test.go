@@ -25,16 +25,17 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/sync/*.golden from what Sync writes now")
 
-// fakePolicyMaps are the five policy maps in memory, logging every write in order.
+// fakePolicyMaps are the policy maps in memory, logging every write in order.
 type fakePolicyMaps struct {
-	identities, cidrs, rules, endpoints, endpoints6, names *fakemap.Map
-	log                                                    []string
+	identities, cidrs, rules, endpoints, identities6, cidrs6, rules6, endpoints6, names *fakemap.Map
+	log                                                                                 []string
 }
 
 func newFakePolicyMaps() *fakePolicyMaps {
 	f := &fakePolicyMaps{identities: fakemap.New("identity", 1<<16), cidrs: fakemap.New("cidr", 1<<16),
-		rules: fakemap.New("rule", 1<<16), endpoints: fakemap.New("endpoint", 1<<16), endpoints6: fakemap.New("endpoint6", 1<<16),
-		names: fakemap.New("name", 1<<16)}
+		rules: fakemap.New("rule", 1<<16), endpoints: fakemap.New("endpoint", 1<<16),
+		identities6: fakemap.New("identity6", 1<<16), cidrs6: fakemap.New("cidr6", 1<<16), rules6: fakemap.New("rule6", 1<<16),
+		endpoints6: fakemap.New("endpoint6", 1<<16), names: fakemap.New("name", 1<<16)}
 	for _, m := range f.all() {
 		m.Log = &f.log
 	}
@@ -42,11 +43,12 @@ func newFakePolicyMaps() *fakePolicyMaps {
 }
 
 func (f *fakePolicyMaps) all() []*fakemap.Map {
-	return []*fakemap.Map{f.identities, f.cidrs, f.rules, f.endpoints, f.endpoints6, f.names}
+	return []*fakemap.Map{f.identities, f.cidrs, f.rules, f.endpoints, f.identities6, f.cidrs6, f.rules6, f.endpoints6, f.names}
 }
 
 func (f *fakePolicyMaps) maps() policyMaps {
-	return policyMaps{identities: f.identities, cidrs: f.cidrs, rules: f.rules, endpoints: f.endpoints, endpoints6: f.endpoints6, names: f.names}
+	return policyMaps{identities: f.identities, cidrs: f.cidrs, rules: f.rules, endpoints: f.endpoints,
+		identities6: f.identities6, cidrs6: f.cidrs6, rules6: f.rules6, endpoints6: f.endpoints6, names: f.names}
 }
 
 func (f *fakePolicyMaps) writes() int {

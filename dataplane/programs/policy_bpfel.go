@@ -18,10 +18,22 @@ type PolicyPolAddr6 struct {
 	Addr [4]uint32
 }
 
+type PolicyPolCidr6Key struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [4]uint32
+}
+
 type PolicyPolCidrKey struct {
 	_         structs.HostLayout
 	Prefixlen uint32
 	Addr      uint32
+}
+
+type PolicyPolDrop6Key struct {
+	_        structs.HostLayout
+	Endpoint [4]uint32
+	Dir      uint32
 }
 
 type PolicyPolDropKey struct {
@@ -45,6 +57,16 @@ type PolicyPolFlow struct {
 	Pad      [3]uint8
 }
 
+type PolicyPolFlow6 struct {
+	_        structs.HostLayout
+	Pod      [4]uint32
+	Peer     [4]uint32
+	PodPort  uint16
+	PeerPort uint16
+	Proto    uint8
+	Pad      [3]uint8
+}
+
 type PolicyPolName struct {
 	_    structs.HostLayout
 	Name [256]int8
@@ -54,6 +76,16 @@ type PolicyPolNameKey struct {
 	_    structs.HostLayout
 	Kind uint32
 	Id   uint32
+}
+
+type PolicyPolRule6Key struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Endpoint  [4]uint32
+	Peer      uint32
+	Dir       uint8
+	Proto     uint8
+	Port      uint16
 }
 
 type PolicyPolRuleKey struct {
@@ -76,13 +108,18 @@ type PolicyPolRuleValue struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	PolicyMapSkiffPolCidrs       = "skiff_pol_cidrs"
+	PolicyMapSkiffPolCidrs6      = "skiff_pol_cidrs6"
 	PolicyMapSkiffPolDrops       = "skiff_pol_drops"
+	PolicyMapSkiffPolDrops6      = "skiff_pol_drops6"
 	PolicyMapSkiffPolEndpoints   = "skiff_pol_endpoints"
 	PolicyMapSkiffPolEndpoints6  = "skiff_pol_endpoints6"
 	PolicyMapSkiffPolFlows       = "skiff_pol_flows"
+	PolicyMapSkiffPolFlows6      = "skiff_pol_flows6"
 	PolicyMapSkiffPolIdentities  = "skiff_pol_identities"
+	PolicyMapSkiffPolIdentities6 = "skiff_pol_identities6"
 	PolicyMapSkiffPolNames       = "skiff_pol_names"
 	PolicyMapSkiffPolRules       = "skiff_pol_rules"
+	PolicyMapSkiffPolRules6      = "skiff_pol_rules6"
 	PolicyProgSkiffPolicyFromPod = "skiff_policy_from_pod"
 	PolicyProgSkiffPolicyToPod   = "skiff_policy_to_pod"
 )
@@ -137,14 +174,19 @@ type PolicyProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type PolicyMapSpecs struct {
-	SkiffPolCidrs      *ebpf.MapSpec `ebpf:"skiff_pol_cidrs"`
-	SkiffPolDrops      *ebpf.MapSpec `ebpf:"skiff_pol_drops"`
-	SkiffPolEndpoints  *ebpf.MapSpec `ebpf:"skiff_pol_endpoints"`
-	SkiffPolEndpoints6 *ebpf.MapSpec `ebpf:"skiff_pol_endpoints6"`
-	SkiffPolFlows      *ebpf.MapSpec `ebpf:"skiff_pol_flows"`
-	SkiffPolIdentities *ebpf.MapSpec `ebpf:"skiff_pol_identities"`
-	SkiffPolNames      *ebpf.MapSpec `ebpf:"skiff_pol_names"`
-	SkiffPolRules      *ebpf.MapSpec `ebpf:"skiff_pol_rules"`
+	SkiffPolCidrs       *ebpf.MapSpec `ebpf:"skiff_pol_cidrs"`
+	SkiffPolCidrs6      *ebpf.MapSpec `ebpf:"skiff_pol_cidrs6"`
+	SkiffPolDrops       *ebpf.MapSpec `ebpf:"skiff_pol_drops"`
+	SkiffPolDrops6      *ebpf.MapSpec `ebpf:"skiff_pol_drops6"`
+	SkiffPolEndpoints   *ebpf.MapSpec `ebpf:"skiff_pol_endpoints"`
+	SkiffPolEndpoints6  *ebpf.MapSpec `ebpf:"skiff_pol_endpoints6"`
+	SkiffPolFlows       *ebpf.MapSpec `ebpf:"skiff_pol_flows"`
+	SkiffPolFlows6      *ebpf.MapSpec `ebpf:"skiff_pol_flows6"`
+	SkiffPolIdentities  *ebpf.MapSpec `ebpf:"skiff_pol_identities"`
+	SkiffPolIdentities6 *ebpf.MapSpec `ebpf:"skiff_pol_identities6"`
+	SkiffPolNames       *ebpf.MapSpec `ebpf:"skiff_pol_names"`
+	SkiffPolRules       *ebpf.MapSpec `ebpf:"skiff_pol_rules"`
+	SkiffPolRules6      *ebpf.MapSpec `ebpf:"skiff_pol_rules6"`
 }
 
 // PolicyVariableSpecs contains global variables before they are loaded into the kernel.
@@ -173,26 +215,36 @@ func (o *PolicyObjects) Close() error {
 //
 // It can be passed to LoadPolicyObjects or ebpf.CollectionSpec.LoadAndAssign.
 type PolicyMaps struct {
-	SkiffPolCidrs      *ebpf.Map `ebpf:"skiff_pol_cidrs"`
-	SkiffPolDrops      *ebpf.Map `ebpf:"skiff_pol_drops"`
-	SkiffPolEndpoints  *ebpf.Map `ebpf:"skiff_pol_endpoints"`
-	SkiffPolEndpoints6 *ebpf.Map `ebpf:"skiff_pol_endpoints6"`
-	SkiffPolFlows      *ebpf.Map `ebpf:"skiff_pol_flows"`
-	SkiffPolIdentities *ebpf.Map `ebpf:"skiff_pol_identities"`
-	SkiffPolNames      *ebpf.Map `ebpf:"skiff_pol_names"`
-	SkiffPolRules      *ebpf.Map `ebpf:"skiff_pol_rules"`
+	SkiffPolCidrs       *ebpf.Map `ebpf:"skiff_pol_cidrs"`
+	SkiffPolCidrs6      *ebpf.Map `ebpf:"skiff_pol_cidrs6"`
+	SkiffPolDrops       *ebpf.Map `ebpf:"skiff_pol_drops"`
+	SkiffPolDrops6      *ebpf.Map `ebpf:"skiff_pol_drops6"`
+	SkiffPolEndpoints   *ebpf.Map `ebpf:"skiff_pol_endpoints"`
+	SkiffPolEndpoints6  *ebpf.Map `ebpf:"skiff_pol_endpoints6"`
+	SkiffPolFlows       *ebpf.Map `ebpf:"skiff_pol_flows"`
+	SkiffPolFlows6      *ebpf.Map `ebpf:"skiff_pol_flows6"`
+	SkiffPolIdentities  *ebpf.Map `ebpf:"skiff_pol_identities"`
+	SkiffPolIdentities6 *ebpf.Map `ebpf:"skiff_pol_identities6"`
+	SkiffPolNames       *ebpf.Map `ebpf:"skiff_pol_names"`
+	SkiffPolRules       *ebpf.Map `ebpf:"skiff_pol_rules"`
+	SkiffPolRules6      *ebpf.Map `ebpf:"skiff_pol_rules6"`
 }
 
 func (m *PolicyMaps) Close() error {
 	return _PolicyClose(
 		m.SkiffPolCidrs,
+		m.SkiffPolCidrs6,
 		m.SkiffPolDrops,
+		m.SkiffPolDrops6,
 		m.SkiffPolEndpoints,
 		m.SkiffPolEndpoints6,
 		m.SkiffPolFlows,
+		m.SkiffPolFlows6,
 		m.SkiffPolIdentities,
+		m.SkiffPolIdentities6,
 		m.SkiffPolNames,
 		m.SkiffPolRules,
+		m.SkiffPolRules6,
 	)
 }
 

@@ -29,7 +29,8 @@ import (
 // IPv6 unicast over the IPv4 sessions, the node's IPv6 address as next hop), no overlay; the
 // ToR holds and installs the IPv6 blocks; the host reaches a pod's IPv6 address through its
 // route into the lab; a dual-stack Service answers on its IPv6 ClusterIP from the socket
-// programs, with the client's IPv6 address kept; an agent restart loses no IPv6 packet.
+// programs, with the client's IPv6 address kept; a NetworkPolicy's IPv6 ipBlock with an
+// except holds over IPv6; an agent restart loses no IPv6 packet.
 func TestLabDualStackFRR(t *testing.T)  { runDualStack(t, "e2edfrr", "frr") }
 func TestLabDualStackBIRD(t *testing.T) { runDualStack(t, "e2edbird", "bird") }
 
@@ -169,6 +170,7 @@ func runDualStack(t *testing.T, name, tor string) {
 	})
 
 	l.dualStackService(ip1, ip2)
+	l.ipv6Policy(ip1, ip2)
 
 	// An agent restart loses no IPv6 packet (graceful restart in both families, with the
 	// ToR): p1 pings p2's IPv6 address every 50 ms through node2's agent restart.
@@ -270,5 +272,31 @@ spec:
 	})
 	if out, err := exec.Command(l.bin, "bpf", "services", "--node", l.name+"-node1").CombinedOutput(); err != nil || !strings.Contains(string(out), "["+v6+"]:80/TCP") || !strings.Contains(string(out), "["+ip2+"]:8080") {
 		l.t.Errorf("skiff bpf services on node1 lacks the IPv6 frontend [%s]:80 with backend [%s]:8080: %v\n%s", v6, ip2, err, out)
+	}
+}
+
+// ipv6Policy admits p2's ingress from every IPv6 address but p1's (an ipBlock ::/0 with an
+// except) and checks that p1 is refused over IPv6 while the host reaches p2 over IPv6, and
+// that `skiff policy trace` names the verdicts; the policy goes at the end.
+func (l *lab) ipv6Policy(ip1, ip2 string) {
+	l.t.Helper()
+	l.kubectl("label", "pod", "p2", "role=target")
+	remove := l.apply(fmt.Sprintf(`apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: v6-but-p1}
+spec:
+  podSelector: {matchLabels: {role: target}}
+  ingress: [{from: [{ipBlock: {cidr: "::/0", except: ["%s/128"]}}]}]
+`, ip1))
+	defer remove()
+	netutil := filepath.Join(filepath.Dir(l.bin), "netutil")
+	framework.Eventually(l.t, 20*time.Second, "p1 refused by p2's IPv6 ipBlock, the host admitted", func() (bool, string) {
+		denied := l.fetchErr("p1", "http://["+ip2+"]:8080/hostname")
+		out, err := exec.CommandContext(l.ctx, netutil, "fetch", "http://["+ip2+"]:8080/hostname", "--timeout", "2s").CombinedOutput()
+		return strings.TrimSpace(denied) != "p2" && err == nil && strings.TrimSpace(string(out)) == "p2", denied + " / " + string(out)
+	})
+	out, err := exec.Command(l.bin, "policy", "trace", ip1, ip2, "--port", "8080", "--node", l.name+"-node2").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "verdict: DENIED") || !strings.Contains(string(out), "default/p2") {
+		l.t.Errorf("skiff policy trace %s → %s over IPv6: %v\n%s", ip1, ip2, err, out)
 	}
 }
