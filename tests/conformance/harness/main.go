@@ -177,7 +177,11 @@ func run(o options) error {
 
 	kubeconfig := filepath.Join(labDir, "admin.kubeconfig")
 	e2eArgs := []string{"--provider=skeleton", "--kubeconfig=" + kubeconfig, "--kubectl-path=" + o.kubectl,
-		"--non-blocking-taints=node-role.kubernetes.io/control-plane", "--dump-logs-on-failure=false", "--disable-log-dump"}
+		"--non-blocking-taints=node-role.kubernetes.io/control-plane", "--dump-logs-on-failure=false", "--disable-log-dump",
+		// The schedulable nodes (the workers; the master is tainted). The suite counts them
+		// itself in its first parallel process only, so specs that need two nodes
+		// ([Feature:IPv6DualStack]'s among them) skip in the others ("not -1").
+		fmt.Sprintf("--num-nodes=%d", o.nodes)}
 	runs := [][]ginkgoReport{}
 	runOnce := func(n int, focus string, procs int) error {
 		// ginkgo writes its reports under --output-dir, by their base names.
