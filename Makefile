@@ -61,7 +61,8 @@ bench: deps build kube-proxy coredns ## benchmarks: API and watch latency, the D
 	$(GO) test -run '^$$' -bench '^BenchmarkAgentIdle$$' -benchtime 1x -timeout 20m ./tests/bench/... | tee -a bench.out
 	$(GO) test -run '^$$' -bench CPUContention -benchtime 1x -timeout 20m ./tests/bench/... | tee -a bench.out
 	$(GO) test -run '^$$' -bench JobController -benchtime 1x -timeout 20m ./tests/bench/... | tee -a bench.out
-	$(GO) test -run '^$$' -bench BGPRoutePropagation -benchtime 1x -timeout 20m ./tests/bench/... | tee -a bench.out
+	$(GO) test -run '^$$' -bench '^BenchmarkBGPRoutePropagation$$' -benchtime 1x -timeout 20m ./tests/bench/... | tee -a bench.out
+	$(GO) test -run '^$$' -bench '^BenchmarkBGPRoutePropagationDual$$' -benchtime 1x -timeout 20m ./tests/bench/... | tee -a bench.out
 	$(GO) test -run '^$$' -bench 'ProgramServices|ProgramChange' -benchtime 3x -timeout 20m ./dataplane/loader/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench Connect -benchtime 2000x -timeout 20m ./dataplane/loader/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench PolicyVerdict -benchtime 3x -timeout 20m ./dataplane/netpol/ | tee -a bench.out
