@@ -27,7 +27,11 @@ type Intent struct {
 func Want(c config.Config, self *corev1.Node, all []*corev1.Node, services []*corev1.Service, slices []*discoveryv1.EndpointSlice) Intent {
 	mesh := config.MeshPeers(self, all, c)
 	for i := range mesh {
-		mesh[i].Passive = c.RouterID.Less(mesh[i].Address)
+		local := c.IPv4
+		if mesh[i].Address.Is6() {
+			local = c.IPv6
+		}
+		mesh[i].Passive = local.Less(mesh[i].Address)
 	}
 	var blocks []netip.Prefix
 	for _, s := range podcidr.All(self) {

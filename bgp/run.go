@@ -134,7 +134,7 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 	if err != nil {
 		return err
 	}
-	global := Global{ASN: cfg.ASN, RouterID: cfg.RouterID, IPv6: cfg.IPv6, ListenPort: cfg.ListenPort, APIAddress: o.APIAddress, GracefulRestart: cfg.GracefulRestart,
+	global := Global{ASN: cfg.ASN, RouterID: cfg.RouterID, IPv4: cfg.IPv4, IPv6: cfg.IPv6, ListenPort: cfg.ListenPort, APIAddress: o.APIAddress, GracefulRestart: cfg.GracefulRestart,
 		Restarting: len(kept) > 0 && cfg.GracefulRestart.Enabled}
 	sp, err := Start(ctx, global, log)
 	if err != nil {
@@ -146,16 +146,19 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 	log.Info("BGP speaker started", "asn", cfg.ASN, "routerID", cfg.RouterID, "ipv6", cfg.IPv6, "nodeMesh", cfg.NodeMesh, "peers", len(cfg.Peers),
 		"restarting", global.Restarting, "keptRoutes", len(kept))
 
-	r := &reconciler{sp: sp, kernel: o.Kernel, self: []netip.Addr{cfg.RouterID, cfg.IPv6}, started: time.Now(), log: log, kicks: make(chan struct{}, 1),
+	r := &reconciler{sp: sp, kernel: o.Kernel, self: []netip.Addr{cfg.IPv4, cfg.IPv6}, started: time.Now(), log: log, kicks: make(chan struct{}, 1),
 		staleFor: min(cfg.GracefulRestart.RestartTime, 30*time.Second), lost: map[netip.Addr]bool{}}
 	// BFD beside every session: a lost peer's session is reset at once, and its routes
 	// leave the kernel without the graceful-restart wait.
 	var sessions *bfd.Manager
 	lost := make(chan bfd.Event, 64)
 	var bfdErr <-chan error
-	if cfg.BFD.Enabled {
+	if cfg.BFD.Enabled && !cfg.IPv4.IsValid() {
+		log.Warn("BFD is IPv4 only so far: an IPv6-only node runs its sessions without it")
+	}
+	if cfg.BFD.Enabled && cfg.IPv4.IsValid() {
 		bcfg := bfd.Config{DesiredMinTx: cfg.BFD.TransmitInterval, RequiredMinRx: cfg.BFD.TransmitInterval, DetectMult: cfg.BFD.Multiplier}
-		sessions, bfdErr = processBFD(cfg.RouterID, bcfg, o.BFDStateFile, log.With("protocol", "bfd"))
+		sessions, bfdErr = processBFD(cfg.IPv4, bcfg, o.BFDStateFile, log.With("protocol", "bfd"))
 		if sessions.Config() != bcfg {
 			log.Warn("BFD settings changed; restart the agent to apply them", "running", sessions.Config(), "configured", bcfg)
 		}
@@ -189,7 +192,7 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 		case err != nil:
 			log.Warn("BGP configuration", "err", err)
 		default:
-			if c.ASN != global.ASN || c.RouterID != global.RouterID || c.IPv6 != global.IPv6 || c.ListenPort != global.ListenPort {
+			if c.ASN != global.ASN || c.RouterID != global.RouterID || c.IPv4 != global.IPv4 || c.IPv6 != global.IPv6 || c.ListenPort != global.ListenPort {
 				log.Warn("BGP global settings changed; restart the agent to apply them", "asn", c.ASN, "routerID", c.RouterID)
 			}
 			// The route goes into the RIB before any session exists: a peer that helped this
@@ -205,7 +208,9 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 			if sessions != nil {
 				addrs := make([]netip.Addr, 0, len(peers))
 				for _, p := range peers {
-					addrs = append(addrs, p.Address)
+					if p.Address.Is4() { // BFD is IPv4's so far
+						addrs = append(addrs, p.Address)
+					}
 				}
 				sessions.SetPeers(addrs)
 				if !peered {

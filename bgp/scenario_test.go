@@ -122,7 +122,8 @@ func (sc scenario) render(t *testing.T) string {
 	}
 	flags.NodeMesh = sc.Flags.NodeMesh
 	for _, p := range sc.Flags.Peers {
-		host, asn, ok := strings.Cut(p, ":")
+		i := strings.LastIndex(p, ":") // an IPv6 address has colons of its own
+		host, asn, ok := p[:max(i, 0)], p[i+1:], i > 0
 		addr, aerr := netip.ParseAddr(host)
 		n, nerr := strconv.ParseUint(asn, 10, 32)
 		if !ok || aerr != nil || nerr != nil {
@@ -153,6 +154,9 @@ func (sc scenario) render(t *testing.T) string {
 		mesh = "on"
 	}
 	fmt.Fprintf(&out, "config:\n  asn %d (other nodes %d), router id %s, port %d, node mesh %s\n", c.ASN, c.ClusterASN, c.RouterID, c.ListenPort, mesh)
+	if !c.IPv4.IsValid() {
+		out.WriteString("  no IPv4 address (the router id is derived from the IPv6 one)\n")
+	}
 	if c.IPv6.IsValid() {
 		fmt.Fprintf(&out, "  IPv6 next hop %s\n", c.IPv6)
 	}
@@ -190,7 +194,7 @@ func (sc scenario) render(t *testing.T) string {
 			own = append(own, p)
 		}
 	}
-	want := Select(paths, own, c.RouterID, c.IPv6)
+	want := Select(paths, own, c.IPv4, c.IPv6)
 	installed := Routes{}
 	for _, l := range sc.Installed {
 		text, hops, ok := strings.Cut(l, " via ")

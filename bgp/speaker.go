@@ -22,8 +22,11 @@ import (
 
 // Global is what a speaker is started with; changing it needs a restart.
 type Global struct {
-	ASN      uint32
+	ASN uint32
+	// RouterID is the BGP identifier (config.Config.RouterID).
 	RouterID netip.Addr
+	// IPv4 is the node's IPv4 address (config.Config.IPv4); invalid on an IPv6-only node.
+	IPv4 netip.Addr
 	// IPv6 is the node's IPv6 address (config.Config.IPv6); invalid on an IPv4-only node,
 	// which then speaks IPv4 unicast only.
 	IPv6       netip.Addr
@@ -103,10 +106,11 @@ func Start(ctx context.Context, g Global, log *slog.Logger) (*Speaker, error) {
 	}
 	srv := server.NewBgpServer(opts...)
 	go srv.Serve()
-	global := &api.Global{Asn: g.ASN, RouterId: g.RouterID.String(), ListenPort: g.ListenPort,
-		ListenAddresses: []string{g.RouterID.String()}}
-	if g.IPv6.IsValid() {
-		global.ListenAddresses = append(global.ListenAddresses, g.IPv6.String())
+	global := &api.Global{Asn: g.ASN, RouterId: g.RouterID.String(), ListenPort: g.ListenPort}
+	for _, a := range []netip.Addr{g.IPv4, g.IPv6} {
+		if a.IsValid() {
+			global.ListenAddresses = append(global.ListenAddresses, a.String())
+		}
 	}
 	if g.GracefulRestart.Enabled {
 		global.GracefulRestart = &api.GracefulRestart{Enabled: true, RestartTime: uint32(g.GracefulRestart.RestartTime / time.Second)}
@@ -175,10 +179,10 @@ func (s *Speaker) apiPeer(p config.Peer) *api.Peer {
 			// from its mesh for half a minute. The fork (hack/gobgpfork) also uses the idle
 			// time for a session the peer ended, where GoBGP would wait a fixed 5 s.
 			ConnectRetry: 1, IdleHoldTimeAfterReset: 1}},
-		Transport: &api.Transport{LocalAddress: s.global.RouterID.String(), PassiveMode: p.Passive},
+		Transport: &api.Transport{PassiveMode: p.Passive},
 	}
-	if p.Address.Is6() && s.global.IPv6.IsValid() {
-		ap.Transport.LocalAddress = s.global.IPv6.String()
+	if local := s.nextHop(netip.PrefixFrom(p.Address, 0)); local.IsValid() {
+		ap.Transport.LocalAddress = local.String()
 	}
 	for _, f := range s.global.families() {
 		ap.AfiSafis = append(ap.AfiSafis, &api.AfiSafi{Config: &api.AfiSafiConfig{Family: f, Enabled: true}})
@@ -252,7 +256,7 @@ func (s *Speaker) Advertise(ctx context.Context, prefixes ...netip.Prefix) error
 // nextHop is the node's address of p's family.
 func (s *Speaker) nextHop(p netip.Prefix) netip.Addr {
 	if p.Addr().Is4() {
-		return s.global.RouterID
+		return s.global.IPv4
 	}
 	return s.global.IPv6
 }
@@ -262,8 +266,11 @@ func (s *Speaker) nextHop(p netip.Prefix) netip.Addr {
 func (s *Speaker) originate(p netip.Prefix) (bgp.AddrPrefixInterface, []bgp.PathAttributeInterface, error) {
 	origin := bgp.NewPathAttributeOrigin(bgp.BGP_ORIGIN_ATTR_TYPE_IGP)
 	if p.Addr().Is4() {
+		if !s.global.IPv4.IsValid() {
+			return nil, nil, fmt.Errorf("advertise %s: the node has no IPv4 address to be its next hop", p)
+		}
 		return bgp.NewIPAddrPrefix(uint8(p.Bits()), p.Addr().String()),
-			[]bgp.PathAttributeInterface{origin, bgp.NewPathAttributeNextHop(s.global.RouterID.String())}, nil
+			[]bgp.PathAttributeInterface{origin, bgp.NewPathAttributeNextHop(s.global.IPv4.String())}, nil
 	}
 	if !s.global.IPv6.IsValid() {
 		return nil, nil, fmt.Errorf("advertise %s: the node has no IPv6 address to be its next hop (give --node-ip an IPv6 address too)", p)

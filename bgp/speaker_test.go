@@ -121,7 +121,7 @@ func startSpeaker(t *testing.T, g Global, log *slog.Logger) (*Speaker, string) {
 	if g.ASN == 0 {
 		g.ASN = 64512
 	}
-	g.RouterID, g.ListenPort = netip.MustParseAddr("127.0.0.1"), int32(port)
+	g.RouterID, g.IPv4, g.ListenPort = netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.1"), int32(port)
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -279,4 +279,64 @@ func TestEndOfRIBPerFamily(t *testing.T) {
 	}
 	sendMsgs(t, conn, bgp.NewEndOfRib(bgp.RF_IPv6_UC))
 	waitFor(t, "both End-of-RIBs seen", func() bool { return peerState(t, sp, peer).EndOfRIB })
+}
+
+// An IPv6-only node's speaker: its OPEN carries the router id derived from its IPv6 address
+// (GoBGP and its peers need a 32-bit one), it listens and peers over IPv6, and it advertises
+// its IPv6 block with its IPv6 address as the next hop.
+func TestIPv6OnlySpeaker(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	self := netip.MustParseAddr("::1")
+	port := freePort(t)
+	g := Global{ASN: 64512, RouterID: config.DerivedRouterID(self), IPv6: self, ListenPort: int32(port)}
+	sp, err := Start(ctx, g, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sp.srv.Stop() })
+	go func() { _ = sp.Watch(ctx, func() {}) }()
+	// The raw peer shares the loopback address; GoBGP tells it by its port.
+	if err := sp.SetPeers(ctx, []config.Peer{passivePeer("::1")}); err != nil {
+		t.Fatal(err)
+	}
+	conn, open := dialOpen(t, self, net.JoinHostPort("::1", fmt.Sprint(port)))
+	defer conn.Close()
+	if got := open.ID.String(); got != g.RouterID.String() {
+		t.Errorf("OPEN's BGP identifier %s, want the derived %s", got, g.RouterID)
+	}
+	sendMsgs(t, conn, openFromPeer(netip.MustParseAddr("192.0.2.1"), bgp.NewCapMultiProtocol(bgp.RF_IPv6_UC)), bgp.NewBGPKeepAliveMessage())
+	waitFor(t, "the IPv6 session up", func() bool { return peerState(t, sp, self).State == api.PeerState_ESTABLISHED })
+	block := netip.MustParsePrefix("fd00:10:244:1::/64")
+	if err := sp.Advertise(ctx, block); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		header := make([]byte, bgp.BGP_HEADER_LENGTH)
+		if _, err := io.ReadFull(conn, header); err != nil {
+			t.Fatalf("no UPDATE for %s: %v", block, err)
+		}
+		msg := make([]byte, binary.BigEndian.Uint16(header[16:18]))
+		copy(msg, header)
+		if _, err := io.ReadFull(conn, msg[len(header):]); err != nil {
+			t.Fatal(err)
+		}
+		m, err := bgp.ParseBGPMessage(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, ok := m.Body.(*bgp.BGPUpdate)
+		if !ok {
+			continue
+		}
+		for _, a := range u.PathAttributes {
+			if r, ok := a.(*bgp.PathAttributeMpReachNLRI); ok && len(r.Value) == 1 && r.Value[0].String() == block.String() {
+				if r.Nexthop.String() != "::1" {
+					t.Errorf("%s advertised via %s, want ::1", block, r.Nexthop)
+				}
+				return
+			}
+		}
+	}
 }

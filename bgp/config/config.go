@@ -75,6 +75,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net/netip"
 	"strings"
 	"time"
@@ -130,12 +131,17 @@ type Config struct {
 	// if set (agents are assumed to share their flags), else the ConfigMap's asn, else
 	// 64512. MeshPeers uses it for the other nodes; zero means ASN.
 	ClusterASN uint32
-	// RouterID is the node's InternalIP (IPv4 preferred); the speaker also listens and
-	// originates its routes from it.
+	// RouterID is the node's BGP identifier (32 bits, written as an IPv4 address, RFC 6286):
+	// its IPv4 InternalIP, or on an IPv6-only node one derived from its IPv6 InternalIP
+	// (DerivedRouterID).
 	RouterID netip.Addr
-	// IPv6 is the node's IPv6 InternalIP, if it has one (a dual-stack node): the next hop of
-	// the IPv6 routes it originates (MP-BGP, over its IPv4 sessions as over IPv6 ones) and
-	// its address on sessions to IPv6 peers.
+	// IPv4 is the node's IPv4 InternalIP (invalid on an IPv6-only node): its address on
+	// sessions to IPv4 peers, where the speaker listens, and the next hop of the IPv4 routes
+	// it originates.
+	IPv4 netip.Addr
+	// IPv6 is the node's IPv6 InternalIP, if it has one: the next hop of the IPv6 routes it
+	// originates (MP-BGP, over its IPv4 sessions as over IPv6 ones) and its address on
+	// sessions to IPv6 peers.
 	IPv6       netip.Addr
 	ListenPort int32
 	// NodeMesh asks for a session with every other node (see MeshPeers).
@@ -289,10 +295,14 @@ func Resolve(cm *corev1.ConfigMap, node *corev1.Node, secret func(name, key stri
 		}
 	}
 
-	if cfg.RouterID, err = routerID(node); err != nil {
+	if _, err = sessionAddr(node); err != nil {
 		return Config{}, fmt.Errorf("%s: %w", nodeCtx, err)
 	}
-	_, cfg.IPv6, _ = internalIPs(node)
+	cfg.IPv4, cfg.IPv6, _ = internalIPs(node)
+	cfg.RouterID = cfg.IPv4
+	if !cfg.IPv4.IsValid() {
+		cfg.RouterID = DerivedRouterID(cfg.IPv6)
+	}
 	own := nodeAddrs(node)
 
 	if flags.Peers != nil {
@@ -320,8 +330,11 @@ func (c Config) Validate() error {
 			return fmt.Errorf("clusterASN: %w", err)
 		}
 	}
-	if !usableAddr(c.RouterID) {
-		return fmt.Errorf("routerID: %v is not a usable unicast address", c.RouterID)
+	if !c.RouterID.Is4() || c.RouterID.IsUnspecified() {
+		return fmt.Errorf("routerID: %v is not a 32-bit identifier (an IPv4 address, not 0.0.0.0)", c.RouterID)
+	}
+	if !usableAddr(c.IPv4) && !usableAddr(c.IPv6) {
+		return fmt.Errorf("the node has no usable address (ipv4 %v, ipv6 %v)", c.IPv4, c.IPv6)
 	}
 	if c.ListenPort < 1 || c.ListenPort > 65535 {
 		return fmt.Errorf("listenPort: %d is out of range: must be between 1 and 65535", c.ListenPort)
@@ -334,8 +347,8 @@ func (c Config) Validate() error {
 		if err := p.validate(); err != nil {
 			return fmt.Errorf("peers[%d]: %w", i, err)
 		}
-		if p.Address == c.RouterID {
-			return fmt.Errorf("peers[%d]: address %s is the router id", i, p.Address)
+		if p.Address == c.IPv4 || p.Address == c.IPv6 {
+			return fmt.Errorf("peers[%d]: address %s is the node's own", i, p.Address)
 		}
 		if j, dup := seen[p.Address]; dup {
 			return fmt.Errorf("peers[%d]: duplicate peer address %s (also peers[%d])", i, p.Address, j)
@@ -447,8 +460,22 @@ func parseAddr(s string) (netip.Addr, error) {
 	return a, nil
 }
 
-// routerID is the node's first InternalIP, IPv4 preferred.
-func routerID(node *corev1.Node) (netip.Addr, error) {
+// DerivedRouterID is the BGP identifier of a node without an IPv4 address: a hash of its IPv6
+// address (FNV-1a, never 0), as Calico's "hash" router ID. Distinct nodes collide with the
+// odds of 32-bit hashes; an identifier needs only be unique within the AS.
+func DerivedRouterID(ipv6 netip.Addr) netip.Addr {
+	h := fnv.New32a()
+	b := ipv6.As16()
+	_, _ = h.Write(b[:])
+	v := h.Sum32()
+	if v == 0 {
+		v = 1
+	}
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+// sessionAddr is the node's first InternalIP, IPv4 preferred: where its mesh peers reach it.
+func sessionAddr(node *corev1.Node) (netip.Addr, error) {
 	v4, v6, bad := internalIPs(node)
 	switch {
 	case v4.IsValid():
@@ -458,7 +485,7 @@ func routerID(node *corev1.Node) (netip.Addr, error) {
 	case len(bad) > 0:
 		return netip.Addr{}, fmt.Errorf("no usable InternalIP address in status.addresses: %s", strings.Join(bad, "; "))
 	}
-	return netip.Addr{}, errors.New("no InternalIP address in status.addresses (the router id is the node's InternalIP)")
+	return netip.Addr{}, errors.New("no InternalIP address in status.addresses (BGP speaks from the node's InternalIP)")
 }
 
 // internalIPs are the node's first usable IPv4 and IPv6 InternalIPs (invalid when it has

@@ -105,6 +105,7 @@ func defaults() Config {
 		ASN:             64512,
 		ClusterASN:      64512,
 		RouterID:        ip("10.0.0.1"),
+		IPv4:            ip("10.0.0.1"),
 		ListenPort:      179,
 		NodeMesh:        true,
 		GracefulRestart: GracefulRestart{Enabled: true, RestartTime: 120 * time.Second},
@@ -188,6 +189,7 @@ gracefulRestart: {enabled: false, restartTime: 300s}
 		ASN:        65000,
 		ClusterASN: 65000,
 		RouterID:   ip("10.0.0.1"),
+		IPv4:       ip("10.0.0.1"),
 		ListenPort: 1790,
 		NodeMesh:   false,
 		Peers: []Peer{
@@ -496,12 +498,12 @@ func TestResolveRouterID(t *testing.T) {
 		{"single", mkNode("n", internal("10.0.0.5")), "10.0.0.5", ""},
 		{"first of several", mkNode("n", internal("10.0.0.5"), internal("10.0.0.6")), "10.0.0.5", ""},
 		{"IPv4 preferred over earlier IPv6", mkNode("n", internal("fd00::5"), internal("10.0.0.5")), "10.0.0.5", ""},
-		{"IPv6 only", mkNode("n", internal("fd00::5"), internal("fd00::6")), "fd00::5", ""},
+		{"IPv6 only: derived from the IPv6 address", mkNode("n", internal("fd00::5"), internal("fd00::6")), DerivedRouterID(ip("fd00::5")).String(), ""},
 		{"ExternalIP and Hostname ignored", mkNode("n", addr(corev1.NodeExternalIP, "192.0.2.9"), addr(corev1.NodeHostName, "10.9.9.9"), internal("10.0.0.5")), "10.0.0.5", ""},
 		{"mapped IPv4 unmapped", mkNode("n", internal("::ffff:10.0.0.5")), "10.0.0.5", ""},
 		{"unparseable skipped", mkNode("n", internal("not-an-ip"), internal("10.0.0.5")), "10.0.0.5", ""},
-		{"no addresses", mkNode("n"), "", `node "n": no InternalIP address in status.addresses (the router id is the node's InternalIP)`},
-		{"only ExternalIP", mkNode("n", addr(corev1.NodeExternalIP, "192.0.2.9")), "", `node "n": no InternalIP address in status.addresses (the router id is the node's InternalIP)`},
+		{"no addresses", mkNode("n"), "", `node "n": no InternalIP address in status.addresses (BGP speaks from the node's InternalIP)`},
+		{"only ExternalIP", mkNode("n", addr(corev1.NodeExternalIP, "192.0.2.9")), "", `node "n": no InternalIP address in status.addresses (BGP speaks from the node's InternalIP)`},
 		{"only bad InternalIPs", mkNode("n", internal("10.0.0"), internal("0.0.0.0")), "", `node "n": no usable InternalIP address in status.addresses: "10.0.0" is not a valid IP address; "0.0.0.0" is the unspecified address`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -778,7 +780,7 @@ func TestMeshPeers(t *testing.T) {
 		if len(got) != 0 {
 			t.Errorf("mesh peers %v, want none", got)
 		}
-		// Without self, cfg.RouterID still excludes it.
+		// Without self, cfg.IPv4 still excludes it.
 		got = MeshPeers(nil, []*corev1.Node{me, mkNode("n2", internal("10.0.0.2"))}, cfg)
 		if want := []Peer{mesh("10.0.0.2", 64512, "n2")}; !reflect.DeepEqual(got, want) {
 			t.Errorf("mesh peers\n got: %v\nwant: %v", got, want)
@@ -805,7 +807,7 @@ func TestMeshPeers(t *testing.T) {
 			t.Errorf("mesh peers\n got: %v\nwant: %v", got, want)
 		}
 		// A hand-built Config without ClusterASN falls back to ASN.
-		got = MeshPeers(me, []*corev1.Node{mkNode("a", internal("10.0.0.2"))}, Config{ASN: 65020, NodeMesh: true, RouterID: ip("10.0.0.1")})
+		got = MeshPeers(me, []*corev1.Node{mkNode("a", internal("10.0.0.2"))}, Config{ASN: 65020, NodeMesh: true, RouterID: ip("10.0.0.1"), IPv4: ip("10.0.0.1")})
 		if want := []Peer{mesh("10.0.0.2", 65020, "a")}; !reflect.DeepEqual(got, want) {
 			t.Errorf("mesh peers\n got: %v\nwant: %v", got, want)
 		}
@@ -864,10 +866,12 @@ func TestValidate(t *testing.T) {
 	}{
 		{"asn 0", func(c *Config) { c.ASN = 0 }, "asn: AS 0 is reserved (RFC 7607) and cannot be used"},
 		{"cluster asn AS_TRANS", func(c *Config) { c.ClusterASN = 23456 }, "clusterASN: AS 23456 is reserved as AS_TRANS (RFC 6793) and cannot be used"},
-		{"no router id", func(c *Config) { c.RouterID = netip.Addr{} }, "routerID: invalid IP is not a usable unicast address"},
+		{"no router id", func(c *Config) { c.RouterID = netip.Addr{} }, "routerID: invalid IP is not a 32-bit identifier (an IPv4 address, not 0.0.0.0)"},
+		{"an IPv6 router id", func(c *Config) { c.RouterID = ip("fd00::1") }, "routerID: fd00::1 is not a 32-bit identifier (an IPv4 address, not 0.0.0.0)"},
+		{"no address", func(c *Config) { c.IPv4 = netip.Addr{} }, "the node has no usable address (ipv4 invalid IP, ipv6 invalid IP)"},
 		{"port 0", func(c *Config) { c.ListenPort = 0 }, "listenPort: 0 is out of range: must be between 1 and 65535"},
 		{"restart 0", func(c *Config) { c.GracefulRestart.RestartTime = 0 }, "gracefulRestart.restartTime: 0s is out of range: must be between 1s and 4095s (RFC 4724)"},
-		{"peer is router id", func(c *Config) { c.Peers[0].Address = c.RouterID }, "peers[0]: address 10.0.0.1 is the router id"},
+		{"peer is the node", func(c *Config) { c.Peers[0].Address = c.IPv4 }, "peers[0]: address 10.0.0.1 is the node's own"},
 		{"peer mapped", func(c *Config) { c.Peers[0].Address = ip("::ffff:1.2.3.4") }, "peers[0]: address: ::ffff:1.2.3.4 is not a usable unicast address"},
 		{"peer duplicate", func(c *Config) { c.Peers = append(c.Peers, c.Peers[0]) }, "peers[1]: duplicate peer address 198.18.0.1 (also peers[0])"},
 		{"peer no name", func(c *Config) { c.Peers[0].Name = "" }, "peers[0]: name: empty"},
@@ -942,7 +946,7 @@ func FuzzResolve(f *testing.F) {
 			if i > 0 && mp[i-1].Address.Compare(p.Address) >= 0 {
 				t.Fatalf("mesh peers not sorted or duplicated: %v", mp)
 			}
-			if p.Address == cfg.RouterID || p.ASN == 0 || p.ASN == 23456 || p.Name == "" {
+			if p.Address == cfg.IPv4 || p.ASN == 0 || p.ASN == 23456 || p.Name == "" {
 				t.Fatalf("bad mesh peer %v", p)
 			}
 			for _, e := range cfg.Peers {

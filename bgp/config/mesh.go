@@ -1,17 +1,19 @@
 package config
 
 import (
+	"net/netip"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 )
 
 // MeshPeers lists the node-mesh sessions of self: when cfg.NodeMesh, one per other node
-// that has an InternalIP (IPv4 preferred), sorted by address; none otherwise. A peer's AS
+// that has an InternalIP (IPv4 preferred, IPv6 on an IPv6-only node), sorted by address;
+// none otherwise. A peer's AS
 // is that node's bgp.skiff.sh/asn annotation, else cfg.ClusterASN (cfg.ASN when zero):
 // iBGP when it equals cfg.ASN, eBGP when it does not.
 //
-// Skipped are self (by name, or any node at one of self's addresses or cfg.RouterID),
+// Skipped are self (by name, or any node at one of self's addresses, cfg.IPv4 or cfg.IPv6),
 // nodes being deleted, nodes with an invalid ASN annotation (their own agent refuses to
 // start BGP, so no session could come up), nodes at the address of one of cfg.Peers (the
 // explicit peer wins) and, of several nodes claiming one address, all but the first by
@@ -21,8 +23,10 @@ func MeshPeers(self *corev1.Node, nodes []*corev1.Node, cfg Config) []Peer {
 		return nil
 	}
 	skip := nodeAddrs(self)
-	if cfg.RouterID.IsValid() {
-		skip[cfg.RouterID] = true
+	for _, a := range []netip.Addr{cfg.IPv4, cfg.IPv6} {
+		if a.IsValid() {
+			skip[a] = true
+		}
 	}
 	for _, p := range cfg.Peers {
 		skip[p.Address] = true
@@ -40,9 +44,17 @@ func MeshPeers(self *corev1.Node, nodes []*corev1.Node, cfg Config) []Peer {
 		if n == nil || n.DeletionTimestamp != nil || (self != nil && n.Name == self.Name) {
 			continue
 		}
-		addr, err := routerID(n)
+		addr, err := sessionAddr(n)
 		if err != nil || skip[addr] {
 			continue
+		}
+		if addr.Is4() && !cfg.IPv4.IsValid() && cfg.IPv6.IsValid() {
+			// An IPv6-only node meets dual-stack ones over IPv6, and IPv4-only ones not at all.
+			if _, v6, _ := internalIPs(n); v6.IsValid() && !skip[v6] {
+				addr = v6
+			} else {
+				continue
+			}
 		}
 		asn := defaultASN
 		if v, ok := n.Annotations[AnnotationASN]; ok {
