@@ -150,27 +150,35 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 		staleFor: min(cfg.GracefulRestart.RestartTime, 30*time.Second), lost: map[netip.Addr]bool{}}
 	// BFD beside every session: a lost peer's session is reset at once, and its routes
 	// leave the kernel without the graceful-restart wait.
-	var sessions *bfd.Manager
+	// One BFD per address family (RFC 5881): the IPv4 one from the node's IPv4 address for
+	// its IPv4 peers, the IPv6 one from its IPv6 address for its IPv6 peers.
+	var sessions [2]*bfd.Manager // [0] IPv4, [1] IPv6
 	lost := make(chan bfd.Event, 64)
-	var bfdErr <-chan error
-	if cfg.BFD.Enabled && !cfg.IPv4.IsValid() {
-		log.Warn("BFD is IPv4 only so far: an IPv6-only node runs its sessions without it")
-	}
-	if cfg.BFD.Enabled && cfg.IPv4.IsValid() {
+	bfdErrs := [2]<-chan error{}
+	if cfg.BFD.Enabled {
 		bcfg := bfd.Config{DesiredMinTx: cfg.BFD.TransmitInterval, RequiredMinRx: cfg.BFD.TransmitInterval, DetectMult: cfg.BFD.Multiplier}
-		sessions, bfdErr = processBFD(cfg.IPv4, bcfg, o.BFDStateFile, log.With("protocol", "bfd"))
-		if sessions.Config() != bcfg {
-			log.Warn("BFD settings changed; restart the agent to apply them", "running", sessions.Config(), "configured", bcfg)
-		}
-		sessions.SetHandler(func(ev bfd.Event) {
-			if ev.Lost() {
-				select {
-				case lost <- ev:
-				default:
-				}
+		for i, local := range []netip.Addr{cfg.IPv4, cfg.IPv6} {
+			if !local.IsValid() {
+				continue
 			}
-		})
-		defer sessions.SetHandler(nil)
+			stateFile := o.BFDStateFile
+			if i == 1 && stateFile != "" {
+				stateFile += "6"
+			}
+			sessions[i], bfdErrs[i] = processBFD(local, bcfg, stateFile, log.With("protocol", "bfd", "local", local))
+			if sessions[i].Config() != bcfg {
+				log.Warn("BFD settings changed; restart the agent to apply them", "running", sessions[i].Config(), "configured", bcfg)
+			}
+			sessions[i].SetHandler(func(ev bfd.Event) {
+				if ev.Lost() {
+					select {
+					case lost <- ev:
+					default:
+					}
+				}
+			})
+			defer sessions[i].SetHandler(nil)
+		}
 	}
 	watchErr := make(chan error, 1)
 	go func() {
@@ -205,18 +213,21 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 				log.Warn("BGP advertise", "err", err)
 			}
 			peers := intent.Peers
-			if sessions != nil {
-				addrs := make([]netip.Addr, 0, len(peers))
+			for i, m := range sessions {
+				if m == nil {
+					continue
+				}
+				var addrs []netip.Addr
 				for _, p := range peers {
-					if p.Address.Is4() { // BFD is IPv4's so far
+					if p.Address.Is6() == (i == 1) {
 						addrs = append(addrs, p.Address)
 					}
 				}
-				sessions.SetPeers(addrs)
+				m.SetPeers(addrs)
 				if !peered {
 					// After a restart, BGP waits for the resumed BFD sessions (see
 					// bfd.Manager.AwaitResumed); the peers keep our routes meanwhile.
-					if late := sessions.AwaitResumed(ctx, resumeWait); len(late) > 0 {
+					if late := m.AwaitResumed(ctx, resumeWait); len(late) > 0 {
 						log.Warn("BFD sessions not back after the restart; opening BGP anyway", "peers", late, "waited", resumeWait)
 					}
 				}
@@ -235,9 +246,12 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 			// supervisor restart the speaker (releasing its listeners first).
 			sp.srv.Stop()
 			return fmt.Errorf("BGP watch: %w", err)
-		case err := <-bfdErr:
+		case err := <-bfdErrs[0]:
 			sp.srv.Stop()
 			return fmt.Errorf("BFD: %w", err)
+		case err := <-bfdErrs[1]:
+			sp.srv.Stop()
+			return fmt.Errorf("BFD (IPv6): %w", err)
 		case ev := <-lost:
 			peer := ev.Peer
 			states, err := sp.PeerStates(ctx)

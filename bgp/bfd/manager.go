@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
 	"golang.org/x/sys/unix"
 )
 
@@ -264,22 +265,27 @@ const rtPriority = 10
 
 func (m *Manager) serve(ctx context.Context) error {
 	lc := net.ListenConfig{}
-	rx, err := lc.ListenPacket(ctx, "udp4", netip.AddrPortFrom(m.local, Port).String())
+	rx, err := lc.ListenPacket(ctx, m.network(), netip.AddrPortFrom(m.local, Port).String())
 	if err != nil {
-		return fmt.Errorf("BFD: listen on %s:%d: %w", m.local, Port, err)
+		return fmt.Errorf("BFD: listen on %s: %w", netip.AddrPortFrom(m.local, Port), err)
 	}
 	defer rx.Close()
-	prx := ipv4.NewPacketConn(rx)
-	if err := prx.SetControlMessage(ipv4.FlagTTL, true); err != nil {
-		return fmt.Errorf("BFD: receive TTLs: %w", err)
+	readFrom, err := ttlReader(rx, m.local.Is6())
+	if err != nil {
+		return err
 	}
 	tx, err := m.sendSocket()
 	if err != nil {
 		return err
 	}
 	defer tx.Close()
-	if err := ipv4.NewPacketConn(tx).SetTTL(ttl); err != nil {
-		return fmt.Errorf("BFD: set TTL %d: %w", ttl, err)
+	if m.local.Is6() {
+		err = ipv6.NewPacketConn(tx).SetHopLimit(ttl)
+	} else {
+		err = ipv4.NewPacketConn(tx).SetTTL(ttl)
+	}
+	if err != nil {
+		return fmt.Errorf("BFD: set TTL (hop limit) %d: %w", ttl, err)
 	}
 
 	in := make(chan received, 64)
@@ -288,18 +294,18 @@ func (m *Manager) serve(ctx context.Context) error {
 		m.realtime()
 		buf := make([]byte, 512)
 		for {
-			n, cm, from, err := prx.ReadFrom(buf)
+			n, hops, from, err := readFrom(buf)
 			if err != nil {
 				readErr <- err
 				return
 			}
 			ua, _ := from.(*net.UDPAddr)
-			if ua == nil || cm == nil {
+			if ua == nil || hops < 0 {
 				continue
 			}
 			a, _ := netip.AddrFromSlice(ua.IP)
 			select {
-			case in <- received{from: a.Unmap(), ttl: cm.TTL, b: append([]byte(nil), buf[:n]...)}:
+			case in <- received{from: a.Unmap(), ttl: hops, b: append([]byte(nil), buf[:n]...)}:
 			default: // a flood: drop rather than queue stale packets
 			}
 		}
@@ -364,13 +370,51 @@ func (m *Manager) serve(ctx context.Context) error {
 	}
 }
 
+// network is the manager's socket family: "udp4", or "udp6" for an IPv6 local address (its
+// sessions are with IPv6 peers: RFC 5881 runs one BFD per address family).
+func (m *Manager) network() string {
+	if m.local.Is6() {
+		return "udp6"
+	}
+	return "udp4"
+}
+
+// ttlReader reads datagrams from c with the TTL (IPv4) or hop limit (IPv6) each arrived
+// with, -1 when the kernel did not say.
+func ttlReader(c net.PacketConn, v6 bool) (func([]byte) (int, int, net.Addr, error), error) {
+	if v6 {
+		p := ipv6.NewPacketConn(c)
+		if err := p.SetControlMessage(ipv6.FlagHopLimit, true); err != nil {
+			return nil, fmt.Errorf("BFD: receive hop limits: %w", err)
+		}
+		return func(b []byte) (int, int, net.Addr, error) {
+			n, cm, from, err := p.ReadFrom(b)
+			if cm == nil {
+				return n, -1, from, err
+			}
+			return n, cm.HopLimit, from, err
+		}, nil
+	}
+	p := ipv4.NewPacketConn(c)
+	if err := p.SetControlMessage(ipv4.FlagTTL, true); err != nil {
+		return nil, fmt.Errorf("BFD: receive TTLs: %w", err)
+	}
+	return func(b []byte) (int, int, net.Addr, error) {
+		n, cm, from, err := p.ReadFrom(b)
+		if cm == nil {
+			return n, -1, from, err
+		}
+		return n, cm.TTL, from, err
+	}, nil
+}
+
 // sendSocket binds the one socket all sessions send from, on a source port in
 // 49152-65535 as RFC 5881 section 4 asks (the kernel's ephemeral range starts lower).
 func (m *Manager) sendSocket() (net.PacketConn, error) {
 	var last error
 	for i := 0; i < 32; i++ {
 		port := 49152 + mrand.IntN(65536-49152)
-		c, err := net.ListenPacket("udp4", netip.AddrPortFrom(m.local, uint16(port)).String())
+		c, err := net.ListenPacket(m.network(), netip.AddrPortFrom(m.local, uint16(port)).String())
 		if err == nil {
 			return c, nil
 		}

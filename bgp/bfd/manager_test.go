@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
 )
 
 // scriptedPeer is the far end of a session, played by the test over loopback with real
@@ -21,12 +22,21 @@ type scriptedPeer struct {
 }
 
 func newScriptedPeer(t *testing.T, addr netip.Addr, managerAddr netip.Addr) *scriptedPeer {
-	c, err := net.ListenPacket("udp4", netip.AddrPortFrom(addr, Port).String())
+	network := "udp4"
+	if addr.Is6() {
+		network = "udp6"
+	}
+	c, err := net.ListenPacket(network, netip.AddrPortFrom(addr, Port).String())
 	if err != nil {
-		t.Fatalf("listen %s:%d: %v", addr, Port, err)
+		t.Fatalf("listen %s: %v", netip.AddrPortFrom(addr, Port), err)
 	}
 	t.Cleanup(func() { c.Close() })
-	if err := ipv4.NewPacketConn(c).SetTTL(255); err != nil {
+	if addr.Is6() {
+		err = ipv6.NewPacketConn(c).SetHopLimit(255)
+	} else {
+		err = ipv4.NewPacketConn(c).SetTTL(255)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	return &scriptedPeer{t: t, conn: c, to: &net.UDPAddr{IP: managerAddr.AsSlice(), Port: Port}}
