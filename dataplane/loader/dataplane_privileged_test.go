@@ -76,6 +76,73 @@ func backend(ap netip.AddrPort) services.Backend {
 	return services.Backend{Addr: ap.Addr(), Port: ap.Port()}
 }
 
+// The clients the socket tests run in the balanced cgroup (client), as Python scripts.
+
+// connectMany connects to host:80 40 times and prints the backends' names it met, sorted,
+// and the peer address and port the last socket showed.
+func connectMany(host string) string {
+	return fmt.Sprintf(`
+import socket
+seen = []
+for i in range(40):
+    s = socket.create_connection((%q, 80), timeout=3)
+    peer = s.getpeername()
+    seen.append(s.recv(8).decode())
+    s.close()
+print(''.join(sorted(set(seen))), peer[0], peer[1])
+`, host)
+}
+
+// connectRefused connects to host:80 and prints the error's type and the seconds it took.
+func connectRefused(host string) string {
+	return fmt.Sprintf(`
+import socket, time
+t = time.time()
+try:
+    socket.create_connection((%q, 80), timeout=5)
+    print('connected')
+except OSError as e:
+    print(type(e).__name__, round(time.time() - t))
+`, host)
+}
+
+// udpQuery sends one datagram to host:53 of family ("AF_INET", "AF_INET6") and prints the
+// answer and where it came from.
+func udpQuery(family, host string) string {
+	return fmt.Sprintf(`
+import socket
+s = socket.socket(socket.%s, socket.SOCK_DGRAM)
+s.settimeout(3)
+s.sendto(b'q', (%q, 53))
+data, src = s.recvfrom(16)
+print(data.decode(), src[0], src[1])
+`, family, host)
+}
+
+// holdConnection starts a client in the cgroup that holds one connection to host:80 open
+// and returns once it is up; release closes it and waits for the client to end.
+func holdConnection(t *testing.T, cgroup, host string) (release func()) {
+	t.Helper()
+	holder := exec.Command("sh", "-c", "echo $$ > "+filepath.Join(cgroup, "cgroup.procs")+" && exec python3 -c \"$0\"",
+		fmt.Sprintf("import socket, sys\ns = socket.create_connection((%q, 80), timeout=3)\nprint('up', flush=True)\nsys.stdin.read()", host))
+	stdin, _ := holder.StdinPipe()
+	stdout, _ := holder.StdoutPipe()
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := false
+	t.Cleanup(func() {
+		if !done {
+			_ = holder.Process.Kill()
+			_ = holder.Wait()
+		}
+	})
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "up\n" {
+		t.Fatalf("holder: %q %v", line, err)
+	}
+	return func() { stdin.Close(); _ = holder.Wait(); done = true }
+}
+
 // TestPrivilegedSocketLB loads the programs for real, attaches them to a test cgroup and
 // checks what a process in it sees: TCP and UDP to a ClusterIP reach the backends, both of
 // them over many connections; getpeername and recvfrom show the ClusterIP; a service with no
@@ -99,43 +166,16 @@ func TestPrivilegedSocketLB(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	many := `
-import socket
-seen = []
-for i in range(40):
-    s = socket.create_connection((HOST, 80), timeout=3)
-    peer = s.getpeername()
-    seen.append(s.recv(8).decode())
-    s.close()
-print(''.join(sorted(set(seen))), peer[0], peer[1])
-`
-	if got := client(t, cgroup, strings.Replace(many, "HOST", "'10.96.0.42'", 1)); got != "AB 10.96.0.42 80" {
+	if got := client(t, cgroup, connectMany("10.96.0.42")); got != "AB 10.96.0.42 80" {
 		t.Errorf("ClusterIP over 40 connections: %q, want both backends and the ClusterIP as peer", got)
 	}
-	if got := client(t, cgroup, strings.Replace(many, "HOST", "'10.96.0.44'", 1)); got != "A 10.96.0.44 80" && got != "B 10.96.0.44 80" {
+	if got := client(t, cgroup, connectMany("10.96.0.44")); got != "A 10.96.0.44 80" && got != "B 10.96.0.44 80" {
 		t.Errorf("ClientIP affinity over 40 connections: %q, want one backend", got)
 	}
-	refused := `
-import socket, time
-t = time.time()
-try:
-    socket.create_connection(('10.96.0.43', 80), timeout=5)
-    print('connected')
-except OSError as e:
-    print(type(e).__name__, round(time.time() - t))
-`
-	if got := client(t, cgroup, refused); got != "PermissionError 0" {
+	if got := client(t, cgroup, connectRefused("10.96.0.43")); got != "PermissionError 0" {
 		t.Errorf("service without endpoints: %q, want an immediate refusal", got)
 	}
-	udp := `
-import socket
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.settimeout(3)
-s.sendto(b'q', ('10.96.0.53', 53))
-data, src = s.recvfrom(16)
-print(data.decode(), src[0], src[1])
-`
-	if got := client(t, cgroup, udp); got != "U 10.96.0.53 53" {
+	if got := client(t, cgroup, udpQuery("AF_INET", "10.96.0.53")); got != "U 10.96.0.53 53" {
 		t.Errorf("UDP to the ClusterIP: %q, want the answer from the ClusterIP", got)
 	}
 	// The socket table holds exactly the live balanced sockets: none once the clients exited,
@@ -143,23 +183,12 @@ print(data.decode(), src[0], src[1])
 	if n, capacity, err := d.Maps.SocketCount(); err != nil || n != 0 || capacity != 2*262144 { // both families' tables
 		t.Errorf("socket table after the clients exited: %d of %d, %v", n, capacity, err)
 	}
-	holder := exec.Command("sh", "-c", "echo $$ > "+filepath.Join(cgroup, "cgroup.procs")+" && exec python3 -c \"$0\"",
-		"import socket, sys\ns = socket.create_connection(('10.96.0.42', 80), timeout=3)\nprint('up', flush=True)\nsys.stdin.read()")
-	stdin, _ := holder.StdinPipe()
-	stdout, _ := holder.StdoutPipe()
-	if err := holder.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil || line != "up\n" {
-		t.Fatalf("holder: %q %v", line, err)
-	}
+	release := holdConnection(t, cgroup, "10.96.0.42")
 	socks, err := d.Maps.ListSockets()
 	if err != nil || len(socks) != 1 || socks[0].Service != "10.96.0.42:80" {
 		t.Errorf("socket table with one live connection: %+v %v", socks, err)
 	}
-	stdin.Close()
-	_ = holder.Wait()
+	release()
 	if n, _, _ := d.Maps.SocketCount(); n != 0 {
 		t.Errorf("socket table after the holder closed: %d entries", n)
 	}
@@ -181,7 +210,7 @@ print(data.decode(), src[0], src[1])
 	if ids, err := d2.Maps.IDs(); err != nil || len(ids) != 4 || ids["default/web:80/TCP"] != 1 || ids["default/dns:53/UDP"] != 4 {
 		t.Errorf("ids after reload: %v %v", ids, err)
 	}
-	if got := client(t, cgroup, strings.Replace(many, "HOST", "'10.96.0.42'", 1)); got != "AB 10.96.0.42 80" {
+	if got := client(t, cgroup, connectMany("10.96.0.42")); got != "AB 10.96.0.42 80" {
 		t.Errorf("after reload: %q", got)
 	}
 	// Shrinking to one service removes the others and their backends.

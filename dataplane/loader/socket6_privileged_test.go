@@ -1,11 +1,8 @@
 package loader
 
 import (
-	"bufio"
 	"net"
 	"net/netip"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -79,74 +76,37 @@ func TestPrivilegedSocketLB6(t *testing.T) {
 	if err := d.Maps.Apply(frontends); err != nil {
 		t.Fatal(err)
 	}
-	many := `
-import socket
-seen = []
-for i in range(40):
-    s = socket.create_connection((HOST, 80), timeout=3)
-    peer = s.getpeername()
-    seen.append(s.recv(8).decode())
-    s.close()
-print(''.join(sorted(set(seen))), peer[0], peer[1])
-`
 	for _, tc := range []struct{ host, want string }{
 		{"fd00:10:96::42", "AB fd00:10:96::42 80"},
 		{"::ffff:10.96.0.42", "4 ::ffff:10.96.0.42 80"},
 	} {
-		if got := client(t, cgroup, strings.Replace(many, "HOST", "'"+tc.host+"'", 1)); got != tc.want {
+		if got := client(t, cgroup, connectMany(tc.host)); got != tc.want {
 			t.Errorf("%s over 40 connections: %q, want %q", tc.host, got, tc.want)
 		}
 	}
 	for _, host := range []string{"fd00:10:96::44", "fd00:10:96::45"} { // affinity; Maglev of one socket's hash is random per socket, so only check it works
-		got := client(t, cgroup, strings.Replace(many, "HOST", "'"+host+"'", 1))
+		got := client(t, cgroup, connectMany(host))
 		if !strings.HasSuffix(got, " "+host+" 80") || (host == "fd00:10:96::44" && got != "A "+host+" 80" && got != "B "+host+" 80") {
 			t.Errorf("%s over 40 connections: %q", host, got)
 		}
 	}
-	refused := `
-import socket, time
-t = time.time()
-try:
-    socket.create_connection(('fd00:10:96::43', 80), timeout=5)
-    print('connected')
-except OSError as e:
-    print(type(e).__name__, round(time.time() - t))
-`
-	if got := client(t, cgroup, refused); got != "PermissionError 0" {
+	if got := client(t, cgroup, connectRefused("fd00:10:96::43")); got != "PermissionError 0" {
 		t.Errorf("IPv6 service without endpoints: %q, want an immediate refusal", got)
 	}
-	udp := `
-import socket
-s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-s.settimeout(3)
-s.sendto(b'q', ('fd00:10:96::53', 53))
-data, src = s.recvfrom(16)
-print(data.decode(), src[0], src[1])
-`
-	if got := client(t, cgroup, udp); got != "U fd00:10:96::53 53" {
+	if got := client(t, cgroup, udpQuery("AF_INET6", "fd00:10:96::53")); got != "U fd00:10:96::53 53" {
 		t.Errorf("UDP to the IPv6 ClusterIP: %q, want the answer from the ClusterIP", got)
 	}
 	if n, _, err := d.Maps.SocketCount(); err != nil || n != 0 {
 		t.Errorf("socket tables after the clients exited: %d, %v", n, err)
 	}
-	holder := exec.Command("sh", "-c", "echo $$ > "+filepath.Join(cgroup, "cgroup.procs")+" && exec python3 -c \"$0\"",
-		"import socket, sys\ns = socket.create_connection(('fd00:10:96::42', 80), timeout=3)\nprint('up', flush=True)\nsys.stdin.read()")
-	stdin, _ := holder.StdinPipe()
-	stdout, _ := holder.StdoutPipe()
-	if err := holder.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = holder.Process.Kill(); _ = holder.Wait() })
-	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "up\n" {
-		t.Fatalf("holder: %q %v", line, err)
-	}
+	release := holdConnection(t, cgroup, "fd00:10:96::42")
 	socks, err := d.Maps.ListSockets()
 	if err != nil || len(socks) != 1 || socks[0].Service != "[fd00:10:96::42]:80" || (socks[0].Backend != a.String() && socks[0].Backend != b.String()) {
 		t.Errorf("socket tables with one live IPv6 connection: %+v %v", socks, err)
 	}
-	stdin.Close()
-	if n, _, _ := d.Maps.SocketCount(); n > 1 {
-		t.Errorf("socket tables: %d entries", n)
+	release()
+	if n, _, _ := d.Maps.SocketCount(); n != 0 {
+		t.Errorf("socket tables after the holder closed: %d entries", n)
 	}
 
 	entries, err := d.Maps.Dump()
