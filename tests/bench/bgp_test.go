@@ -88,7 +88,7 @@ func BenchmarkBGPRoutePropagation(b *testing.B) { routePropagation(b, "benchbgp"
 // BenchmarkBGPRoutePropagationDual is BenchmarkBGPRoutePropagation in a dual-stack lab: every
 // event is timed for the IPv4 and the IPv6 prefix it moves (a node's two blocks, the ToR's
 // two prefixes), so IPv6's convergence is reported against IPv4's of the same events.
-func BenchmarkBGPRoutePropagationDual(b *testing.B) { routePropagation(b, "benchbgp6", true) }
+func BenchmarkBGPRoutePropagationDual(b *testing.B) { routePropagation(b, "benchbg6", true) }
 
 func routePropagation(b *testing.B, name string, dual bool) {
 	framework.AgentArtifacts(b)
@@ -137,9 +137,14 @@ func routePropagation(b *testing.B, name string, dual bool) {
 			into[i] = append(into[i], at[p].Sub(start))
 		}
 	}
-	tor := func(args ...string) error {
-		out, err := exec.Command("nsenter", append([]string{"--net=/run/netns/" + name + "-tor", "--", "vtysh", "-N", name + "-tor", "-c", "configure terminal",
-			"-c", "router bgp 64512", "-c", "no bgp network import-check"}, args...)...).CombinedOutput()
+	// tor runs vtysh commands in the ToR's router bgp block.
+	tor := func(cmds ...string) error {
+		args := []string{"--net=/run/netns/" + name + "-tor", "--", "vtysh", "-N", name + "-tor", "-c", "configure terminal",
+			"-c", "router bgp 64512", "-c", "no bgp network import-check"}
+		for _, c := range cmds {
+			args = append(args, "-c", c)
+		}
+		out, err := exec.Command("nsenter", args...).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("vtysh: %v %s", err, out)
 		}
