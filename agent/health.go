@@ -119,13 +119,13 @@ func (c bgpCollector) Collect(ch chan<- prometheus.Metric) {
 
 var (
 	socketsDesc = prometheus.NewDesc("skiff_service_sockets",
-		"Live sockets balanced to a Service backend: the exact entry count of the socket translation table (skiff_sock_nat).", nil, nil)
+		"Live sockets balanced to a Service backend: the exact entry count of the socket translation tables (skiff_sock_nat, skiff_sock_nat6).", nil, nil)
 	socketsCapDesc = prometheus.NewDesc("skiff_service_sockets_capacity",
-		"Capacity of the socket translation table.", nil, nil)
+		"Capacity of the socket translation tables, both families together.", nil, nil)
 	ctDesc = prometheus.NewDesc("skiff_conntrack_entries",
-		"NodePort connection-tracking entries: the exact entry count of skiff_ct.", nil, nil)
+		"NodePort connection-tracking entries: the exact entry count of skiff_ct and skiff_ct6.", nil, nil)
 	ctCapDesc = prometheus.NewDesc("skiff_conntrack_capacity",
-		"Capacity of the NodePort connection-tracking table.", nil, nil)
+		"Capacity of the NodePort connection-tracking tables, both families together.", nil, nil)
 )
 
 var (

@@ -294,8 +294,9 @@ print(ok, s.getpeername()[0])
 	framework.Eventually(t, 20*time.Second, "node1's service metrics", func() (bool, string) {
 		out, err := l.in("node1", netutil, "fetch", "http://127.0.0.1:10248/metrics")
 		return err == nil && regexp.MustCompile(`(?m)^skiff_service_sockets \d+$`).MatchString(out) &&
-			strings.Contains(out, "skiff_service_sockets_capacity 262144") &&
-			regexp.MustCompile(`(?m)^skiff_conntrack_entries [1-9]\d*$`).MatchString(out) && strings.Contains(out, "skiff_conntrack_capacity 262144") &&
+			// Both families' tables, 262,144 entries each.
+			strings.Contains(out, "skiff_service_sockets_capacity 524288") &&
+			regexp.MustCompile(`(?m)^skiff_conntrack_entries [1-9]\d*$`).MatchString(out) && strings.Contains(out, "skiff_conntrack_capacity 524288") &&
 			// The first sync rewrote everything; the Services created since were changes.
 			regexp.MustCompile(`(?m)^skiff_service_proxy_sync_seconds_count\{kind="resync"\} [1-9]\d*$`).MatchString(out) &&
 			regexp.MustCompile(`(?m)^skiff_service_proxy_sync_seconds_count\{kind="changes"\} [1-9]\d*$`).MatchString(out), out
