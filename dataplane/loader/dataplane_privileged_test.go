@@ -32,9 +32,15 @@ func client(t *testing.T, cgroup, script string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// tcpServer answers every connection with its name.
-func tcpServer(t *testing.T, name string) netip.AddrPort {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// tcpServer answers every connection on 127.0.0.1 with its name.
+func tcpServer(t *testing.T, name string) netip.AddrPort { return tcpServerOn(t, "127.0.0.1", name) }
+
+// udpEcho answers every datagram on 127.0.0.1 with its name.
+func udpEcho(t *testing.T, name string) netip.AddrPort { return udpEchoOn(t, "127.0.0.1", name) }
+
+// tcpServerOn answers every connection to a free port of addr with its name.
+func tcpServerOn(t *testing.T, addr, name string) netip.AddrPort {
+	l, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,9 +58,9 @@ func tcpServer(t *testing.T, name string) netip.AddrPort {
 	return netip.MustParseAddrPort(l.Addr().String())
 }
 
-// udpEcho answers every datagram with its name.
-func udpEcho(t *testing.T, name string) netip.AddrPort {
-	c, err := net.ListenPacket("udp", "127.0.0.1:0")
+// udpEchoOn answers every datagram to a free port of addr with its name.
+func udpEchoOn(t *testing.T, addr, name string) netip.AddrPort {
+	c, err := net.ListenPacket("udp", net.JoinHostPort(addr, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package loader
 
 import (
-	"net"
 	"net/netip"
 	"strings"
 	"testing"
@@ -12,45 +11,6 @@ import (
 	"github.com/skiff-sh/skiff/dataplane/services"
 )
 
-// listen6 serves name on [::1] over TCP (answer and close) or UDP (answer each datagram).
-func listen6(t *testing.T, network, name string) netip.AddrPort {
-	t.Helper()
-	if network == "udp" {
-		c, err := net.ListenPacket("udp6", "[::1]:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		go func() {
-			buf := make([]byte, 64)
-			for {
-				_, from, err := c.ReadFrom(buf)
-				if err != nil {
-					return
-				}
-				_, _ = c.WriteTo([]byte(name), from)
-			}
-		}()
-		return netip.MustParseAddrPort(c.LocalAddr().String())
-	}
-	l, err := net.Listen("tcp6", "[::1]:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = c.Write([]byte(name))
-			c.Close()
-		}
-	}()
-	return netip.MustParseAddrPort(l.Addr().String())
-}
-
 // TestPrivilegedSocketLB6 is TestPrivilegedSocketLB over IPv6: a process in the cgroup that
 // connects to an IPv6 ClusterIP reaches both backends and sees the ClusterIP as its peer;
 // ClientIP affinity sticks; a frontend without endpoints refuses at once; UDP answers come
@@ -59,8 +19,8 @@ func listen6(t *testing.T, network, name string) netip.AddrPort {
 // the maps read back with IPv6 frontends and backends.
 func TestPrivilegedSocketLB6(t *testing.T) {
 	d, _, cgroup := testDataplane(t, "test6")
-	a, b := listen6(t, "tcp", "A"), listen6(t, "tcp", "B")
-	u := listen6(t, "udp", "U")
+	a, b := tcpServerOn(t, "::1", "A"), tcpServerOn(t, "::1", "B")
+	u := udpEchoOn(t, "::1", "U")
 	a4 := tcpServer(t, "4")
 	fe := func(addr string, port uint16, proto corev1.Protocol) services.Frontend {
 		return services.Frontend{Addr: netip.MustParseAddr(addr), Port: port, Proto: proto}

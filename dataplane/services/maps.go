@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"strings"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -410,7 +409,7 @@ func (m Maps) Dump() ([]Entry, error) {
 	var v programs.SockSvcValue
 	it := m.Services.Iterate()
 	for it.Next(&k, &v) {
-		out = append(out, m.entry(k.Frontend(), v))
+		out = append(out, m.entry(k.Frontend(), false, v))
 	}
 	if err := it.Err(); err != nil || m.Services6 == nil {
 		return out, err
@@ -418,7 +417,7 @@ func (m Maps) Dump() ([]Entry, error) {
 	var k6 programs.SockSvc6Key
 	it = m.Services6.Iterate()
 	for it.Next(&k6, &v) {
-		out = append(out, m.entry(k6.Frontend(), v))
+		out = append(out, m.entry(k6.Frontend(), true, v))
 	}
 	return out, it.Err()
 }
@@ -443,7 +442,7 @@ func (m Maps) Lookup(frontend netip.AddrPort, proto corev1.Protocol) (e Entry, o
 	} else if err != nil {
 		return Entry{}, false, err
 	}
-	return m.entry(fe, v), true, nil
+	return m.entry(fe, addr.Is6(), v), true, nil
 }
 
 // IDs reads which id each frontend name has (the names map alone: an agent restart keeps
@@ -461,8 +460,9 @@ func (m Maps) IDs() (map[string]uint32, error) {
 	return ids, it.Err()
 }
 
-// entry decodes one frontend (as Frontend prints it) with its name and backends.
-func (m Maps) entry(frontend string, v programs.SockSvcValue) Entry {
+// entry decodes one frontend (as Frontend prints it; v6: an IPv6 one, whose backends are in
+// Backends6) with its name and backends.
+func (m Maps) entry(frontend string, v6 bool, v programs.SockSvcValue) Entry {
 	e := Entry{ID: v.Id, Frontend: frontend}
 	if v.Flags&svcFlagAffinity != 0 {
 		e.Affinity = time.Duration(v.AffinityTimeout) * time.Second
@@ -471,7 +471,6 @@ func (m Maps) entry(frontend string, v programs.SockSvcValue) Entry {
 	if err := m.Names.Lookup(v.Id, &name); err == nil {
 		e.Name = name.String()
 	}
-	v6 := strings.HasPrefix(frontend, "[")
 	for slot := uint32(1); slot <= uint32(v.Count); slot++ {
 		k := programs.SockBackendKey{Id: v.Id, Slot: slot}
 		var err error
