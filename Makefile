@@ -168,7 +168,7 @@ $(E2E_BIN)/busybox: hack/build-busybox.sh
 CONFORMANCE_RUN = $(GO) run ./tests/conformance/harness --bin-dir $(E2E_BIN) \
 	--kube-src "$$(cd $(E2E_DIR) && $(GO) list -m -f '{{.Dir}}' k8s.io/kubernetes)" --e2e-version $(E2E_VERSION)
 
-conformance: deps build conformance-bin ## upstream's [Conformance] specs against a lab (FOCUS=, SKIP=, PROCS=, REPEAT= runs in a row, IP_FAMILY=ipv4|dual, OUT=, BASE= an earlier results.json for the specs not selected); writes OUT/RESULTS.md (default tests/conformance)
+conformance: deps build conformance-bin ## upstream's [Conformance] specs against a lab (FOCUS=, SKIP=, PROCS=, REPEAT= runs in a row, IP_FAMILY=ipv4|dual|ipv6, OUT=, BASE= an earlier results.json for the specs not selected); writes OUT/RESULTS.md (default tests/conformance)
 	$(CONFORMANCE_RUN) --focus '$(FOCUS)' --skip '$(SKIP)' --procs $(PROCS) --repeat $(REPEAT) --ip-family $(IP_FAMILY) --out $(OUT) $(if $(BASE),--base $(BASE))
 
 conformance-smoke: deps build conformance-bin ## the conformance specs in tests/conformance/smoke.txt (fast, passing today); fails unless all pass

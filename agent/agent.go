@@ -435,9 +435,13 @@ func (a *nodeAgent) datapath(ctx context.Context, podCIDRs []string) error {
 	}})
 	if o.ServiceProxy {
 		// NodePorts are served on the node's address of each family; the per-packet NodePort
-		// programs sit on the interface of its IPv4 address.
-		nodeIPv4 := ipv4Of(o.InternalIPs)
-		po := proxy.Options{Node: services.Node{Name: o.NodeName, IP: nodeAddr(nodeIPv4), IP6: ipv6Of(o.InternalIPs)}, Netns: o.Netns, Uplink: uplinkOf(nodeIPv4), PinDir: loader.PinDir(o.NodeName), CgroupPath: filepath.Join(cgroups.Unified(), o.CgroupRoot),
+		// programs sit on the interface of its IPv4 address (its IPv6 one on an IPv6-only node).
+		primary := ipv4Of(o.InternalIPs)
+		nodeIP := nodeAddr(primary)
+		if !nodeIP.Is4() {
+			nodeIP = netip.Addr{}
+		}
+		po := proxy.Options{Node: services.Node{Name: o.NodeName, IP: nodeIP, IP6: ipv6Of(o.InternalIPs)}, Netns: o.Netns, Uplink: uplinkOf(primary), PinDir: loader.PinDir(o.NodeName), CgroupPath: filepath.Join(cgroups.Unified(), o.CgroupRoot),
 			Informers: proxy.Informers{Services: a.shared.Core().V1().Services(), EndpointSlices: a.shared.Discovery().V1().EndpointSlices(),
 				Pods: a.shared.Core().V1().Pods(), Start: a.shared.Start},
 			Started:  func(d *loader.Dataplane) { a.proxy.Store(d) },

@@ -174,7 +174,7 @@ func Up(ctx context.Context, o Options, log *slog.Logger) error {
 	master := o.Master()
 	dirs := layout.Lab{Dir: o.Dir}
 	pid, err := spawn(master.Netns, dirs.Log("master"), o.Binary, "server",
-		"--cluster-cidr", o.ClusterCIDRs(), "--service-cidr", o.ServiceCIDRs(), "--data-dir", dirs.Master().Dir, "--advertise-address", master.IP.String(), "--tls-san", masterSide.String(),
+		"--cluster-cidr", o.ClusterCIDRs(), "--service-cidr", o.ServiceCIDRs(), "--data-dir", dirs.Master().Dir, "--advertise-address", master.Addr().String(), "--tls-san", o.masterSide().String(),
 		"--node-name", master.NodeName, "--node-ip", master.NodeIPs(),
 		"--agent-data-dir", dirs.Agent("master").Dir, "--pod-log-dir", dirs.PodLogs("master"),
 		"--pod-manifest-path", dirs.Manifests("master"), "--cgroup-root", CgroupRoot(o.Name)+"/master",
@@ -186,7 +186,7 @@ func Up(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 	st.PIDs["master"] = pid
 	_ = st.save(o.Dir)
-	progress("master: skiff server in %s at %s (pid %d, log %s)", master.Netns, master.IP, pid, dirs.Log("master"))
+	progress("master: skiff server in %s at %s (pid %d, log %s)", master.Netns, master.Addr(), pid, dirs.Log("master"))
 
 	client, err := waitAPI(ctx, dirs.Master().Kubeconfig("admin"), Kubeconfig(o.Name), o.HostAPIServer(), 2*time.Minute)
 	if err != nil {
@@ -194,7 +194,7 @@ func Up(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 	bgpConf := meshConfigMap()
 	if o.ToR != ToRNone {
-		bgpConf = bgpConfigMap()
+		bgpConf = bgpConfigMap(o.Spec)
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "skiff-bgp", Namespace: metav1.NamespaceSystem},
 		Data: map[string]string{"config.yaml": bgpConf}}
@@ -230,7 +230,7 @@ func AddNode(o Options, i int, st *state) error {
 		return err
 	}
 	st.PIDs[n.Role] = pid
-	fmt.Fprintf(o.Out, "%s: skiff agent in %s at %s (pid %d, log %s)\n", n.Role, n.Netns, n.IP, pid, dirs.Log(n.Role))
+	fmt.Fprintf(o.Out, "%s: skiff agent in %s at %s (pid %d, log %s)\n", n.Role, n.Netns, n.Addr(), pid, dirs.Log(n.Role))
 	return st.save(o.Dir)
 }
 
@@ -651,7 +651,7 @@ func Status(ctx context.Context, name string, out io.Writer) error {
 				state = "NotReady"
 			}
 		}
-		fmt.Fprintf(out, "%-8s %-14s %-14s %-8s %s\n", h.Role, h.Netns, h.IP, pidText, state)
+		fmt.Fprintf(out, "%-8s %-14s %-14s %-8s %s\n", h.Role, h.Netns, h.Addr(), pidText, state)
 	}
 	return nil
 }

@@ -34,8 +34,10 @@ func buildNetwork(s Spec) error {
 		{"netns", "add", tor.Netns},
 		{"-n", tor.Netns, "link", "set", "lo", "up"},
 		{"-n", tor.Netns, "link", "add", "fabric", "type", "bridge"},
-		{"-n", tor.Netns, "addr", "add", tor.IP.String() + "/24", "dev", "fabric"},
 		{"-n", tor.Netns, "link", "set", "fabric", "up"},
+	}
+	if s.HasIPv4() {
+		steps = append(steps, []string{"-n", tor.Netns, "addr", "add", tor.IP.String() + "/24", "dev", "fabric"})
 	}
 	for _, st := range steps {
 		if err := ip(st...); err != nil {
@@ -45,7 +47,7 @@ func buildNetwork(s Spec) error {
 	if err := sysctl(tor.Netns, "net.ipv4.ip_forward", "1"); err != nil {
 		return err
 	}
-	if s.Dual() {
+	if s.HasIPv6() {
 		if err := sysctl(tor.Netns, "net.ipv6.conf.all.forwarding", "1"); err != nil {
 			return err
 		}
@@ -64,20 +66,26 @@ func buildNetwork(s Spec) error {
 	hostIf := s.HostLink()
 	for _, st := range [][]string{
 		{"link", "add", hostIf, "type", "veth", "peer", "name", "api", "netns", master.Netns},
-		{"addr", "add", hostSide.String() + "/30", "dev", hostIf},
 		{"link", "set", hostIf, "up"},
-		{"-n", master.Netns, "addr", "add", masterSide.String() + "/30", "dev", "api"},
 		{"-n", master.Netns, "link", "set", "api", "up"},
 	} {
 		if err := ip(st...); err != nil {
 			return err
 		}
 	}
-	// The ToR answers the host too (the nodes learn the way back in buildNode).
-	if err := ip("-n", tor.Netns, "route", "add", hostLink.String(), "via", master.IP.String()); err != nil {
-		return err
+	if s.HasIPv4() {
+		for _, st := range [][]string{
+			{"addr", "add", hostSide.String() + "/30", "dev", hostIf},
+			{"-n", master.Netns, "addr", "add", masterSide.String() + "/30", "dev", "api"},
+			// The ToR answers the host too (the nodes learn the way back in buildNode).
+			{"-n", tor.Netns, "route", "add", hostLink.String(), "via", master.IP.String()},
+		} {
+			if err := ip(st...); err != nil {
+				return err
+			}
+		}
 	}
-	if s.Dual() {
+	if s.HasIPv6() {
 		for _, st := range [][]string{
 			{"addr", "add", hostSide6.String() + "/126", "dev", hostIf, "nodad"},
 			{"-n", master.Netns, "addr", "add", masterSide6.String() + "/126", "dev", "api", "nodad"},
@@ -123,16 +131,20 @@ func buildNode(s Spec, h Host) error {
 		{"link", "add", "name", h.Role, "netns", tor.Netns, "type", "veth", "peer", "name", "eth0", "netns", h.Netns},
 		{"-n", tor.Netns, "link", "set", "dev", h.Role, "master", "fabric"},
 		{"-n", tor.Netns, "link", "set", "dev", h.Role, "up"},
-		{"-n", h.Netns, "addr", "add", h.IP.String() + "/24", "dev", "eth0"},
 		{"-n", h.Netns, "link", "set", "eth0", "up"},
 	} {
 		if err := ip(st...); err != nil {
 			return err
 		}
 	}
-	if h.Role != "master" {
-		if err := ip("-n", h.Netns, "route", "add", hostLink.String(), "via", s.Master().IP.String()); err != nil {
+	if h.IP.IsValid() {
+		if err := ip("-n", h.Netns, "addr", "add", h.IP.String()+"/24", "dev", "eth0"); err != nil {
 			return err
+		}
+		if h.Role != "master" {
+			if err := ip("-n", h.Netns, "route", "add", hostLink.String(), "via", s.Master().IP.String()); err != nil {
+				return err
+			}
 		}
 	}
 	if h.IP6.IsValid() {

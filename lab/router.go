@@ -2,6 +2,7 @@ package lab
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,37 +47,52 @@ router bgp %[2]d
  neighbor nodes remote-as %[2]d
  neighbor nodes bfd profile nodes
  bgp listen range %[4]s peer-group nodes
- !
- address-family ipv4 unicast
-  maximum-paths ibgp 8
-  neighbor nodes activate
-  neighbor nodes route-reflector-client
- exit-address-family
 %[7]s!
-`, s.ToRHost().Netns, ASN, torAddr, fabric, labBFDInterval.Milliseconds(), labBFDMultiplier, frrIPv6(s))
+`, s.ToRHost().Netns, ASN, torAddr, s.sessionRange(), labBFDInterval.Milliseconds(), labBFDMultiplier, frrFamilies(s))
 }
 
-// frrIPv6 is a dual-stack lab's IPv6 unicast family on the nodes' sessions (which are IPv4:
-// MP-BGP carries IPv6 routes whose next hop is the node's IPv6 address).
-func frrIPv6(s Spec) string {
-	if !s.Dual() {
-		return ""
+// sessionRange is where the nodes' BGP sessions to the ToR come from: the IPv4 fabric, or
+// the IPv6 one in an IPv6-only lab. (A dual-stack lab's sessions are IPv4: MP-BGP carries
+// its IPv6 routes, their next hop the node's IPv6 address.) The router id stays the ToR's
+// IPv4 address either way: it is a 32-bit name, not an address it needs.
+func (s Spec) sessionRange() netip.Prefix {
+	if s.HasIPv4() {
+		return fabric
 	}
-	return ` !
- address-family ipv6 unicast
+	return fabric6
+}
+
+// frrFamilies are the unicast families of the lab on the nodes' sessions.
+func frrFamilies(s Spec) string {
+	var b strings.Builder
+	for _, f := range []struct {
+		name string
+		on   bool
+	}{{"ipv4", s.HasIPv4()}, {"ipv6", s.HasIPv6()}} {
+		if !f.on {
+			continue
+		}
+		fmt.Fprintf(&b, ` !
+ address-family %s unicast
   maximum-paths ibgp 8
   neighbor nodes activate
   neighbor nodes route-reflector-client
  exit-address-family
-`
+`, f.name)
+	}
+	return b.String()
 }
 
 // birdConfig is the same role in BIRD 2: a dynamic iBGP range as route-reflector clients,
 // and the learned routes exported to the ToR's kernel table.
-// A dual-stack lab adds the IPv6 channel on the same sessions and a kernel protocol for it.
+// A lab with IPv6 has the IPv6 channel on the sessions (IPv4 ones in a dual-stack lab, IPv6
+// ones in an IPv6-only lab) and a kernel protocol for it.
 func birdConfig(s Spec, logFile string) string {
-	ipv6, kernel6 := "", ""
-	if s.Dual() {
+	ipv4, ipv6, kernel6 := "", "", ""
+	if s.HasIPv4() {
+		ipv4 = "\n  ipv4 { import all; export where source = RTS_BGP; next hop keep; };"
+	}
+	if s.HasIPv6() {
 		ipv6 = "\n  ipv6 { import all; export where source = RTS_BGP; next hop keep; };"
 		kernel6 = `
 protocol kernel {
@@ -92,19 +108,18 @@ protocol kernel {
   merge paths on;
 }%[6]s
 protocol bgp nodes {
-  local %[1]s as %[2]d;
+  local %[7]s as %[2]d;
   neighbor range %[3]s as %[2]d;
   rr client;
   direct;
-  graceful restart on;
-  ipv4 { import all; export where source = RTS_BGP; next hop keep; };%[5]s
+  graceful restart on;%[8]s%[5]s
 }
-`, torAddr, ASN, fabric, logFile, ipv6, kernel6)
+`, torAddr, ASN, s.sessionRange(), logFile, ipv6, kernel6, s.ToRHost().Addr(), ipv4)
 }
 
 // bgpConfigMap is the cluster's BGP configuration when a ToR runs: nodes peer with it
-// only, not with each other.
-func bgpConfigMap() string {
+// only, not with each other, at its address of the sessions' family.
+func bgpConfigMap(s Spec) string {
 	return strings.TrimSpace(fmt.Sprintf(`
 asn: %d
 nodeMesh: false
@@ -116,7 +131,7 @@ peers:
 bfd:
   transmitInterval: %dms
   multiplier: %d
-`, ASN, torAddr, ASN, labBFDInterval.Milliseconds(), labBFDMultiplier)) + "\n"
+`, ASN, s.ToRHost().Addr(), ASN, labBFDInterval.Milliseconds(), labBFDMultiplier)) + "\n"
 }
 
 // labBFDInterval x labBFDMultiplier (1.2 s) is the lab's BFD detection time, four times
@@ -223,10 +238,14 @@ func RouterCLI(s Spec) []string {
 	tor := s.ToRHost()
 	switch s.ToR {
 	case ToRFRR:
-		if s.Dual() {
-			return []string{"vtysh", "-N", tor.Netns, "-c", "show bgp ipv4 unicast", "-c", "show bgp ipv6 unicast"}
+		cli := []string{"vtysh", "-N", tor.Netns}
+		if s.HasIPv4() {
+			cli = append(cli, "-c", "show bgp ipv4 unicast")
 		}
-		return []string{"vtysh", "-N", tor.Netns, "-c", "show bgp ipv4 unicast"}
+		if s.HasIPv6() {
+			cli = append(cli, "-c", "show bgp ipv6 unicast")
+		}
+		return cli
 	case ToRBIRD:
 		return []string{"birdc", "-s", filepath.Join(layout.LabOf(s.Name).Router(), "bird.ctl"), "show", "route"}
 	}

@@ -13,8 +13,10 @@ package lab
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"regexp"
+	"strings"
 )
 
 // ToR routers the lab can run.
@@ -66,52 +68,74 @@ const (
 )
 
 // HostRoutes are the ranges the host routes into the lab, through its link to the master,
-// for as long as the lab is up: pods, Services, the fabric and the LoadBalancer pool. A program on the host (the
-// conformance suite dials pods and NodePorts) then reaches the lab, or is refused by the
-// master at once (ClusterIPs exist only in the pods' socket hooks), and never sends lab
-// traffic out of the host's default route — which on many hosts also covers these ranges.
+// for as long as the lab is up: pods, Services, the fabric and the LoadBalancer pool of each
+// of the lab's families. A program on the host (the conformance suite dials pods and
+// NodePorts) then reaches the lab, or is refused by the master at once (ClusterIPs exist only
+// in the pods' socket hooks), and never sends lab traffic out of the host's default route —
+// which on many hosts also covers these ranges.
 func (s Spec) HostRoutes() []netip.Prefix {
-	out := []netip.Prefix{s.PodCIDR(), serviceCIDR, fabric, LoadBalancerPool}
-	if s.Dual() {
+	var out []netip.Prefix
+	if s.HasIPv4() {
+		out = append(out, s.PodCIDR(), serviceCIDR, fabric, LoadBalancerPool)
+	}
+	if s.HasIPv6() {
 		out = append(out, podCIDR6, serviceCIDR6, fabric6, LoadBalancerPool6)
 	}
 	return out
 }
 
-// LoadBalancerPools are the master's --loadbalancer-cidr: IPv4's pool, and IPv6's in a
-// dual-stack lab.
-func (s Spec) LoadBalancerPools() string {
-	if s.Dual() {
-		return LoadBalancerPool.String() + "," + LoadBalancerPool6.String()
+// families joins the IPv4 and the IPv6 value of a setting with a comma, each only when the
+// lab has that family, IPv4 first (the primary family of a dual-stack lab, as kind's).
+func (s Spec) families(v4, v6 string) string {
+	var out []string
+	if s.HasIPv4() {
+		out = append(out, v4)
 	}
-	return LoadBalancerPool.String()
+	if s.HasIPv6() {
+		out = append(out, v6)
+	}
+	return strings.Join(out, ",")
+}
+
+// LoadBalancerPools are the master's --loadbalancer-cidr: a pool per family.
+func (s Spec) LoadBalancerPools() string {
+	return s.families(LoadBalancerPool.String(), LoadBalancerPool6.String())
 }
 
 // Dual says whether the lab is dual-stack.
 func (s Spec) Dual() bool { return s.IPFamily == DualStack }
 
-// ClusterCIDRs is the server's --cluster-cidr: the IPv4 range, then IPv6's in a dual-stack lab.
-func (s Spec) ClusterCIDRs() string {
-	if s.Dual() {
-		return s.PodCIDR().String() + "," + podCIDR6.String()
-	}
-	return s.PodCIDR().String()
-}
+// HasIPv4 says whether the lab's hosts and cluster have IPv4 (all but IPv6-only labs).
+func (s Spec) HasIPv4() bool { return s.IPFamily != IPv6 }
+
+// HasIPv6 says whether they have IPv6 (dual-stack and IPv6-only labs).
+func (s Spec) HasIPv6() bool { return s.IPFamily == DualStack || s.IPFamily == IPv6 }
+
+// ClusterCIDRs is the server's --cluster-cidr: a range per family, IPv4 first.
+func (s Spec) ClusterCIDRs() string { return s.families(s.PodCIDR().String(), podCIDR6.String()) }
 
 // ServiceCIDRs is the server's --service-cidr, in the same order.
 func (s Spec) ServiceCIDRs() string {
-	if s.Dual() {
-		return serviceCIDR.String() + "," + serviceCIDR6.String()
-	}
-	return serviceCIDR.String()
+	return s.families(serviceCIDR.String(), serviceCIDR6.String())
 }
 
 // NodeIPs is a host's --node-ip: its fabric addresses, IPv4 first.
 func (h Host) NodeIPs() string {
-	if h.IP6.IsValid() {
-		return h.IP.String() + "," + h.IP6.String()
+	var out []string
+	for _, a := range []netip.Addr{h.IP, h.IP6} {
+		if a.IsValid() {
+			out = append(out, a.String())
+		}
 	}
-	return h.IP.String()
+	return strings.Join(out, ",")
+}
+
+// Addr is the host's primary fabric address: IPv4's, or IPv6's in an IPv6-only lab.
+func (h Host) Addr() netip.Addr {
+	if h.IP.IsValid() {
+		return h.IP
+	}
+	return h.IP6
 }
 
 // HostLink is the host's interface into the master's namespace.
@@ -131,8 +155,9 @@ type Spec struct {
 	// ClusterCIDR, if valid, is the server's --cluster-cidr instead of its default
 	// 10.244.0.0/16 (256 node blocks): the scale harness adds thousands of simulated nodes.
 	ClusterCIDR netip.Prefix `json:",omitempty"`
-	// IPFamily is ipv4 (the default, "" too) or dual: every host then also has an IPv6
-	// address on the fabric, and the cluster IPv6 pod and Service ranges.
+	// IPFamily is ipv4 (the default, "" too), dual (every host then also has an IPv6
+	// address on the fabric, and the cluster IPv6 pod and Service ranges) or ipv6 (IPv6's
+	// addresses and ranges only: no host has an IPv4 address but its loopback's).
 	IPFamily string `json:",omitempty"`
 }
 
@@ -158,13 +183,14 @@ func (s Spec) Validate() error {
 		return fmt.Errorf("--tor %q: want frr, bird or none", s.ToR)
 	}
 	switch s.IPFamily {
-	case "", IPv4, DualStack:
-	case IPv6:
-		return fmt.Errorf("--ip-family ipv6: IPv6-only labs are not built yet; use dual")
+	case "", IPv4, DualStack, IPv6:
 	default:
-		return fmt.Errorf("--ip-family %q: want ipv4 or dual", s.IPFamily)
+		return fmt.Errorf("--ip-family %q: want ipv4, dual or ipv6", s.IPFamily)
 	}
 	if c := s.ClusterCIDR; c.IsValid() {
+		if !s.HasIPv4() {
+			return fmt.Errorf("--cluster-cidr %s: an IPv6-only lab has no IPv4 pods", c)
+		}
 		for _, r := range []netip.Prefix{serviceCIDR, fabric, hostLink} {
 			if c.Overlaps(r) {
 				return fmt.Errorf("--cluster-cidr %s overlaps the lab's %s", c, r)
@@ -183,7 +209,8 @@ type Host struct {
 	Role string
 	// Netns is the namespace name (<lab>-<role>), NodeName the Kubernetes node name.
 	Netns, NodeName string
-	// IP is the host's address on the fabric; IP6 its IPv6 address in a dual-stack lab.
+	// IP is the host's IPv4 address on the fabric (none in an IPv6-only lab), IP6 its IPv6
+	// address (in dual-stack and IPv6-only labs).
 	IP, IP6 netip.Addr
 }
 
@@ -195,8 +222,11 @@ func (s Spec) Node(i int) Host { return s.host(fmt.Sprintf("node%d", i), 1+i) }
 
 // ToRHost is the router (and the fabric's bridge).
 func (s Spec) ToRHost() Host {
-	h := Host{Role: "tor", Netns: s.Name + "-tor", IP: torAddr}
-	if s.Dual() {
+	h := Host{Role: "tor", Netns: s.Name + "-tor"}
+	if s.HasIPv4() {
+		h.IP = torAddr
+	}
+	if s.HasIPv6() {
 		h.IP6 = torAddr6
 	}
 	return h
@@ -205,8 +235,11 @@ func (s Spec) ToRHost() Host {
 func (s Spec) host(role string, octet int) Host {
 	a := fabric.Addr().As4()
 	a[3] = byte(octet)
-	h := Host{Role: role, Netns: s.Name + "-" + role, NodeName: s.Name + "-" + role, IP: netip.AddrFrom4(a)}
-	if s.Dual() {
+	h := Host{Role: role, Netns: s.Name + "-" + role, NodeName: s.Name + "-" + role}
+	if s.HasIPv4() {
+		h.IP = netip.AddrFrom4(a)
+	}
+	if s.HasIPv6() {
 		a6 := fabric6.Addr().As16()
 		a6[15] = byte(octet)
 		h.IP6 = netip.AddrFrom16(a6)
@@ -224,7 +257,19 @@ func (s Spec) Hosts() []Host {
 }
 
 // APIServer is the URL the nodes join; HostAPIServer the one the host's kubectl uses.
-func (s Spec) APIServer() string { return "https://" + s.Master().IP.String() + ":6443" }
+func (s Spec) APIServer() string {
+	return "https://" + net.JoinHostPort(s.Master().Addr().String(), "6443")
+}
 
-// HostAPIServer is reached through the host link.
-func (s Spec) HostAPIServer() string { return "https://" + masterSide.String() + ":6443" }
+// HostAPIServer is reached through the host link (its IPv6 end in an IPv6-only lab).
+func (s Spec) HostAPIServer() string {
+	return "https://" + net.JoinHostPort(s.masterSide().String(), "6443")
+}
+
+// masterSide is the master's end of the host link in the lab's primary family.
+func (s Spec) masterSide() netip.Addr {
+	if s.HasIPv4() {
+		return masterSide
+	}
+	return masterSide6
+}

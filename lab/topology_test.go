@@ -135,6 +135,59 @@ func TestDualStackSpec(t *testing.T) {
 	}
 }
 
+func TestIPv6OnlySpec(t *testing.T) {
+	s := Spec{Name: "t", Nodes: 2, ToR: ToRBIRD, IPFamily: IPv6}
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range append(s.Hosts(), s.ToRHost()) {
+		if h.IP.IsValid() || !fabric6.Contains(h.IP6) || h.Addr() != h.IP6 {
+			t.Errorf("%s: IPv4 %v, IPv6 %v (primary %v), want IPv6 only on the fabric", h.Role, h.IP, h.IP6, h.Addr())
+		}
+	}
+	for _, tc := range []struct{ name, got, want string }{
+		{"node2's --node-ip", s.Node(2).NodeIPs(), "2001:2::3"},
+		{"--cluster-cidr", s.ClusterCIDRs(), "fd00:10:244::/56"},
+		{"--service-cidr", s.ServiceCIDRs(), "fd00:10:96::/108"},
+		{"--loadbalancer-cidr", s.LoadBalancerPools(), "2001:2:0:200::/120"},
+		{"the nodes' server", s.APIServer(), "https://[2001:2::1]:6443"},
+		{"the host's server", s.HostAPIServer(), "https://[2001:2:0:ffff::2]:6443"},
+		{"the ToR's session range", s.sessionRange().String(), "2001:2::/64"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s = %q, want %q", tc.name, tc.got, tc.want)
+		}
+	}
+	if routes := s.HostRoutes(); !slices.Equal(routes, []netip.Prefix{podCIDR6, serviceCIDR6, fabric6, LoadBalancerPool6}) {
+		t.Errorf("host routes %v, want IPv6's ranges only", routes)
+	}
+	// The routers: sessions from the IPv6 fabric, the IPv6 family only.
+	bird := birdConfig(s, "/dev/null")
+	for _, want := range []string{"local 2001:2::fe as 64512;", "neighbor range 2001:2::/64 as 64512;", "ipv6 { import all;"} {
+		if !strings.Contains(bird, want) {
+			t.Errorf("BIRD's configuration lacks %q:\n%s", want, bird)
+		}
+	}
+	if strings.Contains(bird, "ipv4 { import all;") {
+		t.Errorf("BIRD's sessions carry IPv4 in an IPv6-only lab:\n%s", bird)
+	}
+	frr := frrConfig(s)
+	if !strings.Contains(frr, "bgp listen range 2001:2::/64 peer-group nodes") || !strings.Contains(frr, "address-family ipv6 unicast") || strings.Contains(frr, "address-family ipv4 unicast") {
+		t.Errorf("FRR's configuration:\n%s", frr)
+	}
+	if cm := bgpConfigMap(s); !strings.Contains(cm, "address: 2001:2::fe") {
+		t.Errorf("the nodes peer with the ToR at:\n%s", cm)
+	}
+	if (Spec{Name: "t", ToR: ToRFRR, IPFamily: IPv6, ClusterCIDR: netip.MustParsePrefix("10.128.0.0/9")}).Validate() == nil {
+		t.Error("an IPv6-only lab took an IPv4 --cluster-cidr")
+	}
+	// A dual-stack lab's sessions stay IPv4 and carry both families.
+	d := Spec{Name: "t", Nodes: 1, ToR: ToRFRR, IPFamily: DualStack}
+	if frr := frrConfig(d); !strings.Contains(frr, "bgp listen range 198.18.0.0/24") || !strings.Contains(frr, "address-family ipv4 unicast") || !strings.Contains(frr, "address-family ipv6 unicast") {
+		t.Errorf("a dual-stack lab's FRR configuration:\n%s", frr)
+	}
+}
+
 func TestInferNode(t *testing.T) {
 	for _, tc := range []struct{ in, want []string }{
 		{[]string{"bin/skiff", "bpf", "services"}, []string{"bin/skiff", "bpf", "services", "--node", "lab-node1"}},

@@ -45,9 +45,14 @@ func labCommand() *cobra.Command {
 			fmt.Printf("  kubectl get nodes -o wide\n")
 			fmt.Printf("  kubectl create deployment web --image=localhost/skiff/netutil:1 --replicas=3\n")
 			fmt.Printf("  kubectl get pods -o wide\n")
-			fmt.Printf("  skiff lab exec node1 -- ip route            # other nodes' pod blocks, proto bgp\n")
-			if spec.Dual() {
+			switch {
+			case spec.Dual():
+				fmt.Printf("  skiff lab exec node1 -- ip route            # other nodes' pod blocks, proto bgp\n")
 				fmt.Printf("  skiff lab exec node1 -- ip -6 route         # and their IPv6 blocks\n")
+			case spec.HasIPv6():
+				fmt.Printf("  skiff lab exec node1 -- ip -6 route         # other nodes' pod blocks, proto bgp\n")
+			default:
+				fmt.Printf("  skiff lab exec node1 -- ip route            # other nodes' pod blocks, proto bgp\n")
 			}
 			fmt.Printf("  skiff lab exec node1 -- skiff bgp peers\n")
 			if cli := lab.RouterCLI(spec); cli != nil {
@@ -62,7 +67,7 @@ func labCommand() *cobra.Command {
 	up.Flags().BoolVar(&serviceProxy, "service-proxy", true, "load-balance Services with skiff's eBPF programs (false leaves Services to another proxy, such as kube-proxy)")
 	up.Flags().BoolVar(&networkPolicy, "network-policy", true, "enforce NetworkPolicies with skiff's eBPF programs (false leaves pods unpoliced)")
 	up.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	up.Flags().StringVar(&ipFamily, "ip-family", lab.IPv4, "ipv4, or dual: every host also gets an IPv6 address on the fabric (2001:2::/64), the cluster IPv6 pod and Service ranges (fd00:10:244::/56, fd00:10:96::/108), and the ToR both BGP tables")
+	up.Flags().StringVar(&ipFamily, "ip-family", lab.IPv4, "ipv4; dual: every host also gets an IPv6 address on the fabric (2001:2::/64), the cluster IPv6 pod and Service ranges (fd00:10:244::/56, fd00:10:96::/108), and the ToR both BGP tables; or ipv6: IPv6's addresses and ranges only, BGP sessions over IPv6")
 	up.Flags().StringVar(&clusterCIDR, "cluster-cidr", "", "the server's --cluster-cidr (default 10.244.0.0/16: 256 nodes; the scale harness's simulated nodes need more)")
 	var grow int
 	add := &cobra.Command{Use: "add-node", Short: "Add worker nodes to a running lab", Args: cobra.NoArgs,

@@ -128,7 +128,7 @@ func (b bootstrap) reconcile(ctx context.Context) error {
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default",
 			Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes", discoveryv1.LabelManagedBy: "skiff-apiserver"}},
-		AddressType: discoveryv1.AddressTypeIPv4,
+		AddressType: addressType(b.advertise),
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: &port, Protocol: ptr.To(corev1.ProtocolTCP)}},
 	}
 	for _, ip := range addrs {
@@ -143,6 +143,15 @@ func (b bootstrap) reconcile(ctx context.Context) error {
 		return err
 	}
 	return b.ensureServiceCIDR(ctx)
+}
+
+// addressType is the EndpointSlice address type of the API server's address: the kubernetes
+// Service is of the cluster's primary family, which is the advertised address's.
+func addressType(ip net.IP) discoveryv1.AddressType {
+	if ip.To4() == nil && ip.To16() != nil {
+		return discoveryv1.AddressTypeIPv6
+	}
+	return discoveryv1.AddressTypeIPv4
 }
 
 // LocalPathProvisioner provisions the default StorageClass's volumes: directories under the

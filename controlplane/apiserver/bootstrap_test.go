@@ -95,3 +95,26 @@ func TestReconcileSettledWritesNothing(t *testing.T) {
 		t.Errorf("a deleted system namespace did not come back: %v", err)
 	}
 }
+
+// TestKubernetesEndpointsIPv6: on an IPv6-only cluster the API server advertises an IPv6
+// address, and the kubernetes EndpointSlice is of that address type (an IPv4 slice holding an
+// IPv6 address is refused by validation and ignored by every Service proxy).
+func TestKubernetesEndpointsIPv6(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset()
+	b := bootstrap{client: client, advertise: net.ParseIP("2001:2::1"), port: 6443, serviceIP: "fd00:10:96::1",
+		serviceCIDR: "fd00:10:96::/108", log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if err := b.reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	slice, err := client.DiscoveryV1().EndpointSlices("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slice.AddressType != "IPv6" || len(slice.Endpoints) != 1 || slice.Endpoints[0].Addresses[0] != "2001:2::1" {
+		t.Errorf("kubernetes EndpointSlice: %s %v, want IPv6 [2001:2::1]", slice.AddressType, slice.Endpoints)
+	}
+	if addressType(net.ParseIP("198.18.0.1")) != "IPv4" {
+		t.Error("an IPv4 address's slice is not IPv4")
+	}
+}

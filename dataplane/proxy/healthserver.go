@@ -14,20 +14,21 @@ import (
 	"github.com/skiff-sh/skiff/dataplane/services"
 )
 
-// healthServer serves the health checks on the node's address, as kube-proxy does: 200 with
-// the count when the node has local endpoints, 503 when it has none, so a load balancer
-// sends traffic only to nodes that keep the client address and can answer.
+// healthServer serves the health checks on the node's addresses (one per family), as
+// kube-proxy does: 200 with the count when the node has local endpoints, 503 when it has
+// none, so a load balancer sends traffic only to nodes that keep the client address and can
+// answer.
 type healthServer struct {
-	addr netip.Addr
-	log  *slog.Logger
+	addrs []netip.Addr
+	log   *slog.Logger
 
 	mu      sync.Mutex
 	current map[uint16]services.HealthCheck
 	servers map[uint16]*http.Server
 }
 
-func newHealthServer(addr netip.Addr, log *slog.Logger) *healthServer {
-	return &healthServer{addr: addr, log: log, current: map[uint16]services.HealthCheck{}, servers: map[uint16]*http.Server{}}
+func newHealthServer(addrs []netip.Addr, log *slog.Logger) *healthServer {
+	return &healthServer{addrs: addrs, log: log, current: map[uint16]services.HealthCheck{}, servers: map[uint16]*http.Server{}}
 }
 
 // Sync opens listeners for new ports, closes those no longer wanted and updates the counts.
@@ -49,14 +50,16 @@ func (h *healthServer) Sync(checks []services.HealthCheck) {
 		if _, ok := h.servers[port]; ok {
 			continue
 		}
-		l, err := net.Listen("tcp", net.JoinHostPort(h.addr.String(), fmt.Sprint(port)))
-		if err != nil {
-			h.log.Warn("healthCheckNodePort", "port", port, "err", err)
-			continue
-		}
 		srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: h.handler(port)}
-		h.servers[port] = srv
-		go func() { _ = srv.Serve(l) }()
+		for _, addr := range h.addrs {
+			l, err := net.Listen("tcp", net.JoinHostPort(addr.String(), fmt.Sprint(port)))
+			if err != nil {
+				h.log.Warn("healthCheckNodePort", "port", port, "addr", addr, "err", err)
+				continue
+			}
+			h.servers[port] = srv
+			go func() { _ = srv.Serve(l) }()
+		}
 	}
 }
 

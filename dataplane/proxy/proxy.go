@@ -132,7 +132,13 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 			}
 		}
 	}()
-	health := newHealthServer(o.Node.IP, log)
+	var nodeAddrs []netip.Addr
+	for _, a := range []netip.Addr{o.Node.IP, o.Node.IP6} {
+		if a.IsValid() {
+			nodeAddrs = append(nodeAddrs, a)
+		}
+	}
+	health := newHealthServer(nodeAddrs, log)
 	defer health.Close(ctx)
 	log.Info("service proxy running", "pins", o.PinDir, "cgroup", o.CgroupPath, "nodePortUplink", o.Uplink)
 	if len(d.Resized) > 0 {
@@ -212,7 +218,7 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 		if full {
 			lastFull = start
 		}
-		if o.Node.IP.IsValid() && listed {
+		if len(nodeAddrs) > 0 && listed {
 			checks := services.HealthChecks(svcs, eps, o.Node.Name)
 			health.Sync(checks)
 			clear(checked)

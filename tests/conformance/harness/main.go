@@ -51,7 +51,7 @@ func main() {
 	flag.StringVar(&o.kubectl, "kubectl", "/usr/lib/google-cloud-sdk/bin/kubectl.1.33", "the kubectl the specs run")
 	flag.StringVar(&o.lab, "lab", "conf", "name of the lab to bring up (and take down)")
 	flag.IntVar(&o.nodes, "nodes", 2, "worker nodes besides the master")
-	flag.StringVar(&o.ipFamily, "ip-family", "ipv4", "the lab's IP family (skiff lab up --ip-family): ipv4 or dual")
+	flag.StringVar(&o.ipFamily, "ip-family", "ipv4", "the lab's IP family (skiff lab up --ip-family): ipv4, dual or ipv6")
 	flag.IntVar(&o.procs, "procs", 6, "parallel ginkgo processes (serial specs run after, on one)")
 	flag.IntVar(&o.repeat, "repeat", 1, "run the selected specs this many times in a row (ginkgo --repeat), stopping at the first run that fails")
 	flag.StringVar(&o.focus, "focus", `\[Conformance\]`, "ginkgo focus regexp")
