@@ -51,11 +51,11 @@ func (k Kernel) Installed() (Routes, error) {
 			}
 			var hops []netip.Addr
 			if a, ok := netip.AddrFromSlice(r.Gw); ok {
-				hops = append(hops, a.Unmap())
+				hops = append(hops, k.zoned(a.Unmap(), r.LinkIndex))
 			}
 			for _, nh := range r.MultiPath {
 				if a, ok := netip.AddrFromSlice(nh.Gw); ok {
-					hops = append(hops, a.Unmap())
+					hops = append(hops, k.zoned(a.Unmap(), nh.LinkIndex))
 				}
 			}
 			slices.SortFunc(hops, func(a, b netip.Addr) int { return a.Compare(b) })
@@ -65,18 +65,53 @@ func (k Kernel) Installed() (Routes, error) {
 	return out, nil
 }
 
+// zoned gives a link-local gateway the name of the interface it is reached on, as PathOf
+// names it, so installed routes compare equal to wanted ones.
+func (k Kernel) zoned(gw netip.Addr, linkIndex int) netip.Addr {
+	if !gw.Is6() || !gw.IsLinkLocalUnicast() || linkIndex == 0 {
+		return gw
+	}
+	if l, err := k.h().LinkByIndex(linkIndex); err == nil {
+		return gw.WithZone(l.Attrs().Name)
+	}
+	return gw
+}
+
+// gateway is a next hop as netlink takes it: the address, and for a link-local one (zoned
+// with its interface) the interface's index.
+func (k Kernel) gateway(h netip.Addr) (net.IP, int, error) {
+	if h.Zone() == "" {
+		return h.AsSlice(), 0, nil
+	}
+	l, err := k.h().LinkByName(h.Zone())
+	if err != nil {
+		return nil, 0, fmt.Errorf("next hop %s: %w", h, err)
+	}
+	return h.WithZone("").AsSlice(), l.Attrs().Index, nil
+}
+
 // Apply replaces or adds the routes in set and deletes those in del. Every change is tried;
 // the errors are joined.
 func (k Kernel) Apply(set Routes, del []netip.Prefix) error {
 	var errs []error
 	for prefix, hops := range set {
 		r := &netlink.Route{Dst: toIPNet(prefix), Protocol: ProtoBGP, Table: unix.RT_TABLE_MAIN}
+		var err error
 		if len(hops) == 1 {
-			r.Gw = hops[0].AsSlice()
+			r.Gw, r.LinkIndex, err = k.gateway(hops[0])
 		} else {
 			for _, h := range hops {
-				r.MultiPath = append(r.MultiPath, &netlink.NexthopInfo{Gw: h.AsSlice()})
+				nh := &netlink.NexthopInfo{}
+				var herr error
+				if nh.Gw, nh.LinkIndex, herr = k.gateway(h); herr != nil {
+					err = herr
+				}
+				r.MultiPath = append(r.MultiPath, nh)
 			}
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("route %s via %v: %w", prefix, hops, err))
+			continue
 		}
 		if err := k.h().RouteReplace(r); err != nil {
 			errs = append(errs, fmt.Errorf("route %s via %v: %w", prefix, hops, err))

@@ -99,3 +99,38 @@ func TestPrivilegedKernelSync(t *testing.T) {
 		t.Errorf("unreachable next hop: %v", err)
 	}
 }
+
+// TestPrivilegedKernelLinkLocal: a route through a link-local next hop (a router with no
+// global address on the link) goes through the next hop's interface, and reads back zoned
+// with it, so a second sync changes nothing; an unknown interface is an error naming it.
+func TestPrivilegedKernelLinkLocal(t *testing.T) {
+	h, name := testNetns(t)
+	k := Kernel{Handle: h}
+	block := netip.MustParsePrefix("fd00:10:244:2::/64")
+	hop := netip.MustParseAddr("fe80::2%fabric")
+	if err := k.Sync(Routes{block: {hop}}, false); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := exec.Command("ip", "-n", name, "-6", "route", "show", block.String()).CombinedOutput()
+	if !strings.Contains(string(out), "via fe80::2 dev fabric proto bgp") {
+		t.Errorf("the route as ip shows it:\n%s", out)
+	}
+	got, err := k.Installed()
+	if err != nil || len(got[block]) != 1 || got[block][0] != hop {
+		t.Fatalf("installed %v, %v; want %s via %s", got, err, block, hop)
+	}
+	if set, del := Plan(Routes{block: {hop}}, got, false); len(set) != 0 || len(del) != 0 {
+		t.Errorf("a second sync would change %v, delete %v", set, del)
+	}
+	// ECMP over two links' routers.
+	two := []netip.Addr{netip.MustParseAddr("fe80::2%fabric"), netip.MustParseAddr("fe80::3%fabric-peer")}
+	if err := k.Sync(Routes{block: two}, false); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := k.Installed(); fmt.Sprint(got[block]) != fmt.Sprint(two) {
+		t.Errorf("ECMP installed %v, want %v", got[block], two)
+	}
+	if err := k.Apply(Routes{block: {netip.MustParseAddr("fe80::2%nosuch0")}}, nil); err == nil || !strings.Contains(err.Error(), "fe80::2%nosuch0") {
+		t.Errorf("a next hop on a missing interface: %v", err)
+	}
+}

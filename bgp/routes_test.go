@@ -2,8 +2,14 @@ package bgp
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"testing"
+	"time"
+
+	api "github.com/osrg/gobgp/v3/api"
+	"github.com/osrg/gobgp/v3/pkg/apiutil"
+	"github.com/osrg/gobgp/v3/pkg/packet/bgp"
 )
 
 var (
@@ -93,5 +99,51 @@ func TestKeepRestarting(t *testing.T) {
 				t.Errorf("KeepRestarting = %s, want %s", got, tc.out)
 			}
 		})
+	}
+}
+
+// TestPathOfLinkLocalNextHop: a path whose only next hop is link-local (a router with no
+// global address on the link) is reached through the link it came over, named by the zone of
+// the link-local peer that sent it; from a peer with no interface it cannot be installed.
+func TestPathOfLinkLocalNextHop(t *testing.T) {
+	block := netip.MustParsePrefix("fd00:10:244:7::/64")
+	nlri := bgp.NewIPv6AddrPrefix(64, block.Addr().String())
+	path := func(global, linkLocal, from string) *api.Path {
+		reach := bgp.NewPathAttributeMpReachNLRI(global, []bgp.AddrPrefixInterface{nlri})
+		if linkLocal != "" {
+			reach.LinkLocalNexthop = net.ParseIP(linkLocal)
+		}
+		p, err := apiutil.NewPath(nlri, false, []bgp.PathAttributeInterface{bgp.NewPathAttributeOrigin(0), reach}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.NeighborIp = from
+		return p
+	}
+	for _, tc := range []struct {
+		name                    string
+		global, linkLocal, from string
+		want                    string // "" when the path has no usable next hop
+	}{
+		{"global", "2001:2::3", "", "2001:2::fe", "2001:2::3"},
+		{"global beside link-local", "2001:2::3", "fe80::3", "fe80::fe%eth1", "2001:2::3"},
+		{"link-local only, from a link-local peer", "::", "fe80::fe", "fe80::fe%eth1", "fe80::fe%eth1"},
+		{"link-local in the global field", "fe80::fe", "", "fe80::fe%eth1", "fe80::fe%eth1"},
+		{"link-local from a global peer", "::", "fe80::fe", "2001:2::fe", ""},
+	} {
+		got, ok := PathOf(block, path(tc.global, tc.linkLocal, tc.from))
+		if tc.want == "" {
+			if ok {
+				t.Errorf("%s: next hop %s, want none usable", tc.name, got.NextHop)
+			}
+			continue
+		}
+		if !ok || got.NextHop.String() != tc.want {
+			t.Errorf("%s: next hop %v (%v), want %s", tc.name, got.NextHop, ok, tc.want)
+		}
+	}
+	// Selection keeps a link-local next hop like any other.
+	if r := Select([]Path{{Prefix: block, NextHop: netip.MustParseAddr("fe80::fe%eth1"), LocalPref: 100}}, nil, netip.MustParseAddr("2001:2::2")); len(r[block]) != 1 {
+		t.Errorf("Select dropped the link-local next hop: %v", r)
 	}
 }

@@ -219,7 +219,9 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 				}
 				var addrs []netip.Addr
 				for _, p := range peers {
-					if p.Address.Is6() == (i == 1) {
+					// BFD runs from the node's address of each family, which a link-local
+					// peer does not answer: no BFD for link-local peers (yet).
+					if p.Address.Is6() == (i == 1) && p.Address.Zone() == "" {
 						addrs = append(addrs, p.Address)
 					}
 				}

@@ -181,7 +181,10 @@ func (s *Speaker) apiPeer(p config.Peer) *api.Peer {
 			ConnectRetry: 1, IdleHoldTimeAfterReset: 1}},
 		Transport: &api.Transport{PassiveMode: p.Passive},
 	}
-	if local := s.nextHop(netip.PrefixFrom(p.Address, 0)); local.IsValid() {
+	// A link-local peer is reached from the node's own link-local address on that link (the
+	// kernel's choice): a router configured with the node's link-local address would refuse
+	// a connection from its global one.
+	if local := s.nextHop(netip.PrefixFrom(p.Address, 0)); local.IsValid() && p.Address.Zone() == "" {
 		ap.Transport.LocalAddress = local.String()
 	}
 	for _, f := range s.global.families() {
@@ -322,6 +325,9 @@ func (s *Speaker) Paths(ctx context.Context) ([]Path, error) {
 }
 
 // PathOf reduces an API path to what route selection needs; false when it has no next hop.
+// A link-local next hop (a router with no global address on the link: MP_REACH_NLRI's
+// link-local field, or its only one) is reachable only on the link the path came over: it
+// takes the zone of the link-local peer that sent it, and is dropped from any other.
 func PathOf(prefix netip.Prefix, p *api.Path) (Path, bool) {
 	attrs, err := apiutil.GetNativePathAttributes(p)
 	if err != nil {
@@ -334,6 +340,9 @@ func PathOf(prefix netip.Prefix, p *api.Path) (Path, bool) {
 			out.NextHop, _ = netip.AddrFromSlice(a.Value)
 		case *bgp.PathAttributeMpReachNLRI:
 			out.NextHop, _ = netip.AddrFromSlice(a.Nexthop)
+			if ll, ok := netip.AddrFromSlice(a.LinkLocalNexthop); ok && ll.IsLinkLocalUnicast() && (!out.NextHop.IsValid() || out.NextHop.IsUnspecified()) {
+				out.NextHop = ll
+			}
 		case *bgp.PathAttributeLocalPref:
 			out.LocalPref = a.Value
 		case *bgp.PathAttributeAsPath:
@@ -343,6 +352,13 @@ func PathOf(prefix netip.Prefix, p *api.Path) (Path, bool) {
 		}
 	}
 	out.NextHop = out.NextHop.Unmap()
+	if out.NextHop.Is6() && out.NextHop.IsLinkLocalUnicast() {
+		from, err := netip.ParseAddr(p.NeighborIp)
+		if err != nil || from.Zone() == "" {
+			return out, false
+		}
+		out.NextHop = out.NextHop.WithZone(from.Zone())
+	}
 	return out, out.NextHop.IsValid()
 }
 

@@ -41,7 +41,7 @@
 //	nodeMesh: true             # full mesh among nodes
 //	listenPort: 179            # 1..65535
 //	peers:
-//	  - address: 198.18.0.254  # IPv4 or IPv6, required
+//	  - address: 198.18.0.254  # IPv4 or IPv6, required; a link-local IPv6 one names its interface: fe80::1%eth1
 //	    asn: 64512             # required
 //	    passwordSecret: {name: bgp-secrets, key: tor}  # TCP MD5 password, kube-system Secret
 //	    holdTime: 9s           # 0 (no keepalives) or 3s..65535s, whole seconds; default 90s
@@ -77,6 +77,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -433,10 +434,40 @@ func checkRestartTime(d time.Duration) error {
 	return checkWholeSeconds(d)
 }
 
-// usableAddr is a valid, unzoned, non-mapped unicast address.
+// usableAddr is a valid, non-mapped unicast address, zoned only if it is an IPv6 link-local
+// one (a link-local peer names its interface).
 func usableAddr(a netip.Addr) bool {
-	return a.IsValid() && a.Zone() == "" && !a.Is4In6() && !a.IsUnspecified() && !a.IsMulticast() &&
+	return a.IsValid() && (a.Zone() == "" || a.Is6() && a.IsLinkLocalUnicast()) && !a.Is4In6() && !a.IsUnspecified() && !a.IsMulticast() &&
 		a != netip.AddrFrom4([4]byte{255, 255, 255, 255})
+}
+
+// parsePeerAddr is parseAddr for a peer, which may also be a link-local IPv6 address: a
+// router on a link the node shares, reached with no address of the node's own on that link
+// (an unnumbered fabric). Such an address is only meaningful with its interface, given as
+// the zone (fe80::1%eth1, as ping, ip and FRR's own CLI write it); no other peer has a zone.
+func parsePeerAddr(s string) (netip.Addr, error) {
+	a, err := netip.ParseAddr(s)
+	if err != nil || !a.Is6() || !a.IsLinkLocalUnicast() {
+		return parseAddr(s)
+	}
+	switch zone := a.Zone(); {
+	case zone == "":
+		return netip.Addr{}, fmt.Errorf("%q is a link-local address: name the interface its router is on, as in %s%%eth1", s, a)
+	case !validInterfaceName(zone):
+		return netip.Addr{}, fmt.Errorf("%q: %q is not an interface name (1 to 15 bytes, no '/', ':' or whitespace)", s, zone)
+	}
+	return a, nil
+}
+
+// validInterfaceName is what Linux accepts as a network interface's name (dev_valid_name),
+// and not a number (which an IPv6 zone may also be, but names no interface in a shared
+// configuration).
+func validInterfaceName(name string) bool {
+	if len(name) == 0 || len(name) > 15 || name == "." || name == ".." || strings.ContainsAny(name, "/: \t\n\r\v\f") {
+		return false
+	}
+	_, err := strconv.Atoi(name)
+	return err != nil
 }
 
 // parseAddr parses an address as given in configuration.

@@ -346,6 +346,25 @@ func TestResolveFlagPeers(t *testing.T) {
 	}
 }
 
+// TestResolveLinkLocalPeer: a router on a link the node shares, by its link-local address and
+// the interface (an unnumbered fabric); two such routers may share an address on different
+// links, and the same address on one link is a duplicate.
+func TestResolveLinkLocalPeer(t *testing.T) {
+	node := mkNode("n", internal("2001:2::2"), ann(AnnotationPeers, `[{address: "fe80::1%eth1", asn: 65001}, {address: "fe80::1%eth2", asn: 65002}]`))
+	cfg := mustResolve(t, nil, node, nil, Overrides{})
+	want := []Peer{tor("fe80::1%eth1", 65001), tor("fe80::1%eth2", 65002)}
+	if !reflect.DeepEqual(cfg.Peers, want) {
+		t.Errorf("peers %v, want %v", cfg.Peers, want)
+	}
+	if cfg.Peers[0].Name != "tor-fe80::1%eth1" || cfg.Peers[0].Address.Zone() != "eth1" {
+		t.Errorf("peer %v: want its interface kept as the zone", cfg.Peers[0])
+	}
+	dup := mkNode("n", internal("2001:2::2"), ann(AnnotationPeers, `[{address: "fe80::1%eth1", asn: 65001}, {address: "fe80::1%eth1", asn: 65002}]`))
+	if _, err := Resolve(nil, dup, nil, Overrides{}); err == nil || !strings.Contains(err.Error(), "duplicate peer address fe80::1%eth1") {
+		t.Errorf("the same link-local address twice on one link: %v", err)
+	}
+}
+
 func TestResolveNodeSelector(t *testing.T) {
 	const y = `
 peers:
@@ -612,7 +631,10 @@ func TestResolveErrors(t *testing.T) {
 		{name: "address unspecified v6", cm: cm(`peers: [{address: "::", asn: 1}]`), want: src + `peers[0].address: "::" is the unspecified address`},
 		{name: "address multicast", cm: cm("peers: [{address: 224.0.0.5, asn: 1}]"), want: src + `peers[0].address: "224.0.0.5" is a multicast address`},
 		{name: "address broadcast", cm: cm("peers: [{address: 255.255.255.255, asn: 1}]"), want: src + `peers[0].address: "255.255.255.255" is the broadcast address`},
-		{name: "address zone", cm: cm(`peers: [{address: "fe80::1%eth0", asn: 1}]`), want: src + `peers[0].address: "fe80::1%eth0": IPv6 zones are not supported`},
+		{name: "address zone", cm: cm(`peers: [{address: "2001:db8::1%eth0", asn: 1}]`), want: src + `peers[0].address: "2001:db8::1%eth0": IPv6 zones are not supported`},
+		{name: "link-local without interface", cm: cm(`peers: [{address: "fe80::1", asn: 1}]`), want: src + `peers[0].address: "fe80::1" is a link-local address: name the interface its router is on, as in fe80::1%eth1`},
+		{name: "link-local numeric zone", cm: cm(`peers: [{address: "fe80::1%2", asn: 1}]`), want: src + `peers[0].address: "fe80::1%2": "2" is not an interface name (1 to 15 bytes, no '/', ':' or whitespace)`},
+		{name: "link-local long zone", cm: cm(`peers: [{address: "fe80::1%averyveryverylongname", asn: 1}]`), want: src + `peers[0].address: "fe80::1%averyveryverylongname": "averyveryverylongname" is not an interface name (1 to 15 bytes, no '/', ':' or whitespace)`},
 		{name: "peer asn missing", cm: cm("peers: [{address: 198.18.0.1}]"), want: src + `peers[0].asn: required`},
 		{name: "peer duplicate key", cm: cm(peer("asn: 0")), want: src + `yaml: unmarshal errors: line 2: key "asn" already set in map`},
 		{name: "peer asn 0", cm: cm("peers: [{address: 198.18.0.1, asn: 0}]"), want: src + `peers[0].asn: AS 0 is reserved (RFC 7607) and cannot be used`},
@@ -688,7 +710,8 @@ func TestResolveErrors(t *testing.T) {
 		{name: "flag asn 23456", flags: Overrides{ASN: u32(23456)}, want: `flags: asn: AS 23456 is reserved as AS_TRANS (RFC 6793) and cannot be used`},
 		{name: "flag peer without address", flags: Overrides{Peers: []Peer{{ASN: 1}}}, want: `flags: peers[0].address: required`},
 		{name: "flag peer unspecified", flags: Overrides{Peers: []Peer{{Address: ip("::"), ASN: 1}}}, want: `flags: peers[0].address: "::" is the unspecified address`},
-		{name: "flag peer zone", flags: Overrides{Peers: []Peer{{Address: ip("fe80::1%eth0"), ASN: 1}}}, want: `flags: peers[0].address: "fe80::1%eth0": IPv6 zones are not supported`},
+		{name: "flag peer zone", flags: Overrides{Peers: []Peer{{Address: ip("2001:db8::1%eth0"), ASN: 1}}}, want: `flags: peers[0].address: "2001:db8::1%eth0": IPv6 zones are not supported`},
+		{name: "flag peer link-local without interface", flags: Overrides{Peers: []Peer{{Address: ip("fe80::1"), ASN: 1}}}, want: `flags: peers[0].address: "fe80::1" is a link-local address: name the interface its router is on, as in fe80::1%eth1`},
 		{name: "flag peer asn 0", flags: Overrides{Peers: []Peer{{Address: ip("198.18.0.1")}}}, want: `flags: peers[0]: asn: AS 0 is reserved (RFC 7607) and cannot be used`},
 		{name: "flag peer hold 2s", flags: Overrides{Peers: []Peer{{Address: ip("198.18.0.1"), ASN: 1, HoldTime: 2 * time.Second}}},
 			want: `flags: peers[0]: holdTime: 2s is invalid: must be 0 (no hold timer) or between 3s and 65535s (RFC 4271)`},

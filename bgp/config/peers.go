@@ -40,7 +40,7 @@ func parsePeer(src, path string, rp filePeer) (peerSpec, error) {
 	if !ok {
 		return ps, fieldError(src, join(path, "address"), "required")
 	}
-	if p.Address, err = parseAddr(addr); err != nil {
+	if p.Address, err = parsePeerAddr(addr); err != nil {
 		return ps, fieldError(src, join(path, "address"), "%v", err)
 	}
 	p.Name = peerName(p.Address)
@@ -155,7 +155,7 @@ func normalizeFlagPeers(in []Peer) ([]Peer, error) {
 		if !p.Address.IsValid() {
 			return nil, fieldError("flags", join(path, "address"), "required")
 		}
-		a, err := parseAddr(p.Address.String())
+		a, err := parsePeerAddr(p.Address.String())
 		if err != nil {
 			return nil, fieldError("flags", join(path, "address"), "%v", err)
 		}
