@@ -155,12 +155,12 @@ func Up(ctx context.Context, o Options, log *slog.Logger) error {
 		return err
 	}
 
-	progress("network: namespaces, the fabric %s and the host link", fabric)
+	progress("network: namespaces, the fabric %s and the host link", o.families(fabric.String(), fabric6.String()))
 	if err := buildNetwork(o.Spec); err != nil {
 		return err
 	}
 	if o.ToR != ToRNone {
-		progress("top-of-rack: %s in %s (AS %d, route reflector for %s)", o.ToR, o.ToRHost().Netns, ASN, fabric)
+		progress("top-of-rack: %s in %s (AS %d, route reflector for %s)", o.ToR, o.ToRHost().Netns, ASN, o.sessionRange())
 		pids, err := startRouter(o.Spec, layout.Lab{Dir: o.Dir}.Router())
 		for k, v := range pids {
 			st.PIDs[k] = v

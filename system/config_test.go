@@ -174,3 +174,23 @@ func TestServerOptions(t *testing.T) {
 		t.Errorf("server agent %+v %v", opts, err)
 	}
 }
+
+// TestClusterDNSAddress: the cluster DNS Service's address follows the primary Service range
+// when the flag is left at its default, and is the flag's otherwise.
+func TestClusterDNSAddress(t *testing.T) {
+	for _, tc := range []struct{ serviceCIDR, flag, want string }{
+		{DefaultServiceCIDR, DefaultClusterDNS, "10.96.0.10"},
+		{"10.96.0.0/12,fd00:10:96::/108", DefaultClusterDNS, "10.96.0.10"},
+		{"fd00:10:96::/108", DefaultClusterDNS, "fd00:10:96::a"},
+		{"fd00:10:96::/108,10.96.0.0/12", DefaultClusterDNS, "fd00:10:96::a"},
+		{"172.20.0.0/16", DefaultClusterDNS, "172.20.0.10"},
+		{"fd00:10:96::/108", "fd00:10:96::35", "fd00:10:96::35"},
+		{"fd00:10:96::/108", "", ""},
+	} {
+		s := DefaultServer()
+		s.ServiceCIDR, s.ControllerManager.ClusterDNS = tc.serviceCIDR, tc.flag
+		if got := s.clusterDNS(); got != tc.want {
+			t.Errorf("--service-cidr %s --cluster-dns-address %q: %q, want %q", tc.serviceCIDR, tc.flag, got, tc.want)
+		}
+	}
+}

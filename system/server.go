@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -111,6 +112,22 @@ func (s Server) Plan(withNode bool) (bootstrap.Server, apiserver.Options, error)
 	return b, o, nil
 }
 
+// clusterDNS is the cluster DNS Service's address: --cluster-dns-address, unless it is left
+// at its default (10.96.0.10) and the primary --service-cidr does not hold it (an IPv6-only
+// or IPv6-first cluster); then the tenth address of that range, as kubeadm derives it
+// (fd00:10:96::a), rather than an address the API server would refuse.
+func (s Server) clusterDNS() string {
+	dns := s.ControllerManager.ClusterDNS
+	if dns != DefaultClusterDNS {
+		return dns
+	}
+	ranges, err := allocator.ParseServiceCIDRs(s.ServiceCIDR)
+	if err != nil || ranges[0].Prefix().Contains(netip.MustParseAddr(dns)) {
+		return dns
+	}
+	return ranges[0].Value(9)
+}
+
 // ParseIP parses a flag's IP address.
 func ParseIP(flag, s string) (net.IP, error) {
 	ip := net.ParseIP(s)
@@ -179,6 +196,7 @@ func (s Server) serverAgent() (agent.Options, error) {
 func (s Server) controlPlane(sup *supervisor.Supervisor, agentOpts agent.Options, log *slog.Logger) {
 	dirs := layout.Server{Dir: s.DataDir}
 	cm := s.ControllerManager
+	cm.ClusterDNS = s.clusterDNS()
 	cm.RootCAFile = dirs.PKI().CA().Cert
 	cm.ClusterSigningCertFile, cm.ClusterSigningKeyFile = cm.RootCAFile, dirs.PKI().CA().Key
 	shared := sharedControlPlaneInformers(sup.Context(), dirs.Kubeconfig("controller-manager"))

@@ -197,7 +197,7 @@ func addControllerManagerFlags(fs *pflag.FlagSet, o *controllermanager.Options) 
 	fs.StringVar(&o.SecureAddress, "controller-manager-address", o.SecureAddress, "HTTPS address of the controller manager's health and metrics")
 	fs.BoolVar(&o.UseServiceAccountCredentials, "use-service-account-credentials", o.UseServiceAccountCredentials, "run each controller with its own service account")
 	fs.StringSliceVar(&o.LoadBalancerCIDRs, "loadbalancer-cidr", o.LoadBalancerCIDRs, "pool LoadBalancer Services take addresses from (repeatable; more in loadBalancerPools of kube-system/skiff-bgp)")
-	fs.StringVar(&o.ClusterDNS, "cluster-dns-address", o.ClusterDNS, "address of the cluster DNS Service kube-system/kube-dns, answered by every agent (empty: no such Service)")
+	fs.StringVar(&o.ClusterDNS, "cluster-dns-address", o.ClusterDNS, "address of the cluster DNS Service kube-system/kube-dns, answered by every agent (empty: no such Service); left at the default with a --service-cidr that does not hold it, the tenth address of the first range (fd00:10:96::a)")
 }
 
 func addSchedulerFlags(fs *pflag.FlagSet, o *scheduler.Options) {
