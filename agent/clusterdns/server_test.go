@@ -3,6 +3,7 @@ package clusterdns
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -28,7 +29,13 @@ func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
 // and NXDOMAIN for names beginning with "nx", and counts what it is asked.
 func upstream(t *testing.T) (addr string, asked *atomic.Int32) {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	return upstreamOn(t, "127.0.0.1:0")
+}
+
+// upstreamOn is upstream listening on listen.
+func upstreamOn(t *testing.T, listen string) (addr string, asked *atomic.Int32) {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", listen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,14 +266,68 @@ func TestCache(t *testing.T) {
 
 func TestUpstreams(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "resolv.conf")
-	if err := os.WriteFile(f, []byte("search example.com\nnameserver 192.0.2.53\nnameserver 10.0.0.5\noptions ndots:2\n"), 0o644); err != nil {
+	if err := os.WriteFile(f, []byte("search example.com\nnameserver 192.0.2.53\nnameserver 10.0.0.5\nnameserver 2001:db8::53\noptions ndots:2\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	got, err := Upstreams(f, "10.0.0.5:53")
-	if err != nil || strings.Join(got, ",") != "192.0.2.53:53" {
+	if err != nil || strings.Join(got, ",") != "192.0.2.53:53,[2001:db8::53]:53" {
 		t.Errorf("Upstreams: %v %v", got, err)
 	}
 	if _, err := Upstreams(filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Error("a missing resolv.conf read")
+	}
+}
+
+// TestServerOverIPv6: an IPv6-only node's cluster DNS listens on its IPv6 address, answers AAAA
+// for an IPv6 Service, and forwards other names to an IPv6 upstream resolver.
+func TestServerOverIPv6(t *testing.T) {
+	up, asked := upstreamOn(t, "[::1]:0")
+	client := fake.NewSimpleClientset(service("default", "web", "fd00:10:96::20", corev1.ServicePort{Name: "http", Port: 80}))
+	l, err := net.ListenPacket("udp", "[::1]:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.LocalAddr().String()
+	l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	shared := sharedinformers.NewShared(ctx, client)
+	listening := make(chan string, 1)
+	s := New(Options{Domain: "cluster.local", Listen: addr, Forwarder: NewForwarder([]string{up}, 100),
+		Informers: Informers{Services: shared.Core().V1().Services(), EndpointSlices: shared.Discovery().V1().EndpointSlices(),
+			Pods: shared.Core().V1().Pods(), Start: shared.Start},
+		Listening: func(a string) { listening <- a }}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, client) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	select {
+	case a := <-listening:
+		if a != addr {
+			t.Errorf("published %s, want %s", a, addr)
+		}
+	case err := <-done:
+		t.Fatal(err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("not listening")
+	}
+	for _, network := range []string{"udp", "tcp"} {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			r := query(t, network, addr, "web.default.svc.cluster.local.", dns.TypeAAAA, 0)
+			if rdata(r.Answer) == "AAAA fd00:10:96::20" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: web AAAA: %v", network, r)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if r := query(t, "udp", addr, "www.example.com.", dns.TypeA, 0); rdata(r.Answer) != "A 192.0.2.1" || asked.Load() != 1 {
+		t.Errorf("forwarded over IPv6: %v (upstream asked %d times)", r, asked.Load())
 	}
 }
