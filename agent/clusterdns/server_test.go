@@ -3,7 +3,6 @@ package clusterdns
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -106,28 +105,7 @@ func TestServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := freeAddr(t)
-	listening := make(chan string, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	shared := sharedinformers.NewShared(ctx, client)
-	s := New(Options{Domain: "cluster.local", Listen: addr, Forwarder: NewForwarder([]string{up}, 100),
-		Informers: Informers{Services: shared.Core().V1().Services(), EndpointSlices: shared.Discovery().V1().EndpointSlices(),
-			Pods: shared.Core().V1().Pods(), Start: shared.Start},
-		Listening: func(a string) { listening <- a }}, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx, client) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	select {
-	case <-listening:
-	case err := <-done:
-		t.Fatal(err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("not listening")
-	}
+	ctx, s := runServer(t, client, addr, up)
 
 	for _, network := range []string{"udp", "tcp"} {
 		r := query(t, network, addr, "web.default.svc.cluster.local.", dns.TypeA, 0)
@@ -205,6 +183,38 @@ func TestServer(t *testing.T) {
 	if r := query(t, "udp", addr, "web.default.svc.cluster.local.", dns.TypeA, 0); len(r.Answer) != 1 {
 		t.Error("a garbage packet stopped the server")
 	}
+}
+
+// runServer runs a cluster DNS server on addr, forwarding to up, until the test ends (a
+// failure of Run fails the test), and returns once it listens.
+func runServer(t *testing.T, client *fake.Clientset, addr, up string) (context.Context, *Server) {
+	t.Helper()
+	listening := make(chan string, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	shared := sharedinformers.NewShared(ctx, client)
+	s := New(Options{Domain: "cluster.local", Listen: addr, Forwarder: NewForwarder([]string{up}, 100),
+		Informers: Informers{Services: shared.Core().V1().Services(), EndpointSlices: shared.Discovery().V1().EndpointSlices(),
+			Pods: shared.Core().V1().Pods(), Start: shared.Start},
+		Listening: func(a string) { listening <- a }}, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, client) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	select {
+	case a := <-listening:
+		if a != addr {
+			t.Errorf("published %s, want %s", a, addr)
+		}
+	case err := <-done:
+		t.Fatal(err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("not listening")
+	}
+	return ctx, s
 }
 
 func TestServerWithoutUpstream(t *testing.T) {
@@ -289,31 +299,7 @@ func TestServerOverIPv6(t *testing.T) {
 	}
 	addr := l.LocalAddr().String()
 	l.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	shared := sharedinformers.NewShared(ctx, client)
-	listening := make(chan string, 1)
-	s := New(Options{Domain: "cluster.local", Listen: addr, Forwarder: NewForwarder([]string{up}, 100),
-		Informers: Informers{Services: shared.Core().V1().Services(), EndpointSlices: shared.Discovery().V1().EndpointSlices(),
-			Pods: shared.Core().V1().Pods(), Start: shared.Start},
-		Listening: func(a string) { listening <- a }}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx, client) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	select {
-	case a := <-listening:
-		if a != addr {
-			t.Errorf("published %s, want %s", a, addr)
-		}
-	case err := <-done:
-		t.Fatal(err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("not listening")
-	}
+	runServer(t, client, addr, up)
 	for _, network := range []string{"udp", "tcp"} {
 		deadline := time.Now().Add(5 * time.Second)
 		for {
