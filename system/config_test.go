@@ -166,6 +166,16 @@ func TestServerOptions(t *testing.T) {
 	if _, _, err := (Server{BindAddress: "everywhere"}).Plan(false); err == nil || !strings.Contains(err.Error(), "--bind-address") {
 		t.Errorf("bad bind address: %v", err)
 	}
+	// IPv6-first or IPv6-only: the advertised address is IPv6, by default this machine's.
+	v6 := DefaultServer()
+	v6.ServiceCIDR = "fd00:10:96::/108,10.96.0.0/12"
+	if b, o, err := v6.Plan(false); err != nil || o.AdvertiseAddress.To4() != nil || b.ServiceIP.String() != "fd00:10:96::1" {
+		t.Errorf("IPv6-first: advertising %v, kubernetes Service %v, %v", o.AdvertiseAddress, b.ServiceIP, err)
+	}
+	v6.AdvertiseAddress = "192.0.2.9"
+	if _, _, err := v6.Plan(false); err == nil || err.Error() != "--advertise-address 192.0.2.9 and the first --service-cidr fd00:10:96::/108 are of different IP families: the kubernetes Service takes the first range's family, and its endpoint is the advertised address" {
+		t.Errorf("an IPv4 address advertised for an IPv6-first cluster: %v", err)
+	}
 	opts, err := Server{DataDir: "/d", Agent: Agent{NodeName: "m"}}.serverAgent()
 	// The role label is the API server's to set (NodeRestriction refuses it from the node).
 	_, role := opts.Labels["node-role.kubernetes.io/control-plane"]

@@ -79,15 +79,23 @@ func (s Server) Plan(withNode bool) (bootstrap.Server, apiserver.Options, error)
 	if o.BindAddress, err = ParseIP("--bind-address", s.BindAddress); err != nil {
 		return b, o, err
 	}
-	o.AdvertiseAddress = hostaddr.First()
+	ipRanges, err := allocator.ParseServiceCIDRs(s.ServiceCIDR)
+	if err != nil {
+		return b, o, fmt.Errorf("--service-cidr: %w", err)
+	}
+	// The kubernetes Service is of the primary (first) Service range's family, and its one
+	// endpoint is the advertised address, so both are of one family, as kube-apiserver
+	// requires: by default this machine's first address of that family.
+	primaryV6 := ipRanges[0].Prefix().Addr().Is6()
+	o.AdvertiseAddress = hostaddr.FirstOf(primaryV6)
 	if s.AdvertiseAddress != "" {
 		if o.AdvertiseAddress, err = ParseIP("--advertise-address", s.AdvertiseAddress); err != nil {
 			return b, o, err
 		}
-	}
-	ipRanges, err := allocator.ParseServiceCIDRs(s.ServiceCIDR)
-	if err != nil {
-		return b, o, fmt.Errorf("--service-cidr: %w", err)
+		if (o.AdvertiseAddress.To4() == nil) != primaryV6 {
+			return b, o, fmt.Errorf("--advertise-address %s and the first --service-cidr %s are of different IP families: the kubernetes Service takes the first range's family, and its endpoint is the advertised address",
+				s.AdvertiseAddress, ipRanges[0].Prefix())
+		}
 	}
 	b.ServiceIP = net.ParseIP(ipRanges[0].First()) // the kubernetes Service's address, in the primary family
 	b.APIServerIPs = []net.IP{o.AdvertiseAddress}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -266,5 +267,59 @@ func TestSingleStackServicesRefuseDualStack(t *testing.T) {
 	if _, err := svcs.Create(ctx, dualSvc("six", nil, corev1.IPv6Protocol), metav1.CreateOptions{}); !apierrors.IsInvalid(err) ||
 		!strings.Contains(err.Error(), "spec.ipFamilies[0]: Invalid value: \"IPv6\": not configured on this cluster") {
 		t.Errorf("IPv6 on an IPv4 cluster: %v", err)
+	}
+}
+
+// TestIPv6FirstServices runs a dual-stack server whose first (primary) ranges are IPv6's, as
+// upstream allows: Services are IPv6 by default and IPv6 first when dual-stack, the kubernetes
+// Service and its EndpointSlice are IPv6 (the advertised address must be: an IPv4 one is
+// refused at start with a message naming both flags), the cluster DNS Service takes the tenth
+// address of the IPv6 range, and nodes get their IPv6 block first.
+func TestIPv6FirstServices(t *testing.T) {
+	refusedCtx, stop := context.WithTimeout(context.Background(), time.Minute)
+	defer stop()
+	out, err := exec.CommandContext(refusedCtx, framework.Binary(t), "server", "--disable-agent", "--data-dir", t.TempDir(),
+		"--advertise-address", "127.0.0.1", "--service-cidr", "fd00:10:96::/108,10.96.0.0/16").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--advertise-address 127.0.0.1 and the first --service-cidr fd00:10:96::/108 are of different IP families") {
+		t.Errorf("an IPv4 advertised address for an IPv6-first cluster: %v\n%s", err, out)
+	}
+	s := framework.StartServer(t, "--advertise-address", "::1", "--bind-address", "::",
+		"--service-cidr", "fd00:10:96::/108,10.96.0.0/16", "--cluster-cidr", "fd00:10:244::/56,10.244.0.0/16")
+	client := s.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	svc, err := client.CoreV1().Services("default").Create(ctx, dualSvc("web", nil), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(svc.Spec.IPFamilies) != 1 || svc.Spec.IPFamilies[0] != corev1.IPv6Protocol || !strings.HasPrefix(svc.Spec.ClusterIP, "fd00:10:96::") {
+		t.Errorf("a Service by default: %v %v, want IPv6", svc.Spec.IPFamilies, svc.Spec.ClusterIPs)
+	}
+	both, err := client.CoreV1().Services("default").Create(ctx, dualSvc("both", ptr.To(corev1.IPFamilyPolicyPreferDualStack)), metav1.CreateOptions{})
+	if err != nil || len(both.Spec.ClusterIPs) != 2 || !strings.HasPrefix(both.Spec.ClusterIPs[0], "fd00:10:96::") || !strings.HasPrefix(both.Spec.ClusterIPs[1], "10.96.") {
+		t.Errorf("PreferDualStack: %v %v, want IPv6 first", both.Spec.ClusterIPs, err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		k, err1 := client.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+		slice, err2 := client.DiscoveryV1().EndpointSlices("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+		dns, err3 := client.CoreV1().Services("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{})
+		return err1 == nil && err2 == nil && err3 == nil && k.Spec.ClusterIP == "fd00:10:96::1" && slice.AddressType == "IPv6" &&
+			len(slice.Endpoints) == 1 && slice.Endpoints[0].Addresses[0] == "::1" && dns.Spec.ClusterIP == "fd00:10:96::a", nil
+	})
+	if err != nil {
+		k, _ := client.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+		slice, _ := client.DiscoveryV1().EndpointSlices("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+		dns, _ := client.CoreV1().Services("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{})
+		t.Fatalf("kubernetes Service %v, its EndpointSlice %v, kube-dns %v: want fd00:10:96::1, IPv6 [::1], fd00:10:96::a", k, slice, dns)
+	}
+	if _, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		n, err := client.CoreV1().Nodes().Get(ctx, "n", metav1.GetOptions{})
+		return err == nil && len(n.Spec.PodCIDRs) == 2 && strings.HasPrefix(n.Spec.PodCIDRs[0], "fd00:10:244:") && n.Spec.PodCIDR == n.Spec.PodCIDRs[0], nil
+	})
+	if err != nil {
+		t.Errorf("the node's blocks, IPv6 first: %v", err)
 	}
 }
