@@ -37,30 +37,7 @@ func TestLabDualStackBIRD(t *testing.T) { runDualStack(t, "e2edbird", "bird") }
 func runDualStack(t *testing.T, name, tor string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	framework.AgentArtifacts(t)
-	l := &lab{t: t, name: name, bin: framework.Binary(t), ctx: ctx}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, f := range []string{"master.log", "node1.log", "node2.log"} {
-				b, _ := os.ReadFile(filepath.Join(skifflab.Root, name, f))
-				if len(b) > 3000 {
-					b = b[len(b)-3000:]
-				}
-				t.Logf("--- %s\n%s", f, b)
-			}
-		}
-		if out, err := exec.Command(l.bin, "lab", "down", "--name", name).CombinedOutput(); err != nil {
-			t.Errorf("skiff lab down: %v\n%s", err, out)
-		}
-	})
-	l.skiff("up", "--nodes", "2", "--tor", tor, "--ip-family", "dual", "--timeout", "3m")
-	cfg, err := clientcmd.BuildConfigFromFlags("", skifflab.Kubeconfig(name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l.client, err = kubernetes.NewForConfig(cfg); err != nil {
-		t.Fatal(err)
-	}
+	l := familyLab(ctx, t, name, tor, "dual")
 
 	// Every node: an InternalIP and a pod block per family, IPv4 first.
 	nodes, err := l.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
@@ -93,17 +70,7 @@ func runDualStack(t *testing.T, name, tor string) {
 	}
 
 	// Every node routes every other node's IPv6 block through that node's IPv6 address.
-	for _, host := range []string{"master", "node1", "node2"} {
-		framework.Eventually(t, 60*time.Second, host+"'s IPv6 routes", func() (bool, string) {
-			out, _ := l.in(host, "ip", "-6", "route")
-			for other, p := range blocks {
-				if other != host && !regexp.MustCompile(regexp.QuoteMeta(p.String())+` via 2001:2::\d+ dev eth0 proto bgp`).MatchString(out) {
-					return false, out
-				}
-			}
-			return true, ""
-		})
-	}
+	l.routesVia6(blocks)
 	// skiff bgp routes shows both tables.
 	if out, err := l.in("node1", l.bin, "bgp", "routes"); err != nil || !strings.Contains(out, blocks["node2"].String()) || !strings.Contains(out, "10.244.") {
 		t.Errorf("skiff bgp routes on node1 lacks node2's IPv6 block %s or the IPv4 blocks: %v\n%s", blocks["node2"], err, out)
@@ -176,6 +143,55 @@ func runDualStack(t *testing.T, name, tor string) {
 	// ToR): p1 pings p2's IPv6 address every 50 ms through node2's agent restart.
 	pingFromPod(t, l, p1, ip2, "node2", true)
 	l.kubectl("delete", "pod", "p1", "p2", "--wait=false")
+}
+
+// familyLab brings up a 2-worker lab of an IP family (`skiff lab up --ip-family`) with tor
+// as its router, and a client of it; at the end of the test it logs the tails of the nodes'
+// logs if the test failed and takes the lab down.
+func familyLab(ctx context.Context, t *testing.T, name, tor, family string) *lab {
+	t.Helper()
+	framework.AgentArtifacts(t)
+	l := &lab{t: t, name: name, bin: framework.Binary(t), ctx: ctx}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, f := range []string{"master.log", "node1.log", "node2.log"} {
+				b, _ := os.ReadFile(filepath.Join(skifflab.Root, name, f))
+				if len(b) > 3000 {
+					b = b[len(b)-3000:]
+				}
+				t.Logf("--- %s\n%s", f, b)
+			}
+		}
+		if out, err := exec.Command(l.bin, "lab", "down", "--name", name).CombinedOutput(); err != nil {
+			t.Errorf("skiff lab down: %v\n%s", err, out)
+		}
+	})
+	l.skiff("up", "--nodes", "2", "--tor", tor, "--ip-family", family, "--timeout", "3m")
+	cfg, err := clientcmd.BuildConfigFromFlags("", skifflab.Kubeconfig(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.client, err = kubernetes.NewForConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// routesVia6 waits until every node routes every other node's IPv6 block (blocks, by role)
+// through that node's IPv6 address, learned by BGP.
+func (l *lab) routesVia6(blocks map[string]netip.Prefix) {
+	l.t.Helper()
+	for _, host := range []string{"master", "node1", "node2"} {
+		framework.Eventually(l.t, 60*time.Second, host+"'s IPv6 routes", func() (bool, string) {
+			out, _ := l.in(host, "ip", "-6", "route")
+			for other, p := range blocks {
+				if other != host && !regexp.MustCompile(regexp.QuoteMeta(p.String())+` via 2001:2::\d+ dev eth0 proto bgp`).MatchString(out) {
+					return false, out
+				}
+			}
+			return true, ""
+		})
+	}
 }
 
 // dualStackService puts p1 (ip1) and p2 (ip2) behind a RequireDualStack LoadBalancer Service and

@@ -14,7 +14,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	skifflab "github.com/skiff-sh/skiff/lab"
@@ -34,32 +33,13 @@ func TestLabIPv6Only(t *testing.T) {
 	const name = "e2e6only"
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	framework.AgentArtifacts(t)
-	l := &lab{t: t, name: name, bin: framework.Binary(t), ctx: ctx}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, f := range []string{"master.log", "node1.log", "node2.log"} {
-				b, _ := os.ReadFile(filepath.Join(skifflab.Root, name, f))
-				if len(b) > 3000 {
-					b = b[len(b)-3000:]
-				}
-				t.Logf("--- %s\n%s", f, b)
-			}
-		}
-		if out, err := exec.Command(l.bin, "lab", "down", "--name", name).CombinedOutput(); err != nil {
-			t.Errorf("skiff lab down: %v\n%s", err, out)
-		}
-	})
-	l.skiff("up", "--nodes", "2", "--tor", "bird", "--ip-family", "ipv6", "--timeout", "3m")
+	l := familyLab(ctx, t, name, "bird", "ipv6")
 	cfg, err := clientcmd.BuildConfigFromFlags("", skifflab.Kubeconfig(name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(cfg.Host, "https://[2001:2:0:ffff::2]") {
 		t.Errorf("the host's kubeconfig names the server %s, want the host link's IPv6 end", cfg.Host)
-	}
-	if l.client, err = kubernetes.NewForConfig(cfg); err != nil {
-		t.Fatal(err)
 	}
 
 	// Every node: one InternalIP and one pod block, both IPv6.
@@ -92,16 +72,8 @@ func TestLabIPv6Only(t *testing.T) {
 		if out, _ := l.in(host, "ip", "-4", "addr", "show", "dev", "eth0"); strings.Contains(out, "inet ") {
 			t.Errorf("%s has an IPv4 address on the fabric:\n%s", host, out)
 		}
-		framework.Eventually(t, 60*time.Second, host+"'s routes", func() (bool, string) {
-			out, _ := l.in(host, "ip", "-6", "route")
-			for other, p := range blocks {
-				if other != host && !regexp.MustCompile(regexp.QuoteMeta(p.String())+` via 2001:2::\d+ dev eth0 proto bgp`).MatchString(out) {
-					return false, out
-				}
-			}
-			return true, ""
-		})
 	}
+	l.routesVia6(blocks)
 	// The session to the ToR is an IPv6 one (skiff bgp peers), and the ToR installed the blocks.
 	if out, err := l.in("node1", l.bin, "bgp", "peers"); err != nil || !regexp.MustCompile(`2001:2::fe\s+64512\s+ESTABLISHED`).MatchString(out) {
 		t.Errorf("skiff bgp peers on node1: want an Established session with 2001:2::fe: %v\n%s", err, out)

@@ -1298,11 +1298,6 @@ func pingFromPod(t *testing.T, l *lab, src *corev1.Pod, dst, restarted string, w
 	const count, interval = 300, 50 * time.Millisecond
 	ping := exec.CommandContext(l.ctx, "nsenter", fmt.Sprintf("--net=/proc/%d/ns/net", pid), "--", "ping", "-n", "-O", "-D",
 		"-i", fmt.Sprintf("%.2f", interval.Seconds()), "-c", fmt.Sprint(count), "-w", "60", dst)
-	out := &strings.Builder{}
-	ping.Stdout, ping.Stderr = out, out
-	if err := ping.Start(); err != nil {
-		t.Fatal(err)
-	}
 	watched := []string{"node1", "node2"}
 	if withTor {
 		watched = append(watched, "tor")
@@ -1320,11 +1315,13 @@ func pingFromPod(t *testing.T, l *lab, src *corev1.Pod, dst, restarted string, w
 	}
 	// The restarted node's OPEN to the ToR, decoded by tcpdump: it must say the node is
 	// restarting with its forwarding state preserved (RFC 4724's R and F bits), which is
-	// what keeps BIRD and FRR from dropping its routes at the OPEN.
+	// what keeps BIRD and FRR from dropping its routes at the OPEN. The OPEN is addressed to
+	// the ToR, so tcpdump needs no promiscuous mode (-p): turning it on reconfigures the
+	// bridge the pings cross, and a ping in flight then was lost (seen twice, one of them in CI).
 	var opens *strings.Builder
 	if withTor {
 		addr := l.nodeAddress(restarted)
-		capture := exec.CommandContext(l.ctx, "nsenter", "--net=/run/netns/"+l.name+"-tor", "--", "tcpdump", "-i", "fabric", "-nn", "-vvv", "-l",
+		capture := exec.CommandContext(l.ctx, "nsenter", "--net=/run/netns/"+l.name+"-tor", "--", "tcpdump", "-p", "-i", "fabric", "-nn", "-vvv", "-l",
 			fmt.Sprintf("tcp port 179 and src host %s", addr))
 		opens = &strings.Builder{}
 		capture.Stdout = opens
@@ -1332,6 +1329,13 @@ func pingFromPod(t *testing.T, l *lab, src *corev1.Pod, dst, restarted string, w
 			t.Fatal(err)
 		}
 		defer func() { _ = capture.Process.Kill(); _ = capture.Wait() }()
+	}
+	// The watchers first: the ping counts from its first packet.
+	time.Sleep(500 * time.Millisecond)
+	out := &strings.Builder{}
+	ping.Stdout, ping.Stderr = out, out
+	if err := ping.Start(); err != nil {
+		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second)
 	l.skiff("restart-agent", restarted)
