@@ -132,12 +132,7 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options, log *slog.
 			}
 		}
 	}()
-	var nodeAddrs []netip.Addr
-	for _, a := range []netip.Addr{o.Node.IP, o.Node.IP6} {
-		if a.IsValid() {
-			nodeAddrs = append(nodeAddrs, a)
-		}
-	}
+	nodeAddrs := o.Node.Addrs()
 	health := newHealthServer(nodeAddrs, log)
 	defer health.Close(ctx)
 	log.Info("service proxy running", "pins", o.PinDir, "cgroup", o.CgroupPath, "nodePortUplink", o.Uplink)

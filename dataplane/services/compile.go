@@ -61,8 +61,8 @@ type Node struct {
 	IP6 netip.Addr
 }
 
-// addrs are the node's addresses, IPv4 first.
-func (n Node) addrs() []netip.Addr {
+// Addrs are the node's addresses, IPv4 first.
+func (n Node) Addrs() []netip.Addr {
 	var out []netip.Addr
 	if n.IP.Is4() {
 		out = append(out, n.IP)
@@ -325,7 +325,7 @@ func compileService(svc *corev1.Service, slicesOf []*discoveryv1.EndpointSlice, 
 	// single-stack Service has no endpoints of the other).
 	if svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
 		local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
-		for _, nodeIP := range node.addrs() {
+		for _, nodeIP := range node.Addrs() {
 			if !hasFamily(svc, nodeIP) {
 				continue
 			}
