@@ -2,10 +2,12 @@ package system
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -57,6 +59,11 @@ type Server struct {
 	// IdleGCPercent is the garbage collector's target while the server is idle (see
 	// internal/gctune; 0: Go's default always).
 	IdleGCPercent int
+	// ClusterInit (k3s's flag) starts a cluster that further servers join: the embedded
+	// member listens for peers on the advertised address. JoinServer (--server) is a running
+	// server of the cluster to join, with Token its join token.
+	ClusterInit bool
+	JoinServer  string
 }
 
 // ControlPlaneTaint keeps ordinary pods off the server's own node, as kubeadm's.
@@ -75,6 +82,14 @@ func (s Server) Plan(withNode bool) (bootstrap.Server, apiserver.Options, error)
 	}
 	b := bootstrap.Server{Dirs: layout.Server{Dir: s.DataDir}, Token: s.Token, EmbeddedEtcd: len(s.EtcdServers) == 0,
 		SecretsEncryption: s.SecretsEncryption && s.EncryptionProviderConfig == ""}
+	if s.JoinServer != "" && s.ClusterInit {
+		return b, o, errors.New("--cluster-init starts a new cluster and --server joins one: give one of them")
+	}
+	if s.JoinServer != "" {
+		if u, err := url.Parse(s.JoinServer); err != nil || u.Scheme != "https" || u.Host == "" {
+			return b, o, fmt.Errorf("--server %q: want https://<address>:<port> of a running server", s.JoinServer)
+		}
+	}
 	var err error
 	if o.BindAddress, err = ParseIP("--bind-address", s.BindAddress); err != nil {
 		return b, o, err
@@ -98,6 +113,12 @@ func (s Server) Plan(withNode bool) (bootstrap.Server, apiserver.Options, error)
 		}
 	}
 	b.ServiceIP = net.ParseIP(ipRanges[0].First()) // the kubernetes Service's address, in the primary family
+	// The embedded member is named after the server's node; with peers, it meets them on the
+	// advertised address, which its peer certificate then names.
+	o.EtcdCluster = apiserver.EtcdCluster{Clustered: s.clustered(), PeerHost: o.AdvertiseAddress.String(), Name: s.Agent.NodeName}
+	if o.EtcdCluster.Clustered {
+		b.EtcdPeerIPs = []net.IP{o.AdvertiseAddress}
+	}
 	b.APIServerIPs = []net.IP{o.AdvertiseAddress}
 	for _, san := range s.TLSSANs {
 		if ip := net.ParseIP(san); ip != nil {
@@ -166,10 +187,23 @@ func RunServer(ctx context.Context, s Server, all bool, log *slog.Logger) error 
 	if err != nil {
 		return err
 	}
+	// A server joining a cluster first receives the files every server shares.
+	if s.JoinServer != "" {
+		if err := s.joinCluster(ctx, &o, log); err != nil {
+			return err
+		}
+		plan.Token = s.Token
+	}
 	// Every file first: nothing runs until the PKI, kubeconfigs and token are there.
+	plan.Issued = func(cert, reason string) { log.Info("certificate issued", "cert", cert, "why", reason) }
 	files, err := bootstrap.PrepareServer(plan, time.Now())
 	if err != nil {
 		return err
+	}
+	if o.EtcdCluster.Clustered {
+		if err := recordPeerURL(plan.Dirs, o.EtcdCluster.PeerURL(o.EtcdPeerPort)); err != nil {
+			return err
+		}
 	}
 	o.JoinToken = files.Join.Token
 	if files.EncryptionConfig != "" {

@@ -160,6 +160,13 @@ type permanent struct{ error }
 
 func (p permanent) Unwrap() error { return p.error }
 
+// Permanent says whether err (of FetchCA) is one that retrying cannot fix: a CA that does not
+// match the pin, or a server that does not prove it holds a certificate of it.
+func Permanent(err error) bool {
+	var p permanent
+	return errors.As(err, &p)
+}
+
 // transient says whether err may pass by itself: the server not listening or not ready yet,
 // not yet knowing the bootstrap token (401), or refusing it (403) because its RBAC policy is
 // still being loaded — a server's first second, as with kube-apiserver, whose kubelets retry

@@ -79,7 +79,8 @@ func newRoot() *cobra.Command {
 
 func serverCommand(use, short string) *cobra.Command {
 	f := system.DefaultServer()
-	var logLevel string
+	var logLevel, resetFrom string
+	var reset bool
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
@@ -87,6 +88,9 @@ func serverCommand(use, short string) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if reset {
+				return system.ResetCluster(ctx, f, resetFrom, newLogger(logLevel))
+			}
 			return system.RunServer(ctx, f, use == "server", newLogger(logLevel))
 		},
 	}
@@ -99,7 +103,7 @@ func serverCommand(use, short string) *cobra.Command {
 	fs.StringVar(&f.BindAddress, "bind-address", f.BindAddress, "address the API server listens on")
 	fs.StringVar(&f.AdvertiseAddress, "advertise-address", f.AdvertiseAddress, "address other components reach the API server at (default: first non-loopback address)")
 	fs.StringSliceVar(&f.TLSSANs, "tls-san", f.TLSSANs, "extra IP addresses or DNS names for the API server certificate")
-	fs.StringVar(&f.Token, "token", f.Token, "node-join bootstrap token <id>.<secret> ([a-z0-9]{6}.[a-z0-9]{16}) instead of a random one; written with the CA pin to <data-dir>/token")
+	fs.StringVar(&f.Token, "token", f.Token, "join token <id>.<secret> ([a-z0-9]{6}.[a-z0-9]{16}) instead of a random one, or with --server the cluster's K10<CA hash>::<id>.<secret>; written with the CA pin to <data-dir>/token")
 	fs.IntVar(&f.SecurePort, "secure-port", f.SecurePort, "HTTPS port of the API server")
 	fs.StringVar(&f.ServiceCIDR, "service-cidr", f.ServiceCIDR, "range ClusterIPs are allocated from; an IPv4 and an IPv6 range, comma-separated, serve dual-stack Services (the first is the primary family)")
 	fs.StringVar(&f.NodePortRange, "service-node-port-range", f.NodePortRange, "range NodePorts are allocated from")
@@ -113,6 +117,10 @@ func serverCommand(use, short string) *cobra.Command {
 	fs.DurationVar(&f.Compaction, "etcd-compaction-interval", f.Compaction, "how often the API server compacts etcd")
 	fs.DurationVar(&f.MetricResolution, "metric-resolution", f.MetricResolution, "how often node agents are read for metrics.k8s.io (kubectl top, HPAs), as metrics-server's flag")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&f.ClusterInit, "cluster-init", f.ClusterInit, "start a cluster that further servers join with --server (HA with embedded etcd: the member meets its peers on the advertised address)")
+	fs.StringVar(&f.JoinServer, "server", f.JoinServer, "join the cluster of this running server (https://ADDRESS:6443) with --token: its etcd as a member, its CAs and keys")
+	fs.BoolVar(&reset, "cluster-reset", false, "make this server's embedded etcd member the only one of a new cluster, keeping its data, then stop (after quorum is lost)")
+	fs.StringVar(&resetFrom, "cluster-reset-restore-path", "", "with --cluster-reset: a snapshot to restore as the one member's data instead")
 	addIdleGCFlag(fs, &f.IdleGCPercent)
 	if use == "server" {
 		fs.BoolVar(&f.DisableAgent, "disable-agent", f.DisableAgent, "do not run a node agent beside the control plane")

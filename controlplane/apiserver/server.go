@@ -70,6 +70,7 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/pki"
 	"github.com/skiff-sh/skiff/controlplane/registry"
 	"github.com/skiff-sh/skiff/controlplane/scheme"
+	"github.com/skiff-sh/skiff/controlplane/serverjoin"
 	"github.com/skiff-sh/skiff/controlplane/serviceaccount"
 	"github.com/skiff-sh/skiff/controlplane/storage"
 	"github.com/skiff-sh/skiff/internal/bootstraptoken"
@@ -99,6 +100,9 @@ type Options struct {
 	EtcdCAFile, EtcdCertFile, EtcdKeyFile string
 	// EtcdClientPort, EtcdPeerPort and EtcdMetricsPort are the embedded member's ports.
 	EtcdClientPort, EtcdPeerPort, EtcdMetricsPort int
+	// EtcdCluster is the embedded member's place in a cluster of servers (HA with embedded
+	// etcd); its zero value is a server alone, its peers on loopback.
+	EtcdCluster EtcdCluster
 	// CompactionInterval is how often the API server compacts etcd (5m as upstream).
 	CompactionInterval time.Duration
 	// ServiceAccountIssuer is the iss claim of service-account tokens.
@@ -118,6 +122,30 @@ type Options struct {
 	// MetricResolution is how often node agents are scraped for metrics.k8s.io
 	// (metrics-server's --metric-resolution; 15s when zero).
 	MetricResolution time.Duration
+}
+
+// EtcdCluster is how the embedded member takes part in a cluster of servers.
+type EtcdCluster struct {
+	// Clustered (--cluster-init, or joined with --server) listens for peers on PeerHost
+	// (the advertised address), answers joining servers and runs the member controller.
+	Clustered bool
+	PeerHost  string
+	// Name is the member's name, the server's node name.
+	Name string
+	// InitialCluster and Join start a member that a running server has just added
+	// (serverjoin); ForceNewCluster is --cluster-reset.
+	InitialCluster  string
+	Join            bool
+	ForceNewCluster bool
+}
+
+// PeerURL is the member's peer URL for its peer port.
+func (c EtcdCluster) PeerURL(port int) string {
+	host := "127.0.0.1"
+	if c.Clustered && c.PeerHost != "" {
+		host = c.PeerHost
+	}
+	return "https://" + net.JoinHostPort(host, strconv.Itoa(port))
 }
 
 // Run starts etcd (if embedded) and the API server, and serves until ctx ends.
@@ -147,14 +175,19 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	// An embedded etcd that fails ends the server with its error: serving on without the
 	// store would only answer 500s.
 	var etcdErr <-chan error
-	if len(servers) == 0 {
+	embedded := len(servers) == 0
+	if embedded {
 		e, err := etcd.Start(ctx, etcd.Options{
 			DataDir:    dirs.Etcd(),
 			LogFile:    dirs.EtcdLog(),
+			Name:       o.EtcdCluster.Name,
 			ClientURL:  fmt.Sprintf("https://127.0.0.1:%d", o.EtcdClientPort),
-			PeerURL:    fmt.Sprintf("https://127.0.0.1:%d", o.EtcdPeerPort),
+			PeerURL:    o.EtcdCluster.PeerURL(o.EtcdPeerPort),
 			MetricsURL: fmt.Sprintf("http://127.0.0.1:%d", o.EtcdMetricsPort),
 			PKI:        certs,
+
+			InitialCluster: o.EtcdCluster.InitialCluster, Join: o.EtcdCluster.Join,
+			ForceNewCluster: o.EtcdCluster.ForceNewCluster,
 		}, log)
 		if err != nil {
 			return err
@@ -170,11 +203,30 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return err
 	}
 	defer releaseEtcdClient()
+	joins := serverjoin.Handler{Token: o.JoinToken, Dirs: dirs, ServiceCIDR: o.ServiceCIDR,
+		SecretsEncryption: o.EncryptionProviderConfig != "" && o.EncryptionProviderConfig == dirs.EncryptionConfig()}
+	if embedded {
+		if !o.EtcdCluster.Clustered {
+			joins.Refuse = "this server's embedded etcd runs alone: restart it with --cluster-init to let servers join"
+		} else {
+			joins.Members = etcdClient.Cluster
+			// A server that ran alone advertised its peers on loopback: now they are reachable.
+			if updated, err := etcd.AdvertisePeerURL(ctx, etcdClient.Cluster, o.EtcdCluster.Name, o.EtcdCluster.PeerURL(o.EtcdPeerPort)); err != nil {
+				return err
+			} else if updated {
+				log.Info("etcd member now advertises its peer URL on the cluster's network", "peer", o.EtcdCluster.PeerURL(o.EtcdPeerPort))
+			}
+		}
+	}
 
-	agg, az, scraper, err := newServer(o, log, certs, etcdTLS, etcdClient, ipRanges, portRange)
+	agg, az, scraper, err := newServer(o, log, certs, etcdTLS, etcdClient, ipRanges, portRange, joins)
 	if err != nil {
 		return err
 	}
+	// The server runs until ctx ends or one of its parts fails (the embedded etcd, the member
+	// controller), with that part's error.
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	// Hooks go on the outermost server, the aggregator: it runs its delegates' hooks as they
 	// were when it was built, and only its own after that.
 	srv := agg.GenericAPIServer
@@ -214,6 +266,14 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			return fmt.Errorf("bootstrap objects: %w", err)
 		}
 		go b.run(ctx) // hc ends when the hooks have run; the loop lives as long as the server
+		if joins.Members != nil {
+			members := etcd.MemberController{Members: joins.Members, Self: o.EtcdCluster.Name, Log: log.With("component", "etcd-members")}
+			go func() {
+				if err := members.Run(ctx, client); err != nil {
+					cancel(fmt.Errorf("etcd member controller: %w", err))
+				}
+			}()
+		}
 		if o.NodeName != "" {
 			go b.markControlPlane(ctx, o.NodeName)
 		}
@@ -224,8 +284,6 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return err
 	}
 	log.Info("API server starting", "address", server, "etcd", servers, "kubeconfig", dirs.Kubeconfig("admin"))
-	runCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	if etcdErr != nil {
 		go func() {
 			select {
@@ -252,7 +310,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 
 // newServer builds the generic API server and installs skiff's API groups.
 func newServer(o Options, log *slog.Logger, layout pki.Layout, etcdTLS storagebackend.TransportConfig, etcdClient *clientv3.Client,
-	ipRanges []*allocator.IPRange, portRange allocator.PortRange) (*aggregatorapiserver.APIAggregator, *authz, *metrics.Scraper, error) {
+	ipRanges []*allocator.IPRange, portRange allocator.PortRange, joins http.Handler) (*aggregatorapiserver.APIAggregator, *authz, *metrics.Scraper, error) {
 	cfg := genericapiserver.NewConfig(scheme.Codecs)
 	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
 	if errs := o.Audit.Validate(); len(errs) > 0 {
@@ -266,7 +324,7 @@ func newServer(o Options, log *slog.Logger, layout pki.Layout, etcdTLS storageba
 		return nil, nil, nil, err
 	}
 	cfg.BuildHandlerChainFunc = func(api http.Handler, c *genericapiserver.Config) http.Handler {
-		return withCACerts(genericapiserver.DefaultBuildHandlerChain(withDiscoveryV2beta1(api), c), caPEM)
+		return withServerJoin(withCACerts(genericapiserver.DefaultBuildHandlerChain(withDiscoveryV2beta1(api), c), caPEM), joins)
 	}
 	// As kube-apiserver: watches, proxying and the streams to the node agent (attach, exec,
 	// logs, port-forward) are long-running — no request timeout, no in-flight slot — where the
@@ -638,6 +696,18 @@ func withCACerts(next http.Handler, caPEM []byte) http.Handler {
 		}
 		w.Header().Set("Content-Type", "application/x-pem-file")
 		_, _ = w.Write(caPEM)
+	})
+}
+
+// withServerJoin answers joining servers at serverjoin.Path, before authentication: the join
+// token the request carries is its credential (see controlplane/serverjoin).
+func withServerJoin(next, joins http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == serverjoin.Path {
+			joins.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 

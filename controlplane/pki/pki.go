@@ -18,6 +18,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	certutil "k8s.io/client-go/util/cert"
@@ -37,7 +38,18 @@ type Options struct {
 	APIServerNames []string
 	// ServiceIP is the first address of the service CIDR (the kubernetes Service).
 	ServiceIP net.IP
+	// EtcdPeerIPs are extra IP SANs of etcd's peer certificate: the advertised address of a
+	// server whose member has peers (HA with embedded etcd).
+	EtcdPeerIPs []net.IP
+	// Now is when certificates are checked and issued (time.Now when zero).
+	Now time.Time
+	// Issued, if set, hears of every leaf certificate issued and why.
+	Issued func(cert, reason string)
 }
+
+// RenewBefore is how long before it expires a leaf certificate is issued again when a server
+// starts, as k3s renews within 90 days of expiry. Leaves last a year, CAs ten.
+const RenewBefore = 90 * 24 * time.Hour
 
 // Pair is a certificate and key file pair; Layout names every file of the PKI (both are
 // internal/layout's, which owns every path skiff keeps).
@@ -76,6 +88,11 @@ func Ensure(o Options) (Layout, error) {
 	names := append([]string{"kubernetes", "kubernetes.default", "kubernetes.default.svc",
 		"kubernetes.default.svc.cluster.local", "localhost", host}, o.APIServerNames...)
 	loopback := []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback}
+	peerIPs := append(slices.Clone(loopback), o.EtcdPeerIPs...)
+	now := o.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
 	leaves := []struct {
 		pair   Pair
 		ca     *authority
@@ -88,7 +105,7 @@ func Ensure(o Options) (Layout, error) {
 			[]x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}},
 		{l.EtcdServer(), etcdCA, x509.Certificate{Subject: pkix.Name{CommonName: host}, DNSNames: []string{host, "localhost"}, IPAddresses: loopback},
 			[]x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}},
-		{l.EtcdPeer(), etcdCA, x509.Certificate{Subject: pkix.Name{CommonName: host}, DNSNames: []string{host, "localhost"}, IPAddresses: loopback},
+		{l.EtcdPeer(), etcdCA, x509.Certificate{Subject: pkix.Name{CommonName: host}, DNSNames: []string{host, "localhost"}, IPAddresses: peerIPs},
 			[]x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}},
 		{l.EtcdHealthcheckClient(), etcdCA, x509.Certificate{Subject: pkix.Name{CommonName: "kube-etcd-healthcheck-client"}},
 			[]x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}},
@@ -98,16 +115,20 @@ func Ensure(o Options) (Layout, error) {
 			[]x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}},
 	}
 	for _, leaf := range leaves {
-		if exists(leaf.pair.Cert) && exists(leaf.pair.Key) {
+		reason := Stale(leaf.pair, leaf.ca.cert, leaf.tmpl.IPAddresses, now)
+		if reason == "" {
 			continue
 		}
 		leaf.tmpl.ExtKeyUsage = leaf.usages
-		certPEM, keyPEM, err := leaf.ca.Issue(leaf.tmpl)
+		certPEM, keyPEM, err := leaf.ca.issueAt(leaf.tmpl, now)
 		if err != nil {
 			return l, fmt.Errorf("issue %s: %w", leaf.pair.Cert, err)
 		}
 		if err := writePair(leaf.pair, certPEM, keyPEM); err != nil {
 			return l, err
+		}
+		if o.Issued != nil {
+			o.Issued(leaf.pair.Cert, reason)
 		}
 	}
 	if !exists(l.SAKey()) {
@@ -214,11 +235,14 @@ func loadCA(p Pair) (*authority, error) {
 }
 
 func (a *authority) Issue(tmpl x509.Certificate) ([]byte, []byte, error) {
+	return a.issueAt(tmpl, time.Now())
+}
+
+func (a *authority) issueAt(tmpl x509.Certificate, now time.Time) ([]byte, []byte, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
 	}
-	now := time.Now()
 	tmpl.SerialNumber = serial()
 	tmpl.NotBefore = now.Add(-time.Hour)
 	if tmpl.NotAfter.IsZero() {
@@ -258,6 +282,36 @@ func serial() *big.Int {
 		panic(err) // crypto/rand never fails on Linux
 	}
 	return n
+}
+
+// Stale says why the leaf pair must be issued again ("" when it need not): missing or
+// unreadable, expiring within RenewBefore of now, not signed by ca (the CA was rotated), or
+// without one of ips among its SANs (an address added, as --cluster-init adds the peer's).
+func Stale(p Pair, ca *x509.Certificate, ips []net.IP, now time.Time) string {
+	if !exists(p.Cert) || !exists(p.Key) {
+		return "missing"
+	}
+	b, err := os.ReadFile(p.Cert)
+	if err != nil {
+		return "unreadable: " + err.Error()
+	}
+	certs, err := certutil.ParseCertsPEM(b)
+	if err != nil {
+		return "unreadable: " + err.Error()
+	}
+	c := certs[0]
+	if now.Add(RenewBefore).After(c.NotAfter) {
+		return "expires " + c.NotAfter.UTC().Format(time.RFC3339)
+	}
+	if ca != nil && c.CheckSignatureFrom(ca) != nil {
+		return "not signed by the current CA"
+	}
+	for _, ip := range ips {
+		if !slices.ContainsFunc(c.IPAddresses, ip.Equal) {
+			return "lacks the address " + ip.String()
+		}
+	}
+	return ""
 }
 
 func exists(path string) bool {

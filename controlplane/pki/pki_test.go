@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
@@ -354,5 +356,51 @@ func TestWriteKubeconfig(t *testing.T) {
 	}
 	if second, _ := os.ReadFile(path); !bytes.Equal(first, second) {
 		t.Error("an existing kubeconfig was overwritten")
+	}
+}
+
+// TestEnsureRenews moves the clock: a start within RenewBefore of the leaves' expiry issues
+// them again (the CAs are kept, so every credential the cluster holds stays trusted), a start
+// before that keeps them, and an address added to etcd's peers reissues only the peer pair.
+func TestEnsureRenews(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	issued := map[string]string{}
+	o := Options{Dir: dir, Now: now, Issued: func(cert, why string) { issued[filepath.Base(cert)] = why }}
+	l := ensure(t, o)
+	caBefore := readCert(t, l.CA().Cert)
+	apiBefore := readCert(t, l.APIServer().Cert)
+
+	clear(issued)
+	o.Now = apiBefore.NotAfter.Add(-RenewBefore - 24*time.Hour)
+	ensure(t, o)
+	if len(issued) != 0 {
+		t.Errorf("issued %v more than %v before expiry", issued, RenewBefore)
+	}
+
+	o.Now = apiBefore.NotAfter.Add(-RenewBefore + 24*time.Hour)
+	ensure(t, o)
+	for _, name := range []string{"apiserver.crt", "apiserver-kubelet-client.crt", "apiserver-etcd-client.crt", "server.crt", "peer.crt",
+		"healthcheck-client.crt", "front-proxy-client.crt"} {
+		if why := issued[name]; !strings.HasPrefix(why, "expires ") {
+			t.Errorf("%s: renewed because %q, want its expiry", name, why)
+		}
+	}
+	apiAfter := readCert(t, l.APIServer().Cert)
+	if !apiAfter.NotAfter.After(apiBefore.NotAfter) {
+		t.Errorf("the API server certificate still expires %v", apiAfter.NotAfter)
+	}
+	if _, err := apiAfter.Verify(x509.VerifyOptions{Roots: pool(t, l.CA().Cert), CurrentTime: o.Now}); err != nil {
+		t.Errorf("the renewed certificate does not verify against the kept CA: %v", err)
+	}
+	if !readCert(t, l.CA().Cert).Equal(caBefore) {
+		t.Error("the CA was issued again")
+	}
+
+	clear(issued)
+	o.EtcdPeerIPs = []net.IP{net.ParseIP("10.0.0.1")}
+	ensure(t, o)
+	if len(issued) != 1 || issued["peer.crt"] != "lacks the address 10.0.0.1" {
+		t.Errorf("adding a peer address issued %v, want peer.crt alone", issued)
 	}
 }

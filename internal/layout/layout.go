@@ -56,12 +56,25 @@ func (s Server) Token() string { return filepath.Join(s.Dir, "token") }
 func (s Server) Etcd() string    { return filepath.Join(s.Dir, "etcd") }
 func (s Server) EtcdLog() string { return filepath.Join(s.Etcd(), "etcd.log") }
 
+// EtcdPeerURL records the peer URL of a member that has peers (--cluster-init, or joined with
+// --server): such a server stays one of a cluster across restarts without those flags.
+func (s Server) EtcdPeerURL() string { return filepath.Join(s.Etcd(), "peer-url") }
+
 // Snapshots holds `skiff etcd-snapshot save`'s files (k3s: <data-dir>/db/snapshots).
 func (s Server) Snapshots() string { return filepath.Join(s.Dir, "db", "snapshots") }
 
 // EncryptionConfig is where --secrets-encryption keeps its EncryptionConfiguration, as k3s.
 func (s Server) EncryptionConfig() string {
 	return filepath.Join(s.Dir, "cred", "encryption-config.json")
+}
+
+// Shared are the files every server of one cluster holds the same copy of: the three CAs,
+// the service-account keys and the encryption configuration. A joining server receives them
+// from a running one (controlplane/serverjoin); every other credential it issues itself.
+func (s Server) Shared() []string {
+	p := s.PKI()
+	return []string{p.CA().Cert, p.CA().Key, p.EtcdCA().Cert, p.EtcdCA().Key,
+		p.FrontProxyCA().Cert, p.FrontProxyCA().Key, p.SAKey(), p.SAPub(), s.EncryptionConfig()}
 }
 
 // Agent is an agent data directory.

@@ -44,6 +44,11 @@ type Server struct {
 	SecretsEncryption bool
 	// EmbeddedEtcd makes the embedded member's data directory.
 	EmbeddedEtcd bool
+	// EtcdPeerIPs are the embedded member's peer addresses beyond loopback (its advertised
+	// address when it has peers).
+	EtcdPeerIPs []net.IP
+	// Issued, if set, hears of every certificate issued (first start, renewal) and why.
+	Issued func(cert, reason string)
 }
 
 // ServerFiles is what PrepareServer leaves for the parts: where the PKI is and the join
@@ -70,7 +75,8 @@ var kubeconfigs = []kubeconfig{
 
 // PrepareServer writes what is missing of a server's files and returns where they are.
 func PrepareServer(o Server, now time.Time) (ServerFiles, error) {
-	certs, err := pki.Ensure(pki.Options{Dir: o.Dirs.PKI().Dir, APIServerIPs: o.APIServerIPs, APIServerNames: o.APIServerNames, ServiceIP: o.ServiceIP})
+	certs, err := pki.Ensure(pki.Options{Dir: o.Dirs.PKI().Dir, APIServerIPs: o.APIServerIPs, APIServerNames: o.APIServerNames,
+		ServiceIP: o.ServiceIP, EtcdPeerIPs: o.EtcdPeerIPs, Now: now, Issued: o.Issued})
 	if err != nil {
 		return ServerFiles{}, fmt.Errorf("pki: %w", err)
 	}
@@ -110,7 +116,9 @@ func PrepareServer(o Server, now time.Time) (ServerFiles, error) {
 	return files, nil
 }
 
-// EnsureJoinToken keeps the join token at path current: a preset token replaces it; else
+// EnsureJoinToken keeps the join token at path current: a preset token ("<id>.<secret>", or
+// the whole "K10<CA hash>::<id>.<secret>" of a server joining, whose pin must be this CA's)
+// replaces it; else
 // the one there is kept (its CA hash updated when the CA changed); else a new one is made.
 func EnsureJoinToken(path, caFile, preset string) (bootstraptoken.JoinToken, error) {
 	caPEM, err := os.ReadFile(caFile)
@@ -119,11 +127,14 @@ func EnsureJoinToken(path, caFile, preset string) (bootstraptoken.JoinToken, err
 	}
 	hash := bootstraptoken.CAHash(caPEM)
 	if preset != "" {
-		t, err := bootstraptoken.Parse(preset)
+		given, err := bootstraptoken.ParseJoin(preset)
 		if err != nil {
 			return bootstraptoken.JoinToken{}, fmt.Errorf("--token: %w", err)
 		}
-		j := bootstraptoken.JoinToken{CAHash: hash, Token: t}
+		if given.CAHash != "" && given.CAHash != hash {
+			return bootstraptoken.JoinToken{}, fmt.Errorf("--token pins the CA %s, but this server's CA (%s) is %s", given.CAHash, caFile, hash)
+		}
+		j := bootstraptoken.JoinToken{CAHash: hash, Token: given.Token}
 		return j, os.WriteFile(path, []byte(j.String()+"\n"), 0o600)
 	}
 	if b, err := os.ReadFile(path); err == nil {

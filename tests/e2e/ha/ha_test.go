@@ -3,7 +3,8 @@
 // Under a steady write load it kills the server whose controller manager leads, then an etcd
 // member, and checks that no acknowledged write is lost, that the kubernetes Service lists
 // exactly the live servers, that leadership moves, and that a client using the agents'
-// failover (agent/apiservers) keeps renewing its node Lease.
+// failover (agent/apiservers) keeps renewing its node Lease. embedded_test.go runs HA the way
+// k3s's users mostly do: three servers whose embedded etcd members join each other.
 package ha
 
 import (
@@ -24,7 +25,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -35,33 +35,6 @@ import (
 )
 
 func TestMain(m *testing.M) { framework.Main(m) }
-
-// copyPKI gives a new server the cluster's CA, service-account key and etcd client
-// certificates, as an operator copies them from the first server; the API server's own
-// serving certificate is left out, so each server issues one for its address.
-func copyPKI(t *testing.T, from, to string) {
-	t.Helper()
-	err := filepath.WalkDir(from, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(from, path)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(to, rel), 0o700)
-		}
-		if rel == "apiserver.crt" || rel == "apiserver.key" {
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(to, rel), b, 0o600)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
 
 func sliceAddresses(ctx context.Context, c kubernetes.Interface) ([]string, error) {
 	s, err := c.DiscoveryV1().EndpointSlices("default").Get(ctx, "kubernetes", metav1.GetOptions{})
@@ -101,13 +74,20 @@ func TestHighlyAvailableControlPlane(t *testing.T) {
 	var urls []string
 	for i := 0; i < 3; i++ {
 		dir := first
+		args := []string{"--token", token}
 		if i > 0 {
+			// The others join the first: they receive its CAs and keys (no etcd place: the
+			// cluster's etcd is external), checked against the CA its token pins.
 			dir = t.TempDir()
-			copyPKI(t, filepath.Join(first, "pki"), filepath.Join(dir, "pki"))
+			joinToken, err := os.ReadFile(filepath.Join(first, "token"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			args = []string{"--server", urls[0], "--token", strings.TrimSpace(string(joinToken))}
 		}
 		ip := fmt.Sprintf("127.0.0.%d", i+1)
-		s := framework.NewServer(t, dir, "--etcd-servers", strings.Join(cluster.Endpoints(), ","),
-			"--bind-address", ip, "--advertise-address", ip, "--secure-port", port, "--token", token)
+		s := framework.NewServer(t, dir, append([]string{"--etcd-servers", strings.Join(cluster.Endpoints(), ","),
+			"--bind-address", ip, "--advertise-address", ip, "--secure-port", port}, args...)...)
 		s.Start()
 		servers = append(servers, s)
 		urls = append(urls, "https://"+ip+":"+port)
@@ -147,28 +127,11 @@ func TestHighlyAvailableControlPlane(t *testing.T) {
 	leader := leaderOf(t, servers, holder)
 
 	// The load: ConfigMaps written one after another; each acknowledged name is recorded.
-	var mu sync.Mutex
-	var acked []string
-	failures := 0
+	load := startWriteLoad(ctx, client, "load")
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		for i := 0; loadCtx.Err() == nil; i++ {
-			name := fmt.Sprintf("load-%d", i)
-			_, err := client.CoreV1().ConfigMaps("default").Create(loadCtx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name},
-				Data: map[string]string{"i": strconv.Itoa(i)}}, metav1.CreateOptions{})
-			mu.Lock()
-			if err == nil || apierrors.IsAlreadyExists(err) { // AlreadyExists: a retried create that had landed
-				acked = append(acked, name)
-			} else {
-				failures++
-			}
-			mu.Unlock()
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
+	var mu sync.Mutex
+	wg.Add(1)
 	// The agent's part: its node Lease, renewed every second through the failover client.
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "ha-node", Namespace: "kube-node-lease"},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("ha-node"), LeaseDurationSeconds: ptr.To[int32](40)}}
@@ -191,11 +154,7 @@ func TestHighlyAvailableControlPlane(t *testing.T) {
 			time.Sleep(time.Second)
 		}
 	}()
-	count := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(acked)
-	}
+	count := load.Count
 	framework.Eventually(t, 20*time.Second, "writes flowing", func() (bool, string) { return count() > 20, strconv.Itoa(count()) })
 
 	// Kill the leading controller manager's server, as a crashed machine.
@@ -244,28 +203,11 @@ func TestHighlyAvailableControlPlane(t *testing.T) {
 	}
 	stopLoad()
 	wg.Wait()
+	load.Stop()
 	if count() <= before {
 		t.Errorf("no write was acknowledged after the server was killed (%d before, %d after)", before, count())
 	}
 
 	// Every acknowledged write is there, read through a server that stayed up.
-	survivor := (leader + 1) % 3
-	list, err := servers[survivor].Client(t).CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	have := map[string]bool{}
-	for _, cm := range list.Items {
-		have[cm.Name] = true
-	}
-	var lost []string
-	for _, name := range acked {
-		if !have[name] {
-			lost = append(lost, name)
-		}
-	}
-	if len(lost) > 0 {
-		t.Errorf("%d of %d acknowledged writes lost: %v", len(lost), len(acked), lost)
-	}
-	t.Logf("%d writes acknowledged, %d failed while failing over, none lost", len(acked), failures)
+	load.CheckNoneLost(ctx, t, servers[(leader+1)%3].Client(t))
 }

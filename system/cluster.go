@@ -1,0 +1,164 @@
+package system
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/skiff-sh/skiff/agent/join"
+	"github.com/skiff-sh/skiff/controlplane/apiserver"
+	"github.com/skiff-sh/skiff/controlplane/etcd"
+	"github.com/skiff-sh/skiff/controlplane/serverjoin"
+	"github.com/skiff-sh/skiff/internal/bootstraptoken"
+	"github.com/skiff-sh/skiff/internal/layout"
+)
+
+// clustered says whether this server's embedded member has peers: --cluster-init, joining with
+// --server, or either of them on an earlier start (the recorded peer URL).
+func (s Server) clustered() bool {
+	if len(s.EtcdServers) > 0 {
+		return false
+	}
+	if s.ClusterInit || s.JoinServer != "" {
+		return true
+	}
+	_, err := os.Stat(layout.Server{Dir: s.DataDir}.EtcdPeerURL())
+	return err == nil
+}
+
+// joinCluster admits this server into the cluster at --server, before any file is written:
+// it receives the shared files (CAs, service-account keys, encryption configuration) and,
+// with embedded etcd, its place as an etcd learner, which o then starts with. A server whose
+// member already has data (a restart), or whose external-etcd PKI exists, has joined already.
+func (s *Server) joinCluster(ctx context.Context, o *apiserver.Options, log *slog.Logger) error {
+	dirs := layout.Server{Dir: s.DataDir}
+	embedded := len(s.EtcdServers) == 0
+	if embedded && etcd.HasData(dirs.Etcd()) {
+		return nil
+	}
+	if _, err := os.Stat(dirs.PKI().CA().Key); !embedded && err == nil {
+		return nil
+	}
+	if s.Token == "" {
+		return fmt.Errorf("--server %s needs --token: the first server's join token (its <data-dir>/token)", s.JoinServer)
+	}
+	jt, err := bootstraptoken.ParseJoin(s.Token)
+	if err != nil {
+		return fmt.Errorf("--token: %w", err)
+	}
+	if jt.CAHash == "" {
+		log.Warn("--token has no CA pin (K10<hash>::): the first CA the server shows is trusted")
+	}
+	req := serverjoin.Request{Name: o.EtcdCluster.Name}
+	if embedded {
+		req.PeerURL = o.EtcdCluster.PeerURL(o.EtcdPeerPort)
+	}
+	var resp serverjoin.Response
+	// The first server may be starting too (an install of three at once): try for a while.
+	err = retry(ctx, 2*time.Minute, func() error {
+		caPEM, err := join.FetchCA(ctx, s.JoinServer, jt.CAHash)
+		if err != nil {
+			return err
+		}
+		resp, err = serverjoin.Join(ctx, s.JoinServer, caPEM, jt.Token, req)
+		return err
+	}, func(err error) { log.Warn("joining the cluster; retrying", "server", s.JoinServer, "err", err) })
+	if err != nil {
+		return fmt.Errorf("joining %s: %w", s.JoinServer, err)
+	}
+	if resp.ServiceCIDR != s.ServiceCIDR {
+		return fmt.Errorf("--service-cidr %s differs from the cluster's %s: every server must serve the same ranges", s.ServiceCIDR, resp.ServiceCIDR)
+	}
+	if want := s.SecretsEncryption && s.EncryptionProviderConfig == ""; resp.SecretsEncryption != want {
+		return fmt.Errorf("--secrets-encryption=%t differs from the cluster's (%t): every server must be started alike", want, resp.SecretsEncryption)
+	}
+	if err := serverjoin.WriteFiles(dirs, resp.Files); err != nil {
+		return err
+	}
+	o.EtcdCluster.InitialCluster, o.EtcdCluster.Join = resp.InitialCluster, embedded
+	log.Info("admitted into the cluster", "server", s.JoinServer, "etcd", resp.InitialCluster)
+	return nil
+}
+
+// retry calls f until it succeeds or timeout passes, telling each failure to failed.
+func retry(ctx context.Context, timeout time.Duration, f func() error, failed func(error)) error {
+	deadline := time.Now().Add(timeout)
+	wait := time.Second
+	for {
+		err := f()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		// A refusal by the server (a wrong token) or a CA that is not the pinned one will not pass.
+		var refused *serverjoin.RefusedError
+		if join.Permanent(err) || (errors.As(err, &refused) && refused.Final()) {
+			return err
+		}
+		failed(err)
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 10*time.Second)
+	}
+}
+
+// recordPeerURL keeps the member's peer URL beside its data: later starts stay clustered.
+func recordPeerURL(dirs layout.Server, url string) error {
+	if err := os.MkdirAll(filepath.Dir(dirs.EtcdPeerURL()), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(dirs.EtcdPeerURL(), []byte(url+"\n"), 0o600)
+}
+
+// ResetCluster is --cluster-reset: this server's member becomes the only member of a new
+// cluster, keeping its keys (or, with restorePath, those of a snapshot), so a cluster that
+// lost quorum comes back from one server, as k3s's flag does. The server then stops; it is
+// started again without the flag, and the other servers join it again with emptied etcd
+// directories.
+func ResetCluster(ctx context.Context, s Server, restorePath string, log *slog.Logger) error {
+	if len(s.EtcdServers) > 0 {
+		return errors.New("--cluster-reset resets the embedded etcd; this server uses --etcd-servers")
+	}
+	_, o, err := s.Plan(false)
+	if err != nil {
+		return err
+	}
+	dirs := layout.Server{Dir: s.DataDir}
+	clustered := s.clustered()
+	peerURL := o.EtcdCluster.PeerURL(s.EtcdPeerPort)
+	clientURL := fmt.Sprintf("https://127.0.0.1:%d", s.EtcdClientPort)
+	if restorePath != "" {
+		old, err := etcd.Restore(restorePath, dirs.Etcd(), o.EtcdCluster.Name, peerURL, clientURL, time.Now())
+		if err != nil {
+			return err
+		}
+		if clustered {
+			if err := recordPeerURL(dirs, peerURL); err != nil {
+				return err
+			}
+		}
+		log.Info("etcd restored from the snapshot as a new one-member cluster; start the server again without --cluster-reset",
+			"snapshot", restorePath, "previous data", old)
+		return nil
+	}
+	if !etcd.HasData(dirs.Etcd()) {
+		return fmt.Errorf("--cluster-reset: %s holds no etcd member to reset", dirs.Etcd())
+	}
+	e, err := etcd.Start(ctx, etcd.Options{
+		DataDir: dirs.Etcd(), LogFile: dirs.EtcdLog(), Name: o.EtcdCluster.Name,
+		ClientURL: clientURL, PeerURL: peerURL, PKI: dirs.PKI(), ForceNewCluster: true,
+	}, log)
+	if err != nil {
+		return fmt.Errorf("--cluster-reset: %w", err)
+	}
+	e.Close()
+	log.Info("etcd membership reset: this server is the only member; start it again without --cluster-reset, and join the others again after emptying their etcd directories",
+		"etcd", dirs.Etcd())
+	return nil
+}
