@@ -47,12 +47,13 @@ unit: ## unit tests only (no root, no network)
 e2e: deps build ## end-to-end suites under tests/e2e
 	$(GO) test -count=1 -timeout 30m ./tests/e2e/...
 
-bench: deps build kube-proxy coredns ## benchmarks: API and watch latency, the DNS zone's work per change, custom resources beside ConfigMaps, webhook and CEL admission overhead, idle RSS, the garbage collector's target, scheduler throughput, pod start-up, CPU requests under contention, the Job controller against the ReplicaSet controller, agent RSS, BGP propagation, NetworkPolicy in a lab, Services side by side with kube-proxy
+bench: deps build kube-proxy coredns ## benchmarks: API and watch latency, HA writes (three embedded etcd members) against one member, the DNS zone's work per change, custom resources beside ConfigMaps, webhook and CEL admission overhead, idle RSS, the garbage collector's target, scheduler throughput, pod start-up, CPU requests under contention, the Job controller against the ReplicaSet controller, agent RSS, BGP propagation, NetworkPolicy in a lab, Services side by side with kube-proxy
 	$(GO) test -run '^$$' -bench '^BenchmarkAPI$$' -benchtime 500x -timeout 20m ./tests/bench/... | tee bench.out
 	$(GO) test -run '^$$' -bench '^BenchmarkAPIAuthorization$$' -benchtime 1000x -timeout 20m ./tests/bench/... | tee -a bench.out
 	$(GO) test -run '^$$' -bench '^BenchmarkCustomResource$$' -benchtime 500x -timeout 20m ./tests/bench/... | tee -a bench.out
 	$(GO) test -run '^$$' -bench '^BenchmarkAdmission$$' -benchtime 500x -timeout 20m ./tests/bench/... | tee -a bench.out
 	$(GO) test -run '^$$' -bench '^BenchmarkIdle$$' -benchtime 1x -timeout 20m ./tests/bench/... | tee -a bench.out
+	$(GO) test -run '^$$' -bench '^BenchmarkHAWrite$$' -benchtime 300x -timeout 20m ./tests/bench/... | tee -a bench.out
 	$(GO) test -run '^$$' -bench '^BenchmarkGCTarget$$' -benchtime 1x -timeout 20m ./tests/bench/... | tee -a bench.out
 	$(GO) test -run '^$$' -bench Schedule -benchtime 1x -timeout 20m ./controlplane/scheduler/core | tee -a bench.out
 	$(GO) test -run '^$$' -bench 'PodChange|HeadlessReplace' -benchmem -timeout 20m ./agent/clusterdns | tee -a bench.out
