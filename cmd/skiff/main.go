@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -26,6 +27,7 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/pki"
 	"github.com/skiff-sh/skiff/controlplane/scheduler"
 	"github.com/skiff-sh/skiff/images"
+	"github.com/skiff-sh/skiff/internal/configfile"
 	"github.com/skiff-sh/skiff/internal/layout"
 	"github.com/skiff-sh/skiff/internal/version"
 	"github.com/skiff-sh/skiff/system"
@@ -57,15 +59,15 @@ func newRoot() *cobra.Command {
 			Short: "Print skiff's version",
 			Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), version.String()) },
 		},
-		serverCommand("server", "Run the control plane: embedded etcd (or --etcd-servers) and the API server"),
-		serverCommand("apiserver", "Run the API server alone (with embedded etcd unless --etcd-servers is set)"),
+		withConfigFile(serverCommand("server", "Run the control plane: embedded etcd (or --etcd-servers) and the API server")),
+		withConfigFile(serverCommand("apiserver", "Run the API server alone (with embedded etcd unless --etcd-servers is set)")),
 		certsCommand(),
 		secretsEncryptCommand(),
 		etcdSnapshotCommand(),
-		controllerManagerCommand(),
-		schedulerCommand(),
+		withConfigFile(controllerManagerCommand()),
+		withConfigFile(schedulerCommand()),
 		imagesCommand(),
-		agentCommand(),
+		withConfigFile(agentCommand()),
 		bgpCommand(),
 		bpfCommand(),
 		policyCommand(),
@@ -129,6 +131,22 @@ func serverCommand(use, short string) *cobra.Command {
 		addAgentFlags(fs, &f.Agent, "agent-")
 		fs.BoolVar(&f.DisableScheduler, "disable-scheduler", f.DisableScheduler, "do not run the scheduler (run `skiff scheduler` elsewhere)")
 		fs.BoolVar(&f.DisableControllerManager, "disable-controller-manager", f.DisableControllerManager, "do not run the controllers (run `skiff controller-manager` elsewhere)")
+	}
+	return cmd
+}
+
+// withConfigFile gives a long-running command --config: its flags' values from a YAML file
+// and the config.yaml.d directory beside it, read before it runs (internal/configfile); flags
+// on the command line win.
+func withConfigFile(cmd *cobra.Command) *cobra.Command {
+	path := layout.ConfigFile
+	cmd.Flags().StringVar(&path, "config", path, "configuration file: flag names as keys (and "+filepath.Base(path)+".d/*.yaml beside it, in name order); flags given here win; \"\" for none")
+	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
+		files, err := configfile.Files(path, cmd.Flags().Changed("config"))
+		if err != nil {
+			return err
+		}
+		return configfile.Apply(cmd.Flags(), files)
 	}
 	return cmd
 }

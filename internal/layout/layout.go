@@ -14,6 +14,9 @@ const (
 	AgentDir  = Root + "/agent"
 	// LabRoot holds each lab's state (<name>/).
 	LabRoot = Root + "/lab"
+	// ConfigFile is the long-running commands' configuration file (--config), with
+	// ConfigFile + ".d/" beside it (k3s: /etc/rancher/k3s/config.yaml).
+	ConfigFile = "/etc/skiff/config.yaml"
 
 	// PodLogDir holds container logs, <ns>_<pod>_<uid>/<container>/<n>.log, as the kubelet's.
 	PodLogDir = "/var/log/pods"

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/skiff-sh/skiff/agent/apiservers"
 	"github.com/skiff-sh/skiff/tests/e2e/framework"
@@ -29,12 +30,23 @@ func embeddedServer(t *testing.T, n int, join, token string) *framework.Server {
 	t.Helper()
 	ip := fmt.Sprintf("127.0.0.%d", n)
 	args := []string{"--bind-address", ip, "--advertise-address", ip, "--node-name", fmt.Sprintf("srv%d", n)}
-	if join == "" {
+	dir := t.TempDir()
+	switch {
+	case join == "":
 		args = append(args, "--cluster-init")
-	} else {
+	case n == 2:
+		// As an install would: the join settings in the configuration file, not on the
+		// command line (a list given as one, a value the file sets beside them).
+		config := filepath.Join(dir, "config.yaml")
+		content := fmt.Sprintf("server: %s\ntoken: %q\ntls-san: [srv2.example]\n", join, token)
+		if err := os.WriteFile(config, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--config", config)
+	default:
 		args = append(args, "--server", join, "--token", token)
 	}
-	s := framework.NewServer(t, t.TempDir(), args...)
+	s := framework.NewServer(t, dir, args...)
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return
@@ -89,6 +101,12 @@ func TestEmbeddedEtcdHA(t *testing.T) {
 		got := members(t, first)
 		return got == three, got
 	})
+	// srv2's configuration file gave its API server certificate a name.
+	if crt := readFile(t, filepath.Join(servers[1].Dir, "pki", "apiserver.crt")); !strings.Contains(crt, "BEGIN CERTIFICATE") {
+		t.Fatal("srv2 has no API server certificate")
+	} else if names := certNames(t, crt); !slices.Contains(names, "srv2.example") {
+		t.Errorf("srv2's API server certificate names %v: the config file's tls-san was not applied", names)
+	}
 	// The joined servers share the first one's CAs and issued their own serving certificates.
 	for _, s := range servers[1:] {
 		for _, f := range []string{"pki/ca.crt", "pki/ca.key", "pki/sa.key", "pki/etcd/ca.key", "pki/front-proxy-ca.key"} {
@@ -173,6 +191,24 @@ func TestEmbeddedEtcdHA(t *testing.T) {
 		t.Errorf("after --cluster-reset the members are %q, want srv1 alone", got)
 	}
 	load.CheckNoneLost(ctx, t, first.Client(t))
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func certNames(t *testing.T, certPEM string) []string {
+	t.Helper()
+	certs, err := certutil.ParseCertsPEM([]byte(certPEM))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return certs[0].DNSNames
 }
 
 // etcdLeader is the index of the server whose member leads the embedded etcd cluster.
