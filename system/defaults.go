@@ -37,6 +37,7 @@ func DefaultServer() Server {
 		Compaction: 5 * time.Minute, MetricResolution: 15 * time.Second,
 		ControllerManager: DefaultControllerManager(), Scheduler: DefaultScheduler(),
 		Agent: DefaultAgent(), IdleGCPercent: gctune.DefaultIdlePercent,
+		SnapshotCron: "0 */12 * * *", SnapshotRetention: 5,
 	}
 }
 

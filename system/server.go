@@ -22,6 +22,7 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/allocator"
 	"github.com/skiff-sh/skiff/controlplane/apiserver"
 	"github.com/skiff-sh/skiff/controlplane/controllermanager"
+	"github.com/skiff-sh/skiff/controlplane/etcd"
 	"github.com/skiff-sh/skiff/controlplane/scheduler"
 	"github.com/skiff-sh/skiff/internal/gctune"
 	"github.com/skiff-sh/skiff/internal/hostaddr"
@@ -64,6 +65,13 @@ type Server struct {
 	// server of the cluster to join, with Token its join token.
 	ClusterInit bool
 	JoinServer  string
+	// Snapshots of the embedded etcd are taken on SnapshotCron (k3s's
+	// --etcd-snapshot-schedule-cron) into SnapshotDir (<data-dir>/db/snapshots when empty),
+	// keeping the newest SnapshotRetention; DisableSnapshots turns them off.
+	SnapshotCron      string
+	SnapshotRetention int
+	SnapshotDir       string
+	DisableSnapshots  bool
 }
 
 // ControlPlaneTaint keeps ordinary pods off the server's own node, as kubeadm's.
@@ -187,6 +195,10 @@ func RunServer(ctx context.Context, s Server, all bool, log *slog.Logger) error 
 	if err != nil {
 		return err
 	}
+	snap, err := s.snapshotter(log)
+	if err != nil {
+		return err
+	}
 	// A server joining a cluster first receives the files every server shares.
 	if s.JoinServer != "" {
 		if err := s.joinCluster(ctx, &o, log); err != nil {
@@ -216,10 +228,39 @@ func RunServer(ctx context.Context, s Server, all bool, log *slog.Logger) error 
 	sup.Go(supervisor.Part{Name: "apiserver", Policy: supervisor.Fatal, Run: func(ctx context.Context) error {
 		return apiserver.Run(ctx, o, log)
 	}})
+	if snap != nil {
+		sup.Go(supervisor.Part{Name: "etcd-snapshots", Policy: supervisor.Restart, Run: snap.Run})
+	}
 	if all {
 		s.controlPlane(sup, agentOpts, log)
 	}
 	return sup.Wait()
+}
+
+// snapshotter is the schedule of the embedded etcd's snapshots (nil: none).
+func (s Server) snapshotter(log *slog.Logger) (*etcd.Snapshotter, error) {
+	if len(s.EtcdServers) > 0 || s.DisableSnapshots {
+		return nil, nil
+	}
+	schedule, err := etcd.ParseSchedule(s.SnapshotCron)
+	if err != nil {
+		return nil, fmt.Errorf("--etcd-snapshot-schedule-cron: %w", err)
+	}
+	if s.SnapshotRetention < 1 {
+		return nil, fmt.Errorf("--etcd-snapshot-retention %d: keep at least one (or --etcd-disable-snapshots)", s.SnapshotRetention)
+	}
+	dirs := layout.Server{Dir: s.DataDir}
+	dir := s.SnapshotDir
+	if dir == "" {
+		dir = dirs.Snapshots()
+	}
+	clientURL := fmt.Sprintf("https://127.0.0.1:%d", s.EtcdClientPort)
+	return &etcd.Snapshotter{Schedule: schedule, Dir: dir, Node: s.Agent.NodeName, Retention: s.SnapshotRetention,
+		Log: log.With("component", "etcd-snapshots"),
+		Save: func(ctx context.Context, path string) error {
+			_, err := etcd.Save(ctx, clientURL, dirs.PKI(), path)
+			return err
+		}}, nil
 }
 
 // serverAgent is the server's own node agent: it runs only what tolerates the control plane

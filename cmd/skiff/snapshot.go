@@ -36,7 +36,7 @@ func etcdSnapshotCommand() *cobra.Command {
 	save := &cobra.Command{Use: "save", Short: "Save a snapshot of the running server's etcd", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			host, _ := os.Hostname()
-			path := filepath.Join(snapshots(), fmt.Sprintf("%s-%s-%d", name, host, time.Now().Unix()))
+			path := filepath.Join(snapshots(), etcd.SnapshotName(name, host, time.Now()))
 			version, err := etcd.Save(cmd.Context(), clientURL(), layout.Server{Dir: dataDir}.PKI(), path)
 			if err != nil {
 				return err

@@ -2,7 +2,10 @@ package kubectl
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -70,5 +73,48 @@ func TestEtcdSnapshot(t *testing.T) {
 	rv := run(false, "get", "configmap", "later", "-o", "jsonpath={.metadata.resourceVersion}")
 	if n, err := strconv.ParseInt(rv, 10, 64); err != nil || n < 1_000_000_000 {
 		t.Errorf("resourceVersion after the restore %q, want past the revision bump", rv)
+	}
+}
+
+// TestScheduledSnapshots runs a server whose embedded etcd is snapshotted every second and
+// keeps two: the schedule saves, prunes the oldest of its own beyond two and leaves a
+// snapshot taken by hand, and a scheduled snapshot restores like any other.
+func TestScheduledSnapshots(t *testing.T) {
+	dir := t.TempDir()
+	s := framework.NewServer(t, dir, "--etcd-snapshot-schedule-cron", "* * * * * *", "--etcd-snapshot-retention", "2", "--node-name", "snapper")
+	s.Start()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if out, err := s.Run(ctx, framework.Kubectl(t, 33), "create", "configmap", "kept", "--from-literal=k=v"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	snapshots := filepath.Join(dir, "db", "snapshots")
+	if err := os.MkdirAll(snapshots, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	byHand := filepath.Join(snapshots, "on-demand-snapper-1")
+	if err := os.WriteFile(byHand, []byte("taken by hand"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	scheduled := func() []string {
+		m, _ := filepath.Glob(filepath.Join(snapshots, "etcd-snapshot-snapper-*"))
+		return m
+	}
+	framework.Eventually(t, 30*time.Second, "three snapshots pruned to two", func() (bool, string) {
+		return strings.Count(s.Log(), "etcd snapshot pruned") >= 2 && len(scheduled()) == 2, fmt.Sprint(scheduled())
+	})
+	if _, err := os.Stat(byHand); err != nil {
+		t.Errorf("the schedule pruned a snapshot taken by hand: %v", err)
+	}
+	newest := scheduled()[1]
+	s.Stop()
+	out, err := exec.CommandContext(ctx, framework.Binary(t), "etcd-snapshot", "restore", newest, "--data-dir", dir, "--etcd-name", "snapper",
+		"--etcd-client-port", strconv.Itoa(s.EtcdPort)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("restore %s: %v\n%s", newest, err, out)
+	}
+	s.Start()
+	if out, err := s.Run(ctx, framework.Kubectl(t, 33), "get", "configmap", "kept"); err != nil {
+		t.Errorf("after restoring a scheduled snapshot: %v\n%s", err, out)
 	}
 }
