@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/cpuset"
 
@@ -414,6 +415,16 @@ func RunAgent(ctx context.Context, a Agent, j Join, log *slog.Logger) error {
 	}
 	if tuner != nil {
 		opts.Parts = append(opts.Parts, supervisor.Part{Name: "gc-tuner", Policy: supervisor.Restart, Run: tuner.Run})
+	}
+	if token != "" {
+		// A joined node renews its own certificates while it runs, as the kubelet rotates its.
+		node, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		renewer := join.Renewer{Options: join.Options{Dir: a.DataDir, NodeName: a.NodeName, IPs: nodeNetIPs(a.NodeIP), DNSNames: []string{a.NodeName}},
+			Node: node, Log: log.With("component", "cert-rotation")}
+		opts.Parts = append(opts.Parts, supervisor.Part{Name: "cert-rotation", Policy: supervisor.Restart, Run: renewer.Run})
 	}
 	return agent.Run(ctx, cfg, opts, log)
 }

@@ -49,6 +49,7 @@ import (
 	"k8s.io/client-go/util/keyutil"
 
 	"github.com/skiff-sh/skiff/internal/bootstraptoken"
+	"github.com/skiff-sh/skiff/internal/certrenew"
 	"github.com/skiff-sh/skiff/internal/layout"
 )
 
@@ -80,9 +81,6 @@ func Paths(dir string) Result {
 	return Result{Kubeconfig: a.Kubeconfig(), CAFile: a.PKI().CA().Cert,
 		ServingCert: a.PKI().AgentServing().Cert, ServingKey: a.PKI().AgentServing().Key}
 }
-
-// renewBefore is how close to expiry a certificate on disk is replaced at start.
-const renewBefore = 24 * time.Hour
 
 // Ensure makes sure the node has a CA, a client kubeconfig and a serving certificate.
 func Ensure(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
@@ -153,6 +151,105 @@ func Ensure(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// Renewer rotates a joined agent's client and serving certificates while it runs, as the
+// kubelet's certificate manager does: each is renewed through a CSR made with the node's own
+// identity (approved as a node's renewal of its own) when it is due (internal/certrenew), and
+// written in place — the agent's API client reloads its files, and the agent API its pair.
+type Renewer struct {
+	Options
+	// Node is a client with the node's current credentials.
+	Node kubernetes.Interface
+	Log  *slog.Logger
+	// MaxWait caps the time between checks (10 minutes when zero).
+	MaxWait time.Duration
+}
+
+// Run renews each certificate when it is due until ctx ends; a failed renewal is tried again
+// a minute later, and fails the part once the certificate has expired.
+func (r Renewer) Run(ctx context.Context) error {
+	if r.Timeout == 0 {
+		r.Timeout = 2 * time.Minute
+	}
+	maxWait := r.MaxWait
+	if maxWait == 0 {
+		maxWait = 10 * time.Minute
+	}
+	res := Paths(r.Dir)
+	client := layout.Agent{Dir: r.Dir}.PKI().AgentClient()
+	user := "system:node:" + r.NodeName
+	certs := []struct {
+		name, cert, key, signer string
+		tmpl                    func() *x509.CertificateRequest
+		usages                  []certificatesv1.KeyUsage
+	}{
+		{"client", client.Cert, client.Key, certificatesv1.KubeAPIServerClientKubeletSignerName,
+			func() *x509.CertificateRequest {
+				return &x509.CertificateRequest{Subject: pkix.Name{CommonName: user, Organization: []string{"system:nodes"}}}
+			},
+			[]certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}},
+		{"serving", res.ServingCert, res.ServingKey, certificatesv1.KubeletServingSignerName,
+			func() *x509.CertificateRequest {
+				return &x509.CertificateRequest{Subject: pkix.Name{CommonName: user, Organization: []string{"system:nodes"}}, IPAddresses: r.IPs, DNSNames: r.DNSNames}
+			},
+			[]certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth}},
+	}
+	renewed := map[string]time.Time{}
+	for {
+		next := time.Now().Add(maxWait)
+		for _, c := range certs {
+			cert, err := loadCert(c.cert)
+			if err != nil {
+				return fmt.Errorf("%s certificate: %w", c.name, err)
+			}
+			if due := certrenew.DueAt(cert); time.Now().Before(due) {
+				next = minTime(next, due)
+				continue
+			}
+			// A signer that issues certificates due at once (lifetimes of minutes) gets a CSR
+			// a minute, not a stream of them.
+			if again := renewed[c.name].Add(time.Minute); time.Now().Before(again) {
+				next = minTime(next, again)
+				continue
+			}
+			renewed[c.name] = time.Now()
+			r.Log.Info("renewing the agent's certificate", "which", c.name, "expires", cert.NotAfter)
+			if err := request(ctx, r.Node, r.Timeout, c.cert, c.key, c.signer, c.tmpl(), c.usages); err != nil {
+				if time.Now().After(cert.NotAfter) {
+					return fmt.Errorf("renewing the %s certificate, which expired at %s: %w", c.name, cert.NotAfter, err)
+				}
+				r.Log.Warn("renewing the agent's certificate; trying again in a minute", "which", c.name, "err", err)
+				next = minTime(next, time.Now().Add(time.Minute))
+				continue
+			}
+			r.Log.Info("agent certificate renewed", "which", c.name)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Until(next)):
+		}
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func loadCert(path string) (*x509.Certificate, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	block, _ := pem.Decode(b)
+	if block == nil {
+		return nil, fmt.Errorf("%s: no PEM certificate", path)
+	}
+	return x509.ParseCertificate(block.Bytes)
 }
 
 // permanent marks an error that retrying cannot fix.
@@ -284,10 +381,19 @@ func request(ctx context.Context, client kubernetes.Interface, timeout time.Dura
 	if err != nil {
 		return err
 	}
-	if err := keyutil.WriteKey(keyFile, keyPEM); err != nil {
+	// Each file replaced whole (a reader never sees half of one); the key first, so a reader
+	// between the two renames finds a pair that does not match, refuses it and keeps the one
+	// it has (client-go's reloader and the agent API's both do).
+	if err := keyutil.WriteKey(keyFile+".new", keyPEM); err != nil {
 		return err
 	}
-	return certutil.WriteCert(certFile, certPEM)
+	if err := certutil.WriteCert(certFile+".new", certPEM); err != nil {
+		return err
+	}
+	if err := os.Rename(keyFile+".new", keyFile); err != nil {
+		return err
+	}
+	return os.Rename(certFile+".new", certFile)
 }
 
 // csrName is deterministic per key, as the kubelet's "node-csr-<digest>": retrying with the
@@ -298,15 +404,15 @@ func csrName(pub crypto.PublicKey, signer string) string {
 	return "node-csr-" + hex.EncodeToString(sum[:16])
 }
 
-// usable reports whether certFile/keyFile form a pair signed by the CA, valid for at least
-// renewBefore more, that ok accepts.
+// usable reports whether certFile/keyFile form a pair signed by the CA, not yet due for
+// renewal (internal/certrenew), that ok accepts.
 func usable(certFile, keyFile string, caPEM []byte, ok func(*x509.Certificate) bool) bool {
 	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
 		return false
 	}
 	cert, err := x509.ParseCertificate(pair.Certificate[0])
-	if err != nil || time.Until(cert.NotAfter) < renewBefore || !ok(cert) {
+	if err != nil || certrenew.Due(cert, time.Now()) || !ok(cert) {
 		return false
 	}
 	pool := x509.NewCertPool()

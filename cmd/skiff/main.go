@@ -62,6 +62,7 @@ func newRoot() *cobra.Command {
 		withConfigFile(serverCommand("server", "Run the control plane: embedded etcd (or --etcd-servers) and the API server")),
 		withConfigFile(serverCommand("apiserver", "Run the API server alone (with embedded etcd unless --etcd-servers is set)")),
 		certsCommand(),
+		certificateCommand(),
 		secretsEncryptCommand(),
 		etcdSnapshotCommand(),
 		withConfigFile(controllerManagerCommand()),

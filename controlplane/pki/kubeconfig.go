@@ -5,6 +5,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"os"
+	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -15,15 +16,23 @@ func pemBlock(typ string, der []byte) []byte {
 }
 
 // WriteKubeconfig issues a client certificate for user (CN) in groups (O) and writes a
-// kubeconfig for server at path, unless path exists already.
+// kubeconfig for server at path, unless one is there whose certificate is still good.
 func WriteKubeconfig(path, server string, ca *Authority, user string, groups []string) error {
-	if exists(path) {
+	return WriteKubeconfigAt(path, server, ca, user, groups, time.Now())
+}
+
+// WriteKubeconfigAt is WriteKubeconfig at now: a kubeconfig whose certificate is still good
+// (not within RenewBefore of expiry, signed by ca) is kept; otherwise it is written anew.
+func WriteKubeconfigAt(path, server string, ca *Authority, user string, groups []string, now time.Time) error {
+	if c, err := kubeconfigCert(path); err == nil && staleCert(c, ca.cert, nil, now) == "" {
 		return nil
+	} else if err != nil && exists(path) {
+		return err
 	}
-	certPEM, keyPEM, err := ca.Issue(x509.Certificate{
+	certPEM, keyPEM, err := (*authority)(ca).issueAt(x509.Certificate{
 		Subject:     pkix.Name{CommonName: user, Organization: groups},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	})
+	}, now)
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
 
+	"github.com/skiff-sh/skiff/internal/certrenew"
 	"github.com/skiff-sh/skiff/internal/layout"
 )
 
@@ -48,8 +49,9 @@ type Options struct {
 }
 
 // RenewBefore is how long before it expires a leaf certificate is issued again when a server
-// starts, as k3s renews within 90 days of expiry. Leaves last a year, CAs ten.
-const RenewBefore = 90 * 24 * time.Hour
+// starts, as k3s renews within 90 days of expiry (internal/certrenew: or within the last
+// quarter of a shorter lifetime). Leaves last a year, CAs ten.
+const RenewBefore = certrenew.Before
 
 // Pair is a certificate and key file pair; Layout names every file of the PKI (both are
 // internal/layout's, which owns every path skiff keeps).
@@ -171,6 +173,9 @@ func (a *Authority) Issue(tmpl x509.Certificate) (certPEM, keyPEM []byte, err er
 	return (*authority)(a).Issue(tmpl)
 }
 
+// Cert is the CA certificate.
+func (a *Authority) Cert() *x509.Certificate { return a.cert }
+
 // CertPEM is the CA certificate in PEM form.
 func (a *Authority) CertPEM() []byte { return a.certPEM }
 
@@ -291,16 +296,15 @@ func Stale(p Pair, ca *x509.Certificate, ips []net.IP, now time.Time) string {
 	if !exists(p.Cert) || !exists(p.Key) {
 		return "missing"
 	}
-	b, err := os.ReadFile(p.Cert)
+	c, err := readCertFile(p.Cert)
 	if err != nil {
 		return "unreadable: " + err.Error()
 	}
-	certs, err := certutil.ParseCertsPEM(b)
-	if err != nil {
-		return "unreadable: " + err.Error()
-	}
-	c := certs[0]
-	if now.Add(RenewBefore).After(c.NotAfter) {
+	return staleCert(c, ca, ips, now)
+}
+
+func staleCert(c *x509.Certificate, ca *x509.Certificate, ips []net.IP, now time.Time) string {
+	if certrenew.Due(c, now) {
 		return "expires " + c.NotAfter.UTC().Format(time.RFC3339)
 	}
 	if ca != nil && c.CheckSignatureFrom(ca) != nil {
@@ -312,6 +316,12 @@ func Stale(p Pair, ca *x509.Certificate, ips []net.IP, now time.Time) string {
 		}
 	}
 	return ""
+}
+
+func sortedCopy(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
 }
 
 func exists(path string) bool {

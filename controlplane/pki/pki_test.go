@@ -404,3 +404,24 @@ func TestEnsureRenews(t *testing.T) {
 		t.Errorf("adding a peer address issued %v, want peer.crt alone", issued)
 	}
 }
+
+func TestRotate(t *testing.T) {
+	l := ensure(t, Options{Dir: t.TempDir()})
+	if _, err := Rotate(l, nil, []string{"apiserver", "bogus"}); err == nil || !strings.Contains(err.Error(), `no certificate "bogus"`) {
+		t.Fatalf("an unknown name: %v", err)
+	}
+	if !exists(l.APIServer().Cert) {
+		t.Fatal("a rotate refused for an unknown name removed the names before it")
+	}
+	removed, err := Rotate(l, nil, []string{"apiserver", "etcd/peer"})
+	if err != nil || len(removed) != 4 {
+		t.Fatalf("removed %v: %v", removed, err)
+	}
+	if !exists(l.CA().Key) || exists(l.EtcdPeer().Key) {
+		t.Error("rotate removed a CA or kept what it was asked to remove")
+	}
+	certs, err := Inventory(ensure(t, Options{Dir: l.Dir}), nil, time.Now())
+	if err != nil || len(certs) != 10 {
+		t.Errorf("inventory after the next start: %d certificates, %v", len(certs), err)
+	}
+}

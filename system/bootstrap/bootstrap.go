@@ -91,13 +91,13 @@ func PrepareServer(o Server, now time.Time) (ServerFiles, error) {
 	files := ServerFiles{PKI: certs, Join: join}
 	all := slices.Clone(kubeconfigs)
 	if o.NodeName != "" {
-		if err := writeAgentServingCert(certs, ca, o.NodeName, o.NodeIPs); err != nil {
+		if err := writeAgentServingCert(certs, ca, o.NodeName, o.NodeIPs, now); err != nil {
 			return files, err
 		}
 		all = append(all, kubeconfig{"node", "system:node:" + o.NodeName, []string{"system:nodes"}})
 	}
 	for _, k := range all {
-		if err := pki.WriteKubeconfig(o.Dirs.Kubeconfig(k.name), o.APIServerURL, ca, k.user, k.groups); err != nil {
+		if err := pki.WriteKubeconfigAt(o.Dirs.Kubeconfig(k.name), o.APIServerURL, ca, k.user, k.groups, now); err != nil {
 			return files, fmt.Errorf("%s: %w", o.Dirs.Kubeconfig(k.name), err)
 		}
 	}
@@ -159,13 +159,13 @@ func EnsureJoinToken(path, caFile, preset string) (bootstraptoken.JoinToken, err
 }
 
 // writeAgentServingCert issues the serving pair of the agent beside this server
-// (pki/agent.crt), unless it exists.
-func writeAgentServingCert(l pki.Layout, ca *pki.Authority, node string, ips []net.IP) error {
+// (pki/agent.crt), unless one is there that is still good for its addresses.
+func writeAgentServingCert(l pki.Layout, ca *pki.Authority, node string, ips []net.IP, now time.Time) error {
 	crt, key := l.AgentServing().Cert, l.AgentServing().Key
-	if _, err := os.Stat(crt); err == nil {
+	ips = append([]net.IP{net.ParseIP("127.0.0.1")}, ips...)
+	if pki.Stale(l.AgentServing(), ca.Cert(), ips, now) == "" {
 		return nil
 	}
-	ips = append([]net.IP{net.ParseIP("127.0.0.1")}, ips...)
 	certPEM, keyPEM, err := ca.Issue(x509.Certificate{
 		Subject:     pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}},
 		DNSNames:    []string{node, "localhost"},
