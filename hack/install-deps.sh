@@ -38,6 +38,10 @@ command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v dig >/dev/null 2>&1 || need+=(bind9-dnsutils)
 # nc with -v/-t/-u for the Services specs' exec pods (Debian's busybox nc has none of them).
 [ -x /bin/nc.openbsd ] || need+=(netcat-openbsd)
+# The install e2e boots Debian's systemd as PID 1 of a throwaway host (tests/e2e/install); nsenter
+# and unshare (util-linux) enter and make it.
+[ -x /lib/systemd/systemd ] || need+=(systemd)
+command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
 # The Vagrantfile is validated against both providers it supports.
 command -v vagrant >/dev/null 2>&1 || need+=(vagrant)
 dpkg -s vagrant-libvirt >/dev/null 2>&1 || need+=(vagrant-libvirt)

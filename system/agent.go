@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/cpuset"
@@ -426,5 +428,16 @@ func RunAgent(ctx context.Context, a Agent, j Join, log *slog.Logger) error {
 			Node: node, Log: log.With("component", "cert-rotation")}
 		opts.Parts = append(opts.Parts, supervisor.Part{Name: "cert-rotation", Policy: supervisor.Restart, Run: renewer.Run})
 	}
+	// systemd (Type=notify) learns the agent is up once its health endpoint answers.
+	go notifyReady(ctx, func(ctx context.Context) error {
+		return wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(context.Context) (bool, error) {
+			resp, err := http.Get("http://" + a.HealthzAddress + "/healthz")
+			if err != nil {
+				return false, nil
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK, nil
+		})
+	}, log)
 	return agent.Run(ctx, cfg, opts, log)
 }

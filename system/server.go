@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -28,6 +29,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/hostaddr"
 	sharedinformers "github.com/skiff-sh/skiff/internal/informers"
 	"github.com/skiff-sh/skiff/internal/layout"
+	"github.com/skiff-sh/skiff/internal/sdnotify"
 	"github.com/skiff-sh/skiff/internal/supervisor"
 	"github.com/skiff-sh/skiff/system/bootstrap"
 )
@@ -234,7 +236,25 @@ func RunServer(ctx context.Context, s Server, all bool, log *slog.Logger) error 
 	if all {
 		s.controlPlane(sup, agentOpts, log)
 	}
+	// systemd (Type=notify) learns the server is up once its API server is ready.
+	go notifyReady(sup.Context(), func(ctx context.Context) error {
+		return apiserver.WaitReady(ctx, plan.Dirs.Kubeconfig("admin"))
+	}, log)
 	return sup.Wait()
+}
+
+// notifyReady tells systemd the service is ready once ready returns (internal/sdnotify; a
+// no-op outside a unit of Type=notify).
+func notifyReady(ctx context.Context, ready func(context.Context) error, log *slog.Logger) {
+	if os.Getenv("NOTIFY_SOCKET") == "" {
+		return
+	}
+	if err := ready(ctx); err != nil {
+		return
+	}
+	if _, err := sdnotify.Ready(); err != nil {
+		log.Warn("telling systemd the service is ready", "err", err)
+	}
 }
 
 // snapshotter is the schedule of the embedded etcd's snapshots (nil: none).
