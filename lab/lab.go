@@ -173,14 +173,11 @@ func Up(ctx context.Context, o Options, log *slog.Logger) error {
 
 	master := o.Master()
 	dirs := layout.Lab{Dir: o.Dir}
-	pid, err := spawn(master.Netns, dirs.Log("master"), o.Binary, "server",
-		"--cluster-cidr", o.ClusterCIDRs(), "--service-cidr", o.ServiceCIDRs(), "--data-dir", dirs.Master().Dir, "--advertise-address", master.Addr().String(), "--tls-san", o.masterSide().String(),
-		"--node-name", master.NodeName, "--node-ip", master.NodeIPs(),
-		"--agent-data-dir", dirs.Agent("master").Dir, "--pod-log-dir", dirs.PodLogs("master"),
-		"--pod-manifest-path", dirs.Manifests("master"), "--cgroup-root", CgroupRoot(o.Name)+"/master",
-		"--service-proxy="+strconv.FormatBool(!o.NoServiceProxy), "--network-policy="+strconv.FormatBool(!o.NoNetworkPolicy),
-		// The lab's traffic never leaves it: its cluster DNS forwards nowhere.
-		"--dns-upstream=none", "--loadbalancer-cidr="+o.LoadBalancerPools(), "--eviction-hard="+EvictionHard, "--image-gc-high-threshold=100")
+	args := serverArgs(o.Spec, o.Dir, master)
+	if o.Servers > 1 {
+		args = append(args, "--cluster-init")
+	}
+	pid, err := spawn(master.Netns, dirs.Log("master"), o.Binary, args...)
 	if err != nil {
 		return err
 	}
@@ -225,18 +222,53 @@ func AddNode(o Options, i int, st *state) error {
 	}); err != nil {
 		return fmt.Errorf("the server wrote no join token at %s", token)
 	}
-	pid, err := spawn(n.Netns, dirs.Log(n.Role), o.Binary, agentArgs(o.Spec, o.Dir, n)...)
+	args, what, err := workerArgs(o.Spec, o.Dir, i)
+	if err != nil {
+		return err
+	}
+	pid, err := spawn(n.Netns, dirs.Log(n.Role), o.Binary, args...)
 	if err != nil {
 		return err
 	}
 	st.PIDs[n.Role] = pid
-	fmt.Fprintf(o.Out, "%s: skiff agent in %s at %s (pid %d, log %s)\n", n.Role, n.Netns, n.Addr(), pid, dirs.Log(n.Role))
+	fmt.Fprintf(o.Out, "%s: %s in %s at %s (pid %d, log %s)\n", n.Role, what, n.Netns, n.Addr(), pid, dirs.Log(n.Role))
 	return st.save(o.Dir)
+}
+
+// workerArgs are what worker i runs: `skiff agent`, or with --servers `skiff server` joining
+// the master's with its token.
+func workerArgs(s Spec, labDir string, i int) ([]string, string, error) {
+	n := s.Node(i)
+	if !s.IsServer(i) {
+		return agentArgs(s, labDir, n), "skiff agent", nil
+	}
+	b, err := os.ReadFile(layout.Lab{Dir: labDir}.Master().Token())
+	if err != nil {
+		return nil, "", err
+	}
+	return append(serverArgs(s, labDir, n), "--server", s.APIServer(), "--token", strings.TrimSpace(string(b))), "skiff server (joined to the master's)", nil
+}
+
+// serverArgs are `skiff server` on host n of the lab: the master, or a worker that joins it.
+func serverArgs(s Spec, labDir string, n Host) []string {
+	dirs := layout.Lab{Dir: labDir}
+	args := []string{"server",
+		"--cluster-cidr", s.ClusterCIDRs(), "--service-cidr", s.ServiceCIDRs(), "--data-dir", dirs.Server(n.Role).Dir, "--advertise-address", n.Addr().String(),
+		"--node-name", n.NodeName, "--node-ip", n.NodeIPs(),
+		"--agent-data-dir", dirs.Agent(n.Role).Dir, "--pod-log-dir", dirs.PodLogs(n.Role),
+		"--pod-manifest-path", dirs.Manifests(n.Role), "--cgroup-root", CgroupRoot(s.Name) + "/" + n.Role,
+		"--service-proxy=" + strconv.FormatBool(!s.NoServiceProxy), "--network-policy=" + strconv.FormatBool(!s.NoNetworkPolicy),
+		// The lab's traffic never leaves it: its cluster DNS forwards nowhere.
+		"--dns-upstream=none", "--loadbalancer-cidr=" + s.LoadBalancerPools(), "--eviction-hard=" + EvictionHard, "--image-gc-high-threshold=100"}
+	if n.Role == "master" {
+		args = append(args, "--tls-san", s.masterSide().String())
+	}
+	return args
 }
 
 func agentArgs(s Spec, labDir string, n Host) []string {
 	dirs := layout.Lab{Dir: labDir}
-	return []string{"agent", "--server", s.APIServer(), "--token-file", dirs.Master().Token(), "--data-dir", dirs.Agent(n.Role).Dir,
+	return []string{"agent", "--server", s.APIServers(), "--token-file", dirs.Master().Token(), "--data-dir", dirs.Agent(n.Role).Dir,
 		"--node-name", n.NodeName, "--node-ip", n.NodeIPs(), "--pod-log-dir", dirs.PodLogs(n.Role),
 		"--pod-manifest-path", dirs.Manifests(n.Role), "--cgroup-root", CgroupRoot(s.Name) + "/" + n.Role,
 		"--service-proxy=" + strconv.FormatBool(!s.NoServiceProxy), "--network-policy=" + strconv.FormatBool(!s.NoNetworkPolicy),
@@ -251,8 +283,9 @@ func agentArgs(s Spec, labDir string, n Host) []string {
 // that start agents on a shared disk do the same.
 const EvictionHard = "memory.available<100Mi"
 
-// RestartAgent stops a worker's agent (SIGTERM, as an upgrade would) and starts it again;
-// its pods keep running, and with graceful restart its routes stay in every table.
+// RestartAgent stops a worker's skiff — its agent, or its server with --servers — (SIGTERM,
+// as an upgrade would) and starts it again; its pods keep running, and with graceful restart
+// its routes stay in every table.
 func RestartAgent(o Options, role string) (int, error) {
 	if err := o.defaults(); err != nil {
 		return 0, err
@@ -262,30 +295,93 @@ func RestartAgent(o Options, role string) (int, error) {
 		return 0, fmt.Errorf("lab %q is not up: %w", o.Name, err)
 	}
 	var host *Host
+	index := 0
 	for i := 1; i <= st.Spec.Nodes; i++ {
 		if h := st.Spec.Node(i); h.Role == role {
-			host = &h
+			host, index = &h, i
 		}
 	}
 	if host == nil {
 		return 0, fmt.Errorf("lab %s has no worker %q", o.Name, role)
 	}
-	if pid := st.PIDs[role]; alive(pid) {
-		_ = syscall.Kill(pid, syscall.SIGTERM)
-		deadline := time.Now().Add(20 * time.Second)
-		for alive(pid) && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-		}
-		if alive(pid) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
+	args, _, err := workerArgs(st.Spec, o.Dir, index)
+	if err != nil {
+		return 0, err
 	}
-	pid, err := spawn(host.Netns, layout.Lab{Dir: o.Dir}.Log(role), o.Binary, agentArgs(st.Spec, o.Dir, *host)...)
+	stop(st.PIDs[role])
+	pid, err := spawn(host.Netns, layout.Lab{Dir: o.Dir}.Log(role), o.Binary, args...)
 	if err != nil {
 		return 0, err
 	}
 	st.PIDs[role] = pid
 	return pid, st.save(o.Dir)
+}
+
+// stop ends a skiff process as systemd stops a unit: SIGTERM, and SIGKILL after 20 s.
+func stop(pid int) {
+	if !alive(pid) {
+		return
+	}
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	deadline := time.Now().Add(20 * time.Second)
+	for alive(pid) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if alive(pid) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// Upgrade replaces every host's skiff with bin, as an operator upgrades a cluster: the
+// servers first (the master, then those joined to it), then the agents, one at a time — each
+// stopped (SIGTERM), started again from bin with its flags, and its node's Lease renewed by
+// the new process and the node Ready before the next. Pods keep running throughout: the
+// dataplane is pinned and BGP graceful restart keeps the routes.
+func Upgrade(ctx context.Context, o Options, bin string) error {
+	if err := o.defaults(); err != nil {
+		return err
+	}
+	st, err := load(o.Dir)
+	if err != nil {
+		return fmt.Errorf("lab %q is not up: %w", o.Name, err)
+	}
+	client, err := ClientFor(o.Name)
+	if err != nil {
+		return err
+	}
+	spec, dirs := st.Spec, layout.Lab{Dir: o.Dir}
+	for i, h := range spec.Hosts() {
+		var args []string
+		if i == 0 {
+			if args = serverArgs(spec, o.Dir, h); spec.Servers > 1 {
+				args = append(args, "--cluster-init")
+			}
+		} else if args, _, err = workerArgs(spec, o.Dir, i); err != nil {
+			return err
+		}
+		stop(st.PIDs[h.Role])
+		started := time.Now()
+		pid, err := spawn(h.Netns, dirs.Log(h.Role), bin, args...)
+		if err != nil {
+			return err
+		}
+		st.PIDs[h.Role] = pid
+		if err := st.save(o.Dir); err != nil {
+			return err
+		}
+		fmt.Fprintf(o.Out, "%s: upgraded to %s (pid %d); waiting for its node\n", h.Role, bin, pid)
+		if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, o.Timeout, true, func(ctx context.Context) (bool, error) {
+			lease, err := client.CoordinationV1().Leases("kube-node-lease").Get(ctx, h.NodeName, metav1.GetOptions{})
+			if err != nil || lease.Spec.RenewTime == nil || lease.Spec.RenewTime.Time.Before(started) {
+				return false, nil
+			}
+			n, err := client.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{})
+			return err == nil && ready(n), nil
+		}); err != nil {
+			return fmt.Errorf("%s after its upgrade: its node did not renew its Lease and stay Ready: %w", h.Role, err)
+		}
+	}
+	return nil
 }
 
 // Grow adds worker nodes to a running lab until it has nodes workers, and waits for the

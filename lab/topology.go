@@ -146,6 +146,9 @@ type Spec struct {
 	Name  string
 	Nodes int
 	ToR   string
+	// Servers is how many hosts run `skiff server` (HA with embedded etcd): the master, with
+	// --cluster-init, and node1 … node<Servers-1> joining it; 0 is 1.
+	Servers int `json:",omitempty"`
 	// NoServiceProxy runs the agents with --service-proxy=false, so another Service
 	// proxy (kube-proxy, for the side-by-side benchmark) can take the nodes.
 	NoServiceProxy bool `json:",omitempty"`
@@ -176,6 +179,12 @@ func (s Spec) Validate() error {
 	}
 	if s.Nodes < 0 || s.Nodes > 100 {
 		return fmt.Errorf("--nodes %d: the lab takes 0 to 100 worker nodes", s.Nodes)
+	}
+	if s.Servers < 0 || s.Servers > 5 || s.Servers%2 == 0 && s.Servers != 0 {
+		return fmt.Errorf("--servers %d: want 1, 3 or 5 (an odd number keeps a majority when one is lost)", s.Servers)
+	}
+	if s.Servers > s.Nodes+1 {
+		return fmt.Errorf("--servers %d needs --nodes %d or more: the master and node1 … node%d run the servers", s.Servers, s.Servers-1, s.Servers-1)
 	}
 	switch s.ToR {
 	case ToRFRR, ToRBIRD, ToRNone:
@@ -260,6 +269,18 @@ func (s Spec) Hosts() []Host {
 func (s Spec) APIServer() string {
 	return "https://" + net.JoinHostPort(s.Master().Addr().String(), "6443")
 }
+
+// APIServers are every server's URL, the master's first: what agents fail over between.
+func (s Spec) APIServers() string {
+	urls := []string{s.APIServer()}
+	for i := 1; i < s.Servers; i++ {
+		urls = append(urls, "https://"+net.JoinHostPort(s.Node(i).Addr().String(), "6443"))
+	}
+	return strings.Join(urls, ",")
+}
+
+// IsServer says whether worker i runs `skiff server` (joining the master's) rather than an agent.
+func (s Spec) IsServer(i int) bool { return i < s.Servers }
 
 // HostAPIServer is reached through the host link (its IPv6 end in an IPv6-only lab).
 func (s Spec) HostAPIServer() string {

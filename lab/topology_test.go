@@ -203,3 +203,22 @@ func TestInferNode(t *testing.T) {
 		}
 	}
 }
+
+func TestServers(t *testing.T) {
+	for _, c := range []struct {
+		servers, nodes int
+		err            string
+	}{{0, 0, ""}, {1, 0, ""}, {3, 2, ""}, {5, 4, ""}, {2, 3, "want 1, 3 or 5"}, {7, 9, "want 1, 3 or 5"}, {3, 1, "needs --nodes 2"}} {
+		err := Spec{Name: "x", ToR: ToRNone, Servers: c.servers, Nodes: c.nodes}.Validate()
+		if (c.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("--servers %d --nodes %d: %v, want %q", c.servers, c.nodes, err, c.err)
+		}
+	}
+	s := Spec{Name: "x", ToR: ToRNone, Servers: 3, Nodes: 3}
+	if got := s.APIServers(); got != "https://198.18.0.1:6443,https://198.18.0.2:6443,https://198.18.0.3:6443" {
+		t.Errorf("APIServers %s", got)
+	}
+	if !s.IsServer(2) || s.IsServer(3) {
+		t.Error("node2 should be a server, node3 an agent")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -18,7 +19,7 @@ import (
 // labCommand builds and tears down the multi-node lab on this machine (see package lab).
 func labCommand() *cobra.Command {
 	var name, tor, logLevel, clusterCIDR, ipFamily string
-	var nodes int
+	var nodes, servers int
 	var serviceProxy, networkPolicy bool
 	var timeout time.Duration
 	cmd := &cobra.Command{Use: "lab", Short: "A multi-node cluster on this machine: namespaces, a fabric, a ToR router"}
@@ -27,7 +28,7 @@ func labCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			spec := lab.Spec{Name: name, Nodes: nodes, ToR: tor, NoServiceProxy: !serviceProxy, NoNetworkPolicy: !networkPolicy, IPFamily: ipFamily}
+			spec := lab.Spec{Name: name, Nodes: nodes, Servers: servers, ToR: tor, NoServiceProxy: !serviceProxy, NoNetworkPolicy: !networkPolicy, IPFamily: ipFamily}
 			if clusterCIDR != "" {
 				p, err := netip.ParsePrefix(clusterCIDR)
 				if err != nil {
@@ -62,6 +63,7 @@ func labCommand() *cobra.Command {
 			return nil
 		}}
 	up.Flags().IntVar(&nodes, "nodes", 2, "worker nodes beside the master")
+	up.Flags().IntVar(&servers, "servers", 1, "hosts running skiff server (HA with embedded etcd): the master with --cluster-init and node1 … joining it; 1, 3 or 5")
 	up.Flags().StringVar(&tor, "tor", "frr", "top-of-rack router: frr, bird or none (nodes then peer in a full mesh)")
 	up.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait for every node to be Ready")
 	up.Flags().BoolVar(&serviceProxy, "service-proxy", true, "load-balance Services with skiff's eBPF programs (false leaves Services to another proxy, such as kube-proxy)")
@@ -89,16 +91,34 @@ func labCommand() *cobra.Command {
 			}
 			return err
 		}}
-	restart := &cobra.Command{Use: "restart-agent NODE", Short: "Restart a worker's agent (SIGTERM, then start it again), as an upgrade does",
+	restart := &cobra.Command{Use: "restart-agent NODE", Short: "Restart a worker's skiff (its agent, or its server in a lab of --servers 3) with SIGTERM, then start it again, as an upgrade does",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pid, err := lab.RestartAgent(lab.Options{Spec: lab.Spec{Name: name}}, args[0])
 			if err == nil {
-				fmt.Printf("%s: agent restarted (pid %d)\n", args[0], pid)
+				fmt.Printf("%s: restarted (pid %d)\n", args[0], pid)
 			}
 			return err
 		}}
-	cmd.AddCommand(up, add, down, status, execCmd, restart)
+	var to string
+	upgrade := &cobra.Command{Use: "upgrade --to BIN", Short: "Upgrade every node of the lab to another skiff binary: servers first, then agents, one at a time, each node Ready before the next",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if to == "" {
+				return fmt.Errorf("--to: the skiff binary to upgrade to")
+			}
+			bin, err := filepath.Abs(to)
+			if err != nil {
+				return err
+			}
+			if err := lab.Upgrade(cmd.Context(), lab.Options{Spec: lab.Spec{Name: name}, Out: os.Stdout}, bin); err != nil {
+				return err
+			}
+			fmt.Printf("lab %s upgraded to %s\n", name, bin)
+			return nil
+		}}
+	upgrade.Flags().StringVar(&to, "to", "", "the skiff binary to run on every node")
+	cmd.AddCommand(up, add, down, status, execCmd, restart, upgrade)
 	return cmd
 }
 

@@ -38,6 +38,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 const usage = `usage: netutil [serve [--port 8080]]
        netutil fetch URL [--source-port N]
        netutil connect HOST:PORT [--udp] [--timeout 5s]
+       netutil hold HOST:PORT [INTERVAL]
        netutil dns NAME
        netutil echo [--port 7] [--udp]
        netutil cat FILE...
@@ -129,6 +130,20 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			}
 		}
 		return nil
+	case "hold":
+		// One TCP connection to an echo server, a line and its echo every INTERVAL (100ms)
+		// until stopped: a flow that must outlive whatever happens to the network meanwhile.
+		if len(pos) < 1 || len(pos) > 2 {
+			return errors.New(usage)
+		}
+		d := 100 * time.Millisecond
+		if len(pos) == 2 {
+			var err error
+			if d, err = time.ParseDuration(pos[1]); err != nil || d <= 0 {
+				return fmt.Errorf("hold: %q is not a positive duration", pos[1])
+			}
+		}
+		return Hold(ctx, pos[0], d, *timeout, out)
 	case "tick":
 		// Prints "tick N" every INTERVAL (1s) until stopped: output to attach to.
 		d := time.Second
@@ -343,6 +358,43 @@ func Connect(addr string, udp bool, timeout time.Duration, out io.Writer) error 
 	}
 	fmt.Fprintf(out, "udp answer from %s: %s", addr, buf[:n])
 	return nil
+}
+
+// Hold keeps one TCP connection to the echo server at addr: every interval it sends a line
+// and waits (up to timeout) for its echo, printing "held N round trips on LOCAL -> REMOTE"
+// each second. The first round trip that fails ends it with an error: the flow broke.
+func Hold(ctx context.Context, addr string, interval, timeout time.Duration, out io.Writer) error {
+	c, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	fmt.Fprintf(out, "holding %s -> %s\n", c.LocalAddr(), c.RemoteAddr())
+	r := bufio.NewReader(c)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	last := time.Now()
+	for n := 1; ; n++ {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintf(out, "held %d round trips on %s -> %s; stopped\n", n-1, c.LocalAddr(), c.RemoteAddr())
+			return nil
+		case <-t.C:
+		}
+		_ = c.SetDeadline(time.Now().Add(timeout))
+		want := strconv.Itoa(n)
+		if _, err := fmt.Fprintln(c, want); err != nil {
+			return fmt.Errorf("flow broken after %d round trips: %w", n-1, err)
+		}
+		got, err := r.ReadString('\n')
+		if err != nil || strings.TrimSpace(got) != want {
+			return fmt.Errorf("flow broken after %d round trips: echo %q: %v", n-1, got, err)
+		}
+		if time.Since(last) >= time.Second {
+			fmt.Fprintf(out, "held %d round trips on %s -> %s\n", n, c.LocalAddr(), c.RemoteAddr())
+			last = time.Now()
+		}
+	}
 }
 
 // Echo runs a TCP (line) or UDP (datagram) echo server until ctx ends.

@@ -255,3 +255,33 @@ func TestWebhookHandler(t *testing.T) {
 		t.Errorf("garbage: %d", rec.Code)
 	}
 }
+
+func TestHold(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	go func() { _ = Echo(ctx, addr, false) }()
+	time.Sleep(100 * time.Millisecond)
+	holdCtx, stopHold := context.WithTimeout(ctx, 1500*time.Millisecond)
+	defer stopHold()
+	var out bytes.Buffer
+	if err := Hold(holdCtx, addr, 10*time.Millisecond, time.Second, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "; stopped") || !strings.Contains(out.String(), "held ") {
+		t.Errorf("output:\n%s", out.String())
+	}
+	// The server goes: holding a flow to it fails, and says so.
+	cancel()
+	time.Sleep(100 * time.Millisecond)
+	none, stop := context.WithTimeout(context.Background(), 2*time.Second)
+	defer stop()
+	if err := Hold(none, addr, 10*time.Millisecond, 200*time.Millisecond, &out); err == nil {
+		t.Error("holding a flow to nothing succeeded")
+	}
+}

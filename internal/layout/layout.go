@@ -156,6 +156,15 @@ func (l Lab) State() string { return filepath.Join(l.Dir, "state.json") }
 // Master is the master's server data directory.
 func (l Lab) Master() Server { return Server{Dir: filepath.Join(l.Dir, "master")} }
 
+// Server is a server's data directory: the master's (Master), or that of a worker that runs
+// `skiff server` joined to it (`lab up --servers 3`), beside its agent's.
+func (l Lab) Server(role string) Server {
+	if role == "master" {
+		return l.Master()
+	}
+	return Server{Dir: l.Node(role) + "-server"}
+}
+
 // Node is a node's directory; role is "master", "node1", ... A worker's is its agent's data
 // directory; the master's is its server's (Master), with its agent's inside (Agent).
 func (l Lab) Node(role string) string { return filepath.Join(l.Dir, role) }

@@ -1,0 +1,231 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	skifflab "github.com/skiff-sh/skiff/lab"
+	"github.com/skiff-sh/skiff/tests/e2e/framework"
+)
+
+// upgradeFrom is the commit before issue 44's first change (operations: install, HA,
+// certificates, upgrades): the upgrade e2e starts its lab from the build of that commit.
+const upgradeFrom = "c956285"
+
+// buildAt builds skiff at commit rev of this repository (a git worktree of its own) and puts
+// this build's image archives beside it, and returns the binary.
+func buildAt(t *testing.T, rev string) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	repo := filepath.Join(filepath.Dir(file), "..", "..", "..")
+	dir := filepath.Join(t.TempDir(), "src")
+	if out, err := exec.Command("git", "-C", repo, "worktree", "add", "--detach", dir, rev).CombinedOutput(); err != nil {
+		t.Fatalf("git worktree add %s: %v\n%s", rev, err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("git", "-C", repo, "worktree", "remove", "--force", dir).Run() })
+	bin := filepath.Join(t.TempDir(), "skiff")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/skiff")
+	build.Dir = dir
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v\n%s", rev, err, out)
+	}
+	_, images := framework.AgentArtifacts(t)
+	archives, _ := filepath.Glob(filepath.Join(images, "*.tar"))
+	if err := os.MkdirAll(filepath.Join(filepath.Dir(bin), "images"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range archives {
+		b, err := os.ReadFile(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(filepath.Dir(bin), "images", filepath.Base(a)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return bin
+}
+
+// TestLabUpgrade upgrades a lab from the build of upgradeFrom to this one with `skiff lab
+// upgrade` — the master's server, then each node's agent — while a pod pings a pod on another
+// node (20 a second), a pod holds one TCP flow through a ClusterIP (a line and its echo every
+// 100 ms), and ConfigMaps are written through the API: not one echo is lost, the flow is never
+// broken, no acknowledged write is lost, and objects written by the old build are read by the
+// new one.
+func TestLabUpgrade(t *testing.T) {
+	const name = "e2eupg"
+	old := buildAt(t, upgradeFrom)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+	l := &lab{t: t, name: name, bin: old, ctx: ctx}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, f := range []string{"master.log", "node1.log", "node2.log"} {
+				b, _ := os.ReadFile(filepath.Join(skifflab.Root, name, f))
+				if len(b) > 3000 {
+					b = b[len(b)-3000:]
+				}
+				t.Logf("--- %s\n%s", f, b)
+			}
+		}
+		if out, err := exec.Command(framework.Binary(t), "lab", "down", "--name", name).CombinedOutput(); err != nil {
+			t.Errorf("skiff lab down: %v\n%s", err, out)
+		}
+	})
+	l.skiff("up", "--nodes", "2", "--tor", "frr", "--timeout", "4m")
+	cfg, err := clientcmd.BuildConfigFromFlags("", skifflab.Kubeconfig(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Timeout = 5 * time.Second
+	l.client = kubernetes.NewForConfigOrDie(cfg)
+
+	// Written by the old build.
+	if _, err := l.client.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "from-old"},
+		Data: map[string]string{"k": "v"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// An echo server on node2 behind a ClusterIP; a pod on node1 holding one flow to it.
+	echo := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "echo", Labels: map[string]string{"app": "echo"}}, Spec: corev1.PodSpec{NodeName: name + "-node2",
+		Containers: []corev1.Container{{Name: "c", Image: "localhost/skiff/netutil:1", Command: []string{"netutil", "echo", "--port", "7"}}}}}
+	if _, err := l.client.CoreV1().Pods("default").Create(ctx, echo, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := l.client.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "echo"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "echo"}, Ports: []corev1.ServicePort{{Port: 7, TargetPort: intstr.FromInt32(7)}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoPod := l.podNamed("echo")
+	framework.Eventually(t, 90*time.Second, "echo Running", func() (bool, string) {
+		echoPod = l.podNamed("echo")
+		return echoPod.Status.Phase == corev1.PodRunning, string(echoPod.Status.Phase)
+	})
+	holder := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "holder"}, Spec: corev1.PodSpec{NodeName: name + "-node1", RestartPolicy: corev1.RestartPolicyNever,
+		Containers: []corev1.Container{{Name: "c", Image: "localhost/skiff/netutil:1", Command: []string{"netutil", "hold", svc.Spec.ClusterIP + ":7", "100ms"}}}}}
+	if _, err := l.client.CoreV1().Pods("default").Create(ctx, holder, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	heldRE := regexp.MustCompile(`held (\d+) round trips`)
+	held := func() (int, string) {
+		b, _ := l.client.CoreV1().Pods("default").GetLogs("holder", &corev1.PodLogOptions{}).DoRaw(ctx)
+		m := heldRE.FindAllStringSubmatch(string(b), -1)
+		if len(m) == 0 {
+			return 0, string(b)
+		}
+		n, _ := strconv.Atoi(m[len(m)-1][1])
+		return n, string(b)
+	}
+	framework.Eventually(t, 90*time.Second, "the holder's flow through the ClusterIP carrying round trips", func() (bool, string) {
+		n, out := held()
+		return n > 10, out
+	})
+	pinger := l.pod("pinger", "node1")
+
+	// The load: pings to the echo pod, ConfigMap writes; then the upgrade.
+	const count = 3000 // 150 s at 50 ms: longer than the upgrade
+	pid := containerPID(t, l, pinger)
+	ping := exec.CommandContext(ctx, "nsenter", fmt.Sprintf("--net=/proc/%d/ns/net", pid), "--", "ping", "-n", "-O", "-i", "0.05", "-c", strconv.Itoa(count), "-w", "240", echoPod.Status.PodIP)
+	var pingOut strings.Builder
+	ping.Stdout, ping.Stderr = &pingOut, &pingOut
+	if err := ping.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var acked []string
+	stopWrites := make(chan struct{})
+	writesDone := make(chan struct{})
+	go func() {
+		defer close(writesDone)
+		for i := 0; ; i++ {
+			select {
+			case <-stopWrites:
+				return
+			default:
+			}
+			n := fmt.Sprintf("during-%d", i)
+			_, err := l.client.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{})
+			if err == nil || apierrors.IsAlreadyExists(err) {
+				mu.Lock()
+				acked = append(acked, n)
+				mu.Unlock()
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	time.Sleep(2 * time.Second)
+	heldBefore, _ := held()
+	upgrade := exec.CommandContext(ctx, framework.Binary(t), "lab", "--name", name, "upgrade", "--to", framework.Binary(t))
+	out, err := upgrade.CombinedOutput()
+	if err != nil {
+		t.Fatalf("skiff lab upgrade: %v\n%s", err, out)
+	}
+	t.Logf("skiff lab upgrade:\n%s", out)
+	_ = ping.Wait()
+	close(stopWrites)
+	<-writesDone
+
+	m := regexp.MustCompile(`(\d+) packets transmitted, (\d+) received`).FindStringSubmatch(pingOut.String())
+	if m == nil || m[1] != m[2] || m[1] != strconv.Itoa(count) {
+		var unanswered []string
+		for _, line := range strings.Split(pingOut.String(), "\n") {
+			if strings.Contains(line, "no answer") || strings.Contains(line, "Unreachable") {
+				unanswered = append(unanswered, line)
+			}
+		}
+		t.Errorf("ping across the upgrade: %v; unanswered:\n%s", m, strings.Join(unanswered, "\n"))
+	}
+	heldAfter, holderLog := held()
+	h, err := l.client.CoreV1().Pods("default").Get(ctx, "holder", metav1.GetOptions{})
+	if err != nil || h.Status.Phase != corev1.PodRunning || heldAfter <= heldBefore+100 || strings.Contains(holderLog, "broken") {
+		t.Errorf("the flow through the ClusterIP across the upgrade: phase %v, %d round trips before, %d after (%v):\n%s",
+			h.Status.Phase, heldBefore, heldAfter, err, holderLog)
+	}
+	list, err := l.client.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, cm := range list.Items {
+		have[cm.Name] = true
+	}
+	if !have["from-old"] {
+		t.Error("the ConfigMap the old build wrote is not read by the new one")
+	}
+	mu.Lock()
+	for _, n := range acked {
+		if !have[n] {
+			t.Errorf("acknowledged write %s lost", n)
+		}
+	}
+	t.Logf("ping %s/%s answered, %d→%d round trips on the held flow, %d writes acknowledged, none lost", m[2], m[1], heldBefore, heldAfter, len(acked))
+	mu.Unlock()
+	// Every node runs the new binary now.
+	for _, role := range []string{"master", "node1", "node2"} {
+		pid, err := skifflab.PID(name, role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+		if exe != framework.Binary(t) {
+			t.Errorf("%s runs %s after the upgrade, want %s", role, exe, framework.Binary(t))
+		}
+	}
+}
