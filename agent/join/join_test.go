@@ -120,7 +120,8 @@ func TestUsable(t *testing.T) {
 	isNode := func(c *x509.Certificate) bool { return c.Subject.CommonName == "system:node:n1" }
 	gc, gk := ca.issue(t, "system:node:n1", 48*time.Hour, x509.ExtKeyUsageClientAuth)
 	good, goodKey := write("good", gc, gk)
-	sc, sk := ca.issue(t, "system:node:n1", time.Hour, x509.ExtKeyUsageClientAuth)
+	// Issued an hour ago for 70 minutes in all: 10 left, within its last quarter (certrenew).
+	sc, sk := ca.issue(t, "system:node:n1", 10*time.Minute, x509.ExtKeyUsageClientAuth)
 	soon, soonKey := write("soon", sc, sk)
 	oc, ok := other.issue(t, "system:node:n1", 48*time.Hour, x509.ExtKeyUsageClientAuth)
 	foreign, foreignKey := write("foreign", oc, ok)
@@ -131,7 +132,7 @@ func TestUsable(t *testing.T) {
 		want      bool
 	}{
 		{"valid pair from the CA", good, goodKey, true},
-		{"expires within a day", soon, soonKey, false},
+		{"due for renewal", soon, soonKey, false},
 		{"from another CA", foreign, foreignKey, false},
 		{"key does not match", good, mismatchedKey, false},
 		{"missing", filepath.Join(dir, "none.crt"), filepath.Join(dir, "none.key"), false},
