@@ -34,9 +34,12 @@ func certificateCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// Leaves and kubeconfigs by name, then the CAs.
 			slices.SortFunc(certs, func(a, b pki.Cert) int {
-				if a.IsCA != b.IsCA {
-					return map[bool]int{true: 1, false: -1}[a.IsCA]
+				if a.IsCA != b.IsCA && a.IsCA {
+					return 1
+				} else if a.IsCA != b.IsCA {
+					return -1
 				}
 				return strings.Compare(a.Name, b.Name)
 			})
