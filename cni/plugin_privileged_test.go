@@ -212,6 +212,10 @@ func testAddCheckDel(t *testing.T, cidrs, want []string) {
 	}
 
 	// Traffic: a TCP server in the pod answers a client in the host namespace, on each address.
+	// The host's sources are addresses on its lo. A new IPv6 address stays tentative until the
+	// kernel's address work runs (even on lo, where there is no DAD to do); a connect in that
+	// moment picks ::1 as its source, which the pod must drop. So wait until they are usable,
+	// and dial from them explicitly.
 	onThreadIn(t, hostNS, func() {
 		lo, _ := netlink.LinkByName("lo")
 		for _, src := range []string{"198.18.0.1/32", "2001:2::1/128"} {
@@ -220,7 +224,24 @@ func testAddCheckDel(t *testing.T, cidrs, want []string) {
 				t.Error(err)
 			}
 		}
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			addrs, err := netlink.AddrList(lo, netlink.FAMILY_V6)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tentative := false
+			for _, a := range addrs {
+				tentative = tentative || a.Flags&unix.IFA_F_TENTATIVE != 0
+			}
+			if !tentative {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("lo addresses still tentative after 5s: %v", addrs)
+			}
+		}
 	})
+	hostSource := map[bool]net.IP{false: net.ParseIP("198.18.0.1"), true: net.ParseIP("2001:2::1")}
 	for _, w := range want {
 		addr := net.JoinHostPort(w, "8080")
 		var ln net.Listener
@@ -235,7 +256,8 @@ func testAddCheckDel(t *testing.T, cidrs, want []string) {
 			}
 		}()
 		onThreadIn(t, hostNS, func() {
-			c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+			d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: hostSource[net.ParseIP(w).To4() == nil]}}
+			c, err := d.Dial("tcp", addr)
 			if err != nil {
 				t.Errorf("host -> pod %s: %v", addr, err)
 				return
