@@ -37,7 +37,7 @@ func DefaultServer() Server {
 		Compaction: 5 * time.Minute, MetricResolution: 15 * time.Second,
 		ControllerManager: DefaultControllerManager(), Scheduler: DefaultScheduler(),
 		Agent: DefaultAgent(), IdleGCPercent: gctune.DefaultIdlePercent,
-		SnapshotCron: "0 */12 * * *", SnapshotRetention: 5,
+		SnapshotCron: "0 */12 * * *", SnapshotRetention: 5, CertificateLifetime: 365 * 24 * time.Hour,
 	}
 }
 

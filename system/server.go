@@ -17,7 +17,7 @@ import (
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/transport"
 
 	"github.com/skiff-sh/skiff/agent"
 	"github.com/skiff-sh/skiff/controlplane/allocator"
@@ -74,6 +74,10 @@ type Server struct {
 	SnapshotRetention int
 	SnapshotDir       string
 	DisableSnapshots  bool
+	// CertificateLifetime is how long the leaf certificates and kubeconfigs the server issues
+	// last (a year when zero); each is renewed within 90 days of expiry, or in the last quarter
+	// of a shorter lifetime, at start and while the server runs.
+	CertificateLifetime time.Duration
 }
 
 // ControlPlaneTaint keeps ordinary pods off the server's own node, as kubeadm's.
@@ -91,7 +95,7 @@ func (s Server) Plan(withNode bool) (bootstrap.Server, apiserver.Options, error)
 		MetricResolution: s.MetricResolution,
 	}
 	b := bootstrap.Server{Dirs: layout.Server{Dir: s.DataDir}, Token: s.Token, EmbeddedEtcd: len(s.EtcdServers) == 0,
-		SecretsEncryption: s.SecretsEncryption && s.EncryptionProviderConfig == ""}
+		SecretsEncryption: s.SecretsEncryption && s.EncryptionProviderConfig == "", CertificateLifetime: s.CertificateLifetime}
 	if s.JoinServer != "" && s.ClusterInit {
 		return b, o, errors.New("--cluster-init starts a new cluster and --server joins one: give one of them")
 	}
@@ -233,6 +237,11 @@ func RunServer(ctx context.Context, s Server, all bool, log *slog.Logger) error 
 	if snap != nil {
 		sup.Go(supervisor.Part{Name: "etcd-snapshots", Policy: supervisor.Restart, Run: snap.Run})
 	}
+	renewEvery := renewalInterval(s.CertificateLifetime)
+	// client-go's clients look this often whether the client pairs they were given changed
+	// (5 minutes by default: too long for a certificate of minutes).
+	transport.CertCallbackRefreshDuration = min(transport.CertCallbackRefreshDuration, renewEvery)
+	sup.Go(certRenewal(plan, renewEvery, log))
 	if all {
 		s.controlPlane(sup, agentOpts, log)
 	}
@@ -348,10 +357,9 @@ func sharedControlPlaneInformers(ctx context.Context, kubeconfig string) func() 
 	return func() (*sharedinformers.Shared, error) {
 		once.Do(func() {
 			var cfg *rest.Config
-			if cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
+			if cfg, err = clientConfig(kubeconfig); err != nil {
 				return
 			}
-			cfg.DisableCompression = true // see whenReady
 			cfg.QPS, cfg.Burst = 100, 200 // lists at start, then watches
 			cfg.UserAgent = "skiff-control-plane-informers"
 			var client kubernetes.Interface
@@ -367,18 +375,15 @@ func sharedControlPlaneInformers(ctx context.Context, kubeconfig string) func() 
 	}
 }
 
-// whenReady waits for the API server a kubeconfig names, then runs f with its client config.
+// whenReady waits for the API server a kubeconfig names, then runs f with its client config
+// (clientConfig).
 func whenReady(ctx context.Context, kubeconfig string, f func(*rest.Config) error) error {
 	if err := apiserver.WaitReady(ctx, kubeconfig); err != nil {
 		return err
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	cfg, err := clientConfig(kubeconfig)
 	if err != nil {
 		return err
 	}
-	// The parts of a server talk to its own API server: gzip would only cost them CPU, and
-	// a decompressor (some 40 KiB) for each of their hundred-odd watches (the API server's own
-	// loopback client goes without too: see apiserver.newServer).
-	cfg.DisableCompression = true
 	return f(cfg)
 }

@@ -14,12 +14,12 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"sync"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/skiff-sh/skiff/agent/stats"
+	"github.com/skiff-sh/skiff/internal/certfile"
 )
 
 // Server serves the agent API.
@@ -46,7 +46,8 @@ func (s *Server) Handler() http.Handler {
 
 // Serve listens on addr with the serving pair, requiring client certificates of caFile.
 func Serve(ctx context.Context, addr, certFile, keyFile, caFile string, h http.Handler) error {
-	pair, err := newReloadingPair(certFile, keyFile)
+	// The pair is renewed in place (agent/join.Renewer): each handshake presents the current one.
+	pair, err := certfile.NewPair(certFile, keyFile)
 	if err != nil {
 		return err
 	}
@@ -63,7 +64,7 @@ func Serve(ctx context.Context, addr, certFile, keyFile, caFile string, h http.H
 		return err
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, TLSConfig: &tls.Config{
-		GetCertificate: pair.get, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}}
+		GetCertificate: pair.GetCertificate, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}}
 	go func() {
 		<-ctx.Done()
 		_ = srv.Close()
@@ -91,44 +92,4 @@ func (s *Server) resourceMetrics(w http.ResponseWriter, r *http.Request) {
 	sum, err := s.Stats.Summary(r.Context())
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	_, _ = w.Write(stats.Resource(sum, err != nil))
-}
-
-// reloadingPair serves a certificate pair that is rotated on disk (agent/join.Renewer): a
-// handshake after the files changed loads them again; a pair that fails to load (caught
-// between the key's and the certificate's replacement) leaves the current one in use.
-type reloadingPair struct {
-	certFile, keyFile string
-	mu                sync.Mutex
-	cert              *tls.Certificate
-	certMod, keyMod   time.Time
-}
-
-func newReloadingPair(certFile, keyFile string) (*reloadingPair, error) {
-	p := &reloadingPair{certFile: certFile, keyFile: keyFile}
-	if _, err := p.get(nil); err != nil {
-		return nil, err
-	}
-	return p, nil
-}
-
-func (p *reloadingPair) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	cm, err1 := os.Stat(p.certFile)
-	km, err2 := os.Stat(p.keyFile)
-	if err1 == nil && err2 == nil && p.cert != nil && cm.ModTime().Equal(p.certMod) && km.ModTime().Equal(p.keyMod) {
-		return p.cert, nil
-	}
-	cert, err := tls.LoadX509KeyPair(p.certFile, p.keyFile)
-	if err != nil {
-		if p.cert != nil {
-			return p.cert, nil
-		}
-		return nil, err
-	}
-	p.cert = &cert
-	if err1 == nil && err2 == nil {
-		p.certMod, p.keyMod = cm.ModTime(), km.ModTime()
-	}
-	return p.cert, nil
 }

@@ -49,6 +49,7 @@ import (
 	"k8s.io/client-go/util/keyutil"
 
 	"github.com/skiff-sh/skiff/internal/bootstraptoken"
+	"github.com/skiff-sh/skiff/internal/certfile"
 	"github.com/skiff-sh/skiff/internal/certrenew"
 	"github.com/skiff-sh/skiff/internal/layout"
 )
@@ -199,7 +200,7 @@ func (r Renewer) Run(ctx context.Context) error {
 	for {
 		next := time.Now().Add(maxWait)
 		for _, c := range certs {
-			cert, err := loadCert(c.cert)
+			cert, err := certfile.Read(c.cert)
 			if err != nil {
 				return fmt.Errorf("%s certificate: %w", c.name, err)
 			}
@@ -238,18 +239,6 @@ func minTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-func loadCert(path string) (*x509.Certificate, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	block, _ := pem.Decode(b)
-	if block == nil {
-		return nil, fmt.Errorf("%s: no PEM certificate", path)
-	}
-	return x509.ParseCertificate(block.Bytes)
 }
 
 // permanent marks an error that retrying cannot fix.

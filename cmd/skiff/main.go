@@ -126,6 +126,7 @@ func serverCommand(use, short string) *cobra.Command {
 	fs.IntVar(&f.SnapshotRetention, "etcd-snapshot-retention", f.SnapshotRetention, "how many scheduled snapshots of this server to keep")
 	fs.StringVar(&f.SnapshotDir, "etcd-snapshot-dir", f.SnapshotDir, "where scheduled snapshots go (default <data-dir>/db/snapshots)")
 	fs.BoolVar(&f.DisableSnapshots, "etcd-disable-snapshots", f.DisableSnapshots, "take no scheduled snapshots")
+	fs.DurationVar(&f.CertificateLifetime, "certificate-lifetime", f.CertificateLifetime, "how long the certificates and kubeconfigs the server issues itself last; each is renewed within 90 days of expiry (or in the last quarter of a shorter lifetime), at start and while the server runs")
 	fs.DurationVar(&f.MetricResolution, "metric-resolution", f.MetricResolution, "how often node agents are read for metrics.k8s.io (kubectl top, HPAs), as metrics-server's flag")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&f.ClusterInit, "cluster-init", f.ClusterInit, "start a cluster that further servers join with --server (HA with embedded etcd: the member meets its peers on the advertised address)")

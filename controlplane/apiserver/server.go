@@ -74,6 +74,7 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/serviceaccount"
 	"github.com/skiff-sh/skiff/controlplane/storage"
 	"github.com/skiff-sh/skiff/internal/bootstraptoken"
+	"github.com/skiff-sh/skiff/internal/certfile"
 	sharedinformers "github.com/skiff-sh/skiff/internal/informers"
 	"github.com/skiff-sh/skiff/internal/layout"
 )
@@ -712,9 +713,10 @@ func withServerJoin(next, joins http.Handler) http.Handler {
 }
 
 // kubeletClientTLS is the API server's client side towards node agents: the
-// apiserver-kubelet-client pair, verifying agents against the cluster CA.
+// apiserver-kubelet-client pair, verifying agents against the cluster CA. The pair is renewed
+// in place while the server runs; each connection presents the current one.
 func kubeletClientTLS(l pki.Layout) (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(l.APIServerKubeletClient().Cert, l.APIServerKubeletClient().Key)
+	pair, err := certfile.NewPair(l.APIServerKubeletClient().Cert, l.APIServerKubeletClient().Key)
 	if err != nil {
 		return nil, err
 	}
@@ -724,7 +726,7 @@ func kubeletClientTLS(l pki.Layout) (*tls.Config, error) {
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
-	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+	return &tls.Config{GetClientCertificate: pair.GetClientCertificate, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }
 
 // operationIDAndTags names a route's operation as upstream's configuration does

@@ -11,6 +11,8 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
+
+	"github.com/skiff-sh/skiff/internal/certfile"
 )
 
 // Cert is one certificate a server keeps: a CA, a leaf pair, or a kubeconfig's client
@@ -44,7 +46,7 @@ func Inventory(l Layout, kubeconfigs []string, now time.Time) ([]Cert, error) {
 	var out []Cert
 	cas := map[string]*x509.Certificate{}
 	for name, p := range map[string]Pair{"ca": l.CA(), "etcd/ca": l.EtcdCA(), "front-proxy-ca": l.FrontProxyCA()} {
-		c, err := readCertFile(p.Cert)
+		c, err := certfile.Read(p.Cert)
 		if err != nil {
 			return nil, err
 		}
@@ -52,7 +54,7 @@ func Inventory(l Layout, kubeconfigs []string, now time.Time) ([]Cert, error) {
 		out = append(out, Cert{Name: name, Path: p.Cert, NotAfter: c.NotAfter, Authority: c.Issuer.CommonName, IsCA: true})
 	}
 	for name, p := range leafNames(l) {
-		c, err := readCertFile(p.Cert)
+		c, err := certfile.Read(p.Cert)
 		if errors.Is(err, os.ErrNotExist) && name == "agent" {
 			continue // a server without an agent beside it
 		} else if err != nil {
@@ -113,18 +115,6 @@ func Rotate(l Layout, kubeconfigs []string, names []string) ([]string, error) {
 	return removed, nil
 }
 
-func readCertFile(path string) (*x509.Certificate, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	certs, err := certutil.ParseCertsPEM(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return certs[0], nil
-}
-
 func kubeconfigCert(path string) (*x509.Certificate, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, err
@@ -134,6 +124,9 @@ func kubeconfigCert(path string) (*x509.Certificate, error) {
 		return nil, err
 	}
 	for _, a := range cfg.AuthInfos {
+		if a.ClientCertificate != "" {
+			return certfile.Read(a.ClientCertificate)
+		}
 		if len(a.ClientCertificateData) > 0 {
 			certs, err := certutil.ParseCertsPEM(a.ClientCertificateData)
 			if err != nil {

@@ -24,6 +24,7 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
 
+	"github.com/skiff-sh/skiff/internal/certfile"
 	"github.com/skiff-sh/skiff/internal/certrenew"
 	"github.com/skiff-sh/skiff/internal/layout"
 )
@@ -44,6 +45,8 @@ type Options struct {
 	EtcdPeerIPs []net.IP
 	// Now is when certificates are checked and issued (time.Now when zero).
 	Now time.Time
+	// Lifetime is how long a leaf certificate lasts (a year when zero; --certificate-lifetime).
+	Lifetime time.Duration
 	// Issued, if set, hears of every leaf certificate issued and why.
 	Issued func(cert, reason string)
 }
@@ -122,6 +125,7 @@ func Ensure(o Options) (Layout, error) {
 			continue
 		}
 		leaf.tmpl.ExtKeyUsage = leaf.usages
+		leaf.tmpl.NotAfter = notAfter(now, o.Lifetime)
 		certPEM, keyPEM, err := leaf.ca.issueAt(leaf.tmpl, now)
 		if err != nil {
 			return l, fmt.Errorf("issue %s: %w", leaf.pair.Cert, err)
@@ -171,6 +175,11 @@ type Authority authority
 // Issue signs a certificate for the template and returns PEM-encoded cert and key.
 func (a *Authority) Issue(tmpl x509.Certificate) (certPEM, keyPEM []byte, err error) {
 	return (*authority)(a).Issue(tmpl)
+}
+
+// IssueAt signs a certificate for the template as at now (its NotAfter, if set, kept).
+func (a *Authority) IssueAt(tmpl x509.Certificate, now time.Time) (certPEM, keyPEM []byte, err error) {
+	return (*authority)(a).issueAt(tmpl, now)
 }
 
 // Cert is the CA certificate.
@@ -249,10 +258,13 @@ func (a *authority) issueAt(tmpl x509.Certificate, now time.Time) ([]byte, []byt
 		return nil, nil, err
 	}
 	tmpl.SerialNumber = serial()
-	tmpl.NotBefore = now.Add(-time.Hour)
 	if tmpl.NotAfter.IsZero() {
-		tmpl.NotAfter = now.AddDate(1, 0, 0)
+		tmpl.NotAfter = notAfter(now, 0)
 	}
+	// Valid from a little before now, for machines whose clocks lag ours: an hour, or a tenth
+	// of a short lifetime (an hour would put a certificate of minutes in its last quarter,
+	// due for renewal, from the moment it is issued).
+	tmpl.NotBefore = now.Add(-min(time.Hour, tmpl.NotAfter.Sub(now)/10))
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
 	der, err := x509.CreateCertificate(rand.Reader, &tmpl, a.cert, key.Public(), a.key)
 	if err != nil {
@@ -266,11 +278,22 @@ func (a *authority) issueAt(tmpl x509.Certificate, now time.Time) ([]byte, []byt
 	return pemBlock("CERTIFICATE", cert.Raw), keyPEM, nil
 }
 
+// writePair replaces a pair, each file whole and the key first: a process loading the pair
+// between the two renames finds a key that does not match and keeps the pair it has
+// (internal/certfile.Pair, and the API server's own reloading, do).
 func writePair(p Pair, certPEM, keyPEM []byte) error {
-	if err := keyutil.WriteKey(p.Key, keyPEM); err != nil {
+	if err := certfile.WriteWhole(p.Key, keyPEM, 0o600); err != nil {
 		return err
 	}
-	return certutil.WriteCert(p.Cert, certPEM)
+	return certfile.WriteWhole(p.Cert, certPEM, 0o644)
+}
+
+// notAfter is when a leaf issued at now expires: after lifetime, or a year when 0.
+func notAfter(now time.Time, lifetime time.Duration) time.Time {
+	if lifetime <= 0 {
+		return now.AddDate(1, 0, 0)
+	}
+	return now.Add(lifetime)
 }
 
 func encodePublicKey(pub crypto.PublicKey) ([]byte, error) {
@@ -296,7 +319,7 @@ func Stale(p Pair, ca *x509.Certificate, ips []net.IP, now time.Time) string {
 	if !exists(p.Cert) || !exists(p.Key) {
 		return "missing"
 	}
-	c, err := readCertFile(p.Cert)
+	c, err := certfile.Read(p.Cert)
 	if err != nil {
 		return "unreadable: " + err.Error()
 	}

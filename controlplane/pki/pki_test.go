@@ -425,3 +425,24 @@ func TestRotate(t *testing.T) {
 		t.Errorf("inventory after the next start: %d certificates, %v", len(certs), err)
 	}
 }
+
+// TestShortLifetime: leaves issued for minutes (--certificate-lifetime) last that long and are
+// not due for renewal the moment they are issued (their NotBefore is not an hour back).
+func TestShortLifetime(t *testing.T) {
+	now := time.Now()
+	l := ensure(t, Options{Dir: t.TempDir(), Lifetime: 3 * time.Minute, Now: now})
+	c := readCert(t, l.APIServer().Cert)
+	if got := c.NotAfter.Sub(now); got < 2*time.Minute+50*time.Second || got > 3*time.Minute {
+		t.Errorf("apiserver certificate lasts %v from now, want 3m", got)
+	}
+	if why := Stale(l.APIServer(), nil, nil, now.Add(time.Minute)); why != "" {
+		t.Errorf("a minute after issue: %q, want not due", why)
+	}
+	if why := Stale(l.APIServer(), nil, nil, now.Add(150*time.Second)); !strings.HasPrefix(why, "expires") {
+		t.Errorf("in its last quarter: %q, want due", why)
+	}
+	ca := readCert(t, l.CA().Cert)
+	if ca.NotAfter.Sub(now) < 9*365*24*time.Hour {
+		t.Errorf("the CA lasts until %v: CAs keep ten years whatever the leaves' lifetime", ca.NotAfter)
+	}
+}

@@ -210,6 +210,11 @@ func (l PKI) CA() Pair { return l.pair("ca") }
 func (l PKI) AgentServing() Pair { return l.pair("agent") }
 func (l PKI) AgentClient() Pair  { return l.pair("client") }
 
+// KubeconfigClient is the client pair the server's kubeconfig of that name (scheduler,
+// controller-manager, node) refers to, as k3s keeps client-<name>.crt: in files, so the
+// clients reading them (client-go) load them again when they are renewed.
+func (l PKI) KubeconfigClient(name string) Pair { return l.pair("client-" + name) }
+
 // APIServer is the API server's serving certificate.
 func (l PKI) APIServer() Pair { return l.pair("apiserver") }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/encryption"
 	"github.com/skiff-sh/skiff/controlplane/pki"
 	"github.com/skiff-sh/skiff/internal/bootstraptoken"
+	"github.com/skiff-sh/skiff/internal/certfile"
 	"github.com/skiff-sh/skiff/internal/layout"
 )
 
@@ -49,6 +50,9 @@ type Server struct {
 	EtcdPeerIPs []net.IP
 	// Issued, if set, hears of every certificate issued (first start, renewal) and why.
 	Issued func(cert, reason string)
+	// CertificateLifetime is how long the leaf certificates and kubeconfigs issued last (a
+	// year when zero).
+	CertificateLifetime time.Duration
 }
 
 // ServerFiles is what PrepareServer leaves for the parts: where the PKI is and the join
@@ -61,7 +65,9 @@ type ServerFiles struct {
 }
 
 // kubeconfigs are the control plane's clients, as kubeadm writes admin.conf, scheduler.conf
-// and controller-manager.conf: file name (layout.Server.Kubeconfig) → user and groups.
+// and controller-manager.conf: file name (layout.Server.Kubeconfig) → user and groups. The
+// admin's embeds its certificate (it is copied to other machines); the others name files
+// in pki/ (layout.PKI.KubeconfigClient), which their clients reload when renewed.
 type kubeconfig struct {
 	name, user string
 	groups     []string
@@ -76,7 +82,7 @@ var kubeconfigs = []kubeconfig{
 // PrepareServer writes what is missing of a server's files and returns where they are.
 func PrepareServer(o Server, now time.Time) (ServerFiles, error) {
 	certs, err := pki.Ensure(pki.Options{Dir: o.Dirs.PKI().Dir, APIServerIPs: o.APIServerIPs, APIServerNames: o.APIServerNames,
-		ServiceIP: o.ServiceIP, EtcdPeerIPs: o.EtcdPeerIPs, Now: now, Issued: o.Issued})
+		ServiceIP: o.ServiceIP, EtcdPeerIPs: o.EtcdPeerIPs, Now: now, Issued: o.Issued, Lifetime: o.CertificateLifetime})
 	if err != nil {
 		return ServerFiles{}, fmt.Errorf("pki: %w", err)
 	}
@@ -91,14 +97,24 @@ func PrepareServer(o Server, now time.Time) (ServerFiles, error) {
 	files := ServerFiles{PKI: certs, Join: join}
 	all := slices.Clone(kubeconfigs)
 	if o.NodeName != "" {
-		if err := writeAgentServingCert(certs, ca, o.NodeName, o.NodeIPs, now); err != nil {
+		if err := writeAgentServingCert(certs, ca, o.NodeName, o.NodeIPs, now, o.CertificateLifetime, o.Issued); err != nil {
 			return files, err
 		}
 		all = append(all, kubeconfig{"node", "system:node:" + o.NodeName, []string{"system:nodes"}})
 	}
 	for _, k := range all {
-		if err := pki.WriteKubeconfigAt(o.Dirs.Kubeconfig(k.name), o.APIServerURL, ca, k.user, k.groups, now); err != nil {
-			return files, fmt.Errorf("%s: %w", o.Dirs.Kubeconfig(k.name), err)
+		kc := pki.Kubeconfig{Path: o.Dirs.Kubeconfig(k.name), Server: o.APIServerURL, User: k.user, Groups: k.groups,
+			Lifetime: o.CertificateLifetime}
+		if k.name != "admin" {
+			pair := certs.KubeconfigClient(k.name)
+			kc.Files = &pair
+		}
+		reason, err := kc.Write(ca, now)
+		if err != nil {
+			return files, fmt.Errorf("%s: %w", kc.Path, err)
+		}
+		if reason != "" && o.Issued != nil {
+			o.Issued(kc.Path, reason)
 		}
 	}
 	if o.SecretsEncryption {
@@ -160,23 +176,34 @@ func EnsureJoinToken(path, caFile, preset string) (bootstraptoken.JoinToken, err
 
 // writeAgentServingCert issues the serving pair of the agent beside this server
 // (pki/agent.crt), unless one is there that is still good for its addresses.
-func writeAgentServingCert(l pki.Layout, ca *pki.Authority, node string, ips []net.IP, now time.Time) error {
-	crt, key := l.AgentServing().Cert, l.AgentServing().Key
+func writeAgentServingCert(l pki.Layout, ca *pki.Authority, node string, ips []net.IP, now time.Time, lifetime time.Duration, issued func(cert, reason string)) error {
 	ips = append([]net.IP{net.ParseIP("127.0.0.1")}, ips...)
-	if pki.Stale(l.AgentServing(), ca.Cert(), ips, now) == "" {
+	reason := pki.Stale(l.AgentServing(), ca.Cert(), ips, now)
+	if reason == "" {
 		return nil
 	}
-	certPEM, keyPEM, err := ca.Issue(x509.Certificate{
+	tmpl := x509.Certificate{
 		Subject:     pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}},
 		DNSNames:    []string{node, "localhost"},
 		IPAddresses: ips,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	})
+	}
+	if lifetime > 0 {
+		tmpl.NotAfter = now.Add(lifetime)
+	}
+	certPEM, keyPEM, err := ca.IssueAt(tmpl, now)
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(key, keyPEM, 0o600); err != nil {
+	// The key first, each file whole: the agent's API reloads the pair (internal/certfile).
+	if err := certfile.WriteWhole(l.AgentServing().Key, keyPEM, 0o600); err != nil {
 		return err
 	}
-	return os.WriteFile(crt, certPEM, 0o644)
+	if err := certfile.WriteWhole(l.AgentServing().Cert, certPEM, 0o644); err != nil {
+		return err
+	}
+	if issued != nil {
+		issued(l.AgentServing().Cert, reason)
+	}
+	return nil
 }

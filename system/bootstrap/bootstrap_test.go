@@ -90,10 +90,26 @@ func TestPrepareServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The node's kubeconfig names its client pair's files (client-go reloads them when the
+	// running server renews them); the admin's embeds its own.
 	user := kc.AuthInfos[kc.Contexts[kc.CurrentContext].AuthInfo]
-	block, _ := pem.Decode(user.ClientCertificateData)
+	if user.ClientCertificate != files.PKI.KubeconfigClient("node").Cert || user.ClientKey != files.PKI.KubeconfigClient("node").Key {
+		t.Fatalf("node kubeconfig's client pair: %q %q, want %v", user.ClientCertificate, user.ClientKey, files.PKI.KubeconfigClient("node"))
+	}
+	certPEM, err := os.ReadFile(user.ClientCertificate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(certPEM)
 	if block == nil {
-		t.Fatalf("node kubeconfig has no client certificate: %+v", user)
+		t.Fatalf("%s: no certificate", user.ClientCertificate)
+	}
+	admin, err := clientcmd.LoadFromFile(dirs.Kubeconfig("admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := admin.AuthInfos[admin.Contexts[admin.CurrentContext].AuthInfo]; len(a.ClientCertificateData) == 0 || a.ClientCertificate != "" {
+		t.Errorf("admin kubeconfig: want its certificate embedded, got %+v", a)
 	}
 	cert, err := x509.ParseCertificate(block.Bytes)
 	if err != nil || cert.Subject.CommonName != "system:node:n1" || len(cert.Subject.Organization) != 1 || cert.Subject.Organization[0] != "system:nodes" {

@@ -50,7 +50,12 @@ func TestCertificateRenewalAtStart(t *testing.T) {
 		if k.group != "" {
 			groups = []string{k.group}
 		}
-		if err := pki.WriteKubeconfigAt(filepath.Join(dir, k.name+".kubeconfig"), "https://127.0.0.1:1", ca, k.user, groups, yearAgo); err != nil {
+		kc := pki.Kubeconfig{Path: filepath.Join(dir, k.name+".kubeconfig"), Server: "https://127.0.0.1:1", User: k.user, Groups: groups}
+		if k.name != "admin" {
+			files := l.KubeconfigClient(k.name)
+			kc.Files = &files
+		}
+		if _, err := kc.Write(ca, yearAgo); err != nil {
 			t.Fatal(err)
 		}
 	}
