@@ -2,6 +2,7 @@ package system
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,7 +18,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/wait"
+	apimachineryversion "k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/cpuset"
 
@@ -36,6 +39,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/hostaddr"
 	"github.com/skiff-sh/skiff/internal/layout"
 	"github.com/skiff-sh/skiff/internal/supervisor"
+	"github.com/skiff-sh/skiff/internal/version"
 )
 
 // Agent is a node agent's configuration, shared by `skiff agent` and `skiff server`.
@@ -415,6 +419,9 @@ func RunAgent(ctx context.Context, a Agent, j Join, log *slog.Logger) error {
 	if cfg, _, err = apiservers.Config(cfg, servers, log); err != nil {
 		return err
 	}
+	if err := checkServerVersion(ctx, cfg, log); err != nil {
+		return err
+	}
 	if tuner != nil {
 		opts.Parts = append(opts.Parts, supervisor.Part{Name: "gc-tuner", Policy: supervisor.Restart, Run: tuner.Run})
 	}
@@ -440,4 +447,33 @@ func RunAgent(ctx context.Context, a Agent, j Join, log *slog.Logger) error {
 		})
 	}, log)
 	return agent.Run(ctx, cfg, opts, log)
+}
+
+// checkServerVersion refuses to start an agent that its server's version does not allow
+// (upstream's version-skew policy: internal/version.CheckAgentSkew). A server that does not
+// answer now does not stop the agent — its pods keep running while the servers are away —
+// and a build without a release version cannot be judged; both are logged.
+func checkServerVersion(ctx context.Context, cfg *rest.Config, log *slog.Logger) error {
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	raw, err := client.Discovery().RESTClient().Get().AbsPath("/version").DoRaw(ctx)
+	var info apimachineryversion.Info
+	if err == nil {
+		err = json.Unmarshal(raw, &info)
+	}
+	own := version.Kubernetes()
+	switch {
+	case err != nil:
+		log.Warn("cannot read the server's version; the version-skew check is left to the next start", "err", err)
+		return nil
+	case !version.Known(own) || !version.Known(info.GitVersion):
+		log.Warn("the version skew between this agent and its server cannot be judged: a build without a release version",
+			"agent", own, "server", info.GitVersion)
+		return nil
+	}
+	return version.CheckAgentSkew(info.GitVersion, own)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/serverjoin"
 	"github.com/skiff-sh/skiff/internal/bootstraptoken"
 	"github.com/skiff-sh/skiff/internal/layout"
+	"github.com/skiff-sh/skiff/internal/version"
 )
 
 // clustered says whether this server's embedded member has peers: --cluster-init, joining with
@@ -69,6 +70,12 @@ func (s *Server) joinCluster(ctx context.Context, o *apiserver.Options, log *slo
 	}, func(err error) { log.Warn("joining the cluster; retrying", "server", s.JoinServer, "err", err) })
 	if err != nil {
 		return fmt.Errorf("joining %s: %w", s.JoinServer, err)
+	}
+	if own := version.Kubernetes(); !version.Known(own) || !version.Known(resp.Version) {
+		log.Warn("the version skew between this server and the cluster's cannot be judged: a build without a release version",
+			"this", own, "cluster", resp.Version)
+	} else if err := version.CheckServerSkew(resp.Version, own); err != nil {
+		return err
 	}
 	if resp.ServiceCIDR != s.ServiceCIDR {
 		return fmt.Errorf("--service-cidr %s differs from the cluster's %s: every server must serve the same ranges", s.ServiceCIDR, resp.ServiceCIDR)

@@ -33,6 +33,7 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/etcd"
 	"github.com/skiff-sh/skiff/internal/bootstraptoken"
 	"github.com/skiff-sh/skiff/internal/layout"
+	"github.com/skiff-sh/skiff/internal/version"
 )
 
 // Path is where a server answers joining servers.
@@ -55,6 +56,9 @@ type Response struct {
 	// server refuses to start with others.
 	ServiceCIDR       string `json:"serviceCIDR"`
 	SecretsEncryption bool   `json:"secretsEncryption"`
+	// Version is the answering server's Kubernetes version (internal/version.Kubernetes):
+	// the joining server checks the skew between them ("" from a build before it was sent).
+	Version string `json:"version,omitempty"`
 }
 
 // Handler answers joining servers.
@@ -92,7 +96,8 @@ func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	resp := Response{Files: map[string][]byte{}, ServiceCIDR: h.ServiceCIDR, SecretsEncryption: h.SecretsEncryption}
+	resp := Response{Files: map[string][]byte{}, ServiceCIDR: h.ServiceCIDR, SecretsEncryption: h.SecretsEncryption,
+		Version: version.Kubernetes()}
 	for _, path := range h.Dirs.Shared() {
 		b, err := os.ReadFile(path)
 		if errors.Is(err, os.ErrNotExist) {

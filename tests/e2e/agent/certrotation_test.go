@@ -47,39 +47,9 @@ func TestAgentCertificateRotation(t *testing.T) {
 	c := s.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cni, images := framework.AgentArtifacts(t)
-	tokenBytes, err := os.ReadFile(filepath.Join(s.Dir, "token"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	const node = "rotator"
-	_, nsPath := framework.Netns(t)
 	dir := t.TempDir()
-	t.Cleanup(func() { framework.KillUnder(dir) })
-	root := fmt.Sprintf("/skiff/e2e-%s-%d", node, os.Getpid())
-	t.Cleanup(func() { _ = cgroups.KillAll(cgroups.Mounts(), root) })
-	logFile, err := os.Create(filepath.Join(dir, "agent.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent := exec.Command(framework.Binary(t), "agent", "--server", fmt.Sprintf("https://127.0.0.1:%d", s.Port), "--token", strings.TrimSpace(string(tokenBytes)),
-		"--data-dir", dir, "--netns", nsPath, "--bgp=false", "--service-proxy=false", "--dns=false", "--eviction-hard="+lab.EvictionHard, "--image-gc-high-threshold=100",
-		"--cgroup-root", root, "--node-name", node, "--node-ip", "127.0.0.1", "--port", strconv.Itoa(framework.FreePort(t)),
-		"--healthz-address", "127.0.0.1:"+strconv.Itoa(framework.FreePort(t)),
-		"--cni-plugin", cni, "--images-dir", images, "--pod-log-dir", filepath.Join(dir, "logs"))
-	agent.Stdout, agent.Stderr = logFile, logFile
-	agent.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := agent.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = agent.Process.Signal(syscall.SIGTERM)
-		_ = agent.Wait()
-		if t.Failed() {
-			b, _ := os.ReadFile(logFile.Name())
-			t.Logf("agent log:\n%s", b)
-		}
-	})
+	startJoinedAgent(t, s, framework.Binary(t), node, dir)
 	clientCrt, servingCrt := filepath.Join(dir, "pki", "client.crt"), filepath.Join(dir, "pki", "agent.crt")
 	eventually(t, 90*time.Second, "the agent joined", func() (bool, string) {
 		_, err1 := os.Stat(clientCrt)
@@ -116,4 +86,62 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// joinedAgent is a `skiff agent` joined to a server with its token, its containerd and pods in
+// a network namespace of the test's, everything under its data directory.
+type joinedAgent struct {
+	cmd     *exec.Cmd
+	logFile string
+	done    chan struct{} // closed when the process has exited, with err its Wait's
+	err     error
+}
+
+// startJoinedAgent starts bin as an agent named node joining s, with data in dir; the agent
+// is stopped, and its log shown if the test failed, at cleanup.
+func startJoinedAgent(t *testing.T, s *framework.Server, bin, node, dir string) *joinedAgent {
+	t.Helper()
+	cni, images := framework.AgentArtifacts(t)
+	tokenBytes, err := os.ReadFile(filepath.Join(s.Dir, "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, nsPath := framework.Netns(t)
+	t.Cleanup(func() { framework.KillUnder(dir) })
+	root := fmt.Sprintf("/skiff/e2e-%s-%d", node, os.Getpid())
+	t.Cleanup(func() { _ = cgroups.KillAll(cgroups.Mounts(), root) })
+	logFile, err := os.Create(filepath.Join(dir, "agent.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "agent", "--server", fmt.Sprintf("https://127.0.0.1:%d", s.Port), "--token", strings.TrimSpace(string(tokenBytes)),
+		"--data-dir", dir, "--netns", nsPath, "--bgp=false", "--service-proxy=false", "--dns=false", "--eviction-hard="+lab.EvictionHard, "--image-gc-high-threshold=100",
+		"--cgroup-root", root, "--node-name", node, "--node-ip", "127.0.0.1", "--port", strconv.Itoa(framework.FreePort(t)),
+		"--healthz-address", "127.0.0.1:"+strconv.Itoa(framework.FreePort(t)),
+		"--cni-plugin", cni, "--images-dir", images, "--pod-log-dir", filepath.Join(dir, "logs"))
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	a := &joinedAgent{cmd: cmd, logFile: logFile.Name(), done: make(chan struct{})}
+	go func() { a.err = cmd.Wait(); close(a.done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-a.done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-a.done
+		}
+		if t.Failed() {
+			t.Logf("agent log:\n%s", a.log())
+		}
+	})
+	return a
+}
+
+func (a *joinedAgent) log() string {
+	b, _ := os.ReadFile(a.logFile)
+	return string(b)
 }

@@ -112,7 +112,10 @@ type Server struct {
 	// SchedulerAddr and ControllerManagerAddr serve health and metrics over HTTPS.
 	SchedulerAddr, ControllerManagerAddr string
 	// Env is added to the test's environment for the server process (e.g. GOGC=100).
-	Env  []string
+	Env []string
+	// Bin is the skiff binary the server runs (Binary when empty): another build, as a test
+	// of version skew runs.
+	Bin  string
 	args []string
 	cmd  *exec.Cmd
 	log  *os.File
@@ -164,7 +167,11 @@ func (s *Server) Start() time.Duration {
 		s.tb.Fatal(err)
 	}
 	s.log = log
-	s.cmd = exec.Command(Binary(s.tb), s.args...)
+	bin := s.Bin
+	if bin == "" {
+		bin = Binary(s.tb)
+	}
+	s.cmd = exec.Command(bin, s.args...)
 	s.cmd.Env = append(os.Environ(), s.Env...)
 	s.cmd.Stdout, s.cmd.Stderr = log, log
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
