@@ -11,11 +11,14 @@ import (
 
 	"github.com/skiff-sh/skiff/agent/join"
 	"github.com/skiff-sh/skiff/controlplane/apiserver"
+	"github.com/skiff-sh/skiff/controlplane/bootstrapdata"
 	"github.com/skiff-sh/skiff/controlplane/etcd"
 	"github.com/skiff-sh/skiff/controlplane/serverjoin"
 	"github.com/skiff-sh/skiff/internal/bootstraptoken"
 	"github.com/skiff-sh/skiff/internal/layout"
+	"github.com/skiff-sh/skiff/internal/supervisor"
 	"github.com/skiff-sh/skiff/internal/version"
+	"github.com/skiff-sh/skiff/system/bootstrap"
 )
 
 // clustered says whether this server's embedded member has peers: --cluster-init, joining with
@@ -91,6 +94,46 @@ func (s *Server) joinCluster(ctx context.Context, o *apiserver.Options, log *slo
 	return nil
 }
 
+// restoreSharedFiles writes the shared files from the sealed copy in a restored member's data,
+// and the join token beside them.
+func restoreSharedFiles(dirs layout.Server, token bootstraptoken.JoinToken, given string) error {
+	sealed, found, err := etcd.ReadStopped(dirs.Etcd(), bootstrapdata.Key(token.Token))
+	if err != nil {
+		return err
+	}
+	if !found {
+		return fmt.Errorf("the snapshot holds no copy of the cluster's files sealed with token %s: it was taken before skiff kept one, or the cluster's token is another", token.Token.ID)
+	}
+	files, err := bootstrapdata.Open(token.Token, sealed)
+	if err != nil {
+		return err
+	}
+	if err := serverjoin.WriteFiles(dirs, files); err != nil {
+		return err
+	}
+	// The pin, if the token has one, must be the restored CA's.
+	_, err = bootstrap.EnsureJoinToken(dirs.Token(), dirs.PKI().CA().Cert, given)
+	return err
+}
+
+// sharedFilesKeeper keeps the shared files sealed with the join token in the embedded etcd
+// (controlplane/bootstrapdata), from when the API server is ready, so snapshots carry them.
+func (s Server) sharedFilesKeeper(token bootstraptoken.Token, log *slog.Logger) supervisor.Part {
+	dirs := layout.Server{Dir: s.DataDir}
+	return supervisor.Part{Name: "shared-files-copy", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
+		if err := apiserver.WaitReady(ctx, dirs.Kubeconfig("admin")); err != nil {
+			return err
+		}
+		kv, err := etcd.NewKV(fmt.Sprintf("https://127.0.0.1:%d", s.EtcdClientPort), dirs.PKI())
+		if err != nil {
+			return err
+		}
+		defer kv.Close()
+		return bootstrapdata.Keeper{Token: token, Store: kv, Log: log.With("component", "shared-files-copy"),
+			Files: func() (map[string][]byte, error) { return serverjoin.ReadFiles(dirs) }}.Run(ctx)
+	}}
+}
+
 // retry calls f until it succeeds or timeout passes, telling each failure to failed.
 func retry(ctx context.Context, timeout time.Duration, f func() error, failed func(error)) error {
 	deadline := time.Now().Add(timeout)
@@ -141,9 +184,28 @@ func ResetCluster(ctx context.Context, s Server, restorePath string, log *slog.L
 	peerURL := o.EtcdCluster.PeerURL(s.EtcdPeerPort)
 	clientURL := fmt.Sprintf("https://127.0.0.1:%d", s.EtcdClientPort)
 	if restorePath != "" {
+		// On a new machine the snapshot's sealed copy of the cluster's files gives its CAs and
+		// keys back (controlplane/bootstrapdata); opening it takes the cluster's token.
+		_, err := os.Stat(dirs.PKI().CA().Key)
+		newMachine := errors.Is(err, os.ErrNotExist)
+		var token bootstraptoken.JoinToken
+		if newMachine {
+			if s.Token == "" {
+				return fmt.Errorf("--cluster-reset-restore-path on a machine without the cluster's PKI (%s) needs --token, the cluster's join token (a server's <data-dir>/token): the snapshot holds the CAs and keys sealed with it", dirs.PKI().Dir)
+			}
+			if token, err = bootstraptoken.ParseJoin(s.Token); err != nil {
+				return fmt.Errorf("--token: %w", err)
+			}
+		}
 		old, err := etcd.Restore(restorePath, dirs.Etcd(), o.EtcdCluster.Name, peerURL, clientURL, time.Now())
 		if err != nil {
 			return err
+		}
+		if newMachine {
+			if err := restoreSharedFiles(dirs, token, s.Token); err != nil {
+				return err
+			}
+			log.Info("the cluster's CAs, keys and encryption configuration restored from the snapshot", "pki", dirs.PKI().Dir)
 		}
 		if clustered {
 			if err := recordPeerURL(dirs, peerURL); err != nil {

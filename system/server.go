@@ -242,6 +242,9 @@ func RunServer(ctx context.Context, s Server, all bool, log *slog.Logger) error 
 	// (5 minutes by default: too long for a certificate of minutes).
 	transport.CertCallbackRefreshDuration = min(transport.CertCallbackRefreshDuration, renewEvery)
 	sup.Go(certRenewal(plan, renewEvery, log))
+	if len(s.EtcdServers) == 0 {
+		sup.Go(s.sharedFilesKeeper(files.Join.Token, log))
+	}
 	if all {
 		s.controlPlane(sup, agentOpts, log)
 	}

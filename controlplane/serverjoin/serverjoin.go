@@ -98,16 +98,9 @@ func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	resp := Response{Files: map[string][]byte{}, ServiceCIDR: h.ServiceCIDR, SecretsEncryption: h.SecretsEncryption,
 		Version: version.Kubernetes()}
-	for _, path := range h.Dirs.Shared() {
-		b, err := os.ReadFile(path)
-		if errors.Is(err, os.ErrNotExist) {
-			continue // no encryption configuration without --secrets-encryption
-		} else if err != nil {
-			http.Error(w, "reading the shared files: "+err.Error(), http.StatusInternalServerError)
-			return
-		}
-		rel, _ := filepath.Rel(h.Dirs.Dir, path)
-		resp.Files[filepath.ToSlash(rel)] = b
+	if resp.Files, err = ReadFiles(h.Dirs); err != nil {
+		http.Error(w, "reading the shared files: "+err.Error(), http.StatusInternalServerError)
+		return
 	}
 	if h.Members != nil {
 		ctx, cancel := context.WithTimeout(r.Context(), h.timeout())
@@ -214,6 +207,22 @@ func (e *RefusedError) Error() string {
 // member just now (503).
 func (e *RefusedError) Final() bool {
 	return e.Status != http.StatusServiceUnavailable && e.Status < 500
+}
+
+// ReadFiles reads the shared files under dirs, by their slash-separated paths under it.
+func ReadFiles(dirs layout.Server) (map[string][]byte, error) {
+	files := map[string][]byte{}
+	for _, path := range dirs.Shared() {
+		b, err := os.ReadFile(path)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // no encryption configuration without --secrets-encryption
+		} else if err != nil {
+			return nil, err
+		}
+		rel, _ := filepath.Rel(dirs.Dir, path)
+		files[filepath.ToSlash(rel)] = b
+	}
+	return files, nil
 }
 
 // WriteFiles writes the shared files a join returned under dirs, refusing any path that is

@@ -118,3 +118,78 @@ func TestScheduledSnapshots(t *testing.T) {
 		t.Errorf("after restoring a scheduled snapshot: %v\n%s", err, out)
 	}
 }
+
+// TestRestoreOnNewMachine restores a snapshot onto a machine that has nothing of the cluster
+// but the snapshot and its join token, as after losing every server: the snapshot carries the
+// cluster's CAs, keys and encryption configuration sealed with the token, so the restored
+// server keeps the CAs (the old admin kubeconfig works against it) and reads the Secrets that
+// were encrypted at rest. Without the token, or with another secret, it refuses and says why.
+func TestRestoreOnNewMachine(t *testing.T) {
+	dirA := t.TempDir()
+	a := framework.NewServer(t, dirA, "--secrets-encryption")
+	a.Start()
+	kc := framework.Kubectl(t, 33)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	kubectl := func(s *framework.Server, args ...string) string {
+		t.Helper()
+		out, err := s.Run(ctx, kc, args...)
+		if err != nil {
+			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+		}
+		return out
+	}
+	kubectl(a, "create", "secret", "generic", "kept", "--from-literal=k=restored-secret")
+	kubectl(a, "create", "configmap", "kept", "--from-literal=k=v")
+	framework.Eventually(t, time.Minute, "the shared files kept in etcd", func() (bool, string) {
+		return strings.Contains(a.Log(), "the shared files are kept in etcd"), ""
+	})
+	out, err := exec.CommandContext(ctx, framework.Binary(t), "etcd-snapshot", "save", "--data-dir", dirA,
+		"--etcd-client-port", strconv.Itoa(a.EtcdPort)).CombinedOutput()
+	snap := regexp.MustCompile(`Snapshot (\S+) saved`).FindStringSubmatch(string(out))
+	if err != nil || snap == nil {
+		t.Fatalf("etcd-snapshot save: %v\n%s", err, out)
+	}
+	tokenBytes, err := os.ReadFile(filepath.Join(dirA, "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSpace(string(tokenBytes))
+	a.Stop()
+
+	// The new machine: an empty data directory, the snapshot, the token.
+	dirB := t.TempDir()
+	b := framework.NewServer(t, dirB, "--secrets-encryption")
+	reset := func(extra ...string) (string, error) {
+		args := append(append(b.Args(), "--cluster-reset", "--cluster-reset-restore-path", snap[1]), extra...)
+		out, err := exec.CommandContext(ctx, framework.Binary(t), args...).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := reset(); err == nil || !strings.Contains(out, "needs --token") {
+		t.Errorf("restore onto a new machine without --token: %v\n%s", err, out)
+	}
+	i := strings.LastIndex(token, ".")
+	wrong := token[:i+1] + strings.Repeat("x", len(token)-i-1)
+	if out, err := reset("--token", wrong); err == nil || !strings.Contains(out, "not the token they were sealed with") {
+		t.Errorf("restore with another secret: %v\n%s", err, out)
+	}
+	if out, err := reset("--token", token); err != nil || !strings.Contains(out, "CAs, keys and encryption configuration restored") {
+		t.Fatalf("restore with the cluster's token: %v\n%s", err, out)
+	}
+	for _, f := range []string{"pki/ca.crt", "pki/ca.key", "pki/etcd/ca.crt", "pki/sa.key", "cred/encryption-config.json", "token"} {
+		ab, _ := os.ReadFile(filepath.Join(dirA, f))
+		bb, err := os.ReadFile(filepath.Join(dirB, f))
+		if err != nil || string(ab) != string(bb) {
+			t.Errorf("%s on the new machine: %v, same as the old one's: %t", f, err, string(ab) == string(bb))
+		}
+	}
+	b.Start()
+	if got := kubectl(b, "get", "secret", "kept", "-o", "jsonpath={.data.k}"); got != "cmVzdG9yZWQtc2VjcmV0" { // base64 of restored-secret
+		t.Errorf("the Secret encrypted at rest, after the restore: %q", got)
+	}
+	// The old cluster's admin kubeconfig is trusted by the restored server (same CA).
+	if out, err := exec.CommandContext(ctx, kc, "--kubeconfig", a.Kubeconfig, "--server", fmt.Sprintf("https://127.0.0.1:%d", b.Port),
+		"get", "configmap", "kept", "-o", "name").CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "configmap/kept" {
+		t.Errorf("the old admin kubeconfig against the restored server: %v\n%s", err, out)
+	}
+}

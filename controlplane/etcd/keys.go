@@ -1,0 +1,105 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/pkg/v3/traceutil"
+	"go.etcd.io/etcd/server/v3/lease"
+	"go.etcd.io/etcd/server/v3/storage/backend"
+	"go.etcd.io/etcd/server/v3/storage/mvcc"
+	"go.uber.org/zap"
+
+	"github.com/skiff-sh/skiff/controlplane/pki"
+)
+
+// KV reads and writes single keys of the embedded etcd outside the API server's key space,
+// through the API server's etcd client certificate (controlplane/bootstrapdata keeps its copy
+// this way).
+type KV struct{ client *clientv3.Client }
+
+// NewKV connects to the member at clientURL.
+func NewKV(clientURL string, certs pki.Layout) (*KV, error) {
+	tlsCfg, err := transport.TLSInfo{CertFile: certs.APIServerEtcdClient().Cert, KeyFile: certs.APIServerEtcdClient().Key,
+		TrustedCAFile: certs.EtcdCA().Cert}.ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{clientURL}, TLS: tlsCfg, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, err
+	}
+	return &KV{client: c}, nil
+}
+
+// Get reads key.
+func (k *KV) Get(ctx context.Context, key string) ([]byte, bool, error) {
+	resp, err := k.client.Get(ctx, key)
+	if err != nil || len(resp.Kvs) == 0 {
+		return nil, false, err
+	}
+	return resp.Kvs[0].Value, true, nil
+}
+
+// Put writes key.
+func (k *KV) Put(ctx context.Context, key string, value []byte) error {
+	_, err := k.client.Put(ctx, key, string(value))
+	return err
+}
+
+// Close ends the connection.
+func (k *KV) Close() error { return k.client.Close() }
+
+// ReadStopped reads key from the data of a member that is not running (a restored snapshot's,
+// before the server starts), through etcd's own storage layer on a copy of its database, so
+// the member's files stay as they are.
+func ReadStopped(dataDir, key string) ([]byte, bool, error) {
+	db := filepath.Join(dataDir, "member", "snap", "db")
+	tmp, err := os.MkdirTemp("", "skiff-etcd-read-")
+	if err != nil {
+		return nil, false, err
+	}
+	defer os.RemoveAll(tmp)
+	cp := filepath.Join(tmp, "db")
+	if err := copyFile(db, cp); err != nil {
+		return nil, false, fmt.Errorf("copying %s: %w", db, err)
+	}
+	lg := zap.NewNop()
+	be := backend.NewDefaultBackend(lg, cp)
+	defer be.Close()
+	store := mvcc.NewStore(lg, be, &lease.FakeLessor{}, mvcc.StoreConfig{})
+	defer store.Close()
+	txn := store.Read(mvcc.ConcurrentReadTxMode, traceutil.TODO())
+	defer txn.End()
+	r, err := txn.Range(context.Background(), []byte(key), nil, mvcc.RangeOptions{})
+	if err != nil {
+		return nil, false, fmt.Errorf("reading %s from %s: %w", key, db, err)
+	}
+	if len(r.KVs) == 0 {
+		return nil, false, nil
+	}
+	return r.KVs[0].Value, true, nil
+}
+
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
