@@ -37,9 +37,11 @@ import (
 // Server is the configuration of `skiff server` (the API server, and unless disabled the
 // scheduler, the controllers and a node agent) and `skiff apiserver` (the API server alone).
 type Server struct {
-	DataDir, BindAddress, AdvertiseAddress     string
-	TLSSANs                                    []string
-	Token                                      string
+	DataDir, BindAddress, AdvertiseAddress string
+	TLSSANs                                []string
+	Token                                  string
+	// AgentToken (k3s's --agent-token) joins agents only; without it agents join with Token.
+	AgentToken                                 string
 	SecurePort                                 int
 	ServiceCIDR, NodePortRange                 string
 	EtcdServers                                []string
@@ -94,7 +96,7 @@ func (s Server) Plan(withNode bool) (bootstrap.Server, apiserver.Options, error)
 		CompactionInterval: s.Compaction, Audit: s.Audit, EncryptionProviderConfig: s.EncryptionProviderConfig,
 		MetricResolution: s.MetricResolution,
 	}
-	b := bootstrap.Server{Dirs: layout.Server{Dir: s.DataDir}, Token: s.Token, EmbeddedEtcd: len(s.EtcdServers) == 0,
+	b := bootstrap.Server{Dirs: layout.Server{Dir: s.DataDir}, Token: s.Token, AgentToken: s.AgentToken, EmbeddedEtcd: len(s.EtcdServers) == 0,
 		SecretsEncryption: s.SecretsEncryption && s.EncryptionProviderConfig == "", CertificateLifetime: s.CertificateLifetime}
 	if s.JoinServer != "" && s.ClusterInit {
 		return b, o, errors.New("--cluster-init starts a new cluster and --server joins one: give one of them")
@@ -223,7 +225,7 @@ func RunServer(ctx context.Context, s Server, all bool, log *slog.Logger) error 
 			return err
 		}
 	}
-	o.JoinToken = files.Join.Token
+	o.JoinToken, o.AgentToken = files.Join.Token, files.AgentJoin.Token
 	if files.EncryptionConfig != "" {
 		o.EncryptionProviderConfig = files.EncryptionConfig
 	}

@@ -111,6 +111,7 @@ func serverCommand(use, short string) *cobra.Command {
 	fs.StringVar(&f.AdvertiseAddress, "advertise-address", f.AdvertiseAddress, "address other components reach the API server at (default: first non-loopback address)")
 	fs.StringSliceVar(&f.TLSSANs, "tls-san", f.TLSSANs, "extra IP addresses or DNS names for the API server certificate")
 	fs.StringVar(&f.Token, "token", f.Token, "join token <id>.<secret> ([a-z0-9]{6}.[a-z0-9]{16}) instead of a random one, or with --server the cluster's K10<CA hash>::<id>.<secret>; written with the CA pin to <data-dir>/token")
+	fs.StringVar(&f.AgentToken, "agent-token", f.AgentToken, "a second join token <id>.<secret> for agents only (it never admits a server, which receives the CAs' keys); written with the CA pin to <data-dir>/agent-token. Without it agents join with --token")
 	fs.IntVar(&f.SecurePort, "secure-port", f.SecurePort, "HTTPS port of the API server")
 	fs.StringVar(&f.ServiceCIDR, "service-cidr", f.ServiceCIDR, "range ClusterIPs are allocated from; an IPv4 and an IPv6 range, comma-separated, serve dual-stack Services (the first is the primary family)")
 	fs.StringVar(&f.NodePortRange, "service-node-port-range", f.NodePortRange, "range NodePorts are allocated from")

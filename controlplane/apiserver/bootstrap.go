@@ -51,6 +51,8 @@ type bootstrap struct {
 	serviceCIDR string
 	// joinToken is the node-join bootstrap token, kept as its kube-system Secret.
 	joinToken bootstraptoken.Token
+	// agentToken is the agent-only join token (--agent-token), kept as its Secret too.
+	agentToken bootstraptoken.Token
 	// clientCA and frontProxyCA are the cluster CA and the front-proxy CA (PEM), published
 	// for extension API servers.
 	clientCA, frontProxyCA []byte
@@ -401,10 +403,17 @@ func (b bootstrap) ensureExtensionAuthentication(ctx context.Context) error {
 // revokes joins only until the next reconcile, so to revoke, delete the token file too and
 // restart the server (which writes a new token).
 func (b bootstrap) ensureTokenSecret(ctx context.Context) error {
-	if b.joinToken.ID == "" {
+	if err := b.ensureOneTokenSecret(ctx, b.joinToken, "skiff node join token (<data-dir>/token)"); err != nil {
+		return err
+	}
+	return b.ensureOneTokenSecret(ctx, b.agentToken, "skiff agent-only join token (<data-dir>/agent-token)")
+}
+
+func (b bootstrap) ensureOneTokenSecret(ctx context.Context, token bootstraptoken.Token, description string) error {
+	if token.ID == "" {
 		return nil
 	}
-	want := bootstraptoken.Secret(b.joinToken, "skiff node join token (<data-dir>/token)", time.Time{}, bootstraptoken.NodeGroup)
+	want := bootstraptoken.Secret(token, description, time.Time{}, bootstraptoken.NodeGroup)
 	secrets := b.client.CoreV1().Secrets(bootstraptoken.SecretNamespace)
 	got, err := secrets.Get(ctx, want.Name, metav1.GetOptions{})
 	switch {

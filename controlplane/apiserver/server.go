@@ -111,6 +111,9 @@ type Options struct {
 	// JoinToken is the node-join bootstrap token (written by system/bootstrap), kept as its
 	// kube-system Secret.
 	JoinToken bootstraptoken.Token
+	// AgentToken is the agent-only join token (zero without --agent-token): its Secret admits
+	// nodes; the server-join endpoint never takes it.
+	AgentToken bootstraptoken.Token
 	// NodeName, if set, is the agent that `skiff server` runs beside the control plane: its
 	// Node gets the control-plane role.
 	NodeName string
@@ -258,7 +261,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			return err
 		}
 		b := bootstrap{client: client, advertise: o.AdvertiseAddress, port: o.SecurePort, serviceIP: serviceIP.String(), serviceCIDR: o.ServiceCIDR,
-			joinToken: o.JoinToken, peers: peers, clientCA: clientCA, frontProxyCA: frontProxyCA, log: log}
+			joinToken: o.JoinToken, agentToken: o.AgentToken, peers: peers, clientCA: clientCA, frontProxyCA: frontProxyCA, log: log}
 		// The first reconcile finishes before the hook returns, so /readyz passes only once the
 		// built-in namespaces and the kubernetes Service exist.
 		if err := wait.PollUntilContextTimeout(hc, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {

@@ -55,6 +55,10 @@ func (s Server) Kubeconfig(name string) string { return filepath.Join(s.Dir, nam
 // Token is the node join token (K10<CA hash>::<id>.<secret>).
 func (s Server) Token() string { return filepath.Join(s.Dir, "token") }
 
+// AgentToken is the agent-only join token of --agent-token (K10<CA hash>::<id>.<secret>):
+// it joins agents, never servers.
+func (s Server) AgentToken() string { return filepath.Join(s.Dir, "agent-token") }
+
 // Etcd is the embedded etcd's data directory; EtcdLog its log file.
 func (s Server) Etcd() string    { return filepath.Join(s.Dir, "etcd") }
 func (s Server) EtcdLog() string { return filepath.Join(s.Etcd(), "etcd.log") }

@@ -36,6 +36,9 @@ type Server struct {
 	ServiceIP      net.IP
 	// Token, if set ("<id>.<secret>"), is the join token instead of a random one.
 	Token string
+	// AgentToken, if set, is a join token for agents only (k3s's --agent-token): it never
+	// admits a server, which receives the CAs' keys. Kept in <data-dir>/agent-token.
+	AgentToken string
 	// NodeName, if set, is the agent beside the server: it gets node.kubeconfig and a serving
 	// pair for NodeIPs.
 	NodeName string
@@ -60,6 +63,8 @@ type Server struct {
 type ServerFiles struct {
 	PKI  pki.Layout
 	Join bootstraptoken.JoinToken
+	// AgentJoin is the agent-only token (zero without one).
+	AgentJoin bootstraptoken.JoinToken
 	// EncryptionConfig is the generated configuration ("" without SecretsEncryption).
 	EncryptionConfig string
 }
@@ -95,6 +100,12 @@ func PrepareServer(o Server, now time.Time) (ServerFiles, error) {
 		return ServerFiles{}, fmt.Errorf("join token: %w", err)
 	}
 	files := ServerFiles{PKI: certs, Join: join}
+	if files.AgentJoin, err = ensureAgentToken(o.Dirs.AgentToken(), certs.CA().Cert, o.AgentToken); err != nil {
+		return files, fmt.Errorf("agent token: %w", err)
+	}
+	if files.AgentJoin.Token.ID != "" && files.AgentJoin.Token.ID == join.Token.ID {
+		return files, fmt.Errorf("--agent-token has the id %q of the server token: the id names the token's Secret, so they must differ", join.Token.ID)
+	}
 	all := slices.Clone(kubeconfigs)
 	if o.NodeName != "" {
 		if err := writeAgentServingCert(certs, ca, o.NodeName, o.NodeIPs, now, o.CertificateLifetime, o.Issued); err != nil {
@@ -172,6 +183,17 @@ func EnsureJoinToken(path, caFile, preset string) (bootstraptoken.JoinToken, err
 	}
 	j := bootstraptoken.JoinToken{CAHash: hash, Token: t}
 	return j, os.WriteFile(path, []byte(j.String()+"\n"), 0o600)
+}
+
+// ensureAgentToken is EnsureJoinToken for the agent-only token, which exists only when
+// --agent-token gave one (now or on an earlier start: the file is kept).
+func ensureAgentToken(path, caFile, preset string) (bootstraptoken.JoinToken, error) {
+	if preset == "" {
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			return bootstraptoken.JoinToken{}, nil
+		}
+	}
+	return EnsureJoinToken(path, caFile, preset)
 }
 
 // writeAgentServingCert issues the serving pair of the agent beside this server

@@ -101,11 +101,17 @@ type joinedAgent struct {
 // is stopped, and its log shown if the test failed, at cleanup.
 func startJoinedAgent(t *testing.T, s *framework.Server, bin, node, dir string) *joinedAgent {
 	t.Helper()
-	cni, images := framework.AgentArtifacts(t)
 	tokenBytes, err := os.ReadFile(filepath.Join(s.Dir, "token"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startAgentWithToken(t, s, bin, node, dir, string(tokenBytes))
+}
+
+// startAgentWithToken is startJoinedAgent joining with the given token.
+func startAgentWithToken(t *testing.T, s *framework.Server, bin, node, dir, token string) *joinedAgent {
+	t.Helper()
+	cni, images := framework.AgentArtifacts(t)
 	_, nsPath := framework.Netns(t)
 	t.Cleanup(func() { framework.KillUnder(dir) })
 	root := fmt.Sprintf("/skiff/e2e-%s-%d", node, os.Getpid())
@@ -114,7 +120,7 @@ func startJoinedAgent(t *testing.T, s *framework.Server, bin, node, dir string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "agent", "--server", fmt.Sprintf("https://127.0.0.1:%d", s.Port), "--token", strings.TrimSpace(string(tokenBytes)),
+	cmd := exec.Command(bin, "agent", "--server", fmt.Sprintf("https://127.0.0.1:%d", s.Port), "--token", strings.TrimSpace(token),
 		"--data-dir", dir, "--netns", nsPath, "--bgp=false", "--service-proxy=false", "--dns=false", "--eviction-hard="+lab.EvictionHard, "--image-gc-high-threshold=100",
 		"--cgroup-root", root, "--node-name", node, "--node-ip", "127.0.0.1", "--port", strconv.Itoa(framework.FreePort(t)),
 		"--healthz-address", "127.0.0.1:"+strconv.Itoa(framework.FreePort(t)),
