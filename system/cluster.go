@@ -63,14 +63,22 @@ func (s *Server) joinCluster(ctx context.Context, o *apiserver.Options, log *slo
 	}
 	var resp serverjoin.Response
 	// The first server may be starting too (an install of three at once): try for a while.
-	err = retry(ctx, 2*time.Minute, func() error {
+	// A refusal by the server (a wrong token) or a CA that is not the pinned one will not pass.
+	retryable := func(err error) bool {
+		var refused *serverjoin.RefusedError
+		return !join.Permanent(err) && !(errors.As(err, &refused) && refused.Final())
+	}
+	failed := func(err error, _ time.Duration) {
+		log.Warn("joining the cluster; retrying", "server", s.JoinServer, "err", err)
+	}
+	err = join.Retry(ctx, 2*time.Minute, retryable, failed, func() error {
 		caPEM, err := join.FetchCA(ctx, s.JoinServer, jt.CAHash)
 		if err != nil {
 			return err
 		}
 		resp, err = serverjoin.Join(ctx, s.JoinServer, caPEM, jt.Token, req)
 		return err
-	}, func(err error) { log.Warn("joining the cluster; retrying", "server", s.JoinServer, "err", err) })
+	})
 	if err != nil {
 		return fmt.Errorf("joining %s: %w", s.JoinServer, err)
 	}
@@ -132,30 +140,6 @@ func (s Server) sharedFilesKeeper(token bootstraptoken.Token, log *slog.Logger) 
 		return bootstrapdata.Keeper{Token: token, Store: kv, Log: log.With("component", "shared-files-copy"),
 			Files: func() (map[string][]byte, error) { return serverjoin.ReadFiles(dirs) }}.Run(ctx)
 	}}
-}
-
-// retry calls f until it succeeds or timeout passes, telling each failure to failed.
-func retry(ctx context.Context, timeout time.Duration, f func() error, failed func(error)) error {
-	deadline := time.Now().Add(timeout)
-	wait := time.Second
-	for {
-		err := f()
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-		// A refusal by the server (a wrong token) or a CA that is not the pinned one will not pass.
-		var refused *serverjoin.RefusedError
-		if join.Permanent(err) || (errors.As(err, &refused) && refused.Final()) {
-			return err
-		}
-		failed(err)
-		select {
-		case <-ctx.Done():
-			return errors.Join(err, ctx.Err())
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 10*time.Second)
-	}
 }
 
 // recordPeerURL keeps the member's peer URL beside its data: later starts stay clustered.

@@ -269,17 +269,25 @@ func transient(err error) bool {
 	return true
 }
 
-// retryTransient calls f until it succeeds, fails permanently, or timeout passes, waiting
-// 1 s, 2 s, … 10 s between tries.
+// retryTransient calls f until it succeeds, fails permanently, or timeout passes (Retry).
 func retryTransient(ctx context.Context, timeout time.Duration, log *slog.Logger, what string, f func() error) error {
+	return Retry(ctx, timeout, transient, func(err error, wait time.Duration) {
+		log.Warn("retrying", "what", what, "err", err, "in", wait)
+	}, f)
+}
+
+// Retry calls f until it succeeds, fails with an error retryable refuses, ctx ends, or the
+// next try would come after timeout, waiting 1 s, 2 s, … 10 s between tries and telling
+// failed of each error it tries again after. It returns f's last error.
+func Retry(ctx context.Context, timeout time.Duration, retryable func(error) bool, failed func(err error, wait time.Duration), f func() error) error {
 	deadline := time.Now().Add(timeout)
 	wait := time.Second
 	for {
 		err := f()
-		if err == nil || !transient(err) || time.Now().Add(wait).After(deadline) {
+		if err == nil || !retryable(err) || time.Now().Add(wait).After(deadline) {
 			return err
 		}
-		log.Warn("retrying", "what", what, "err", err, "in", wait)
+		failed(err, wait)
 		select {
 		case <-ctx.Done():
 			return err
