@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/skiff-sh/skiff/controlplane/serverjoin"
@@ -36,20 +37,9 @@ func TestAgentToken(t *testing.T) {
 	}
 
 	startAgentWithToken(t, s, framework.Binary(t), "tokened", t.TempDir(), string(b))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	waitNodeReady(t, s, "tokened")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	eventually(t, 90*time.Second, "the agent joined with the agent token Ready", func() (bool, string) {
-		n, err := s.Client(t).CoreV1().Nodes().Get(ctx, "tokened", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, c := range n.Status.Conditions {
-			if c.Type == "Ready" {
-				return c.Status == "True", string(c.Status)
-			}
-		}
-		return false, "no Ready condition"
-	})
 
 	caPEM, err := os.ReadFile(filepath.Join(s.Dir, "pki", "ca.crt"))
 	if err != nil {
@@ -60,4 +50,26 @@ func TestAgentToken(t *testing.T) {
 	if !errors.As(err, &refused) || !refused.Final() {
 		t.Errorf("a server joining with the agent token: %v, want a final refusal", err)
 	}
+}
+
+// waitNodeReady waits until the node registered and is Ready, and returns it.
+func waitNodeReady(t *testing.T, s *framework.Server, name string) *corev1.Node {
+	t.Helper()
+	var node *corev1.Node
+	eventually(t, 90*time.Second, "node "+name+" registered and Ready", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		n, err := s.Client(t).CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		node = n
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status == corev1.ConditionTrue, string(c.Status)
+			}
+		}
+		return false, "no Ready condition"
+	})
+	return node
 }

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -9,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/skiff-sh/skiff/tests/e2e/framework"
 )
@@ -49,19 +46,10 @@ func TestAgentVersionSkew(t *testing.T) {
 		s.Bin = next
 		s.Start()
 		startJoinedAgent(t, s, framework.Binary(t), "older", t.TempDir())
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		eventually(t, 90*time.Second, "the older agent's node registered and Ready", func() (bool, string) {
-			n, err := s.Client(t).CoreV1().Nodes().Get(ctx, "older", metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error()
-			}
-			ready := false
-			for _, c := range n.Status.Conditions {
-				ready = ready || (c.Type == "Ready" && c.Status == "True")
-			}
-			return ready && strings.HasPrefix(n.Status.NodeInfo.KubeletVersion, "v1."+minor+"."), n.Status.NodeInfo.KubeletVersion
-		})
+		n := waitNodeReady(t, s, "older")
+		if !strings.HasPrefix(n.Status.NodeInfo.KubeletVersion, "v1."+minor+".") {
+			t.Errorf("the older agent reports kubelet version %s, want v1.%s.x", n.Status.NodeInfo.KubeletVersion, minor)
+		}
 	})
 	t.Run("newer agent", func(t *testing.T) {
 		s := framework.StartServer(t)
