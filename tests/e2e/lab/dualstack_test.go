@@ -152,20 +152,7 @@ func familyLab(ctx context.Context, t *testing.T, name, tor, family string) *lab
 	t.Helper()
 	framework.AgentArtifacts(t)
 	l := &lab{t: t, name: name, bin: framework.Binary(t), ctx: ctx}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, f := range []string{"master.log", "node1.log", "node2.log"} {
-				b, _ := os.ReadFile(filepath.Join(skifflab.Root, name, f))
-				if len(b) > 3000 {
-					b = b[len(b)-3000:]
-				}
-				t.Logf("--- %s\n%s", f, b)
-			}
-		}
-		if out, err := exec.Command(l.bin, "lab", "down", "--name", name).CombinedOutput(); err != nil {
-			t.Errorf("skiff lab down: %v\n%s", err, out)
-		}
-	})
+	downAtCleanup(t, name, l.bin, "master", "node1", "node2")
 	l.skiff("up", "--nodes", "2", "--tor", tor, "--ip-family", family, "--timeout", "3m")
 	cfg, err := clientcmd.BuildConfigFromFlags("", skifflab.Kubeconfig(name))
 	if err != nil {
@@ -315,4 +302,23 @@ spec:
 	if err != nil || !strings.Contains(string(out), "verdict: DENIED") || !strings.Contains(string(out), "default/p2") {
 		l.t.Errorf("skiff policy trace %s → %s over IPv6: %v\n%s", ip1, ip2, err, out)
 	}
+}
+
+// downAtCleanup takes the lab down with bin when the test ends, first showing the tail of
+// each node's log (master.log, node1.log, …) if the test failed.
+func downAtCleanup(t *testing.T, name, bin string, nodes ...string) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range nodes {
+				b, _ := os.ReadFile(filepath.Join(skifflab.Root, name, n+".log"))
+				if len(b) > 3000 {
+					b = b[len(b)-3000:]
+				}
+				t.Logf("--- %s.log\n%s", n, b)
+			}
+		}
+		if out, err := exec.Command(bin, "lab", "down", "--name", name).CombinedOutput(); err != nil {
+			t.Errorf("skiff lab down: %v\n%s", err, out)
+		}
+	})
 }

@@ -3,17 +3,13 @@ package lab
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -34,20 +30,7 @@ func TestLabThreeServers(t *testing.T) {
 	defer cancel()
 	framework.AgentArtifacts(t)
 	l := &lab{t: t, name: name, bin: framework.Binary(t), ctx: ctx}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, f := range []string{"master.log", "node1.log", "node2.log", "node3.log"} {
-				b, _ := os.ReadFile(filepath.Join(skifflab.Root, name, f))
-				if len(b) > 3000 {
-					b = b[len(b)-3000:]
-				}
-				t.Logf("--- %s\n%s", f, b)
-			}
-		}
-		if out, err := exec.Command(l.bin, "lab", "down", "--name", name).CombinedOutput(); err != nil {
-			t.Errorf("skiff lab down: %v\n%s", err, out)
-		}
-	})
+	downAtCleanup(t, name, l.bin, "master", "node1", "node2", "node3")
 	out := l.skiff("up", "--servers", "3", "--nodes", "3", "--tor", "none", "--timeout", "4m")
 	if strings.Count(out, "skiff server (joined to the master's)") != 2 {
 		t.Errorf("lab up did not start two joining servers:\n%s", out)
@@ -85,58 +68,24 @@ func TestLabThreeServers(t *testing.T) {
 	}
 
 	// A write load through the master; node2's server dies.
-	var mu sync.Mutex
-	var acked []string
-	count := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(acked)
-	}
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			name := fmt.Sprintf("ha-%d", i)
-			_, err := l.client.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-			if err == nil || apierrors.IsAlreadyExists(err) {
-				mu.Lock()
-				acked = append(acked, name)
-				mu.Unlock()
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
+	load := startWriteLoad(ctx, l.client, "ha", 20*time.Millisecond)
 	time.Sleep(3 * time.Second)
 	pid, err := skifflab.PID(name, "node2")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = syscall.Kill(pid, syscall.SIGKILL)
-	atKill := count()
+	atKill := load.acknowledged()
 	framework.Eventually(t, 30*time.Second, "writes acknowledged after node2's server was killed", func() (bool, string) {
-		return count() > atKill+30, fmt.Sprint(count() - atKill)
+		return load.acknowledged() > atKill+30, fmt.Sprint(load.acknowledged() - atKill)
 	})
-	close(stop)
-	<-done
-	t.Logf("%d writes acknowledged, %d of them after node2's server was killed", count(), count()-atKill)
-	list, err := l.client.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+	lost, _, err := load.finish(ctx, l.client)
 	if err != nil {
 		t.Fatal(err)
 	}
-	have := map[string]bool{}
-	for _, cm := range list.Items {
-		have[cm.Name] = true
-	}
-	for _, n := range acked {
-		if !have[n] {
-			t.Errorf("acknowledged write %s lost", n)
-		}
+	t.Logf("%d writes acknowledged, %d of them after node2's server was killed", load.acknowledged(), load.acknowledged()-atKill)
+	for _, n := range lost {
+		t.Errorf("acknowledged write %s lost", n)
 	}
 	// The other nodes stay Ready (node3's agent talks to whichever server answers).
 	time.Sleep(5 * time.Second)

@@ -10,12 +10,10 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
@@ -75,20 +73,7 @@ func TestLabUpgrade(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	l := &lab{t: t, name: name, bin: old, ctx: ctx}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, f := range []string{"master.log", "node1.log", "node2.log"} {
-				b, _ := os.ReadFile(filepath.Join(skifflab.Root, name, f))
-				if len(b) > 3000 {
-					b = b[len(b)-3000:]
-				}
-				t.Logf("--- %s\n%s", f, b)
-			}
-		}
-		if out, err := exec.Command(framework.Binary(t), "lab", "down", "--name", name).CombinedOutput(); err != nil {
-			t.Errorf("skiff lab down: %v\n%s", err, out)
-		}
-	})
+	downAtCleanup(t, name, framework.Binary(t), "master", "node1", "node2")
 	l.skiff("up", "--nodes", "2", "--tor", "frr", "--timeout", "4m")
 	cfg, err := clientcmd.BuildConfigFromFlags("", skifflab.Kubeconfig(name))
 	if err != nil {
@@ -148,28 +133,7 @@ func TestLabUpgrade(t *testing.T) {
 	if err := ping.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var acked []string
-	stopWrites := make(chan struct{})
-	writesDone := make(chan struct{})
-	go func() {
-		defer close(writesDone)
-		for i := 0; ; i++ {
-			select {
-			case <-stopWrites:
-				return
-			default:
-			}
-			n := fmt.Sprintf("during-%d", i)
-			_, err := l.client.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{})
-			if err == nil || apierrors.IsAlreadyExists(err) {
-				mu.Lock()
-				acked = append(acked, n)
-				mu.Unlock()
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}()
+	load := startWriteLoad(ctx, l.client, "during", 50*time.Millisecond)
 	time.Sleep(2 * time.Second)
 	heldBefore, _ := held()
 	upgrade := exec.CommandContext(ctx, framework.Binary(t), "lab", "--name", name, "upgrade", "--to", framework.Binary(t))
@@ -179,8 +143,6 @@ func TestLabUpgrade(t *testing.T) {
 	}
 	t.Logf("skiff lab upgrade:\n%s", out)
 	_ = ping.Wait()
-	close(stopWrites)
-	<-writesDone
 
 	m := regexp.MustCompile(`(\d+) packets transmitted, (\d+) received`).FindStringSubmatch(pingOut.String())
 	if m == nil || m[1] != m[2] || m[1] != strconv.Itoa(count) {
@@ -198,25 +160,17 @@ func TestLabUpgrade(t *testing.T) {
 		t.Errorf("the flow through the ClusterIP across the upgrade: phase %v, %d round trips before, %d after (%v):\n%s",
 			h.Status.Phase, heldBefore, heldAfter, err, holderLog)
 	}
-	list, err := l.client.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+	lost, have, err := load.finish(ctx, l.client)
 	if err != nil {
 		t.Fatal(err)
-	}
-	have := map[string]bool{}
-	for _, cm := range list.Items {
-		have[cm.Name] = true
 	}
 	if !have["from-old"] {
 		t.Error("the ConfigMap the old build wrote is not read by the new one")
 	}
-	mu.Lock()
-	for _, n := range acked {
-		if !have[n] {
-			t.Errorf("acknowledged write %s lost", n)
-		}
+	for _, n := range lost {
+		t.Errorf("acknowledged write %s lost", n)
 	}
-	t.Logf("ping %s/%s answered, %d→%d round trips on the held flow, %d writes acknowledged, none lost", m[2], m[1], heldBefore, heldAfter, len(acked))
-	mu.Unlock()
+	t.Logf("ping %s/%s answered, %d→%d round trips on the held flow, %d writes acknowledged, %d lost", m[2], m[1], heldBefore, heldAfter, load.acknowledged(), len(lost))
 	// Every node runs the new binary now.
 	for _, role := range []string{"master", "node1", "node2"} {
 		pid, err := skifflab.PID(name, role)
