@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Provisions one VM of the Vagrantfile: provision.sh ROLE NET INDEX TOKEN, ROLE being tor,
 # master or node. Nodes and the master get Go, the same dependencies as the lab and CI
-# (hack/install-deps.sh), a build of skiff, and a systemd unit; the ToR gets FRR configured
+# (hack/install-deps.sh), a build of skiff installed with `skiff install`; the ToR gets FRR configured
 # as the lab's (an iBGP route reflector for NET.0/24 with dynamic neighbors).
 set -euo pipefail
 role=$1 net=$2 index=$3 token=$4
@@ -46,33 +46,15 @@ export PATH=/usr/local/go/bin:$PATH
 cd /vagrant
 bash hack/install-deps.sh
 make build
-install -m 0755 bin/skiff bin/skiff-cni /usr/local/bin/
-mkdir -p /usr/local/bin/images && cp bin/images/*.tar /usr/local/bin/images/
-
+# The path an operator takes: `skiff install` writes the binary, /etc/skiff/config.yaml, the
+# images and the systemd unit (Type=notify, KillMode=process), and starts it.
 ip=${net}.$((index + 1))
 if [ "$role" = master ]; then
   ip=${net}.1
-  exec_start="/usr/local/bin/skiff server --data-dir /var/lib/skiff/server --advertise-address ${ip} --node-ip ${ip} --node-name master --token ${token}"
+  ./bin/skiff install server --data-dir /var/lib/skiff/server --advertise-address "${ip}" --node-ip "${ip}" --node-name master --token "${token}"
 else
-  exec_start="/usr/local/bin/skiff agent --server https://${net}.1:6443 --token ${token} --node-ip ${ip} --node-name node${index}"
+  ./bin/skiff install agent --server "https://${net}.1:6443" --token "${token}" --node-ip "${ip}" --node-name "node${index}"
 fi
-cat > /etc/systemd/system/skiff.service <<UNIT
-[Unit]
-Description=skiff ${role}
-After=network-online.target
-Wants=network-online.target
-
-[Service]
-ExecStart=${exec_start}
-Restart=always
-RestartSec=2
-KillMode=process
-
-[Install]
-WantedBy=multi-user.target
-UNIT
-systemctl daemon-reload
-systemctl enable --now skiff.service
 
 if [ "$role" = master ]; then
   # Nodes peer with the ToR only (no node mesh), as in `skiff lab up --tor frr`.
