@@ -229,6 +229,10 @@ func RunServer(ctx context.Context, s Server, all bool, log *slog.Logger) error 
 	if files.EncryptionConfig != "" {
 		o.EncryptionProviderConfig = files.EncryptionConfig
 	}
+	// client-go's clients look this often whether the client pairs they were given changed
+	// (5 minutes by default: too long for a certificate of minutes). Set before any part runs.
+	renewEvery := renewalInterval(s.CertificateLifetime)
+	transport.CertCallbackRefreshDuration = min(transport.CertCallbackRefreshDuration, renewEvery)
 	sup := supervisor.New(ctx, log)
 	if tuner != nil {
 		sup.Go(supervisor.Part{Name: "gc-tuner", Policy: supervisor.Restart, Run: tuner.Run})
@@ -239,10 +243,6 @@ func RunServer(ctx context.Context, s Server, all bool, log *slog.Logger) error 
 	if snap != nil {
 		sup.Go(supervisor.Part{Name: "etcd-snapshots", Policy: supervisor.Restart, Run: snap.Run})
 	}
-	renewEvery := renewalInterval(s.CertificateLifetime)
-	// client-go's clients look this often whether the client pairs they were given changed
-	// (5 minutes by default: too long for a certificate of minutes).
-	transport.CertCallbackRefreshDuration = min(transport.CertCallbackRefreshDuration, renewEvery)
 	sup.Go(certRenewal(plan, renewEvery, log))
 	if len(s.EtcdServers) == 0 {
 		sup.Go(s.sharedFilesKeeper(files.Join.Token, log))
