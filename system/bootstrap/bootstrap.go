@@ -162,6 +162,10 @@ func EnsureJoinToken(path, caFile, preset string) (bootstraptoken.JoinToken, err
 			return bootstraptoken.JoinToken{}, fmt.Errorf("--token pins the CA %s, but this server's CA (%s) is %s", given.CAHash, caFile, hash)
 		}
 		j := bootstraptoken.JoinToken{CAHash: hash, Token: given.Token}
+		// A running server's renewal pass comes here hourly: write only what changed.
+		if b, err := os.ReadFile(path); err == nil && string(b) == j.String()+"\n" {
+			return j, nil
+		}
 		return j, os.WriteFile(path, []byte(j.String()+"\n"), 0o600)
 	}
 	if b, err := os.ReadFile(path); err == nil {

@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,21 +16,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/skiff-sh/skiff/agent/cgroups"
+	"github.com/skiff-sh/skiff/internal/certfile"
 	"github.com/skiff-sh/skiff/lab"
 	"github.com/skiff-sh/skiff/tests/e2e/framework"
 )
 
 func certOf(t *testing.T, path string) *x509.Certificate {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, _ := pem.Decode(b)
-	if block == nil {
-		t.Fatalf("%s: no PEM", path)
-	}
-	c, err := x509.ParseCertificate(block.Bytes)
+	c, err := certfile.Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}
