@@ -14,6 +14,7 @@ import (
 	"github.com/skiff-sh/skiff/controlplane/bootstrapdata"
 	"github.com/skiff-sh/skiff/controlplane/etcd"
 	"github.com/skiff-sh/skiff/controlplane/serverjoin"
+	"github.com/skiff-sh/skiff/controlplane/storage"
 	"github.com/skiff-sh/skiff/internal/bootstraptoken"
 	"github.com/skiff-sh/skiff/internal/layout"
 	"github.com/skiff-sh/skiff/internal/supervisor"
@@ -126,18 +127,19 @@ func restoreSharedFiles(dirs layout.Server, token bootstraptoken.JoinToken, give
 
 // sharedFilesKeeper keeps the shared files sealed with the join token in the embedded etcd
 // (controlplane/bootstrapdata), from when the API server is ready, so snapshots carry them.
-func (s Server) sharedFilesKeeper(token bootstraptoken.Token, log *slog.Logger) supervisor.Part {
+func (s Server) sharedFilesKeeper(o apiserver.Options, token bootstraptoken.Token, log *slog.Logger) supervisor.Part {
 	dirs := layout.Server{Dir: s.DataDir}
 	return supervisor.Part{Name: "shared-files-copy", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
 		if err := apiserver.WaitReady(ctx, dirs.Kubeconfig("admin")); err != nil {
 			return err
 		}
-		kv, err := etcd.NewKV(fmt.Sprintf("https://127.0.0.1:%d", s.EtcdClientPort), dirs.PKI())
+		// The API server's client: storage.Client hands back the connection it shares.
+		client, release, err := storage.Client(o.EtcdTransport())
 		if err != nil {
 			return err
 		}
-		defer kv.Close()
-		return bootstrapdata.Keeper{Token: token, Store: kv, Log: log.With("component", "shared-files-copy"),
+		defer release()
+		return bootstrapdata.Keeper{Token: token, Store: &etcd.KV{Client: client}, Log: log.With("component", "shared-files-copy"),
 			Files: func() (map[string][]byte, error) { return serverjoin.ReadFiles(dirs) }}.Run(ctx)
 	}}
 }

@@ -245,7 +245,7 @@ func RunServer(ctx context.Context, s Server, all bool, log *slog.Logger) error 
 	}
 	sup.Go(certRenewal(plan, renewEvery, log))
 	if len(s.EtcdServers) == 0 {
-		sup.Go(s.sharedFilesKeeper(files.Join.Token, log))
+		sup.Go(s.sharedFilesKeeper(o, files.Join.Token, log))
 	}
 	if all {
 		s.controlPlane(sup, agentOpts, log)

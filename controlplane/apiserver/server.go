@@ -152,6 +152,25 @@ func (c EtcdCluster) PeerURL(port int) string {
 	return "https://" + net.JoinHostPort(host, strconv.Itoa(port))
 }
 
+// EtcdTransport is how the API server reaches etcd: the given servers and files, or the
+// embedded member on loopback with the server's own etcd client pair. Parts of the same
+// process that pass it to storage.Client share the API server's connection.
+func (o Options) EtcdTransport() storagebackend.TransportConfig {
+	certs := layout.Server{Dir: o.DataDir}.PKI()
+	t := storagebackend.TransportConfig{ServerList: o.EtcdServers,
+		TrustedCAFile: o.EtcdCAFile, CertFile: o.EtcdCertFile, KeyFile: o.EtcdKeyFile}
+	if len(t.ServerList) == 0 {
+		t.ServerList = []string{fmt.Sprintf("https://127.0.0.1:%d", o.EtcdClientPort)}
+	}
+	if t.TrustedCAFile == "" {
+		t.TrustedCAFile = certs.EtcdCA().Cert
+	}
+	if t.CertFile == "" {
+		t.CertFile, t.KeyFile = certs.APIServerEtcdClient().Cert, certs.APIServerEtcdClient().Key
+	}
+	return t
+}
+
 // Run starts etcd (if embedded) and the API server, and serves until ctx ends.
 func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	dirs := layout.Server{Dir: o.DataDir}
@@ -168,18 +187,11 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	certs := dirs.PKI()
 	server := "https://" + net.JoinHostPort(o.BindAddress.String(), strconv.Itoa(o.SecurePort))
 
-	servers := o.EtcdServers
-	caFile, certFile, keyFile := o.EtcdCAFile, o.EtcdCertFile, o.EtcdKeyFile
-	if caFile == "" {
-		caFile = certs.EtcdCA().Cert
-	}
-	if certFile == "" {
-		certFile, keyFile = certs.APIServerEtcdClient().Cert, certs.APIServerEtcdClient().Key
-	}
+	etcdTLS := o.EtcdTransport()
 	// An embedded etcd that fails ends the server with its error: serving on without the
 	// store would only answer 500s.
 	var etcdErr <-chan error
-	embedded := len(servers) == 0
+	embedded := len(o.EtcdServers) == 0
 	if embedded {
 		e, err := etcd.Start(ctx, etcd.Options{
 			DataDir:    dirs.Etcd(),
@@ -198,9 +210,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		}
 		defer e.Close()
 		etcdErr = e.Err()
-		servers = []string{fmt.Sprintf("https://127.0.0.1:%d", o.EtcdClientPort)}
 	}
-	etcdTLS := storagebackend.TransportConfig{ServerList: servers, TrustedCAFile: caFile, CertFile: certFile, KeyFile: keyFile}
 	// skiff's own keys go through the client the stores share (controlplane/storage).
 	etcdClient, releaseEtcdClient, err := storage.Client(etcdTLS)
 	if err != nil {
@@ -287,7 +297,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	log.Info("API server starting", "address", server, "etcd", servers, "kubeconfig", dirs.Kubeconfig("admin"))
+	log.Info("API server starting", "address", server, "etcd", etcdTLS.ServerList, "kubeconfig", dirs.Kubeconfig("admin"))
 	if etcdErr != nil {
 		go func() {
 			select {

@@ -6,9 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"time"
 
-	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/pkg/v3/traceutil"
 	"go.etcd.io/etcd/server/v3/lease"
@@ -16,31 +14,16 @@ import (
 	"go.etcd.io/etcd/server/v3/storage/mvcc"
 	"go.uber.org/zap"
 
-	"github.com/skiff-sh/skiff/controlplane/pki"
 )
 
-// KV reads and writes single keys of the embedded etcd outside the API server's key space,
-// through the API server's etcd client certificate (controlplane/bootstrapdata keeps its copy
-// this way).
-type KV struct{ client *clientv3.Client }
-
-// NewKV connects to the member at clientURL.
-func NewKV(clientURL string, certs pki.Layout) (*KV, error) {
-	tlsCfg, err := transport.TLSInfo{CertFile: certs.APIServerEtcdClient().Cert, KeyFile: certs.APIServerEtcdClient().Key,
-		TrustedCAFile: certs.EtcdCA().Cert}.ClientConfig()
-	if err != nil {
-		return nil, err
-	}
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{clientURL}, TLS: tlsCfg, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		return nil, err
-	}
-	return &KV{client: c}, nil
-}
+// KV reads and writes single keys of etcd outside the API server's key space, on a client
+// the caller owns (in a server, the API server's shared one: storage.Client), so
+// controlplane/bootstrapdata keeps its copy without a connection of its own.
+type KV struct{ Client *clientv3.Client }
 
 // Get reads key.
 func (k *KV) Get(ctx context.Context, key string) ([]byte, bool, error) {
-	resp, err := k.client.Get(ctx, key)
+	resp, err := k.Client.Get(ctx, key)
 	if err != nil || len(resp.Kvs) == 0 {
 		return nil, false, err
 	}
@@ -49,12 +32,10 @@ func (k *KV) Get(ctx context.Context, key string) ([]byte, bool, error) {
 
 // Put writes key.
 func (k *KV) Put(ctx context.Context, key string, value []byte) error {
-	_, err := k.client.Put(ctx, key, string(value))
+	_, err := k.Client.Put(ctx, key, string(value))
 	return err
 }
 
-// Close ends the connection.
-func (k *KV) Close() error { return k.client.Close() }
 
 // ReadStopped reads key from the data of a member that is not running (a restored snapshot's,
 // before the server starts), through etcd's own storage layer on a copy of its database, so
