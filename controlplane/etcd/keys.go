@@ -13,7 +13,6 @@ import (
 	"go.etcd.io/etcd/server/v3/storage/backend"
 	"go.etcd.io/etcd/server/v3/storage/mvcc"
 	"go.uber.org/zap"
-
 )
 
 // KV reads and writes single keys of etcd outside the API server's key space, on a client
@@ -35,7 +34,6 @@ func (k *KV) Put(ctx context.Context, key string, value []byte) error {
 	_, err := k.Client.Put(ctx, key, string(value))
 	return err
 }
-
 
 // ReadStopped reads key from the data of a member that is not running (a restored snapshot's,
 // before the server starts), through etcd's own storage layer on a copy of its database, so
