@@ -36,6 +36,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -106,7 +107,7 @@ func Ensure(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 	var caPEM []byte
 	if err := retryTransient(ctx, o.Timeout, log, "fetching the cluster CA", func() error {
 		var err error
-		caPEM, err = ensureCA(ctx, o.Server, jt.CAHash, res.CAFile)
+		caPEM, err = ensureCA(ctx, o.Server, jt.CAHash, res.CAFile, layout.Agent{Dir: o.Dir}.PKI().CAPin())
 		return err
 	}); err != nil {
 		return res, err
@@ -204,7 +205,13 @@ func (r Renewer) Run(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("%s certificate: %w", c.name, err)
 			}
-			if due := certrenew.DueAt(cert); time.Now().Before(due) {
+			// During a CA rotation a certificate of the old CA is renewed at once, so that
+			// the rotation can be completed.
+			oldCA, err := fromOldCA(cert, res.CAFile)
+			if err != nil {
+				return fmt.Errorf("cluster CA: %w", err)
+			}
+			if due := certrenew.DueAt(cert); time.Now().Before(due) && !oldCA {
 				next = minTime(next, due)
 				continue
 			}
@@ -215,7 +222,8 @@ func (r Renewer) Run(ctx context.Context) error {
 				continue
 			}
 			renewed[c.name] = time.Now()
-			r.Log.Info("renewing the agent's certificate", "which", c.name, "expires", cert.NotAfter)
+			r.Log.Info("renewing the agent's certificate", "which", c.name, "expires", cert.NotAfter,
+				"issuer", cert.Issuer.CommonName, "old CA", oldCA)
 			if err := request(ctx, r.Node, r.Timeout, c.cert, c.key, c.signer, c.tmpl(), c.usages); err != nil {
 				if time.Now().After(cert.NotAfter) {
 					return fmt.Errorf("renewing the %s certificate, which expired at %s: %w", c.name, cert.NotAfter, err)
@@ -297,16 +305,26 @@ func Retry(ctx context.Context, timeout time.Duration, retryable func(error) boo
 	}
 }
 
-// ensureCA returns the pinned CA, from disk when it still matches the pin.
-func ensureCA(ctx context.Context, server, pin, file string) ([]byte, error) {
-	if b, err := os.ReadFile(file); err == nil && (pin == "" || bootstraptoken.CAHash(b) == pin) {
-		return b, nil
+// ensureCA returns the pinned CA, from disk when it still matches the pin — or was first
+// trusted under it (pinFile) and has changed since only through the server's /cacerts over
+// TLS it verified (TrustWatcher, after a CA rotation).
+func ensureCA(ctx context.Context, server, pin, file, pinFile string) ([]byte, error) {
+	if b, err := os.ReadFile(file); err == nil {
+		if pin == "" || bootstraptoken.CAHash(b) == pin {
+			return b, nil
+		}
+		if admitted, err := os.ReadFile(pinFile); err == nil && strings.TrimSpace(string(admitted)) == pin {
+			return b, nil
+		}
 	}
 	caPEM, err := FetchCA(ctx, server, pin)
 	if err != nil {
 		return nil, err
 	}
-	return caPEM, os.WriteFile(file, caPEM, 0o644)
+	if err := certfile.WriteWhole(file, caPEM, 0o644); err != nil {
+		return nil, err
+	}
+	return caPEM, certfile.WriteWhole(pinFile, []byte(bootstraptoken.CAHash(caPEM)+"\n"), 0o644)
 }
 
 // FetchCA reads server/cacerts and returns it only if it hashes to pin (any CA when pin is

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -21,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/skiff-sh/skiff/agent/join"
 	"github.com/skiff-sh/skiff/cni"
 	"github.com/skiff-sh/skiff/controlplane/allocator"
 	"github.com/skiff-sh/skiff/controlplane/controllermanager"
@@ -399,13 +402,22 @@ func agentCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return system.RunAgent(ctx, f, j, newLogger(logLevel))
+			log := newLogger(logLevel)
+			err := system.RunAgent(ctx, f, j, log)
+			if errors.Is(err, join.ErrTrustChanged) && ctx.Err() == nil {
+				// The same process, arguments and PID (systemd, the lab and tests keep
+				// following it), with the new CA bundle loaded from the start.
+				log.Info("starting the agent again to trust the new cluster CA bundle")
+				return reexec()
+			}
+			return err
 		},
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&j.Server, "server", "", "API server URL to join (https://IP:6443), with --token; several, comma-separated, for a highly available control plane (the agent fails over between them)")
 	fs.StringVar(&j.Token, "token", "", "join token, from the server's <data-dir>/token")
 	fs.StringVar(&j.TokenFile, "token-file", "", "file holding the join token")
+	fs.DurationVar(&j.CACheckInterval, "cluster-ca-check-interval", 10*time.Minute, "how often a joined agent reads the server's CA bundle; when it changed (skiff certificate rotate-ca) the agent writes it and starts again")
 	fs.StringVar(&j.Kubeconfig, "kubeconfig", "", "kubeconfig to reach the API server instead of joining (default <data-dir>/node.kubeconfig)")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	addAgentFlags(fs, &f, "")
@@ -434,4 +446,13 @@ func schedulerCommand() *cobra.Command {
 		})
 	addSchedulerFlags(cmd.Flags(), &o)
 	return cmd
+}
+
+// reexec replaces the process with a fresh start of the same binary and arguments.
+func reexec() error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	return syscall.Exec(exe, os.Args, os.Environ())
 }

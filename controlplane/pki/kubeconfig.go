@@ -1,6 +1,7 @@
 package pki
 
 import (
+	"bytes"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -86,19 +87,31 @@ func (k Kubeconfig) stale(ca *Authority, now time.Time) string {
 	if c := cfg.Contexts[cfg.CurrentContext]; c != nil {
 		auth = cfg.AuthInfos[c.AuthInfo]
 	}
+	var caData []byte
+	if c := cfg.Contexts[cfg.CurrentContext]; c != nil && cfg.Clusters[c.Cluster] != nil {
+		caData = cfg.Clusters[c.Cluster].CertificateAuthorityData
+	}
 	switch {
 	case auth == nil:
 		return "no user"
+	case !bytes.Equal(caData, ca.CertPEM()):
+		return "the cluster CA bundle changed"
 	case k.Files != nil && auth.ClientCertificate != k.Files.Cert:
 		return "its certificate moves to " + k.Files.Cert
 	case k.Files == nil && len(auth.ClientCertificateData) == 0:
 		return "its certificate moves into it"
 	case k.Files != nil:
-		return Stale(*k.Files, ca.cert, nil, now)
+		if why := Stale(*k.Files, ca.cert, nil, now); why != "" {
+			return why
+		}
+		return (*authority)(ca).chainStale(k.Files.Cert)
 	}
 	c, err := kubeconfigCert(k.Path)
 	if err != nil {
 		return "unreadable: " + err.Error()
 	}
-	return staleCert(c, ca.cert, nil, now)
+	if why := staleCert(c, ca.cert, nil, now); why != "" {
+		return why
+	}
+	return (*authority)(ca).chainStalePEM(auth.ClientCertificateData)
 }

@@ -122,6 +122,9 @@ func Ensure(o Options) (Layout, error) {
 	for _, leaf := range leaves {
 		reason := Stale(leaf.pair, leaf.ca.cert, leaf.tmpl.IPAddresses, now)
 		if reason == "" {
+			reason = leaf.ca.chainStale(leaf.pair.Cert)
+		}
+		if reason == "" {
 			continue
 		}
 		leaf.tmpl.ExtKeyUsage = leaf.usages
@@ -192,6 +195,10 @@ type authority struct {
 	cert    *x509.Certificate
 	key     crypto.Signer
 	certPEM []byte
+	// chain follows every certificate issued while a rotation of this CA is under way: the
+	// new CA signed by the old one (Pair.CrossSigned), so peers that still trust only the
+	// old CA verify what the new one issues.
+	chain []byte
 }
 
 func ensureCA(p Pair, cn string) (*authority, error) {
@@ -245,7 +252,43 @@ func loadCA(p Pair) (*authority, error) {
 	if !ok {
 		return nil, fmt.Errorf("%s: not a signing key", p.Key)
 	}
-	return &authority{cert: certs[0], key: signer, certPEM: certPEM}, nil
+	a := &authority{cert: certs[0], key: signer, certPEM: certPEM}
+	if a.chain, err = os.ReadFile(p.CrossSigned()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	return a, nil
+}
+
+// chainStale says why the certificate file must be issued again for the chain it carries
+// after its leaf ("" when that is right): the cross-signed CA while a rotation is under way,
+// nothing once it is complete.
+func (a *authority) chainStale(certFile string) string {
+	b, err := os.ReadFile(certFile)
+	if err != nil {
+		return "unreadable: " + err.Error()
+	}
+	return a.chainStalePEM(b)
+}
+
+func (a *authority) chainStalePEM(certPEM []byte) string {
+	certs, err := certutil.ParseCertsPEM(certPEM)
+	if err != nil {
+		return "unreadable: " + err.Error()
+	}
+	var want []*x509.Certificate
+	if len(a.chain) > 0 {
+		if want, err = certutil.ParseCertsPEM(a.chain); err != nil {
+			return "the cross-signed CA is unreadable: " + err.Error()
+		}
+	}
+	got := certs[1:]
+	if slices.EqualFunc(got, want, func(a, b *x509.Certificate) bool { return a.Equal(b) }) {
+		return ""
+	}
+	if len(want) > 0 {
+		return "lacks the cross-signed CA of the rotation under way"
+	}
+	return "carries the cross-signed CA of a finished rotation"
 }
 
 func (a *authority) Issue(tmpl x509.Certificate) ([]byte, []byte, error) {
@@ -275,7 +318,7 @@ func (a *authority) issueAt(tmpl x509.Certificate, now time.Time) ([]byte, []byt
 	if err != nil {
 		return nil, nil, err
 	}
-	return pemBlock("CERTIFICATE", cert.Raw), keyPEM, nil
+	return append(pemBlock("CERTIFICATE", cert.Raw), a.chain...), keyPEM, nil
 }
 
 // writePair replaces a pair, each file whole and the key first: a process loading the pair

@@ -4,7 +4,10 @@
 // the components ask a Server or Agent for paths instead of joining names of their own.
 package layout
 
-import "path/filepath"
+import (
+	"path/filepath"
+	"strings"
+)
 
 // Defaults: everything skiff keeps on a machine is under Root.
 const (
@@ -75,13 +78,14 @@ func (s Server) EncryptionConfig() string {
 	return filepath.Join(s.Dir, "cred", "encryption-config.json")
 }
 
-// Shared are the files every server of one cluster holds the same copy of: the three CAs,
-// the service-account keys and the encryption configuration. A joining server receives them
-// from a running one (controlplane/serverjoin); every other credential it issues itself.
+// Shared are the files every server of one cluster holds the same copy of: the three CAs
+// (with their cross-signed successors while a rotation is under way), the service-account
+// keys and the encryption configuration. A joining server receives them from a running one
+// (controlplane/serverjoin); every other credential it issues itself.
 func (s Server) Shared() []string {
 	p := s.PKI()
-	return []string{p.CA().Cert, p.CA().Key, p.EtcdCA().Cert, p.EtcdCA().Key,
-		p.FrontProxyCA().Cert, p.FrontProxyCA().Key, p.SAKey(), p.SAPub(), s.EncryptionConfig()}
+	return []string{p.CA().Cert, p.CA().Key, p.CA().CrossSigned(), p.EtcdCA().Cert, p.EtcdCA().Key, p.EtcdCA().CrossSigned(),
+		p.FrontProxyCA().Cert, p.FrontProxyCA().Key, p.FrontProxyCA().CrossSigned(), p.SAKey(), p.SAPub(), s.EncryptionConfig()}
 }
 
 // Agent is an agent data directory.
@@ -197,6 +201,11 @@ func (l Lab) Manifests(role string) string { return filepath.Join(l.Node(role), 
 // Pair is a certificate and key file pair.
 type Pair struct{ Cert, Key string }
 
+// CrossSigned is, for a CA pair, where the new CA of an unfinished rotation is kept signed by
+// the CA it replaces (ca-cross.crt beside ca.crt): leaves append it so that peers still
+// trusting only the old CA verify them (controlplane/pki RotateCA).
+func (p Pair) CrossSigned() string { return strings.TrimSuffix(p.Cert, ".crt") + "-cross.crt" }
+
 // PKI names every file of the kubeadm-shaped certificate directory, relative to Dir.
 type PKI struct {
 	Dir string
@@ -208,6 +217,11 @@ func (l PKI) pair(name string) Pair {
 
 // CA is the cluster CA that signs API server, kubelet and user certificates.
 func (l PKI) CA() Pair { return l.pair("ca") }
+
+// CAPin is, on a joined agent, the join token's CA hash its CA bundle was first trusted
+// under: the bundle changes when the cluster's CA is rotated, the token the agent restarts
+// with does not.
+func (l PKI) CAPin() string { return filepath.Join(l.Dir, "ca.pin") }
 
 // AgentServing is a node agent's serving pair (its API on :10250), AgentClient a joined
 // agent's client pair (system:node:<name>).

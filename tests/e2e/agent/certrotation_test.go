@@ -91,24 +91,24 @@ type joinedAgent struct {
 
 // startJoinedAgent starts bin as an agent named node joining s, with data in dir; the agent
 // is stopped, and its log shown if the test failed, at cleanup.
-func startJoinedAgent(t *testing.T, s *framework.Server, bin, node, dir string) *joinedAgent {
+func startJoinedAgent(t *testing.T, s *framework.Server, bin, node, dir string, extra ...string) *joinedAgent {
 	t.Helper()
 	tokenBytes, err := os.ReadFile(filepath.Join(s.Dir, "token"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return startAgentWithToken(t, s, bin, node, dir, string(tokenBytes))
+	return startAgentWithToken(t, s, bin, node, dir, string(tokenBytes), extra...)
 }
 
 // startAgentWithToken is startJoinedAgent joining with the given token.
-func startAgentWithToken(t *testing.T, s *framework.Server, bin, node, dir, token string) *joinedAgent {
+func startAgentWithToken(t *testing.T, s *framework.Server, bin, node, dir, token string, extra ...string) *joinedAgent {
 	t.Helper()
 	cni, images := framework.AgentArtifacts(t)
 	_, nsPath := framework.Netns(t)
 	t.Cleanup(func() { framework.KillUnder(dir) })
 	root := fmt.Sprintf("/skiff/e2e-%s-%d", node, os.Getpid())
 	t.Cleanup(func() { _ = cgroups.KillAll(cgroups.Mounts(), root) })
-	logFile, err := os.Create(filepath.Join(dir, "agent.log"))
+	logFile, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,6 +117,7 @@ func startAgentWithToken(t *testing.T, s *framework.Server, bin, node, dir, toke
 		"--cgroup-root", root, "--node-name", node, "--node-ip", "127.0.0.1", "--port", strconv.Itoa(framework.FreePort(t)),
 		"--healthz-address", "127.0.0.1:"+strconv.Itoa(framework.FreePort(t)),
 		"--cni-plugin", cni, "--images-dir", images, "--pod-log-dir", filepath.Join(dir, "logs"))
+	cmd.Args = append(cmd.Args, extra...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
