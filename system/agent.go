@@ -437,16 +437,10 @@ func RunAgent(ctx context.Context, a Agent, j Join, log *slog.Logger) error {
 		renewer := join.Renewer{Options: join.Options{Dir: a.DataDir, NodeName: a.NodeName, IPs: nodeNetIPs(a.NodeIP), DNSNames: []string{a.NodeName}},
 			Node: node, Log: log.With("component", "cert-rotation")}
 		opts.Parts = append(opts.Parts, supervisor.Part{Name: "cert-rotation", Policy: supervisor.Restart, Run: renewer.Run})
-		// A changed CA bundle ends the agent (join.ErrTrustChanged): `skiff agent` starts
-		// itself again to load it.
+		// A changed CA bundle ends the agent (join.ErrTrustChanged, a
+		// supervisor.ErrRestartProcess): `skiff agent` starts itself again to load it.
 		trust := join.TrustWatcher{Dir: a.DataDir, Node: node, Interval: j.CACheckInterval, Log: log.With("component", "ca-trust")}
-		opts.Parts = append(opts.Parts, supervisor.Part{Name: "ca-trust", Policy: supervisor.Fatal, Run: func(ctx context.Context) error {
-			if err := trust.Run(ctx); err != nil {
-				return err
-			}
-			<-ctx.Done() // a Fatal part returns only when it must stop the agent
-			return nil
-		}})
+		opts.Parts = append(opts.Parts, supervisor.Part{Name: "ca-trust", Policy: supervisor.Restart, Run: trust.Run})
 	}
 	// systemd (Type=notify) learns the agent is up once its health endpoint answers.
 	go notifyReady(ctx, func(ctx context.Context) error {

@@ -1,6 +1,7 @@
 package system
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,13 +10,18 @@ import (
 	"path/filepath"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+
 	"github.com/skiff-sh/skiff/agent/join"
 	"github.com/skiff-sh/skiff/controlplane/apiserver"
 	"github.com/skiff-sh/skiff/controlplane/bootstrapdata"
 	"github.com/skiff-sh/skiff/controlplane/etcd"
+	"github.com/skiff-sh/skiff/controlplane/pki"
 	"github.com/skiff-sh/skiff/controlplane/serverjoin"
 	"github.com/skiff-sh/skiff/controlplane/storage"
 	"github.com/skiff-sh/skiff/internal/bootstraptoken"
+	"github.com/skiff-sh/skiff/internal/certfile"
 	"github.com/skiff-sh/skiff/internal/layout"
 	"github.com/skiff-sh/skiff/internal/supervisor"
 	"github.com/skiff-sh/skiff/internal/version"
@@ -139,10 +145,88 @@ func (s Server) sharedFilesKeeper(o apiserver.Options, token bootstraptoken.Toke
 			return err
 		}
 		defer release()
-		return bootstrapdata.Keeper{Token: token, Store: &etcd.KV{Client: client}, Log: log.With("component", "shared-files-copy"),
+		log := log.With("component", "shared-files-copy")
+		err = bootstrapdata.Keeper{Token: token, Store: &etcd.KV{Client: client}, Log: log, Adopt: adoptRotatedCAs(dirs, client, log),
 			Files: func() (map[string][]byte, error) { return serverjoin.ReadFiles(dirs) }}.Run(ctx)
+		if errors.Is(err, bootstrapdata.ErrAdopted) {
+			return fmt.Errorf("%w: %w", err, supervisor.ErrRestartProcess)
+		}
+		return err
 	}}
 }
+
+// adoptRotatedCAs is the shared-files keeper's Adopt: when another server of the cluster has
+// rotated the CAs (`skiff certificate rotate-ca` there, then its start stored them) and every
+// CA of the stored copy that differs from this server's is the next step of its rotation
+// (pki.Succeeds: its own CA vouches for the new one), this server takes them — one server at
+// a time, so that the etcd members restarting never lose quorum — and starts again to load
+// them, issuing its own certificates from them as the first did.
+func adoptRotatedCAs(dirs layout.Server, client *clientv3.Client, log *slog.Logger) func(context.Context, map[string][]byte) (bool, error) {
+	return func(ctx context.Context, stored map[string][]byte) (bool, error) {
+		local, err := serverjoin.ReadFiles(dirs)
+		if err != nil {
+			return false, err
+		}
+		rel := func(path string) string {
+			r, _ := filepath.Rel(dirs.Dir, path)
+			return filepath.ToSlash(r)
+		}
+		certs := dirs.PKI()
+		var take []layout.Pair
+		for _, p := range []layout.Pair{certs.CA(), certs.EtcdCA(), certs.FrontProxyCA()} {
+			of := func(m map[string][]byte) pki.CAFiles {
+				return pki.CAFiles{Cert: m[rel(p.Cert)], Key: m[rel(p.Key)], Cross: m[rel(p.CrossSigned())]}
+			}
+			cur, next := of(local), of(stored)
+			if bytes.Equal(cur.Cert, next.Cert) && bytes.Equal(cur.Key, next.Key) && bytes.Equal(cur.Cross, next.Cross) {
+				continue
+			}
+			if !pki.Succeeds(next, cur) {
+				return false, nil
+			}
+			take = append(take, p)
+		}
+		if len(take) == 0 {
+			return false, nil
+		}
+		// The lock is held until this process ends; its lease lapses caAdoptionTTL later and
+		// the next server takes its turn, this one back by then.
+		session, err := concurrency.NewSession(client, concurrency.WithTTL(caAdoptionTTL), concurrency.WithContext(ctx))
+		if err != nil {
+			return false, err
+		}
+		if err := concurrency.NewMutex(session, "/skiff/ca-adoption").Lock(ctx); err != nil {
+			return false, err
+		}
+		var names []string
+		for _, p := range take {
+			cross := stored[rel(p.CrossSigned())]
+			if len(cross) > 0 {
+				if err := certfile.WriteWhole(p.CrossSigned(), cross, 0o644); err != nil {
+					return false, err
+				}
+			}
+			if err := certfile.WriteWhole(p.Key, stored[rel(p.Key)], 0o600); err != nil {
+				return false, err
+			}
+			if err := certfile.WriteWhole(p.Cert, stored[rel(p.Cert)], 0o644); err != nil {
+				return false, err
+			}
+			if len(cross) == 0 {
+				if err := os.Remove(p.CrossSigned()); err != nil && !errors.Is(err, os.ErrNotExist) {
+					return false, err
+				}
+			}
+			names = append(names, rel(p.Cert))
+		}
+		log.Info("took the CAs another server rotated; starting again to load them", "cas", names)
+		return true, nil
+	}
+}
+
+// caAdoptionTTL (seconds) is how long after a server restarts to take rotated CAs the next
+// server waits to do the same: a restart takes a few seconds.
+const caAdoptionTTL = 20
 
 // recordPeerURL keeps the member's peer URL beside its data: later starts stay clustered.
 func recordPeerURL(dirs layout.Server, url string) error {

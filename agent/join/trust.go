@@ -17,13 +17,14 @@ import (
 	"github.com/skiff-sh/skiff/internal/bootstraptoken"
 	"github.com/skiff-sh/skiff/internal/certfile"
 	"github.com/skiff-sh/skiff/internal/layout"
+	"github.com/skiff-sh/skiff/internal/supervisor"
 )
 
 // ErrTrustChanged ends an agent whose cluster CA bundle changed (a CA rotation began or was
 // completed on the server: controlplane/pki RotateCA): the bundle is written, and the agent
 // starts again so that every client and the agent API load it — as the kubelet is restarted
 // after its CA file changes. Pods keep running across it, as across any restart of the agent.
-var ErrTrustChanged = errors.New("the cluster CA bundle changed")
+var ErrTrustChanged = fmt.Errorf("the cluster CA bundle changed: %w", supervisor.ErrRestartProcess)
 
 // TrustWatcher keeps a joined agent's CA bundle the server's: every Interval it reads the
 // server's /cacerts through the node's client — over TLS verified by the bundle it has, so

@@ -23,7 +23,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
-	"github.com/skiff-sh/skiff/agent/join"
 	"github.com/skiff-sh/skiff/cni"
 	"github.com/skiff-sh/skiff/controlplane/allocator"
 	"github.com/skiff-sh/skiff/controlplane/controllermanager"
@@ -32,6 +31,7 @@ import (
 	"github.com/skiff-sh/skiff/images"
 	"github.com/skiff-sh/skiff/internal/configfile"
 	"github.com/skiff-sh/skiff/internal/layout"
+	"github.com/skiff-sh/skiff/internal/supervisor"
 	"github.com/skiff-sh/skiff/internal/version"
 	"github.com/skiff-sh/skiff/system"
 )
@@ -101,7 +101,8 @@ func serverCommand(use, short string) *cobra.Command {
 			if reset {
 				return system.ResetCluster(ctx, f, resetFrom, newLogger(logLevel))
 			}
-			return system.RunServer(ctx, f, use == "server", newLogger(logLevel))
+			log := newLogger(logLevel)
+			return restartable(ctx, log, system.RunServer(ctx, f, use == "server", log))
 		},
 	}
 	fs := cmd.Flags()
@@ -403,14 +404,7 @@ func agentCommand() *cobra.Command {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			log := newLogger(logLevel)
-			err := system.RunAgent(ctx, f, j, log)
-			if errors.Is(err, join.ErrTrustChanged) && ctx.Err() == nil {
-				// The same process, arguments and PID (systemd, the lab and tests keep
-				// following it), with the new CA bundle loaded from the start.
-				log.Info("starting the agent again to trust the new cluster CA bundle")
-				return reexec()
-			}
-			return err
+			return restartable(ctx, log, system.RunAgent(ctx, f, j, log))
 		},
 	}
 	fs := cmd.Flags()
@@ -446,6 +440,18 @@ func schedulerCommand() *cobra.Command {
 		})
 	addSchedulerFlags(cmd.Flags(), &o)
 	return cmd
+}
+
+// restartable passes on err, the end of a supervised process, unless a part asked for the
+// process to start again (supervisor.ErrRestartProcess: a CA bundle changed): then the
+// process is replaced by a fresh start of the same binary and arguments — the same PID, so
+// systemd, the lab and tests keep following it.
+func restartable(ctx context.Context, log *slog.Logger, err error) error {
+	if !errors.Is(err, supervisor.ErrRestartProcess) || ctx.Err() != nil {
+		return err
+	}
+	log.Info("starting again", "because", err.Error())
+	return reexec()
 }
 
 // reexec replaces the process with a fresh start of the same binary and arguments.

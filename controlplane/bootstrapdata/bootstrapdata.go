@@ -111,19 +111,30 @@ func Open(token bootstraptoken.Token, b []byte) (map[string][]byte, error) {
 type Store interface {
 	Get(ctx context.Context, key string) (value []byte, found bool, err error)
 	Put(ctx context.Context, key string, value []byte) error
+	// Watch tells of each change of key until ctx ends; the channel closes when the watch
+	// does (nil: no watching, the keeper only looks every Every).
+	Watch(ctx context.Context, key string) <-chan struct{}
 }
 
-// Keeper keeps the copy in etcd current: at start and every Every (10 minutes when zero) it
-// reads the shared files and stores them sealed unless the stored copy already holds the
-// same (an encryption key rotated since is stored at the next look).
+// Keeper keeps the copy in etcd current: at start, every Every (10 minutes when zero) and
+// whenever another server changes it, it reads the shared files and stores them sealed unless
+// the stored copy already holds the same (an encryption key rotated since is stored at the
+// next look) — or holds files this server takes instead (Adopt).
 type Keeper struct {
 	Token bootstraptoken.Token
 	Store Store
 	// Files reads the shared files as they are now.
 	Files func() (map[string][]byte, error)
+	// Adopt, if set, hears of a stored copy that differs from the files: it takes what of it
+	// should replace this server's own (another server's CA rotation) and says whether it
+	// did; the keeper then returns ErrAdopted. Otherwise the files are stored.
+	Adopt func(ctx context.Context, stored map[string][]byte) (bool, error)
 	Every time.Duration
 	Log   *slog.Logger
 }
+
+// ErrAdopted ends Run after Adopt took files from the stored copy: the process must load them.
+var ErrAdopted = errors.New("took the cluster's newer shared files from etcd")
 
 // Run keeps the copy until ctx ends.
 func (k Keeper) Run(ctx context.Context) error {
@@ -131,6 +142,7 @@ func (k Keeper) Run(ctx context.Context) error {
 	if every == 0 {
 		every = 10 * time.Minute
 	}
+	changed := k.Store.Watch(ctx, Key(k.Token))
 	for {
 		if err := k.sync(ctx); err != nil {
 			if ctx.Err() != nil {
@@ -142,6 +154,10 @@ func (k Keeper) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(every):
+		case _, ok := <-changed:
+			if !ok { // the watch ended (etcd compacted past it, a leader change): watch again
+				changed = k.Store.Watch(ctx, Key(k.Token))
+			}
 		}
 	}
 }
@@ -156,8 +172,18 @@ func (k Keeper) sync(ctx context.Context) error {
 		return fmt.Errorf("reading the sealed copy of the shared files: %w", err)
 	}
 	if found {
-		if stored, err := Open(k.Token, old); err == nil && maps.EqualFunc(stored, files, bytes.Equal) {
+		stored, err := Open(k.Token, old)
+		if err == nil && maps.EqualFunc(stored, files, bytes.Equal) {
 			return nil
+		}
+		if err == nil && k.Adopt != nil {
+			adopted, err := k.Adopt(ctx, stored)
+			if err != nil {
+				return fmt.Errorf("taking the shared files from etcd: %w", err)
+			}
+			if adopted {
+				return ErrAdopted
+			}
 		}
 	}
 	b, err := Seal(k.Token, files)

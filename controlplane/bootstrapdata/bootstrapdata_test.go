@@ -60,6 +60,43 @@ func (s *memStore) Put(_ context.Context, key string, value []byte) error {
 	return nil
 }
 
+// Watch does not watch: the tests call sync themselves.
+func (s *memStore) Watch(context.Context, string) <-chan struct{} { return nil }
+
+// TestKeeperAdopts: a stored copy that Adopt takes ends the keeper with ErrAdopted and is not
+// overwritten; one it declines is replaced by this server's files.
+func TestKeeperAdopts(t *testing.T) {
+	store := &memStore{m: map[string][]byte{}}
+	theirs := maps.Clone(files)
+	theirs["pki/ca.crt"] = []byte("their rotated CA")
+	sealed, err := Seal(token, theirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.m[Key(token)] = sealed
+	var offered map[string][]byte
+	take := true
+	k := Keeper{Token: token, Store: store, Files: func() (map[string][]byte, error) { return files, nil },
+		Adopt: func(_ context.Context, stored map[string][]byte) (bool, error) {
+			offered = stored
+			return take, nil
+		},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if err := k.sync(context.Background()); !errors.Is(err, ErrAdopted) {
+		t.Fatalf("sync with a copy Adopt takes: %v, want ErrAdopted", err)
+	}
+	if string(offered["pki/ca.crt"]) != "their rotated CA" || store.puts != 0 {
+		t.Fatalf("Adopt offered %q; %d puts, want the stored copy offered and kept", offered["pki/ca.crt"], store.puts)
+	}
+	take = false
+	if err := k.sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Open(token, store.m[Key(token)]); err != nil || string(got["pki/ca.crt"]) != string(files["pki/ca.crt"]) {
+		t.Errorf("a declined copy was not replaced by this server's files: %q %v", got["pki/ca.crt"], err)
+	}
+}
+
 func TestKeeperStoresOnlyChanges(t *testing.T) {
 	store := &memStore{m: map[string][]byte{}}
 	current := maps.Clone(files)

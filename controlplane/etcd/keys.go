@@ -82,3 +82,23 @@ func copyFile(from, to string) error {
 	}
 	return out.Close()
 }
+
+// Watch tells of each change of key until ctx ends or the watch does (then the channel
+// closes).
+func (k *KV) Watch(ctx context.Context, key string) <-chan struct{} {
+	out := make(chan struct{}, 1)
+	events := k.Client.Watch(clientv3.WithRequireLeader(ctx), key)
+	go func() {
+		defer close(out)
+		for resp := range events {
+			if resp.Err() != nil {
+				return
+			}
+			select {
+			case out <- struct{}{}:
+			default: // one pending change is enough: the keeper reads the key anew
+			}
+		}
+	}()
+	return out
+}

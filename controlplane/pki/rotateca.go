@@ -2,6 +2,7 @@ package pki
 
 import (
 	"bytes"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -178,4 +179,49 @@ func minTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// CAFiles is one CA as a server holds it: its certificate file (a bundle during a rotation),
+// its key, and the cross-signed successor (nil when no rotation is under way).
+type CAFiles struct{ Cert, Key, Cross []byte }
+
+// Succeeds says whether next is a later step of a rotation of cur — what another server of
+// the cluster holds after `skiff certificate rotate-ca` there: the start of one (next is a
+// bundle whose new CA cur's CA signed, as next's cross-signed certificate proves, followed by
+// cur's CA) or its completion (next holds cur's new CA alone). Anything else — the same
+// files, an unrelated CA, a step back — is not a successor: a server never takes a CA its own
+// does not vouch for.
+func Succeeds(next, cur CAFiles) bool {
+	nextBundle, err1 := certutil.ParseCertsPEM(next.Cert)
+	curBundle, err2 := certutil.ParseCertsPEM(cur.Cert)
+	if err1 != nil || err2 != nil || !keyMatches(next.Key, nextBundle[0]) {
+		return false
+	}
+	switch {
+	case len(cur.Cross) == 0 && len(next.Cross) > 0:
+		crosses, err := certutil.ParseCertsPEM(next.Cross)
+		if err != nil || len(nextBundle) != 2 || !nextBundle[1].Equal(curBundle[0]) {
+			return false
+		}
+		cross := crosses[0]
+		return cross.CheckSignatureFrom(curBundle[0]) == nil &&
+			bytes.Equal(cross.RawSubjectPublicKeyInfo, nextBundle[0].RawSubjectPublicKeyInfo)
+	case len(cur.Cross) > 0 && len(next.Cross) == 0:
+		return len(curBundle) == 2 && len(nextBundle) == 1 && nextBundle[0].Equal(curBundle[0])
+	}
+	return false
+}
+
+// keyMatches says whether keyPEM is the private key of cert.
+func keyMatches(keyPEM []byte, cert *x509.Certificate) bool {
+	key, err := keyutil.ParsePrivateKeyPEM(keyPEM)
+	if err != nil {
+		return false
+	}
+	signer, ok := key.(crypto.Signer)
+	if !ok {
+		return false
+	}
+	pub, ok := signer.Public().(interface{ Equal(crypto.PublicKey) bool })
+	return ok && pub.Equal(cert.PublicKey)
 }

@@ -168,3 +168,71 @@ func TestRotateCA(t *testing.T) {
 		t.Errorf("a CA rotated twice is named %q, want one @<time>", got)
 	}
 }
+
+func caFilesOf(t *testing.T, p Pair) CAFiles {
+	t.Helper()
+	var f CAFiles
+	var err error
+	if f.Cert, err = os.ReadFile(p.Cert); err != nil {
+		t.Fatal(err)
+	}
+	if f.Key, err = os.ReadFile(p.Key); err != nil {
+		t.Fatal(err)
+	}
+	f.Cross, _ = os.ReadFile(p.CrossSigned())
+	return f
+}
+
+// TestSucceeds: a server takes another's CA files only when they are the next step of a
+// rotation of its own CA.
+func TestSucceeds(t *testing.T) {
+	l := ensure(t, Options{Dir: t.TempDir()})
+	before := caFilesOf(t, l.CA())
+	if _, err := RotateCA(l, []string{"ca"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	during := caFilesOf(t, l.CA())
+	if _, err := CompleteCARotation(l); err != nil {
+		t.Fatal(err)
+	}
+	after := caFilesOf(t, l.CA())
+	if _, err := RotateCA(l, []string{"ca"}, time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	again := caFilesOf(t, l.CA())
+	unrelated := caFilesOf(t, ensure(t, Options{Dir: t.TempDir()}).CA())
+	// A rotation started elsewhere from an unrelated CA, carrying a cross certificate that
+	// the unrelated CA signed.
+	forged := during
+	forged.Cross = caFilesOf(t, func() Pair {
+		o := ensure(t, Options{Dir: t.TempDir()})
+		if _, err := RotateCA(o, []string{"ca"}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		return o.CA()
+	}()).Cross
+	wrongKey := during
+	wrongKey.Key = unrelated.Key
+
+	for _, c := range []struct {
+		name      string
+		next, cur CAFiles
+		want      bool
+	}{
+		{"start", during, before, true},
+		{"completion", after, during, true},
+		{"a second rotation's start", again, after, true},
+		{"the same files", during, during, false},
+		{"a step back: start undone", before, during, false},
+		{"a step back: completion undone", during, after, false},
+		{"two steps at once", after, before, false},
+		{"an unrelated CA", unrelated, before, false},
+		{"a cross certificate its CA did not sign", forged, before, false},
+		{"a key that is not the new CA's", wrongKey, before, false},
+		{"a second rotation onto the first's start", again, during, false},
+	} {
+		if got := Succeeds(c.next, c.cur); got != c.want {
+			t.Errorf("%s: Succeeds = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -28,6 +28,12 @@ const (
 	Restart
 )
 
+// ErrRestartProcess, wrapped in a part's error, ends the process as a Fatal part does,
+// whatever the part's policy, and asks its command to start the process again (the same
+// binary, arguments and PID): the part changed something every part must load from the
+// start, such as the cluster's CA bundle.
+var ErrRestartProcess = errors.New("the process must start again")
+
 // Part is one long-running part of the process.
 type Part struct {
 	Name   string
@@ -90,9 +96,13 @@ func (s *Supervisor) Go(p Part) {
 			if err == nil {
 				err = errors.New("stopped")
 			}
-			if p.Policy == Fatal {
+			if p.Policy == Fatal || errors.Is(err, ErrRestartProcess) {
 				s.set(p.Name, func(st *Status) { st.Running, st.LastError = false, err.Error() })
-				s.log.Error("a required part failed; stopping", "part", p.Name, "err", err)
+				if errors.Is(err, ErrRestartProcess) {
+					s.log.Info("a part asks for the process to start again; stopping", "part", p.Name, "reason", err)
+				} else {
+					s.log.Error("a required part failed; stopping", "part", p.Name, "err", err)
+				}
 				s.cancel(fmt.Errorf("%s: %w", p.Name, err))
 				return
 			}

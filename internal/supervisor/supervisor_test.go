@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -54,6 +55,26 @@ func TestFatalFailureStopsEverything(t *testing.T) {
 				t.Fatalf("Health() = %v", h)
 			}
 		})
+	}
+}
+
+// TestRestartProcessEndsEverything: a restartable part that asks for the process to start
+// again (ErrRestartProcess) is not restarted alone: every part stops and Wait says why.
+func TestRestartProcessEndsEverything(t *testing.T) {
+	s := newFast(context.Background())
+	var other atomic.Bool
+	var runs atomic.Int32
+	s.Go(Part{Name: "pods", Policy: Fatal, Run: blocker(&other)})
+	s.Go(Part{Name: "ca-trust", Policy: Restart, Run: func(context.Context) error {
+		runs.Add(1)
+		return fmt.Errorf("the CA bundle changed: %w", ErrRestartProcess)
+	}})
+	err := s.Wait()
+	if !errors.Is(err, ErrRestartProcess) || !strings.HasPrefix(err.Error(), "ca-trust: the CA bundle changed") {
+		t.Fatalf("Wait() = %v, want ca-trust's ErrRestartProcess", err)
+	}
+	if !other.Load() || runs.Load() != 1 {
+		t.Fatalf("other part stopped: %v; ca-trust ran %d times, want once", other.Load(), runs.Load())
 	}
 }
 

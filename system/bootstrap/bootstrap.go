@@ -158,7 +158,7 @@ func EnsureJoinToken(path, caFile, preset string) (bootstraptoken.JoinToken, err
 		if err != nil {
 			return bootstraptoken.JoinToken{}, fmt.Errorf("--token: %w", err)
 		}
-		if given.CAHash != "" && given.CAHash != hash {
+		if given.CAHash != "" && given.CAHash != hash && !holdsToken(path, given.Token) {
 			return bootstraptoken.JoinToken{}, fmt.Errorf("--token pins the CA %s, but this server's CA (%s) is %s", given.CAHash, caFile, hash)
 		}
 		j := bootstraptoken.JoinToken{CAHash: hash, Token: given.Token}
@@ -232,4 +232,16 @@ func writeAgentServingCert(l pki.Layout, ca *pki.Authority, node string, ips []n
 		issued(l.AgentServing().Cert, reason)
 	}
 	return nil
+}
+
+// holdsToken says whether the token file at path already holds token: a data directory of
+// the cluster the token is for, whose CA bundle has changed since the token's pin was taken
+// (a CA rotation — `skiff certificate rotate-ca` — keeps the token and changes the hash).
+func holdsToken(path string, token bootstraptoken.Token) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	j, err := bootstraptoken.ParseJoin(string(b))
+	return err == nil && j.Token == token
 }

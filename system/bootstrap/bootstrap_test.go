@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,6 +46,15 @@ func TestEnsureJoinToken(t *testing.T) {
 	preset, err := EnsureJoinToken(tokenFile, caFile, "abcdef.0123456789abcdef")
 	if err != nil || preset.Token.String() != "abcdef.0123456789abcdef" || preset.CAHash != rotated.CAHash {
 		t.Fatalf("preset token: %v, %v", preset, err)
+	}
+	// A full token pinning the CA bundle before a rotation: accepted by the data directory
+	// that holds the token already, refused by any other.
+	pinnedEarlier := bootstraptoken.JoinToken{CAHash: bootstraptoken.CAHash([]byte("ca one")), Token: preset.Token}.String()
+	if j, err := EnsureJoinToken(tokenFile, caFile, pinnedEarlier); err != nil || j.CAHash != rotated.CAHash {
+		t.Errorf("a full token of an earlier CA bundle on its own data directory: %v, %v", j, err)
+	}
+	if _, err := EnsureJoinToken(filepath.Join(dir, "other-token"), caFile, pinnedEarlier); err == nil || !strings.Contains(err.Error(), "pins the CA") {
+		t.Errorf("a full token pinning another CA on a new data directory: %v, want a refusal", err)
 	}
 	if _, err := EnsureJoinToken(tokenFile, caFile, "short"); err == nil {
 		t.Error("a malformed --token was accepted")
