@@ -332,6 +332,7 @@ static __always_inline int ingress4(struct __sk_buff *skb)
 		__u32 naddr1 = ct->addr1, naddr2 = ct->addr2;
 		__u16 nport1 = ct->port1, nport2 = ct->port2;
 		ct->last_ns = now;
+		ct_account(ct, skb->len);
 		if (set_addr(skb, &t, 1, t.saddr, naddr1) || set_port(skb, &t, 1, t.sport, nport1))
 			return TC_ACT_SHOT;
 		if (naddr2 && (set_addr(skb, &t, 0, t.daddr, naddr2) || set_port(skb, &t, 0, t.dport, nport2)))
@@ -361,6 +362,7 @@ static __always_inline int ingress4(struct __sk_buff *skb)
 		snat_port = ct->port2;
 		local = snat_port == 0;
 		ct->last_ns = now;
+		ct_account(ct, skb->len);
 	} else {
 		__u32 slot = 0;
 		if (svc->flags & SVC_FLAG_MAGLEV)
@@ -387,7 +389,8 @@ static __always_inline int ingress4(struct __sk_buff *skb)
 					break;
 			}
 		}
-		struct ct_value fwd = { .kind = CT_FORWARD, .addr1 = be_addr, .port1 = be_port, .port2 = snat_port, .last_ns = now };
+		struct ct_value fwd = { .kind = CT_FORWARD, .addr1 = be_addr, .port1 = be_port, .port2 = snat_port, .last_ns = now,
+					 .packets = 1, .bytes = skb->len };
 		bpf_map_update_elem(&skiff_ct, &key, &fwd, BPF_ANY);
 		struct ct_value rev = { .kind = CT_REVERSE, .addr1 = t.daddr, .port1 = t.dport, .last_ns = now };
 		struct ct_key rk = { .saddr = be_addr, .sport = be_port, .proto = t.proto };
@@ -425,6 +428,7 @@ static __always_inline int egress4(struct __sk_buff *skb)
 	__u32 naddr = ct->addr1;
 	__u16 nport = ct->port1;
 	ct->last_ns = bpf_ktime_get_ns();
+	ct_account(ct, skb->len);
 	if (set_addr(skb, &t, 1, t.saddr, naddr) || set_port(skb, &t, 1, t.sport, nport))
 		return TC_ACT_SHOT;
 	return TC_ACT_OK;
@@ -709,6 +713,7 @@ static __always_inline int ingress6(struct __sk_buff *skb)
 		copy6(naddr2, ct->addr2);
 		__u16 nport1 = ct->port1, nport2 = ct->port2;
 		ct->last_ns = now;
+		ct_account(ct, skb->len);
 		if (set_addr6(skb, &t, 1, t.saddr, naddr1) || set_port6(skb, &t, 1, t.sport, nport1))
 			return TC_ACT_SHOT;
 		if (zero6(naddr2))
@@ -739,6 +744,7 @@ static __always_inline int ingress6(struct __sk_buff *skb)
 		snat_port = ct->port2;
 		local = snat_port == 0;
 		ct->last_ns = now;
+		ct_account(ct, skb->len);
 	} else {
 		__u32 client = fold6(t.saddr);
 		__u32 slot = 0;
@@ -766,11 +772,16 @@ static __always_inline int ingress6(struct __sk_buff *skb)
 					break;
 			}
 		}
-		struct ct6_value fwd = { .kind = CT_FORWARD, .port1 = be_port, .port2 = snat_port, .last_ns = now };
-		copy6(fwd.addr1, be_addr);
-		bpf_map_update_elem(&skiff_ct6, &key, &fwd, BPF_ANY);
-		struct ct6_value rev = { .kind = CT_REVERSE, .port1 = t.dport, .last_ns = now };
-		copy6(rev.addr1, t.daddr);
+		/* One value for both entries, the forward then the reverse: this function's stack
+		 * is near the verifier's 512 bytes. */
+		struct ct6_value v = { .kind = CT_FORWARD, .port1 = be_port, .port2 = snat_port, .last_ns = now, .packets = 1, .bytes = skb->len };
+		copy6(v.addr1, be_addr);
+		bpf_map_update_elem(&skiff_ct6, &key, &v, BPF_ANY);
+		__builtin_memset(&v, 0, sizeof(v));
+		v.kind = CT_REVERSE;
+		v.port1 = t.dport;
+		v.last_ns = now;
+		copy6(v.addr1, t.daddr);
 		struct ct6_key rk = { .sport = be_port, .proto = t.proto };
 		copy6(rk.saddr, be_addr);
 		if (local) {
@@ -779,10 +790,10 @@ static __always_inline int ingress6(struct __sk_buff *skb)
 		} else {
 			copy6(rk.daddr, snat);
 			rk.dport = snat_port;
-			copy6(rev.addr2, t.saddr);
-			rev.port2 = t.sport;
+			copy6(v.addr2, t.saddr);
+			v.port2 = t.sport;
 		}
-		bpf_map_update_elem(&skiff_ct6, &rk, &rev, BPF_ANY);
+		bpf_map_update_elem(&skiff_ct6, &rk, &v, BPF_ANY);
 	}
 	if (set_addr6(skb, &t, 0, t.daddr, be_addr) || set_port6(skb, &t, 0, t.dport, be_port))
 		return TC_ACT_SHOT;
@@ -808,6 +819,7 @@ static __always_inline int egress6(struct __sk_buff *skb)
 	copy6(naddr, ct->addr1);
 	__u16 nport = ct->port1;
 	ct->last_ns = bpf_ktime_get_ns();
+	ct_account(ct, skb->len);
 	if (set_addr6(skb, &t, 1, t.saddr, naddr) || set_port6(skb, &t, 1, t.sport, nport))
 		return TC_ACT_SHOT;
 	return TC_ACT_OK;

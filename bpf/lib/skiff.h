@@ -12,7 +12,7 @@
 
 /* The layout version of every map below; a change bumps it so that a newer agent can migrate
  * entries instead of dropping flows (dataplane.MapVersion mirrors it). */
-#define SKIFF_MAP_VERSION 1
+#define SKIFF_MAP_VERSION 2
 
 #define SKIFF_MAX_SERVICES 65536
 #define SKIFF_MAX_BACKENDS 1048576
@@ -190,6 +190,10 @@ struct ct_value {
 	__u32 addr1; /* forward: backend address; reverse: new source address */
 	__u32 addr2; /* reverse: new destination address (0: keep) */
 	__u64 last_ns;
+	/* Since layout 2: the packets and bytes of the direction the entry tracks, as
+	 * conntrack's accounting counts them (`skiff bpf conntrack`). */
+	__u64 packets;
+	__u64 bytes;
 };
 
 #define SKIFF_MAX_CT 262144
@@ -222,7 +226,17 @@ struct ct6_value {
 	__u32 addr1[4];
 	__u32 addr2[4];
 	__u64 last_ns;
+	__u64 packets; /* since layout 2, as ct_value's */
+	__u64 bytes;
 };
+
+/* ct_account counts one packet of len bytes on a connection-tracking entry: the entry is
+ * shared by every CPU handling the flow, hence the atomic adds. */
+#define ct_account(ct, len)                                 \
+	do {                                                \
+		__sync_fetch_and_add(&(ct)->packets, 1);    \
+		__sync_fetch_and_add(&(ct)->bytes, (len));  \
+	} while (0)
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);

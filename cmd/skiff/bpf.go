@@ -103,13 +103,13 @@ func bpfCommand() *cobra.Command {
 				return err
 			}
 			tw = tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', 0)
-			fmt.Fprintln(tw, "NODEPORT FLOW\tDIRECTION\tREWRITE\tIDLE")
+			fmt.Fprintln(tw, "NODEPORT FLOW\tDIRECTION\tREWRITE\tPACKETS\tBYTES\tIDLE")
 			for _, f := range flows {
 				dir := "forward"
 				if f.Reverse {
 					dir = "reply"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Tuple, dir, f.Rewrite, f.Idle.Round(time.Second))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", f.Tuple, dir, f.Rewrite, f.Packets, f.Bytes, f.Idle.Round(time.Second))
 			}
 			if err := tw.Flush(); err != nil {
 				return err

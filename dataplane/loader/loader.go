@@ -83,9 +83,18 @@ func Load(pinDir, cgroupPath, uplink string, nodeIPs []netip.Addr, sizes service
 	if err != nil {
 		return nil, err
 	}
-	if err := migrate(pinDir); err != nil {
+	npSpec, err := programs.LoadNodeport()
+	if err != nil {
 		return nil, err
 	}
+	// Maps pinned by an earlier layout are converted in place before anything loads them;
+	// the programs still attached keep the old ones until their links are updated below,
+	// and what they add meanwhile is carried over after (carried.again).
+	carried, err := migrate(pinDir, programs.MapVersion, spec, npSpec)
+	if err != nil {
+		return nil, err
+	}
+	defer carried.close()
 	size(spec, sizes)
 	d := &Dataplane{pinDir: pinDir}
 	if d.Resized, err = unpinResized(pinDir, spec); err != nil {
@@ -112,11 +121,6 @@ func Load(pinDir, cgroupPath, uplink string, nodeIPs []netip.Addr, sizes service
 			d.Close()
 			return nil, fmt.Errorf("%s on %s: %w", a.name, cgroupPath, err)
 		}
-	}
-	npSpec, err := programs.LoadNodeport()
-	if err != nil {
-		d.Close()
-		return nil, err
 	}
 	size(npSpec, sizes) // it shares the service maps just pinned: same sizes, same flags
 	if err := npSpec.LoadAndAssign(&d.np, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: pinDir}}); err != nil {
@@ -164,6 +168,10 @@ func Load(pinDir, cgroupPath, uplink string, nodeIPs []netip.Addr, sizes service
 			}
 		}
 	}
+	if err := carried.again(); err != nil {
+		d.Close()
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -183,24 +191,6 @@ func PinnedVersion(pinDir string) (uint32, error) {
 		return 0, err
 	}
 	return v, nil
-}
-
-// migrate brings maps pinned by another layout version to this one before they are reused.
-// Version 1 is the first layout, so there is nothing older to convert yet: maps of an
-// unknown version are unpinned and rebuilt from the API (socket-level connections are
-// direct and unaffected; NodePort flows would restart). The next layout change adds its
-// conversion here, keyed by the version found, so that flows survive the upgrade.
-func migrate(pinDir string) error {
-	v, err := PinnedVersion(pinDir)
-	if err != nil || v == 0 || v == programs.MapVersion {
-		return err
-	}
-	for _, name := range pinnedMaps {
-		if err := os.Remove(filepath.Join(pinDir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("migrating maps from version %d: %w", v, err)
-		}
-	}
-	return nil
 }
 
 // attach swaps prog into the link pinned as link_<name>, or attaches it anew and pins it. A

@@ -295,6 +295,15 @@ func TestPrivilegedNodePortPrograms(t *testing.T) {
 		if rs != nodeFE || rd != c2 || !ok {
 			t.Errorf("reply: %s -> %s, checksums ok=%v", rs, rd, ok)
 		}
+		// Each entry counts its direction's packets and bytes (layout 2): the forward entry
+		// one packet, made with it; the reverse entry the one reply.
+		fwd, _ := ct(c2, nodeFE)
+		reply := packet(farBE, src, false, false)
+		rev, _ = ct(farBE, src)
+		if fwd.Packets != 1 || fwd.Bytes != uint64(len(packet(c2, nodeFE, false, false))) || rev.Packets != 1 || rev.Bytes != uint64(len(reply)) {
+			t.Errorf("counters: forward %d packets %d bytes, reverse %d packets %d bytes; want 1 and %d each",
+				fwd.Packets, fwd.Bytes, rev.Packets, rev.Bytes, len(reply))
+		}
 	})
 	t.Run("a LoadBalancer address, remote backend: SNAT to the node's own address, reply restored", func(t *testing.T) {
 		node := netip.MustParseAddr("198.18.0.7")

@@ -11,7 +11,7 @@ import (
 
 // MapVersion is the layout version of the maps (SKIFF_MAP_VERSION in bpf/lib/skiff.h),
 // recorded in skiff_meta so a newer agent knows what it finds pinned.
-const MapVersion = 1
+const MapVersion = 2
 
 // Addr4 is an IPv4 address as the kernel hands it to the hooks: the network-order bytes
 // read as a native integer.

@@ -58,15 +58,17 @@ type NodeportCt6Key struct {
 }
 
 type NodeportCt6Value struct {
-	_      structs.HostLayout
-	Kind   uint8
-	Pad    uint8
-	Port1  uint16
-	Port2  uint16
-	Pad2   uint16
-	Addr1  [4]uint32
-	Addr2  [4]uint32
-	LastNs uint64
+	_       structs.HostLayout
+	Kind    uint8
+	Pad     uint8
+	Port1   uint16
+	Port2   uint16
+	Pad2    uint16
+	Addr1   [4]uint32
+	Addr2   [4]uint32
+	LastNs  uint64
+	Packets uint64
+	Bytes   uint64
 }
 
 type NodeportCtKey struct {
@@ -80,15 +82,17 @@ type NodeportCtKey struct {
 }
 
 type NodeportCtValue struct {
-	_      structs.HostLayout
-	Kind   uint8
-	Pad    uint8
-	Port1  uint16
-	Port2  uint16
-	Pad2   uint16
-	Addr1  uint32
-	Addr2  uint32
-	LastNs uint64
+	_       structs.HostLayout
+	Kind    uint8
+	Pad     uint8
+	Port1   uint16
+	Port2   uint16
+	Pad2    uint16
+	Addr1   uint32
+	Addr2   uint32
+	LastNs  uint64
+	Packets uint64
+	Bytes   uint64
 }
 
 type NodeportMaglevKey struct {

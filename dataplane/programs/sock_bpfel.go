@@ -58,15 +58,17 @@ type SockCt6Key struct {
 }
 
 type SockCt6Value struct {
-	_      structs.HostLayout
-	Kind   uint8
-	Pad    uint8
-	Port1  uint16
-	Port2  uint16
-	Pad2   uint16
-	Addr1  [4]uint32
-	Addr2  [4]uint32
-	LastNs uint64
+	_       structs.HostLayout
+	Kind    uint8
+	Pad     uint8
+	Port1   uint16
+	Port2   uint16
+	Pad2    uint16
+	Addr1   [4]uint32
+	Addr2   [4]uint32
+	LastNs  uint64
+	Packets uint64
+	Bytes   uint64
 }
 
 type SockCtKey struct {
@@ -80,15 +82,17 @@ type SockCtKey struct {
 }
 
 type SockCtValue struct {
-	_      structs.HostLayout
-	Kind   uint8
-	Pad    uint8
-	Port1  uint16
-	Port2  uint16
-	Pad2   uint16
-	Addr1  uint32
-	Addr2  uint32
-	LastNs uint64
+	_       structs.HostLayout
+	Kind    uint8
+	Pad     uint8
+	Port1   uint16
+	Port2   uint16
+	Pad2    uint16
+	Addr1   uint32
+	Addr2   uint32
+	LastNs  uint64
+	Packets uint64
+	Bytes   uint64
 }
 
 type SockMaglevKey struct {

@@ -560,6 +560,8 @@ type Flow struct {
 	Tuple, Rewrite string
 	Reverse        bool
 	Idle           time.Duration
+	// Packets and Bytes are those of the entry's direction since it was made.
+	Packets, Bytes uint64
 }
 
 // ConntrackCount is the exact number of NodePort connection-tracking entries of both families
@@ -581,8 +583,10 @@ func ListFlows(ct, ct6 *ebpf.Map, now time.Duration) ([]Flow, error) {
 	var v programs.NodeportCtValue
 	it := ct.Iterate()
 	for it.Next(&k, &v) {
-		out = append(out, flow(k.Proto, programs.FromAddr4(k.Saddr), programs.FromAddr4(k.Daddr), k.Sport, k.Dport, v.Kind == ctReverse, now-time.Duration(v.LastNs),
-			programs.FromAddr4(v.Addr1), programs.FromAddr4(v.Addr2), v.Addr2 != 0, v.Port1, v.Port2))
+		f := flow(k.Proto, programs.FromAddr4(k.Saddr), programs.FromAddr4(k.Daddr), k.Sport, k.Dport, v.Kind == ctReverse, now-time.Duration(v.LastNs),
+			programs.FromAddr4(v.Addr1), programs.FromAddr4(v.Addr2), v.Addr2 != 0, v.Port1, v.Port2)
+		f.Packets, f.Bytes = v.Packets, v.Bytes
+		out = append(out, f)
 	}
 	if err := it.Err(); err != nil || ct6 == nil {
 		return out, err
@@ -591,8 +595,10 @@ func ListFlows(ct, ct6 *ebpf.Map, now time.Duration) ([]Flow, error) {
 	var v6 programs.NodeportCt6Value
 	it = ct6.Iterate()
 	for it.Next(&k6, &v6) {
-		out = append(out, flow(k6.Proto, programs.FromAddr6(k6.Saddr), programs.FromAddr6(k6.Daddr), k6.Sport, k6.Dport, v6.Kind == ctReverse, now-time.Duration(v6.LastNs),
-			programs.FromAddr6(v6.Addr1), programs.FromAddr6(v6.Addr2), v6.Addr2 != [4]uint32{}, v6.Port1, v6.Port2))
+		f := flow(k6.Proto, programs.FromAddr6(k6.Saddr), programs.FromAddr6(k6.Daddr), k6.Sport, k6.Dport, v6.Kind == ctReverse, now-time.Duration(v6.LastNs),
+			programs.FromAddr6(v6.Addr1), programs.FromAddr6(v6.Addr2), v6.Addr2 != [4]uint32{}, v6.Port1, v6.Port2)
+		f.Packets, f.Bytes = v6.Packets, v6.Bytes
+		out = append(out, f)
 	}
 	return out, it.Err()
 }

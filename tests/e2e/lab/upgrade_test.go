@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -94,7 +96,8 @@ func TestLabUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc, err := l.client.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "echo"},
-		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "echo"}, Ports: []corev1.ServicePort{{Port: 7, TargetPort: intstr.FromInt32(7)}}}}, metav1.CreateOptions{})
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "echo"},
+			Ports: []corev1.ServicePort{{Port: 7, TargetPort: intstr.FromInt32(7)}}}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,6 +126,33 @@ func TestLabUpgrade(t *testing.T) {
 		return n > 10, out
 	})
 	pinger := l.pod("pinger", "node1")
+	// And a flow from outside the cluster (the ToR) through node1's NodePort to the echo pod
+	// on node2: node1's NodePort program translates it, SNATed, by its connection-tracking
+	// entries — which this build keeps in a new layout (counters added: map layout 2), so the
+	// upgrade converts them; had it rebuilt them, the next reply would be reset.
+	netutil := filepath.Join(filepath.Dir(framework.Binary(t)), "netutil")
+	nodePort := fmt.Sprintf("198.18.0.2:%d", svc.Spec.Ports[0].NodePort)
+	var torOut syncBuffer
+	torHold := exec.CommandContext(ctx, "nsenter", "--net=/run/netns/"+name+"-tor", "--", netutil, "hold", nodePort, "100ms")
+	torHold.Stdout, torHold.Stderr = &torOut, &torOut
+	if err := torHold.Start(); err != nil {
+		t.Fatal(err)
+	}
+	torDone := make(chan struct{}) // closed when the process has exited, with torErr its Wait's
+	var torErr error
+	go func() { torErr = torHold.Wait(); close(torDone) }()
+	t.Cleanup(func() { _ = torHold.Process.Kill(); <-torDone })
+	torHeld := func() int {
+		m := heldRE.FindAllStringSubmatch(torOut.String(), -1)
+		if len(m) == 0 {
+			return 0
+		}
+		n, _ := strconv.Atoi(m[len(m)-1][1])
+		return n
+	}
+	framework.Eventually(t, 30*time.Second, "the ToR's flow through node1's NodePort carrying round trips", func() (bool, string) {
+		return torHeld() > 10, torOut.String()
+	})
 
 	// The load: pings to the echo pod, ConfigMap writes; then the upgrade.
 	const count = 3000 // 150 s at 50 ms: longer than the upgrade
@@ -136,6 +166,7 @@ func TestLabUpgrade(t *testing.T) {
 	load := startWriteLoad(ctx, l.client, "during", 50*time.Millisecond)
 	time.Sleep(2 * time.Second)
 	heldBefore, _ := held()
+	torBefore := torHeld()
 	upgrade := exec.CommandContext(ctx, framework.Binary(t), "lab", "--name", name, "upgrade", "--to", framework.Binary(t))
 	out, err := upgrade.CombinedOutput()
 	if err != nil {
@@ -160,6 +191,15 @@ func TestLabUpgrade(t *testing.T) {
 		t.Errorf("the flow through the ClusterIP across the upgrade: phase %v, %d round trips before, %d after (%v):\n%s",
 			h.Status.Phase, heldBefore, heldAfter, err, holderLog)
 	}
+	time.Sleep(2 * time.Second) // a last "held" line after the upgrade's end
+	select {
+	case <-torDone:
+		t.Errorf("the ToR's flow through node1's NodePort ended during the upgrade (%v):\n%s", torErr, torOut.String())
+	default:
+		if after := torHeld(); after <= torBefore+100 {
+			t.Errorf("the ToR's flow through node1's NodePort: %d round trips before the upgrade, %d after:\n%s", torBefore, after, torOut.String())
+		}
+	}
 	lost, have, err := load.finish(ctx, l.client)
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +210,8 @@ func TestLabUpgrade(t *testing.T) {
 	for _, n := range lost {
 		t.Errorf("acknowledged write %s lost", n)
 	}
-	t.Logf("ping %s/%s answered, %d→%d round trips on the held flow, %d writes acknowledged, %d lost", m[2], m[1], heldBefore, heldAfter, load.acknowledged(), len(lost))
+	t.Logf("ping %s/%s answered, %d→%d round trips on the held flow, %d→%d on the NodePort flow, %d writes acknowledged, %d lost",
+		m[2], m[1], heldBefore, heldAfter, torBefore, torHeld(), load.acknowledged(), len(lost))
 	// Every node runs the new binary now.
 	for _, role := range []string{"master", "node1", "node2"} {
 		pid, err := skifflab.PID(name, role)
@@ -182,4 +223,22 @@ func TestLabUpgrade(t *testing.T) {
 			t.Errorf("%s runs %s after the upgrade, want %s", role, exe, framework.Binary(t))
 		}
 	}
+}
+
+// syncBuffer is a bytes.Buffer a process writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
