@@ -252,6 +252,11 @@ func loadCA(p Pair) (*authority, error) {
 	if !ok {
 		return nil, fmt.Errorf("%s: not a signing key", p.Key)
 	}
+	// The pair is written as two files (a CA rotation replaces both): refuse a torn one
+	// rather than issue certificates no peer can verify.
+	if !keyMatches(keyPEMOf(p.Key), certs[0]) {
+		return nil, fmt.Errorf("%s is not the key of the first certificate in %s (an interrupted CA rotation? copy both files from another server of the cluster)", p.Key, p.Cert)
+	}
 	a := &authority{cert: certs[0], key: signer, certPEM: certPEM}
 	if a.chain, err = os.ReadFile(p.CrossSigned()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
@@ -393,4 +398,9 @@ func sortedCopy(s []string) []string {
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return !errors.Is(err, os.ErrNotExist)
+}
+
+func keyPEMOf(path string) []byte {
+	b, _ := os.ReadFile(path)
+	return b
 }

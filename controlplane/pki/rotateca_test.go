@@ -183,6 +183,28 @@ func caFilesOf(t *testing.T, p Pair) CAFiles {
 	return f
 }
 
+// TestTornCAPairRefused: a CA certificate file and key that do not belong together (a
+// rotation interrupted between its two writes) are refused by name, not used to issue.
+func TestTornCAPairRefused(t *testing.T) {
+	l := ensure(t, Options{Dir: t.TempDir()})
+	oldKey, err := os.ReadFile(l.CA().Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := RotateCA(l, []string{"ca"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(l.CA().Key, oldKey, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadCA(l.CA()); err == nil || !strings.Contains(err.Error(), "is not the key of the first certificate") {
+		t.Fatalf("LoadCA of a torn pair: %v, want a refusal", err)
+	}
+	if _, err := Ensure(Options{Dir: l.Dir}); err == nil {
+		t.Fatal("Ensure issued certificates from a torn CA pair")
+	}
+}
+
 // TestSucceeds: a server takes another's CA files only when they are the next step of a
 // rotation of its own CA.
 func TestSucceeds(t *testing.T) {
