@@ -14,8 +14,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/skiff-sh/skiff/tests/e2e/framework"
@@ -71,7 +69,7 @@ func TestCARotation(t *testing.T) {
 	if out := certificate("check"); !strings.Contains(out, "CA rotation under way for ca, etcd/ca, front-proxy-ca") {
 		t.Errorf("skiff certificate check during the rotation does not say so:\n%s", out)
 	}
-	if err := listNodes(oldAdmin); err != nil {
+	if err := framework.ListNodes(oldAdmin, ""); err != nil {
 		t.Errorf("a kubeconfig of the old CA during the rotation: %v", err)
 	}
 
@@ -100,7 +98,7 @@ func TestCARotation(t *testing.T) {
 	if got := bundleOf(t, caFile); len(got) != 1 || !got[0].Equal(newCA) {
 		t.Fatalf("after --complete the server's ca.crt holds %d certificates, want the new CA alone", len(got))
 	}
-	if err := listNodes(oldAdmin); err == nil || !strings.Contains(err.Error(), "certificate") {
+	if err := framework.ListNodes(oldAdmin, ""); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("a kubeconfig of the old CA after the rotation completed: %v, want a certificate error", err)
 	}
 	eventually(t, time.Minute, "the agent trusts the new CA alone", func() (bool, string) {
@@ -131,20 +129,6 @@ func bundleOf(t *testing.T, path string) []*x509.Certificate {
 		t.Fatal(err)
 	}
 	return certs
-}
-
-func listNodes(kubeconfig string) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return err
-	}
-	cfg.Timeout = 10 * time.Second
-	c, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	_, err = c.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
-	return err
 }
 
 // agentWorks: the node renews its Lease from now on, and the API server reaches its API.

@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -12,6 +13,10 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // ServingPair is a throwaway CA and a server certificate it signed for names and ips, for a
@@ -65,4 +70,21 @@ func NewServingPair(tb testing.TB, names []string, ips []net.IP) ServingPair {
 	return ServingPair{CAPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
 		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})}
+}
+
+// ListNodes lists nodes with the kubeconfig's credentials, at the server url when it is not
+// empty (the kubeconfig's otherwise): whether a credential is accepted, and the server's
+// certificate trusted, by the server.
+func ListNodes(kubeconfig, url string) error {
+	cfg, err := clientcmd.BuildConfigFromFlags(url, kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.Timeout = 10 * time.Second
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	_, err = c.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	return err
 }

@@ -11,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/skiff-sh/skiff/tests/e2e/framework"
@@ -26,21 +23,10 @@ import (
 // write load through every server loses nothing; then `--complete` on srv1 reaches them the
 // same way, after which a kubeconfig of the old CA is refused by every server.
 func TestEmbeddedCARotation(t *testing.T) {
-	first := embeddedServer(t, 1, "", "")
-	tokenBytes, err := os.ReadFile(filepath.Join(first.Dir, "token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	token := strings.TrimSpace(string(tokenBytes))
-	joinURL := fmt.Sprintf("https://127.0.0.1:%d", first.Port)
-	servers := []*framework.Server{first, embeddedServer(t, 2, joinURL, token), embeddedServer(t, 3, joinURL, token)}
+	servers := embeddedCluster(t)
+	first := servers[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	const three = "srv1:started:learner=false srv2:started:learner=false srv3:started:learner=false"
-	framework.Eventually(t, 30*time.Second, "three voting etcd members", func() (bool, string) {
-		got := members(t, first)
-		return got == three, got
-	})
 	var urls []string
 	for i, s := range servers {
 		urls = append(urls, fmt.Sprintf("https://127.0.0.%d:%d", i+1, s.Port))
@@ -91,7 +77,7 @@ func TestEmbeddedCARotation(t *testing.T) {
 				if err != nil || served[0].CheckSignatureFrom(newCA[0]) != nil || len(served) != bundleLen {
 					return false, fmt.Sprintf("srv%d's API server certificate is not from the new CA, with %d certificates, yet", i+2, bundleLen)
 				}
-				if err := listNodesAt(first.Kubeconfig, urls[i+1]); err != nil {
+				if err := framework.ListNodes(first.Kubeconfig, urls[i+1]); err != nil {
 					return false, fmt.Sprintf("srv%d: %v", i+2, err)
 				}
 				if !s.Running() || s.PID() != pids[i+1] {
@@ -122,10 +108,10 @@ func TestEmbeddedCARotation(t *testing.T) {
 	load.Stop()
 	load.CheckNoneLost(ctx, t, first.Client(t))
 	for i := range servers {
-		if err := listNodesAt(first.Kubeconfig, urls[i]); err != nil {
+		if err := framework.ListNodes(first.Kubeconfig, urls[i]); err != nil {
 			t.Errorf("the new admin kubeconfig at srv%d: %v", i+1, err)
 		}
-		if err := listNodesAt(oldAdmin, urls[i]); err != nil {
+		if err := framework.ListNodes(oldAdmin, urls[i]); err != nil {
 			t.Errorf("a kubeconfig of the old CA at srv%d during the rotation: %v", i+1, err)
 		}
 	}
@@ -133,26 +119,11 @@ func TestEmbeddedCARotation(t *testing.T) {
 	rotateCA("--complete")
 	sameCAs("srv2 and srv3 completed the rotation", 1)
 	for i := range servers {
-		if err := listNodesAt(first.Kubeconfig, urls[i]); err != nil {
+		if err := framework.ListNodes(first.Kubeconfig, urls[i]); err != nil {
 			t.Errorf("the new admin kubeconfig at srv%d after completing: %v", i+1, err)
 		}
-		if err := listNodesAt(oldAdmin, urls[i]); err == nil || !strings.Contains(err.Error(), "certificate") {
+		if err := framework.ListNodes(oldAdmin, urls[i]); err == nil || !strings.Contains(err.Error(), "certificate") {
 			t.Errorf("a kubeconfig of the old CA at srv%d after completing: %v, want a certificate error", i+1, err)
 		}
 	}
-}
-
-// listNodesAt lists nodes with the kubeconfig's credentials at the server url.
-func listNodesAt(kubeconfig, url string) error {
-	cfg, err := clientcmd.BuildConfigFromFlags(url, kubeconfig)
-	if err != nil {
-		return err
-	}
-	cfg.Timeout = 10 * time.Second
-	c, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	_, err = c.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
-	return err
 }

@@ -61,6 +61,28 @@ func embeddedServer(t *testing.T, n int, join, token string) *framework.Server {
 	return s
 }
 
+// three is what members says of a cluster of three voting members.
+const three = "srv1:started:learner=false srv2:started:learner=false srv3:started:learner=false"
+
+// embeddedCluster starts three servers of an embedded-etcd cluster (embeddedServer), the two
+// last joining the first with its token, and waits for three voting members.
+func embeddedCluster(t *testing.T) []*framework.Server {
+	t.Helper()
+	first := embeddedServer(t, 1, "", "")
+	tokenBytes, err := os.ReadFile(filepath.Join(first.Dir, "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSpace(string(tokenBytes))
+	joinURL := fmt.Sprintf("https://127.0.0.1:%d", first.Port)
+	servers := []*framework.Server{first, embeddedServer(t, 2, joinURL, token), embeddedServer(t, 3, joinURL, token)}
+	framework.Eventually(t, 30*time.Second, "three voting etcd members", func() (bool, string) {
+		got := members(t, first)
+		return got == three, got
+	})
+	return servers
+}
+
 // members lists the embedded etcd's members as etcdctl prints them, through server s, as
 // "name:started|unstarted:learner?" sorted by name.
 func members(t *testing.T, s *framework.Server) string {
@@ -85,22 +107,10 @@ func members(t *testing.T, s *framework.Server) string {
 // server by deleting its Node and adds it again, and after losing two servers brings the
 // cluster back from the third with --cluster-reset.
 func TestEmbeddedEtcdHA(t *testing.T) {
-	first := embeddedServer(t, 1, "", "")
-	tokenBytes, err := os.ReadFile(filepath.Join(first.Dir, "token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	token := strings.TrimSpace(string(tokenBytes))
-	joinURL := fmt.Sprintf("https://127.0.0.1:%d", first.Port)
-	servers := []*framework.Server{first, embeddedServer(t, 2, joinURL, token), embeddedServer(t, 3, joinURL, token)}
+	servers := embeddedCluster(t)
+	first := servers[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-
-	const three = "srv1:started:learner=false srv2:started:learner=false srv3:started:learner=false"
-	framework.Eventually(t, 30*time.Second, "three voting etcd members", func() (bool, string) {
-		got := members(t, first)
-		return got == three, got
-	})
 	// srv2's configuration file gave its API server certificate a name.
 	if crt := readFile(t, filepath.Join(servers[1].Dir, "pki", "apiserver.crt")); !strings.Contains(crt, "BEGIN CERTIFICATE") {
 		t.Fatal("srv2 has no API server certificate")
