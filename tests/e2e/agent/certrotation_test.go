@@ -106,6 +106,8 @@ func startAgentWithToken(t *testing.T, s *framework.Server, bin, node, dir, toke
 	cni, images := framework.AgentArtifacts(t)
 	_, nsPath := framework.Netns(t)
 	t.Cleanup(func() { framework.KillUnder(dir) })
+	// The agent pins its policy maps under its node's name; they outlive it.
+	t.Cleanup(func() { _ = os.RemoveAll(filepath.Join("/sys/fs/bpf/skiff", node)) })
 	root := fmt.Sprintf("/skiff/e2e-%s-%d", node, os.Getpid())
 	t.Cleanup(func() { _ = cgroups.KillAll(cgroups.Mounts(), root) })
 	logFile, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)

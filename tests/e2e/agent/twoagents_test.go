@@ -69,6 +69,7 @@ func TestTwoAgents(t *testing.T) {
 		_, nsPath := framework.Netns(t)
 		dir := t.TempDir()
 		t.Cleanup(func() { framework.KillUnder(dir) })
+		t.Cleanup(func() { _ = os.RemoveAll(filepath.Join("/sys/fs/bpf/skiff", node)) }) // its policy pins
 		root := fmt.Sprintf("/skiff/e2e-%s-%d", node, os.Getpid())
 		t.Cleanup(func() { _ = cgroups.KillAll(cgroups.Mounts(), root) })
 		agent := exec.Command(framework.Binary(t), "agent", "--server", server, "--token", token, "--data-dir", dir, "--netns", nsPath, "--bgp=false", "--service-proxy=false", "--dns=false", "--eviction-hard="+lab.EvictionHard, "--image-gc-high-threshold=100",
