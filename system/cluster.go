@@ -173,7 +173,7 @@ func adoptRotatedCAs(dirs layout.Server, client *clientv3.Client, log *slog.Logg
 		}
 		certs := dirs.PKI()
 		var take []layout.Pair
-		for _, p := range []layout.Pair{certs.CA(), certs.EtcdCA(), certs.FrontProxyCA()} {
+		for _, p := range pki.CAs(certs) {
 			of := func(m map[string][]byte) pki.CAFiles {
 				return pki.CAFiles{Cert: m[rel(p.Cert)], Key: m[rel(p.Key)], Cross: m[rel(p.CrossSigned())]}
 			}

@@ -200,6 +200,10 @@ func (r Renewer) Run(ctx context.Context) error {
 	renewed := map[string]time.Time{}
 	for {
 		next := time.Now().Add(maxWait)
+		bundle, err := readBundle(res.CAFile)
+		if err != nil {
+			return fmt.Errorf("cluster CA: %w", err)
+		}
 		for _, c := range certs {
 			cert, err := certfile.Read(c.cert)
 			if err != nil {
@@ -207,10 +211,7 @@ func (r Renewer) Run(ctx context.Context) error {
 			}
 			// During a CA rotation a certificate of the old CA is renewed at once, so that
 			// the rotation can be completed.
-			oldCA, err := fromOldCA(cert, res.CAFile)
-			if err != nil {
-				return fmt.Errorf("cluster CA: %w", err)
-			}
+			oldCA := fromOldCA(cert, bundle)
 			if due := certrenew.DueAt(cert); time.Now().Before(due) && !oldCA {
 				next = minTime(next, due)
 				continue

@@ -122,17 +122,22 @@ func caNames(bundle []byte) []string {
 }
 
 // fromOldCA says whether cert comes from a CA the cluster is rotating away from: the bundle
-// at caFile holds more than one CA (a rotation is under way) and the first — the new one,
-// that issues now — did not sign cert. With one CA it is false: a bundle not yet brought up
-// to date by TrustWatcher is no reason to renew.
-func fromOldCA(cert *x509.Certificate, caFile string) (bool, error) {
+// holds more than one CA (a rotation is under way) and the first — the new one, that issues
+// now — did not sign cert. With one CA it is false: a bundle not yet brought up to date by
+// TrustWatcher is no reason to renew.
+func fromOldCA(cert *x509.Certificate, bundle []*x509.Certificate) bool {
+	return len(bundle) > 1 && cert.CheckSignatureFrom(bundle[0]) != nil
+}
+
+// readBundle reads the CA bundle at caFile.
+func readBundle(caFile string) ([]*x509.Certificate, error) {
 	b, err := os.ReadFile(caFile)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	bundle, err := certutil.ParseCertsPEM(b)
 	if err != nil {
-		return false, fmt.Errorf("%s: %w", caFile, err)
+		return nil, fmt.Errorf("%s: %w", caFile, err)
 	}
-	return len(bundle) > 1 && cert.CheckSignatureFrom(bundle[0]) != nil, nil
+	return bundle, nil
 }

@@ -82,12 +82,15 @@ func TestFromOldCA(t *testing.T) {
 		{"old certificate during a rotation", leaf(old), rotating, true},
 		{"new certificate during a rotation", leaf(rotated), rotating, false},
 	} {
-		got, err := fromOldCA(c.cert, c.file)
-		if err != nil || got != c.want {
-			t.Errorf("%s: %v, %v; want %v", c.name, got, err, c.want)
+		bundle, err := readBundle(c.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fromOldCA(c.cert, bundle); got != c.want {
+			t.Errorf("%s: %v; want %v", c.name, got, c.want)
 		}
 	}
-	if _, err := fromOldCA(leaf(old), filepath.Join(dir, "missing.crt")); err == nil {
+	if _, err := readBundle(filepath.Join(dir, "missing.crt")); err == nil {
 		t.Error("a missing bundle is not an error")
 	}
 }

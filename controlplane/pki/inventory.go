@@ -45,7 +45,7 @@ func leafNames(l Layout) map[string]Pair {
 func Inventory(l Layout, kubeconfigs []string, now time.Time) ([]Cert, error) {
 	var out []Cert
 	cas := map[string]*x509.Certificate{}
-	for name, p := range map[string]Pair{"ca": l.CA(), "etcd/ca": l.EtcdCA(), "front-proxy-ca": l.FrontProxyCA()} {
+	for name, p := range CAs(l) {
 		c, err := certfile.Read(p.Cert)
 		if err != nil {
 			return nil, err

@@ -254,7 +254,7 @@ func loadCA(p Pair) (*authority, error) {
 	}
 	// The pair is written as two files (a CA rotation replaces both): refuse a torn one
 	// rather than issue certificates no peer can verify.
-	if !keyMatches(keyPEMOf(p.Key), certs[0]) {
+	if !signerOf(signer, certs[0]) {
 		return nil, fmt.Errorf("%s is not the key of the first certificate in %s (an interrupted CA rotation? copy both files from another server of the cluster)", p.Key, p.Cert)
 	}
 	a := &authority{cert: certs[0], key: signer, certPEM: certPEM}
@@ -398,9 +398,4 @@ func sortedCopy(s []string) []string {
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return !errors.Is(err, os.ErrNotExist)
-}
-
-func keyPEMOf(path string) []byte {
-	b, _ := os.ReadFile(path)
-	return b
 }

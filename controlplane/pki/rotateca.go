@@ -38,10 +38,11 @@ import (
 //  2. CompleteCARotation drops the old CA from the bundles and the cross-signed certificate
 //     from the chains: from then on a certificate of the old CA is refused.
 
-// CANames are the CAs RotateCA knows, by the names `skiff certificate check` lists.
+// CANames are the cluster's CAs, by the names `skiff certificate check` lists.
 var CANames = []string{"ca", "etcd/ca", "front-proxy-ca"}
 
-func caPairs(l Layout) map[string]Pair {
+// CAs are the cluster's CA pairs by CANames.
+func CAs(l Layout) map[string]Pair {
 	return map[string]Pair{"ca": l.CA(), "etcd/ca": l.EtcdCA(), "front-proxy-ca": l.FrontProxyCA()}
 }
 
@@ -52,7 +53,7 @@ func RotateCA(l Layout, names []string, now time.Time) ([]string, error) {
 	if len(names) == 0 {
 		names = CANames
 	}
-	pairs := caPairs(l)
+	pairs := CAs(l)
 	for _, name := range names { // every name checked before anything is written
 		p, ok := pairs[name]
 		if !ok {
@@ -137,7 +138,7 @@ func successor(old *authority, now time.Time) (selfPEM, crossPEM, keyPEM []byte,
 func CompleteCARotation(l Layout) ([]string, error) {
 	var changed []string
 	for _, name := range CANames {
-		p := caPairs(l)[name]
+		p := CAs(l)[name]
 		if !exists(p.CrossSigned()) {
 			continue
 		}
@@ -167,7 +168,7 @@ func CompleteCARotation(l Layout) ([]string, error) {
 func RotationsUnderway(l Layout) []string {
 	var names []string
 	for _, name := range CANames {
-		if exists(caPairs(l)[name].CrossSigned()) {
+		if exists(CAs(l)[name].CrossSigned()) {
 			names = append(names, name)
 		}
 	}
@@ -219,9 +220,11 @@ func keyMatches(keyPEM []byte, cert *x509.Certificate) bool {
 		return false
 	}
 	signer, ok := key.(crypto.Signer)
-	if !ok {
-		return false
-	}
+	return ok && signerOf(signer, cert)
+}
+
+// signerOf says whether signer holds the private key of cert.
+func signerOf(signer crypto.Signer, cert *x509.Certificate) bool {
 	pub, ok := signer.Public().(interface{ Equal(crypto.PublicKey) bool })
 	return ok && pub.Equal(cert.PublicKey)
 }

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -134,6 +136,11 @@ func TestPrivilegedMigrateKeepsConnectionTracking(t *testing.T) {
 	}
 	if n, _, err := services.ConntrackCount(d.Maps.CT, d.Maps.CT6); err != nil || n != 3 {
 		t.Errorf("%d entries after the migration (%v), want the 3 pinned", n, err)
+	}
+	// bpftool reads the converted table by its BTF: layout 2's field names, the counters among them.
+	if out, err := exec.Command("bpftool", "map", "dump", "pinned", filepath.Join(pinDir, "skiff_ct")).CombinedOutput(); err != nil ||
+		!strings.Contains(string(out), `"packets": 0`) || !strings.Contains(string(out), `"last_ns": 111`) {
+		t.Errorf("bpftool map dump of the converted skiff_ct: %v\n%s", err, out)
 	}
 	var v6 programs.NodeportCt6Value
 	var k6 programs.NodeportCt6Key

@@ -69,8 +69,13 @@ func TestCARotation(t *testing.T) {
 	if out := certificate("check"); !strings.Contains(out, "CA rotation under way for ca, etcd/ca, front-proxy-ca") {
 		t.Errorf("skiff certificate check during the rotation does not say so:\n%s", out)
 	}
-	if err := framework.ListNodes(oldAdmin, ""); err != nil {
-		t.Errorf("a kubeconfig of the old CA during the rotation: %v", err)
+	// The real kubectl, with the kubeconfig copied before the rotation.
+	kubectl := func(kubeconfig string) (string, error) {
+		out, err := exec.Command(framework.Kubectl(t, 33), "--kubeconfig", kubeconfig, "get", "nodes", "-o", "name").CombinedOutput()
+		return string(out), err
+	}
+	if out, err := kubectl(oldAdmin); err != nil || !strings.Contains(out, "node/"+node) {
+		t.Errorf("kubectl with a kubeconfig of the old CA during the rotation: %v\n%s", err, out)
 	}
 
 	eventually(t, 2*time.Minute, "the agent trusts the bundle and holds certificates of the new CA", func() (bool, string) {
@@ -98,8 +103,11 @@ func TestCARotation(t *testing.T) {
 	if got := bundleOf(t, caFile); len(got) != 1 || !got[0].Equal(newCA) {
 		t.Fatalf("after --complete the server's ca.crt holds %d certificates, want the new CA alone", len(got))
 	}
-	if err := framework.ListNodes(oldAdmin, ""); err == nil || !strings.Contains(err.Error(), "certificate") {
-		t.Errorf("a kubeconfig of the old CA after the rotation completed: %v, want a certificate error", err)
+	if out, err := kubectl(oldAdmin); err == nil || !strings.Contains(out, "certificate") {
+		t.Errorf("kubectl with a kubeconfig of the old CA after the rotation completed: %v, want a certificate error\n%s", err, out)
+	}
+	if out, err := kubectl(s.Kubeconfig); err != nil || !strings.Contains(out, "node/"+node) {
+		t.Errorf("kubectl with the new admin kubeconfig: %v\n%s", err, out)
 	}
 	eventually(t, time.Minute, "the agent trusts the new CA alone", func() (bool, string) {
 		got := bundleOf(t, agentCA)

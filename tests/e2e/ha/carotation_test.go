@@ -36,13 +36,6 @@ func TestEmbeddedCARotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	pids := []int{0, servers[1].PID(), servers[2].PID()}
-	t.Cleanup(func() {
-		if keep := os.Getenv("KEEP_LOGS"); keep != "" {
-			for i, s := range servers {
-				_ = os.WriteFile(filepath.Join(keep, fmt.Sprintf("srv%d.log", i+1)), []byte(s.Log()), 0o644)
-			}
-		}
-	})
 	rotateCA := func(args ...string) {
 		t.Helper()
 		first.Stop()
