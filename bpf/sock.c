@@ -8,6 +8,7 @@
  * IPv4-mapped address (::ffff:a.b.c.d, a dual-stack socket reaching an IPv4 Service) from the
  * IPv4 maps, as the kernel would have sent it over IPv4. */
 #include "skiff.h"
+#include "flow.h"
 #include <bpf/bpf_endian.h>
 
 #ifndef IPPROTO_TCP
@@ -76,6 +77,31 @@ static __always_inline void remember4(struct bpf_sock_addr *ctx, __u32 svc_addr,
 	bpf_map_update_elem(&skiff_sock_nat, &cookie, &nat, BPF_ANY);
 }
 
+/* flow_sock reports a socket's service frontend: translated to backend be (verdict
+ * FLOW_FORWARDED), or refused for want of one (FLOW_DROPPED). The socket has no source address
+ * yet; its cgroup says whose it is. Addresses: IPv4 in the first word (family 4), or IPv6. */
+static __always_inline void flow_sock(struct bpf_sock_addr *ctx, __u8 family, const __u32 *front, const __u32 *be,
+				      __u16 be_port)
+{
+	struct flow_event *e = be ? flow_begin(FLOW_KIND_TRANSLATE, FLOW_FORWARDED, FLOW_REASON_SERVICE)
+				  : flow_begin(FLOW_KIND_DROP, FLOW_DROPPED, FLOW_REASON_NO_BACKEND);
+	if (!e)
+		return;
+	e->family = family;
+	e->proto = (__u8)ctx->protocol;
+	e->cgroup = bpf_get_current_cgroup_id();
+	e->dport = be ? be_port : (__u16)ctx->user_port;
+	e->orig_port = (__u16)ctx->user_port;
+	if (family == 4) {
+		e->orig[0] = front[0];
+		e->dst[0] = be ? be[0] : front[0];
+	} else {
+		__builtin_memcpy(e->orig, front, 16);
+		__builtin_memcpy(e->dst, be ? be : front, 16);
+	}
+	flow_end(e);
+}
+
 /* translate rewrites ctx's destination when it is an IPv4 service frontend. It returns 0 to
  * refuse, 1 to let the call go on. */
 static __always_inline int translate(struct bpf_sock_addr *ctx)
@@ -83,9 +109,12 @@ static __always_inline int translate(struct bpf_sock_addr *ctx)
 	struct backend_value *be = 0;
 	__u32 addr = ctx->user_ip4;
 	int r = frontend4(ctx, addr, &be);
+	if (r < 0)
+		flow_sock(ctx, 4, &addr, 0, 0);
 	if (r <= 0 || !be)
 		return r < 0 ? 0 : 1;
 	remember4(ctx, addr, be);
+	flow_sock(ctx, 4, &addr, &be->addr, be->port);
 	ctx->user_ip4 = be->addr;
 	ctx->user_port = be->port;
 	return 1;
@@ -107,9 +136,12 @@ static __always_inline int translate6(struct bpf_sock_addr *ctx)
 	if (v4mapped(a0, a1, a2)) {
 		struct backend_value *be4 = 0;
 		int r = frontend4(ctx, a3, &be4);
+		if (r < 0)
+			flow_sock(ctx, 4, &a3, 0, 0);
 		if (r <= 0 || !be4)
 			return r < 0 ? 0 : 1;
 		remember4(ctx, a3, be4);
+		flow_sock(ctx, 4, &a3, &be4->addr, be4->port);
 		ctx->user_ip6[3] = be4->addr;
 		ctx->user_port = be4->port;
 		return 1;
@@ -120,8 +152,10 @@ static __always_inline int translate6(struct bpf_sock_addr *ctx)
 		return 1;
 	if ((svc->flags & SVC_FLAG_HOST_NETNS) && !in_host_netns(ctx))
 		return 1;
-	if (svc->count == 0)
+	if (svc->count == 0) {
+		flow_sock(ctx, 6, key.addr, 0, 0);
 		return 0;
+	}
 	struct backend_key bk = { .id = svc->id, .slot = pick_slot(ctx, svc, 1) };
 	struct backend6_value *be = bpf_map_lookup_elem(&skiff_backends6, &bk);
 	if (!be)
@@ -133,6 +167,7 @@ static __always_inline int translate6(struct bpf_sock_addr *ctx)
 	nat.be_addr[3] = be->addr[3];
 	__u64 cookie = bpf_get_socket_cookie(ctx);
 	bpf_map_update_elem(&skiff_sock_nat6, &cookie, &nat, BPF_ANY);
+	flow_sock(ctx, 6, nat.svc_addr, nat.be_addr, be->port);
 	ctx->user_ip6[0] = be->addr[0];
 	ctx->user_ip6[1] = be->addr[1];
 	ctx->user_ip6[2] = be->addr[2];

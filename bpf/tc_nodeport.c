@@ -7,6 +7,7 @@
  * frontends only have local backends, so clients keep their address. IPv6 the same way, with its
  * own frontends (skiff_services6) and connection table (skiff_ct6), and ICMPv6 errors. */
 #include "skiff.h"
+#include "flow.h"
 #include <linux/if_ether.h>
 #include <linux/ip.h>
 #include <linux/ipv6.h>
@@ -318,6 +319,39 @@ static __always_inline __u32 snat_addr(__u32 frontend)
 	return a && *a ? *a : frontend;
 }
 
+/* flow_translate reports a new connection to a frontend sent to a backend (addresses are
+ * IPv4 in their first word, family 4, or IPv6). */
+static __always_inline void flow_translate(__u8 family, const __u32 *src, const __u32 *front, const __u32 *be, __u16 sport,
+					   __u16 fport, __u16 bport, __u8 proto)
+{
+	struct flow_event *e = flow_begin(FLOW_KIND_TRANSLATE, FLOW_FORWARDED, FLOW_REASON_SERVICE);
+	if (!e)
+		return;
+	if (family == 4) {
+		flow_addrs4(e, src[0], be[0], sport, bport, proto);
+		e->orig[0] = front[0];
+	} else {
+		flow_addrs6(e, src, be, sport, bport, proto);
+		__builtin_memcpy(e->orig, front, 16);
+	}
+	e->orig_port = fport;
+	flow_end(e);
+}
+
+/* flow_drop reports a packet to a frontend dropped (or refused) for reason. */
+static __always_inline void flow_drop(__u8 family, const __u32 *src, const __u32 *dst, __u16 sport, __u16 dport, __u8 proto,
+				      __u8 reason)
+{
+	struct flow_event *e = flow_begin(FLOW_KIND_DROP, FLOW_DROPPED, reason);
+	if (!e)
+		return;
+	if (family == 4)
+		flow_addrs4(e, src[0], dst[0], sport, dport, proto);
+	else
+		flow_addrs6(e, src, dst, sport, dport, proto);
+	flow_end(e);
+}
+
 static __always_inline int ingress4(struct __sk_buff *skb)
 {
 	struct tuple t = {};
@@ -348,6 +382,7 @@ static __always_inline int ingress4(struct __sk_buff *skb)
 		/* No endpoints: refused, as from a closed port. With externalTrafficPolicy Local
 		 * that means none on this node, and upstream drops instead — a load balancer whose
 		 * health checks have not caught up yet gets a retransmission to another node. */
+		flow_drop(4, &t.saddr, &t.daddr, t.sport, t.dport, t.proto, FLOW_REASON_NO_BACKEND);
 		if (svc->flags & SVC_FLAG_LOCAL)
 			return TC_ACT_SHOT;
 		return t.proto == IPPROTO_TCP ? reset(skb) : unreachable(skb);
@@ -372,8 +407,10 @@ static __always_inline int ingress4(struct __sk_buff *skb)
 		slot = sticky_slot(AFFINITY_BY_ADDR | t.saddr, svc, slot, 0);
 		struct backend_key bk = { .id = svc->id, .slot = slot };
 		struct backend_value *be = bpf_map_lookup_elem(&skiff_backends, &bk);
-		if (!be)
+		if (!be) {
+			flow_drop(4, &t.saddr, &t.daddr, t.sport, t.dport, t.proto, FLOW_REASON_NO_BACKEND);
 			return TC_ACT_SHOT;
+		}
 		be_addr = be->addr;
 		be_port = be->port;
 		local = (be->flags & BE_FLAG_LOCAL) || (svc->flags & SVC_FLAG_LOCAL);
@@ -391,7 +428,11 @@ static __always_inline int ingress4(struct __sk_buff *skb)
 		}
 		struct ct_value fwd = { .kind = CT_FORWARD, .addr1 = be_addr, .port1 = be_port, .port2 = snat_port, .last_ns = now,
 					 .packets = 1, .bytes = skb->len };
-		bpf_map_update_elem(&skiff_ct, &key, &fwd, BPF_ANY);
+		if (bpf_map_update_elem(&skiff_ct, &key, &fwd, BPF_ANY) < 0) {
+			/* Untracked, its replies could not be translated back. */
+			flow_drop(4, &t.saddr, &t.daddr, t.sport, t.dport, t.proto, FLOW_REASON_CT_FULL);
+			return TC_ACT_SHOT;
+		}
 		struct ct_value rev = { .kind = CT_REVERSE, .addr1 = t.daddr, .port1 = t.dport, .last_ns = now };
 		struct ct_key rk = { .saddr = be_addr, .sport = be_port, .proto = t.proto };
 		if (local) {
@@ -406,6 +447,7 @@ static __always_inline int ingress4(struct __sk_buff *skb)
 			rev.port2 = t.sport;
 		}
 		bpf_map_update_elem(&skiff_ct, &rk, &rev, BPF_ANY);
+		flow_translate(4, &t.saddr, &t.daddr, &be_addr, t.sport, t.dport, be_port, t.proto);
 	}
 	if (set_addr(skb, &t, 0, t.daddr, be_addr) || set_port(skb, &t, 0, t.dport, be_port))
 		return TC_ACT_SHOT;
@@ -729,6 +771,7 @@ static __always_inline int ingress6(struct __sk_buff *skb)
 	if (!svc)
 		return TC_ACT_OK;
 	if (svc->count == 0) {
+		flow_drop(6, t.saddr, t.daddr, t.sport, t.dport, t.proto, FLOW_REASON_NO_BACKEND);
 		if (svc->flags & SVC_FLAG_LOCAL)
 			return TC_ACT_SHOT;
 		return t.proto == IPPROTO_TCP ? reset6(skb) : unreachable6(skb);
@@ -755,8 +798,10 @@ static __always_inline int ingress6(struct __sk_buff *skb)
 		slot = sticky_slot(client6(t.saddr), svc, slot, 1);
 		struct backend_key bk = { .id = svc->id, .slot = slot };
 		struct backend6_value *be = bpf_map_lookup_elem(&skiff_backends6, &bk);
-		if (!be)
+		if (!be) {
+			flow_drop(6, t.saddr, t.daddr, t.sport, t.dport, t.proto, FLOW_REASON_NO_BACKEND);
 			return TC_ACT_SHOT;
+		}
 		copy6(be_addr, be->addr);
 		be_port = be->port;
 		local = (be->flags & BE_FLAG_LOCAL) || (svc->flags & SVC_FLAG_LOCAL);
@@ -776,7 +821,10 @@ static __always_inline int ingress6(struct __sk_buff *skb)
 		 * is near the verifier's 512 bytes. */
 		struct ct6_value v = { .kind = CT_FORWARD, .port1 = be_port, .port2 = snat_port, .last_ns = now, .packets = 1, .bytes = skb->len };
 		copy6(v.addr1, be_addr);
-		bpf_map_update_elem(&skiff_ct6, &key, &v, BPF_ANY);
+		if (bpf_map_update_elem(&skiff_ct6, &key, &v, BPF_ANY) < 0) {
+			flow_drop(6, t.saddr, t.daddr, t.sport, t.dport, t.proto, FLOW_REASON_CT_FULL);
+			return TC_ACT_SHOT;
+		}
 		__builtin_memset(&v, 0, sizeof(v));
 		v.kind = CT_REVERSE;
 		v.port1 = t.dport;
@@ -794,6 +842,7 @@ static __always_inline int ingress6(struct __sk_buff *skb)
 			v.port2 = t.sport;
 		}
 		bpf_map_update_elem(&skiff_ct6, &rk, &v, BPF_ANY);
+		flow_translate(6, t.saddr, t.daddr, be_addr, t.sport, t.dport, be_port, t.proto);
 	}
 	if (set_addr6(skb, &t, 0, t.daddr, be_addr) || set_port6(skb, &t, 0, t.dport, be_port))
 		return TC_ACT_SHOT;

@@ -13,7 +13,12 @@
  * rules and flows keyed by 16-byte addresses; identities are shared, so a dual-stack pod is
  * one peer in both families). Neighbour discovery always passes, and a link-local peer is the
  * node (only the host side of the veth shares the link with the pod). Extension headers are
- * not walked: a packet with one matches rules for every protocol only. */
+ * not walked: a packet with one matches rules for every protocol only.
+ *
+ * Policies in audit mode (policy.skiff.sh/mode: audit) isolate nothing: their rules sit beside
+ * the others under dir | POL_AUDIT, and a new flow of a pod that only they select is checked
+ * against them and reported as FLOW_AUDIT when they would have dropped it. Every new flow
+ * admitted and every packet dropped is a flow event (flow.h). */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
@@ -25,6 +30,7 @@
 #include <linux/tcp.h>
 #include <linux/udp.h>
 #include <linux/pkt_cls.h>
+#include "flow.h"
 
 /* tcx verdicts (linux/bpf.h of 6.6; Debian 12's headers predate them): next runs the
  * programs after this one (the NodePort ones on an uplink; none here today). */
@@ -38,6 +44,12 @@
 
 #define POL_ISOLATED_INGRESS 1
 #define POL_ISOLATED_EGRESS 2
+/* Selected in that direction by policies in audit mode (policy.skiff.sh/mode: audit) alone:
+ * they are evaluated, and what they would drop is reported as FLOW_AUDIT, not dropped. */
+#define POL_AUDIT_INGRESS 4
+#define POL_AUDIT_EGRESS 8
+/* Added to a rule's dir: the rule is an audit-mode policy's (evaluated only for reporting). */
+#define POL_AUDIT 4
 
 #define POL_ID_ANY 0
 #define POL_ID_HOST 1
@@ -248,15 +260,34 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } skiff_pol_drops6 SEC(".maps");
 
-static __always_inline int admitted(__u32 ep, __u32 peer, __u8 dir, __u8 proto, __be16 port)
+/* admitted is the index + 1 of the policy of a rule admitting peer (0: none). */
+static __always_inline __u32 admitted(__u32 ep, __u32 peer, __u8 dir, __u8 proto, __be16 port)
 {
 	struct pol_rule_key k = {.prefixlen = 96, .endpoint = ep, .peer = peer, .dir = dir, .proto = proto, .port = port};
-	if (bpf_map_lookup_elem(&skiff_pol_rules, &k))
-		return 1;
+	struct pol_rule_value *v = bpf_map_lookup_elem(&skiff_pol_rules, &k);
+	if (v)
+		return v->policy + 1;
 	k.proto = 0;
 	k.port = 0;
 	k.prefixlen = 80;
-	return bpf_map_lookup_elem(&skiff_pol_rules, &k) != NULL;
+	v = bpf_map_lookup_elem(&skiff_pol_rules, &k);
+	return v ? v->policy + 1 : 0;
+}
+
+/* rule is the index + 1 of the policy of a rule admitting a peer with identity peer_id at
+ * address peer (its CIDR identity too), 0 when none does. */
+static __always_inline __u32 rule(__u32 ep, __u32 peer, __u32 peer_id, __u8 dir, __u8 proto, __be16 port)
+{
+	__u32 pol = admitted(ep, POL_ID_ANY, dir, proto, port);
+	if (!pol)
+		pol = admitted(ep, peer_id, dir, proto, port);
+	if (!pol) {
+		struct pol_cidr_key ck = {.prefixlen = 32, .addr = peer};
+		__u32 *cid = bpf_map_lookup_elem(&skiff_pol_cidrs, &ck);
+		if (cid)
+			pol = admitted(ep, *cid, dir, proto, port);
+	}
+	return pol;
 }
 
 static __always_inline void count_drop(__u32 ep, __u32 dir)
@@ -271,16 +302,33 @@ static __always_inline void count_drop(__u32 ep, __u32 dir)
 	bpf_map_update_elem(&skiff_pol_drops, &k, &one, BPF_NOEXIST);
 }
 
-static __always_inline int admitted6(const __u32 *ep, __u32 peer, __u8 dir, __u8 proto, __be16 port)
+static __always_inline __u32 admitted6(const __u32 *ep, __u32 peer, __u8 dir, __u8 proto, __be16 port)
 {
 	struct pol_rule6_key k = {.prefixlen = 192, .peer = peer, .dir = dir, .proto = proto, .port = port};
 	__builtin_memcpy(k.endpoint, ep, 16);
-	if (bpf_map_lookup_elem(&skiff_pol_rules6, &k))
-		return 1;
+	struct pol_rule_value *v = bpf_map_lookup_elem(&skiff_pol_rules6, &k);
+	if (v)
+		return v->policy + 1;
 	k.proto = 0;
 	k.port = 0;
 	k.prefixlen = 176;
-	return bpf_map_lookup_elem(&skiff_pol_rules6, &k) != NULL;
+	v = bpf_map_lookup_elem(&skiff_pol_rules6, &k);
+	return v ? v->policy + 1 : 0;
+}
+
+static __always_inline __u32 rule6(const __u32 *ep, const __u32 *peer, __u32 peer_id, __u8 dir, __u8 proto, __be16 port)
+{
+	__u32 pol = admitted6(ep, POL_ID_ANY, dir, proto, port);
+	if (!pol)
+		pol = admitted6(ep, peer_id, dir, proto, port);
+	if (!pol) {
+		struct pol_cidr6_key ck = {.prefixlen = 128};
+		__builtin_memcpy(ck.addr, peer, 16);
+		__u32 *cid = bpf_map_lookup_elem(&skiff_pol_cidrs6, &ck);
+		if (cid)
+			pol = admitted6(ep, *cid, dir, proto, port);
+	}
+	return pol;
 }
 
 static __always_inline void count_drop6(const __u32 *ep, __u32 dir)
@@ -294,6 +342,46 @@ static __always_inline void count_drop6(const __u32 *ep, __u32 dir)
 	}
 	__u64 one = 1;
 	bpf_map_update_elem(&skiff_pol_drops6, &k, &one, BPF_NOEXIST);
+}
+
+/* exempt is the reason a pod's traffic passes whatever its policies say (0: none). The node
+ * reaches its pods (probes, the agent); its pods reach the node's own cluster DNS resolver
+ * (port 53, UDP and TCP), which kube-dns's ClusterIP leads to: resolving names is part of the
+ * node, as a kube-dns pod is admitted by policies users write. */
+static __always_inline __u8 exempt(__u8 dir, __u32 peer_id, __u8 proto, __be16 port)
+{
+	if (dir == POL_INGRESS && peer_id == POL_ID_HOST)
+		return FLOW_REASON_FROM_NODE;
+	if (dir == POL_EGRESS && peer_id == POL_ID_HOST && port == bpf_htons(53) && (proto == IPPROTO_UDP || proto == IPPROTO_TCP))
+		return FLOW_REASON_NODE_DNS;
+	return 0;
+}
+
+/* audit_flags are an endpoint's POL_AUDIT_* bit for dir. */
+static __always_inline __u32 audit_flag(__u8 dir)
+{
+	return dir == POL_EGRESS ? POL_AUDIT_EGRESS : POL_AUDIT_INGRESS;
+}
+
+/* flow_policy reports a policy verdict; ep and peer are IPv4 addresses (family 4) or point to
+ * IPv6 ones (family 6). Addresses and ports are as on the wire. */
+static __always_inline void flow_policy(__u8 family, const __u32 *ep, const __u32 *peer, __u8 dir, __u16 sport, __u16 dport,
+					__u8 proto, __u8 tcp_flags, __u8 verdict, __u8 reason, __u32 pol, __u32 peer_id)
+{
+	struct flow_event *e = flow_begin(FLOW_KIND_POLICY, verdict, reason);
+	if (!e)
+		return;
+	const __u32 *src = dir == POL_EGRESS ? ep : peer;
+	const __u32 *dst = dir == POL_EGRESS ? peer : ep;
+	if (family == 4)
+		flow_addrs4(e, src[0], dst[0], sport, dport, proto);
+	else
+		flow_addrs6(e, src, dst, sport, dport, proto);
+	e->dir = dir;
+	e->policy = pol;
+	e->peer_id = peer_id;
+	e->tcp_flags = tcp_flags;
+	flow_end(e);
 }
 
 /* verdict6 is verdict for an IPv6 packet: neighbour discovery passes (router and neighbour
@@ -317,6 +405,7 @@ static __always_inline int verdict6(struct ipv6hdr *ip6, void *end, __u8 dir)
 	struct pol_endpoint *e = bpf_map_lookup_elem(&skiff_pol_endpoints6, &ep);
 	if (!e) {
 		count_drop6(ep.addr, dir);
+		flow_policy(6, ep.addr, peer.addr, dir, 0, 0, proto, 0, FLOW_DROPPED, FLOW_REASON_NO_ENDPOINT, 0, 0);
 		return TC_ACT_SHOT; /* an unknown endpoint: fail closed */
 	}
 	__u16 sport = 0, dport = 0;
@@ -328,11 +417,13 @@ static __always_inline int verdict6(struct ipv6hdr *ip6, void *end, __u8 dir)
 		dport = ports[1];
 	}
 	int opens = 0;
+	__u8 tcp_flags = 0;
 	if (proto == IPPROTO_TCP) {
 		__u8 *flags = (__u8 *)l4 + 13;
 		if ((void *)(flags + 1) > end)
 			return TC_ACT_SHOT;
-		opens = (*flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN;
+		tcp_flags = *flags;
+		opens = (tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN;
 	}
 	struct pol_flow6 f = {.proto = proto};
 	__builtin_memcpy(f.pod, ep.addr, 16);
@@ -355,23 +446,29 @@ static __always_inline int verdict6(struct ipv6hdr *ip6, void *end, __u8 dir)
 			peer_id = *pid;
 	}
 	__be16 port = dport;
-	int to_node_dns = dir == POL_EGRESS && peer_id == POL_ID_HOST && port == bpf_htons(53) &&
-			  (proto == IPPROTO_UDP || proto == IPPROTO_TCP);
-	int ok = !isolated || (dir == POL_INGRESS && peer_id == POL_ID_HOST) || to_node_dns ||
-		 admitted6(ep.addr, POL_ID_ANY, dir, proto, port) || admitted6(ep.addr, peer_id, dir, proto, port);
-	if (!ok) {
-		struct pol_cidr6_key ck = {.prefixlen = 128};
-		__builtin_memcpy(ck.addr, peer.addr, 16);
-		__u32 *cid = bpf_map_lookup_elem(&skiff_pol_cidrs6, &ck);
-		ok = cid && admitted6(ep.addr, *cid, dir, proto, port);
+	/* Decided in policy.Decide's order: isolation, the node's exemptions, the rules. */
+	__u8 reason, verdict = FLOW_FORWARDED, ex = exempt(dir, peer_id, proto, port);
+	__u32 pol = 0;
+	if (!isolated) {
+		reason = FLOW_REASON_NOT_ISOLATED;
+		/* Only audit-mode policies select the pod this way: report what they would do. */
+		if (!ex && (e->flags & audit_flag(dir)) && !rule6(ep.addr, peer.addr, peer_id, dir | POL_AUDIT, proto, port))
+			verdict = FLOW_AUDIT;
+	} else if (ex) {
+		reason = ex;
+	} else {
+		pol = rule6(ep.addr, peer.addr, peer_id, dir, proto, port);
+		reason = pol ? FLOW_REASON_RULE : FLOW_REASON_POLICY;
 	}
-	if (!ok) {
+	if (reason == FLOW_REASON_POLICY) {
 		if (seen)
 			bpf_map_delete_elem(&skiff_pol_flows6, &f);
 		count_drop6(ep.addr, dir);
+		flow_policy(6, ep.addr, peer.addr, dir, sport, dport, proto, tcp_flags, FLOW_DROPPED, reason, 0, peer_id);
 		return TC_ACT_SHOT;
 	}
 	bpf_map_update_elem(&skiff_pol_flows6, &f, &now, BPF_ANY);
+	flow_policy(6, ep.addr, peer.addr, dir, sport, dport, proto, tcp_flags, verdict, reason, pol, peer_id);
 	return TC_ACT_OK;
 }
 
@@ -396,6 +493,7 @@ static __always_inline int verdict(struct __sk_buff *skb, __u8 dir)
 	struct pol_endpoint *e = bpf_map_lookup_elem(&skiff_pol_endpoints, &ep);
 	if (!e) {
 		count_drop(ep, dir);
+		flow_policy(4, &ep, &peer, dir, 0, 0, ip->protocol, 0, FLOW_DROPPED, FLOW_REASON_NO_ENDPOINT, 0, 0);
 		return TC_ACT_SHOT; /* an unknown endpoint: fail closed */
 	}
 	__u16 sport = 0, dport = 0; /* ports as on the wire */
@@ -414,11 +512,13 @@ static __always_inline int verdict(struct __sk_buff *skb, __u8 dir)
 	 * a remembered flow has its addresses and ports (a client reuses source ports, and a
 	 * policy revoked since must refuse the new connection; the established one is kept). */
 	int opens = 0;
+	__u8 tcp_flags = 0;
 	if (first_fragment && proto == IPPROTO_TCP) {
 		__u8 *flags = (__u8 *)l4 + 13;
 		if ((void *)(flags + 1) > end)
 			return TC_ACT_SHOT;
-		opens = (*flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN;
+		tcp_flags = *flags;
+		opens = (tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN;
 	}
 	struct pol_flow f = {.pod = ep, .peer = peer, .proto = proto};
 	f.pod_port = dir == POL_EGRESS ? sport : dport;
@@ -437,27 +537,31 @@ static __always_inline int verdict(struct __sk_buff *skb, __u8 dir)
 	/* The rule's port is the destination's: the peer's for egress, the pod's for ingress —
 	 * the packet's destination port either way (a reply never gets here: its flow passed). */
 	__be16 port = dport;
-	/* The node reaches its pods (probes, the agent); its pods reach the node's own cluster
-	 * DNS resolver (port 53, UDP and TCP), which kube-dns's ClusterIP leads to: resolving
-	 * names is part of the node, as a kube-dns pod is admitted by policies users write. */
-	int to_node_dns = dir == POL_EGRESS && peer_id == POL_ID_HOST && port == bpf_htons(53) &&
-			  (proto == IPPROTO_UDP || proto == IPPROTO_TCP);
-	int ok = !isolated || (dir == POL_INGRESS && peer_id == POL_ID_HOST) || to_node_dns ||
-		 admitted(ep, POL_ID_ANY, dir, proto, port) || admitted(ep, peer_id, dir, proto, port);
-	if (!ok) {
-		struct pol_cidr_key ck = {.prefixlen = 32, .addr = peer};
-		__u32 *cid = bpf_map_lookup_elem(&skiff_pol_cidrs, &ck);
-		ok = cid && admitted(ep, *cid, dir, proto, port);
+	/* Decided in policy.Decide's order: isolation, the node's exemptions, the rules. */
+	__u8 reason, verdict = FLOW_FORWARDED, ex = exempt(dir, peer_id, proto, port);
+	__u32 pol = 0;
+	if (!isolated) {
+		reason = FLOW_REASON_NOT_ISOLATED;
+		/* Only audit-mode policies select the pod this way: report what they would do. */
+		if (!ex && (e->flags & audit_flag(dir)) && !rule(ep, peer, peer_id, dir | POL_AUDIT, proto, port))
+			verdict = FLOW_AUDIT;
+	} else if (ex) {
+		reason = ex;
+	} else {
+		pol = rule(ep, peer, peer_id, dir, proto, port);
+		reason = pol ? FLOW_REASON_RULE : FLOW_REASON_POLICY;
 	}
-	if (!ok) {
+	if (reason == FLOW_REASON_POLICY) {
 		if (seen)
 			bpf_map_delete_elem(&skiff_pol_flows, &f); /* what it remembered is revoked */
 		count_drop(ep, dir);
+		flow_policy(4, &ep, &peer, dir, sport, dport, proto, tcp_flags, FLOW_DROPPED, reason, 0, peer_id);
 		return TC_ACT_SHOT;
 	}
 	/* Remember the connection for its replies and its later packets. ICMP has no ports:
 	 * its flow is the address pair. */
 	bpf_map_update_elem(&skiff_pol_flows, &f, &now, BPF_ANY);
+	flow_policy(4, &ep, &peer, dir, sport, dport, proto, tcp_flags, verdict, reason, pol, peer_id);
 	return TC_ACT_OK;
 }
 

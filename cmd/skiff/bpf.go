@@ -13,6 +13,7 @@ import (
 
 	"github.com/skiff-sh/skiff/dataplane/loader"
 	"github.com/skiff-sh/skiff/dataplane/netpol"
+	"github.com/skiff-sh/skiff/dataplane/policy"
 	"github.com/skiff-sh/skiff/dataplane/programs"
 	"github.com/skiff-sh/skiff/dataplane/services"
 )
@@ -131,16 +132,19 @@ func bpfCommand() *cobra.Command {
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', 0)
 			fmt.Fprintln(tw, "POD\tADDRESS\tIDENTITY\tINGRESS\tEGRESS")
-			isolation := func(isolated bool) string {
-				if isolated {
+			isolation := func(isolated, audit bool) string {
+				switch {
+				case isolated:
 					return "isolated"
+				case audit:
+					return "open (audit: isolated)"
 				}
 				return "open"
 			}
 			for _, e := range eps {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", e.Pod, e.Address, e.Identity, isolation(e.Ingress), isolation(e.Egress))
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", e.Pod, e.Address, e.Identity, isolation(e.Ingress, e.AuditIngress), isolation(e.Egress, e.AuditEgress))
 				for _, r := range e.Rules {
-					fmt.Fprintf(tw, "  %s %s\t%s\tports %s\t%s\t\n", r.Direction, map[bool]string{true: "from", false: "to"}[r.Direction.String() == "ingress"],
+					fmt.Fprintf(tw, "  %s %s\t%s\tports %s\t%s\t\n", r.Direction, map[bool]string{true: "from", false: "to"}[r.Direction&^policy.Audit == policy.Ingress],
 						r.Peer, netpol.ProtocolName(r.Protocol)+" "+r.PortRange(), r.Policy)
 				}
 			}

@@ -65,10 +65,12 @@ func newPolicy(pinDir string, maps policyMaps) *Policy {
 // Reread makes the next Sync compare against the maps as the kernel holds them.
 func (p *Policy) Reread() { p.written = nil }
 
-// Endpoint flags, as bpf/tc_policy.c's POL_ISOLATED_*.
+// Endpoint flags, as bpf/tc_policy.c's POL_ISOLATED_* and POL_AUDIT_*.
 const (
 	isolatedIngress = 1
 	isolatedEgress  = 2
+	auditIngress    = 4
+	auditEgress     = 8
 )
 
 // HostIdentity is what the node's own addresses are (policy.Host).
@@ -305,16 +307,25 @@ func (p *Policy) Sync(res *policy.Result, local func(netip.Addr) bool, host []ne
 	return changes, errors.Join(errs...)
 }
 
-// endpointOf is an endpoint's map value: the directions it is isolated in.
+// endpointOf is an endpoint's map value: the directions it is isolated in, and those
+// audit-mode policies select it in.
 func endpointOf(ep policy.Endpoint) programs.PolicyPolEndpoint {
 	var flags uint32
-	if ep.Ingress {
-		flags |= isolatedIngress
-	}
-	if ep.Egress {
-		flags |= isolatedEgress
+	for _, f := range []struct {
+		set  bool
+		flag uint32
+	}{{ep.Ingress, isolatedIngress}, {ep.Egress, isolatedEgress}, {ep.AuditIngress, auditIngress}, {ep.AuditEgress, auditEgress}} {
+		if f.set {
+			flags |= f.flag
+		}
 	}
 	return programs.PolicyPolEndpoint{Flags: flags}
+}
+
+// isolationOf reads endpointOf's flags back.
+func isolationOf(flags uint32) policy.Isolation {
+	return policy.Isolation{Ingress: flags&isolatedIngress != 0, Egress: flags&isolatedEgress != 0,
+		AuditIngress: flags&auditIngress != 0, AuditEgress: flags&auditEgress != 0}
 }
 
 // Addr6 is an IPv6 address as the IPv6 policy maps key it (programs.Addr6).

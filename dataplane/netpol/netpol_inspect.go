@@ -85,7 +85,9 @@ type EndpointInfo struct {
 	Address         netip.Addr
 	Identity        uint32
 	Ingress, Egress bool // isolated
-	Rules           []RuleInfo
+	// AuditIngress, AuditEgress: audit-mode policies select it in that direction.
+	AuditIngress, AuditEgress bool
+	Rules                     []RuleInfo
 }
 
 // RuleInfo is one admitting entry.
@@ -106,7 +108,8 @@ func (v *PolicyView) Endpoints() ([]EndpointInfo, error) {
 	it := v.endpoints.Iterate()
 	for it.Next(&a, &e) {
 		info := &EndpointInfo{Address: programs.FromAddr4(a), Pod: v.name(nameKindEndpoint, a),
-			Ingress: e.Flags&isolatedIngress != 0, Egress: e.Flags&isolatedEgress != 0}
+			Ingress: e.Flags&isolatedIngress != 0, Egress: e.Flags&isolatedEgress != 0,
+			AuditIngress: e.Flags&auditIngress != 0, AuditEgress: e.Flags&auditEgress != 0}
 		var id uint32
 		if v.identities.Lookup(a, &id) == nil {
 			info.Identity = id
@@ -173,7 +176,8 @@ func (v *PolicyView) endpoints6Info() ([]*EndpointInfo, error) {
 	for it.Next(&a, &e) {
 		addr := programs.FromAddr6(a.Addr)
 		info := &EndpointInfo{Address: addr, Pod: v.name(nameKindEndpoint6, endpoint6ID(addr)),
-			Ingress: e.Flags&isolatedIngress != 0, Egress: e.Flags&isolatedEgress != 0}
+			Ingress: e.Flags&isolatedIngress != 0, Egress: e.Flags&isolatedEgress != 0,
+			AuditIngress: e.Flags&auditIngress != 0, AuditEgress: e.Flags&auditEgress != 0}
 		var id uint32
 		if v.identities6.Lookup(a, &id) == nil {
 			info.Identity = id
@@ -221,7 +225,7 @@ func (v *PolicyView) Trace(src, dst netip.Addr, proto uint8, port uint16) ([]Tra
 		dir      policy.Direction
 		ep, peer netip.Addr
 	}{{policy.Egress, src, dst}, {policy.Ingress, dst, src}} {
-		if _, _, ok := v.Isolation(end.ep); !ok {
+		if _, ok := v.Isolation(end.ep); !ok {
 			continue // not a pod of this node: decided elsewhere, or not at all
 		}
 		st := TraceStep{Direction: end.dir, Endpoint: v.endpointName(end.ep)}
@@ -233,6 +237,9 @@ func (v *PolicyView) Trace(src, dst netip.Addr, proto uint8, port uint16) ([]Tra
 		switch d.Reason {
 		case policy.NotIsolated:
 			st.Why = "no policy selects the pod for " + end.dir.String()
+			if d.Audited {
+				st.Why = "no enforced policy selects the pod for " + end.dir.String() + "; its audit-mode policies would deny it"
+			}
 		case policy.FromNode:
 			st.Why = "from the node itself"
 		case policy.ToNodeDNS:
@@ -257,7 +264,7 @@ func (v *PolicyView) endpointName(a netip.Addr) string {
 }
 
 // Isolation implements policy.Lookup from the endpoints maps.
-func (v *PolicyView) Isolation(ep netip.Addr) (ingress, egress, ok bool) {
+func (v *PolicyView) Isolation(ep netip.Addr) (policy.Isolation, bool) {
 	var e programs.PolicyPolEndpoint
 	var err error
 	switch {
@@ -266,12 +273,12 @@ func (v *PolicyView) Isolation(ep netip.Addr) (ingress, egress, ok bool) {
 	case v.endpoints6 != nil:
 		err = v.endpoints6.Lookup(Addr6(ep), &e)
 	default:
-		return false, false, false
+		return policy.Isolation{}, false
 	}
 	if err != nil {
-		return false, false, false
+		return policy.Isolation{}, false
 	}
-	return e.Flags&isolatedIngress != 0, e.Flags&isolatedEgress != 0, true
+	return isolationOf(e.Flags), true
 }
 
 // PeerIdentity implements policy.Lookup from the identities maps; a link-local IPv6 peer is

@@ -12,12 +12,14 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/ringbuf"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/skiff-sh/skiff/dataplane/flows"
 	"github.com/skiff-sh/skiff/dataplane/loader"
 	"github.com/skiff-sh/skiff/dataplane/policy"
 	"github.com/skiff-sh/skiff/dataplane/programs"
@@ -75,6 +77,44 @@ func loadTestPolicy(t *testing.T) *Policy {
 	return p
 }
 
+// flowEvents turns p's flow events on and reads them.
+func flowEvents(t *testing.T, p *Policy) *ringbuf.Reader {
+	t.Helper()
+	setFlowEvents(t, p, true)
+	rd, err := ringbuf.NewReader(p.objs.SkiffFlows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rd.Close() })
+	return rd
+}
+
+func setFlowEvents(t *testing.T, p *Policy, on bool) {
+	t.Helper()
+	v := uint64(0)
+	if on {
+		v = 1
+	}
+	if err := p.objs.SkiffFlowConfig.Put(uint32(0), v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// nextFlowEvent is the one event a program run just wrote.
+func nextFlowEvent(t *testing.T, rd *ringbuf.Reader) flows.Event {
+	t.Helper()
+	rd.SetDeadline(time.Now().Add(time.Second))
+	rec, err := rd.Read()
+	if err != nil {
+		t.Fatalf("no flow event: %v", err)
+	}
+	e, err := flows.Decode(rec.RawSample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
 func clearFlows(t testing.TB, p *Policy) {
 	var k programs.PolicyPolFlow
 	var keys []programs.PolicyPolFlow
@@ -128,6 +168,22 @@ func TestPolicyProgramTruthTable(t *testing.T) {
 				To:    []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}, PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pod": "c"}}}},
 				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: ptr.To(intstr.FromString("serve"))}}}}}},
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "y", Name: "deny-in"}, Spec: networkingv1.NetworkPolicySpec{}},
+		// Audit mode: x/c's ingress would admit only y's pods on TCP 80, y/b's egress only
+		// pods "a"; x/a's audit deny-all changes nothing (its enforced policy decides).
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "c-audit-in", Annotations: map[string]string{policy.ModeAnnotation: "audit"}},
+			Spec: networkingv1.NetworkPolicySpec{
+				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pod": "c"}},
+				Ingress: []networkingv1.NetworkPolicyIngressRule{{
+					From:  []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "y"}}}},
+					Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: ptr.To(intstr.FromInt32(80))}}}}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "y", Name: "b-audit-out", Annotations: map[string]string{policy.ModeAnnotation: "audit"}},
+			Spec: networkingv1.NetworkPolicySpec{
+				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pod": "b"}},
+				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+				Egress: []networkingv1.NetworkPolicyEgressRule{{
+					To: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}, PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pod": "a"}}}}}}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "a-audit-deny", Annotations: map[string]string{policy.ModeAnnotation: "audit"}},
+			Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pod": "a"}}}},
 	}
 	res, errs := policy.Compile(policy.NewAllocator(), policies, pods, []policy.Namespace{{Name: "x"}, {Name: "y"}}, nil)
 	if len(errs) > 0 {
@@ -156,6 +212,31 @@ func TestPolicyProgramTruthTable(t *testing.T) {
 		}
 	}
 	probes = append(probes, probe{1, 0}) // ICMP
+	// Every run of a program on a new flow writes one flow event, whose verdict, reason and
+	// policy are the decision's.
+	rd := flowEvents(t, p)
+	events := map[uint8]int{}
+	checkEvent := func(d policy.Verdict, what string) {
+		t.Helper()
+		e := nextFlowEvent(t, rd)
+		events[e.Verdict]++
+		want := uint8(flows.VerdictForwarded)
+		switch {
+		case !d.Allowed:
+			want = flows.VerdictDropped
+		case d.Audited:
+			want = flows.VerdictAudit
+		}
+		reason := map[policy.Reason]uint8{policy.NotIsolated: flows.ReasonNotIsolated, policy.FromNode: flows.ReasonFromNode,
+			policy.ToNodeDNS: flows.ReasonNodeDNS, policy.Admitted: flows.ReasonRule, policy.NoRule: flows.ReasonPolicy}[d.Reason]
+		pol := ""
+		if e.Policy > 0 {
+			pol = p.PolicyName(e.Policy - 1)
+		}
+		if e.Verdict != want || e.Reason != reason || pol != d.Policy || e.Kind != flows.KindPolicy {
+			t.Errorf("%s: flow event verdict %d reason %d policy %q, want verdict %d reason %d policy %q", what, e.Verdict, e.Reason, pol, want, reason, d.Policy)
+		}
+	}
 	checked, admitted := 0, 0
 	for _, src := range append(all, outsiders...) {
 		for _, dst := range all {
@@ -174,11 +255,14 @@ func TestPolicyProgramTruthTable(t *testing.T) {
 				}
 				pkt := l4packet(src, dst, pr.proto, 40000, pr.port)
 				got := true
+				what := fmt.Sprintf("%s -> %s proto %d port %d", src, dst, pr.proto, pr.port)
 				if _, ok := res.PodIdentities[src]; ok {
 					got = runProg(t, p.objs.SkiffPolicyFromPod, pkt) == tcxNext
+					checkEvent(policy.Decide(view, src, policy.Egress, dst, pr.proto, pr.port), what+" egress")
 				}
 				if got {
 					got = runProg(t, p.objs.SkiffPolicyToPod, pkt) == tcxNext
+					checkEvent(policy.Decide(view, dst, policy.Ingress, src, pr.proto, pr.port), what+" ingress")
 				}
 				clearFlows(t, p)
 				if got != want {
@@ -187,7 +271,7 @@ func TestPolicyProgramTruthTable(t *testing.T) {
 				// The same decision read from the live maps (what skiff policy trace
 				// answers), where the node's own address is known as such.
 				live := true
-				if _, _, ok := view.Isolation(src); ok {
+				if _, ok := view.Isolation(src); ok {
 					live = policy.Decide(view, src, policy.Egress, dst, pr.proto, pr.port).Allowed
 				}
 				live = live && policy.Decide(view, dst, policy.Ingress, src, pr.proto, pr.port).Allowed
@@ -204,7 +288,12 @@ func TestPolicyProgramTruthTable(t *testing.T) {
 	if admitted == 0 || admitted == checked {
 		t.Fatalf("%d of %d probes admitted: the table tests nothing", admitted, checked)
 	}
-	t.Logf("%d probes, %d admitted", checked, admitted)
+	t.Logf("%d probes, %d admitted; flow events: %d forwarded, %d dropped, %d audit", checked, admitted,
+		events[flows.VerdictForwarded], events[flows.VerdictDropped], events[flows.VerdictAudit])
+	if events[flows.VerdictAudit] == 0 {
+		t.Fatal("no probe was reported as one an audit-mode policy would drop: the audit policies test nothing")
+	}
+	setFlowEvents(t, p, false)
 
 	// A reply passes where a new connection would not: x/a's ingress admits nothing from x/c
 	// on TCP 9000, but x/a's own connection to x/c gets its answer.

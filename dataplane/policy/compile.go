@@ -35,13 +35,39 @@ type Direction uint8
 const (
 	Ingress Direction = 1
 	Egress  Direction = 2
+	// Audit, added to a direction, marks the rules of audit-mode policies: evaluated to
+	// report what they would drop, never to admit (the maps key them apart, as the
+	// programs' POL_AUDIT).
+	Audit Direction = 4
 )
 
 func (d Direction) String() string {
-	if d == Ingress {
-		return "ingress"
+	s := "egress"
+	if d&^Audit == Ingress {
+		s = "ingress"
 	}
-	return "egress"
+	if d&Audit != 0 {
+		s += " (audit)"
+	}
+	return s
+}
+
+// ModeAnnotation puts a NetworkPolicy in audit mode ("audit"): it is evaluated and what it
+// would drop is reported in flow events and metrics, but it isolates nothing and drops
+// nothing. "enforce", or no annotation, enforces it.
+const ModeAnnotation = "policy.skiff.sh/mode"
+
+// auditMode reads a policy's mode; a value other than audit or enforce is an error, and the
+// policy is enforced (a typo never turns enforcement off).
+func auditMode(np *networkingv1.NetworkPolicy) (bool, error) {
+	switch v := np.Annotations[ModeAnnotation]; v {
+	case "", "enforce":
+		return false, nil
+	case "audit":
+		return true, nil
+	default:
+		return false, fmt.Errorf("networkpolicy %s: annotation %s: %q is neither audit nor enforce; enforced", policyName(np), ModeAnnotation, v)
+	}
 }
 
 // Protocol numbers as in IP headers; AnyProtocol in an entry admits every protocol.
@@ -96,6 +122,11 @@ type Endpoint struct {
 	Ingress, Egress bool
 	IngressPolicies []string
 	EgressPolicies  []string
+	// AuditIngress and AuditEgress: audit-mode policies select the pod in that direction
+	// (what they would drop is reported; only enforced policies isolate).
+	AuditIngress, AuditEgress bool
+	AuditIngressPolicies      []string
+	AuditEgressPolicies       []string
 }
 
 // Result is the compiled state of every map.
@@ -241,6 +272,10 @@ func Compile(alloc *Allocator, policies []*networkingv1.NetworkPolicy, pods []Po
 			continue
 		}
 		ingress, egress := policyTypes(np)
+		audit, err := auditMode(np)
+		if err != nil {
+			errs = append(errs, err)
+		}
 		var selected []*podInfo
 		for _, pi := range locals {
 			if pi.Namespace != np.Namespace || !sel.Matches(labels.Set(pi.Labels)) {
@@ -250,16 +285,32 @@ func Compile(alloc *Allocator, policies []*networkingv1.NetworkPolicy, pods []Po
 			for _, ip := range pi.IPs {
 				ep := res.Endpoints[ip]
 				ep.Pod = pi.Namespace + "/" + pi.Name
-				if ingress {
-					ep.Ingress = true
-					ep.IngressPolicies = append(ep.IngressPolicies, name)
-				}
-				if egress {
-					ep.Egress = true
-					ep.EgressPolicies = append(ep.EgressPolicies, name)
+				switch {
+				case audit:
+					if ingress {
+						ep.AuditIngress = true
+						ep.AuditIngressPolicies = append(ep.AuditIngressPolicies, name)
+					}
+					if egress {
+						ep.AuditEgress = true
+						ep.AuditEgressPolicies = append(ep.AuditEgressPolicies, name)
+					}
+				default:
+					if ingress {
+						ep.Ingress = true
+						ep.IngressPolicies = append(ep.IngressPolicies, name)
+					}
+					if egress {
+						ep.Egress = true
+						ep.EgressPolicies = append(ep.EgressPolicies, name)
+					}
 				}
 				res.Endpoints[ip] = ep
 			}
+		}
+		in, out := Ingress, Egress
+		if audit {
+			in, out = Ingress|Audit, Egress|Audit
 		}
 		if len(selected) == 0 {
 			continue
@@ -270,7 +321,7 @@ func Compile(alloc *Allocator, policies []*networkingv1.NetworkPolicy, pods []Po
 				pr, perrs := resolvePeers(res, x, name, np.Namespace, r.From)
 				errs = append(errs, perrs...)
 				for _, pi := range selected {
-					errs = append(errs, addRule(res, infos, name, pi, Ingress, pr, r.Ports)...)
+					errs = append(errs, addRule(res, infos, name, pi, in, pr, r.Ports)...)
 				}
 			}
 		}
@@ -279,7 +330,7 @@ func Compile(alloc *Allocator, policies []*networkingv1.NetworkPolicy, pods []Po
 				pr, perrs := resolvePeers(res, x, name, np.Namespace, r.To)
 				errs = append(errs, perrs...)
 				for _, pi := range selected {
-					errs = append(errs, addRule(res, infos, name, pi, Egress, pr, r.Ports)...)
+					errs = append(errs, addRule(res, infos, name, pi, out, pr, r.Ports)...)
 				}
 			}
 		}
@@ -351,7 +402,7 @@ func addRule(res *Result, infos []*podInfo, policy string, ep *podInfo, dir Dire
 		case p.Port == nil:
 			allPeers(func(peer Identity, _ *podInfo) { add(proto, peer, 0, 0) })
 		case p.Port.Type == intstr.String:
-			if dir == Ingress {
+			if dir&^Audit == Ingress {
 				// The endpoint is the destination: its own port of that name.
 				if n, ok := ep.port(p.Port.StrVal, proto); ok {
 					allPeers(func(peer Identity, _ *podInfo) { add(proto, peer, n, 16) })

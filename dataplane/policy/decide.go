@@ -12,9 +12,9 @@ const DNSPort = 53
 // Lookup is what a decision reads: the compiler's Result, or a node's live maps (what
 // `skiff policy trace` reads). The eBPF program reads the same maps in the same order.
 type Lookup interface {
-	// Isolation says whether endpoint is a policed pod here and in which directions it is
-	// isolated (ok false: not a pod here).
-	Isolation(endpoint netip.Addr) (ingress, egress, ok bool)
+	// Isolation says whether endpoint is a policed pod here and in which directions its
+	// policies select it (ok false: not a pod here).
+	Isolation(endpoint netip.Addr) (iso Isolation, ok bool)
 	// PeerIdentity is addr's pod (or Host) identity, World when it is neither.
 	PeerIdentity(addr netip.Addr) Identity
 	// CIDRIdentity is the identity of the longest ipBlock prefix holding addr.
@@ -22,6 +22,29 @@ type Lookup interface {
 	// Admits is the LPM lookup on the port: the policy of the entry with the most port bits
 	// covering port that admits peer on proto in dir at endpoint.
 	Admits(endpoint netip.Addr, dir Direction, proto uint8, peer Identity, port uint16) (policy string, ok bool)
+}
+
+// Isolation is which policies select an endpoint in each direction: enforced ones isolate
+// it, audit-mode ones only report what they would drop.
+type Isolation struct {
+	Ingress, Egress           bool
+	AuditIngress, AuditEgress bool
+}
+
+// In says whether the endpoint is isolated in dir (with Audit: selected by audit-mode
+// policies in that direction).
+func (i Isolation) In(dir Direction) bool {
+	switch dir {
+	case Ingress:
+		return i.Ingress
+	case Egress:
+		return i.Egress
+	case Ingress | Audit:
+		return i.AuditIngress
+	case Egress | Audit:
+		return i.AuditEgress
+	}
+	return false
 }
 
 // Reason says why a verdict is what it is.
@@ -46,21 +69,38 @@ type Verdict struct {
 	Policy string
 	// Peer is the identity a rule matched (Admitted), else the peer's pod identity.
 	Peer Identity
+	// Audited: allowed, and the audit-mode policies selecting the endpoint (it is not
+	// isolated by enforced ones) would have dropped it.
+	Audited bool
 }
 
 // Decide is the datapath's decision on a new connection, in Go: would endpoint admit, in
 // dir, traffic with peer on proto/port? A peer is matched as anyone, by its pod identity and
 // by its CIDR identity; a rule for one protocol admits no other.
 func Decide(l Lookup, endpoint netip.Addr, dir Direction, peer netip.Addr, proto uint8, port uint16) Verdict {
-	ingress, egress, ok := l.Isolation(endpoint)
-	if !ok || (dir == Ingress && !ingress) || (dir == Egress && !egress) {
+	iso, ok := l.Isolation(endpoint)
+	if !ok {
 		return Verdict{Allowed: true, Reason: NotIsolated}
 	}
+	if !iso.In(dir) {
+		v := Verdict{Allowed: true, Reason: NotIsolated}
+		// Audit-mode policies alone select it: would they have dropped this?
+		if iso.In(dir | Audit) {
+			v.Audited = !decideIsolated(l, endpoint, dir|Audit, peer, proto, port).Allowed
+		}
+		return v
+	}
+	return decideIsolated(l, endpoint, dir, peer, proto, port)
+}
+
+// decideIsolated decides for an endpoint isolated in dir (with Audit: by the audit-mode
+// policies' rules).
+func decideIsolated(l Lookup, endpoint netip.Addr, dir Direction, peer netip.Addr, proto uint8, port uint16) Verdict {
 	id := l.PeerIdentity(peer)
 	switch {
-	case dir == Ingress && id == Host:
+	case dir&^Audit == Ingress && id == Host:
 		return Verdict{Allowed: true, Isolated: true, Reason: FromNode, Peer: id}
-	case dir == Egress && id == Host && port == DNSPort && (proto == TCP || proto == UDP):
+	case dir&^Audit == Egress && id == Host && port == DNSPort && (proto == TCP || proto == UDP):
 		return Verdict{Allowed: true, Isolated: true, Reason: ToNodeDNS, Peer: id}
 	}
 	peers := []Identity{AnyPeer, id}
@@ -83,9 +123,9 @@ func (r *Result) Decide(endpoint netip.Addr, dir Direction, peer netip.Addr, pro
 }
 
 // Isolation implements Lookup.
-func (r *Result) Isolation(endpoint netip.Addr) (ingress, egress, ok bool) {
+func (r *Result) Isolation(endpoint netip.Addr) (Isolation, bool) {
 	ep, ok := r.Endpoints[endpoint]
-	return ep.Ingress, ep.Egress, ok
+	return Isolation{Ingress: ep.Ingress, Egress: ep.Egress, AuditIngress: ep.AuditIngress, AuditEgress: ep.AuditEgress}, ok
 }
 
 // PeerIdentity is the pod identity of addr, World if it is no pod's (the compiler does not

@@ -164,6 +164,9 @@ const (
 	NodeportMapSkiffBackends6        = "skiff_backends6"
 	NodeportMapSkiffCt               = "skiff_ct"
 	NodeportMapSkiffCt6              = "skiff_ct6"
+	NodeportMapSkiffFlowConfig       = "skiff_flow_config"
+	NodeportMapSkiffFlowLost         = "skiff_flow_lost"
+	NodeportMapSkiffFlows            = "skiff_flows"
 	NodeportMapSkiffIcmpPeers        = "skiff_icmp_peers"
 	NodeportMapSkiffMaglev           = "skiff_maglev"
 	NodeportMapSkiffMeta             = "skiff_meta"
@@ -177,6 +180,7 @@ const (
 	NodeportProgSkiffNodeportEgress  = "skiff_nodeport_egress"
 	NodeportProgSkiffNodeportIngress = "skiff_nodeport_ingress"
 	NodeportVarIcmpNextNs            = "icmp_next_ns"
+	NodeportVarSkiffFlowEventLayout  = "skiff_flow_event_layout"
 )
 
 // LoadNodeport returns the embedded CollectionSpec for Nodeport.
@@ -229,28 +233,32 @@ type NodeportProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type NodeportMapSpecs struct {
-	SkiffAffinity  *ebpf.MapSpec `ebpf:"skiff_affinity"`
-	SkiffBackends  *ebpf.MapSpec `ebpf:"skiff_backends"`
-	SkiffBackends6 *ebpf.MapSpec `ebpf:"skiff_backends6"`
-	SkiffCt        *ebpf.MapSpec `ebpf:"skiff_ct"`
-	SkiffCt6       *ebpf.MapSpec `ebpf:"skiff_ct6"`
-	SkiffIcmpPeers *ebpf.MapSpec `ebpf:"skiff_icmp_peers"`
-	SkiffMaglev    *ebpf.MapSpec `ebpf:"skiff_maglev"`
-	SkiffMeta      *ebpf.MapSpec `ebpf:"skiff_meta"`
-	SkiffNpSnat    *ebpf.MapSpec `ebpf:"skiff_np_snat"`
-	SkiffNpSnat6   *ebpf.MapSpec `ebpf:"skiff_np_snat6"`
-	SkiffServices  *ebpf.MapSpec `ebpf:"skiff_services"`
-	SkiffServices6 *ebpf.MapSpec `ebpf:"skiff_services6"`
-	SkiffSockNat   *ebpf.MapSpec `ebpf:"skiff_sock_nat"`
-	SkiffSockNat6  *ebpf.MapSpec `ebpf:"skiff_sock_nat6"`
-	SkiffSvcNames  *ebpf.MapSpec `ebpf:"skiff_svc_names"`
+	SkiffAffinity   *ebpf.MapSpec `ebpf:"skiff_affinity"`
+	SkiffBackends   *ebpf.MapSpec `ebpf:"skiff_backends"`
+	SkiffBackends6  *ebpf.MapSpec `ebpf:"skiff_backends6"`
+	SkiffCt         *ebpf.MapSpec `ebpf:"skiff_ct"`
+	SkiffCt6        *ebpf.MapSpec `ebpf:"skiff_ct6"`
+	SkiffFlowConfig *ebpf.MapSpec `ebpf:"skiff_flow_config"`
+	SkiffFlowLost   *ebpf.MapSpec `ebpf:"skiff_flow_lost"`
+	SkiffFlows      *ebpf.MapSpec `ebpf:"skiff_flows"`
+	SkiffIcmpPeers  *ebpf.MapSpec `ebpf:"skiff_icmp_peers"`
+	SkiffMaglev     *ebpf.MapSpec `ebpf:"skiff_maglev"`
+	SkiffMeta       *ebpf.MapSpec `ebpf:"skiff_meta"`
+	SkiffNpSnat     *ebpf.MapSpec `ebpf:"skiff_np_snat"`
+	SkiffNpSnat6    *ebpf.MapSpec `ebpf:"skiff_np_snat6"`
+	SkiffServices   *ebpf.MapSpec `ebpf:"skiff_services"`
+	SkiffServices6  *ebpf.MapSpec `ebpf:"skiff_services6"`
+	SkiffSockNat    *ebpf.MapSpec `ebpf:"skiff_sock_nat"`
+	SkiffSockNat6   *ebpf.MapSpec `ebpf:"skiff_sock_nat6"`
+	SkiffSvcNames   *ebpf.MapSpec `ebpf:"skiff_svc_names"`
 }
 
 // NodeportVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type NodeportVariableSpecs struct {
-	IcmpNextNs *ebpf.VariableSpec `ebpf:"icmp_next_ns"`
+	IcmpNextNs           *ebpf.VariableSpec `ebpf:"icmp_next_ns"`
+	SkiffFlowEventLayout *ebpf.VariableSpec `ebpf:"skiff_flow_event_layout"`
 }
 
 // NodeportObjects contains all objects after they have been loaded into the kernel.
@@ -273,21 +281,24 @@ func (o *NodeportObjects) Close() error {
 //
 // It can be passed to LoadNodeportObjects or ebpf.CollectionSpec.LoadAndAssign.
 type NodeportMaps struct {
-	SkiffAffinity  *ebpf.Map `ebpf:"skiff_affinity"`
-	SkiffBackends  *ebpf.Map `ebpf:"skiff_backends"`
-	SkiffBackends6 *ebpf.Map `ebpf:"skiff_backends6"`
-	SkiffCt        *ebpf.Map `ebpf:"skiff_ct"`
-	SkiffCt6       *ebpf.Map `ebpf:"skiff_ct6"`
-	SkiffIcmpPeers *ebpf.Map `ebpf:"skiff_icmp_peers"`
-	SkiffMaglev    *ebpf.Map `ebpf:"skiff_maglev"`
-	SkiffMeta      *ebpf.Map `ebpf:"skiff_meta"`
-	SkiffNpSnat    *ebpf.Map `ebpf:"skiff_np_snat"`
-	SkiffNpSnat6   *ebpf.Map `ebpf:"skiff_np_snat6"`
-	SkiffServices  *ebpf.Map `ebpf:"skiff_services"`
-	SkiffServices6 *ebpf.Map `ebpf:"skiff_services6"`
-	SkiffSockNat   *ebpf.Map `ebpf:"skiff_sock_nat"`
-	SkiffSockNat6  *ebpf.Map `ebpf:"skiff_sock_nat6"`
-	SkiffSvcNames  *ebpf.Map `ebpf:"skiff_svc_names"`
+	SkiffAffinity   *ebpf.Map `ebpf:"skiff_affinity"`
+	SkiffBackends   *ebpf.Map `ebpf:"skiff_backends"`
+	SkiffBackends6  *ebpf.Map `ebpf:"skiff_backends6"`
+	SkiffCt         *ebpf.Map `ebpf:"skiff_ct"`
+	SkiffCt6        *ebpf.Map `ebpf:"skiff_ct6"`
+	SkiffFlowConfig *ebpf.Map `ebpf:"skiff_flow_config"`
+	SkiffFlowLost   *ebpf.Map `ebpf:"skiff_flow_lost"`
+	SkiffFlows      *ebpf.Map `ebpf:"skiff_flows"`
+	SkiffIcmpPeers  *ebpf.Map `ebpf:"skiff_icmp_peers"`
+	SkiffMaglev     *ebpf.Map `ebpf:"skiff_maglev"`
+	SkiffMeta       *ebpf.Map `ebpf:"skiff_meta"`
+	SkiffNpSnat     *ebpf.Map `ebpf:"skiff_np_snat"`
+	SkiffNpSnat6    *ebpf.Map `ebpf:"skiff_np_snat6"`
+	SkiffServices   *ebpf.Map `ebpf:"skiff_services"`
+	SkiffServices6  *ebpf.Map `ebpf:"skiff_services6"`
+	SkiffSockNat    *ebpf.Map `ebpf:"skiff_sock_nat"`
+	SkiffSockNat6   *ebpf.Map `ebpf:"skiff_sock_nat6"`
+	SkiffSvcNames   *ebpf.Map `ebpf:"skiff_svc_names"`
 }
 
 func (m *NodeportMaps) Close() error {
@@ -297,6 +308,9 @@ func (m *NodeportMaps) Close() error {
 		m.SkiffBackends6,
 		m.SkiffCt,
 		m.SkiffCt6,
+		m.SkiffFlowConfig,
+		m.SkiffFlowLost,
+		m.SkiffFlows,
 		m.SkiffIcmpPeers,
 		m.SkiffMaglev,
 		m.SkiffMeta,
@@ -314,7 +328,8 @@ func (m *NodeportMaps) Close() error {
 //
 // It can be passed to LoadNodeportObjects or ebpf.CollectionSpec.LoadAndAssign.
 type NodeportVariables struct {
-	IcmpNextNs *ebpf.Variable `ebpf:"icmp_next_ns"`
+	IcmpNextNs           *ebpf.Variable `ebpf:"icmp_next_ns"`
+	SkiffFlowEventLayout *ebpf.Variable `ebpf:"skiff_flow_event_layout"`
 }
 
 // NodeportPrograms contains all programs after they have been loaded into the kernel.

@@ -107,21 +107,25 @@ type PolicyPolRuleValue struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	PolicyMapSkiffPolCidrs       = "skiff_pol_cidrs"
-	PolicyMapSkiffPolCidrs6      = "skiff_pol_cidrs6"
-	PolicyMapSkiffPolDrops       = "skiff_pol_drops"
-	PolicyMapSkiffPolDrops6      = "skiff_pol_drops6"
-	PolicyMapSkiffPolEndpoints   = "skiff_pol_endpoints"
-	PolicyMapSkiffPolEndpoints6  = "skiff_pol_endpoints6"
-	PolicyMapSkiffPolFlows       = "skiff_pol_flows"
-	PolicyMapSkiffPolFlows6      = "skiff_pol_flows6"
-	PolicyMapSkiffPolIdentities  = "skiff_pol_identities"
-	PolicyMapSkiffPolIdentities6 = "skiff_pol_identities6"
-	PolicyMapSkiffPolNames       = "skiff_pol_names"
-	PolicyMapSkiffPolRules       = "skiff_pol_rules"
-	PolicyMapSkiffPolRules6      = "skiff_pol_rules6"
-	PolicyProgSkiffPolicyFromPod = "skiff_policy_from_pod"
-	PolicyProgSkiffPolicyToPod   = "skiff_policy_to_pod"
+	PolicyMapSkiffFlowConfig      = "skiff_flow_config"
+	PolicyMapSkiffFlowLost        = "skiff_flow_lost"
+	PolicyMapSkiffFlows           = "skiff_flows"
+	PolicyMapSkiffPolCidrs        = "skiff_pol_cidrs"
+	PolicyMapSkiffPolCidrs6       = "skiff_pol_cidrs6"
+	PolicyMapSkiffPolDrops        = "skiff_pol_drops"
+	PolicyMapSkiffPolDrops6       = "skiff_pol_drops6"
+	PolicyMapSkiffPolEndpoints    = "skiff_pol_endpoints"
+	PolicyMapSkiffPolEndpoints6   = "skiff_pol_endpoints6"
+	PolicyMapSkiffPolFlows        = "skiff_pol_flows"
+	PolicyMapSkiffPolFlows6       = "skiff_pol_flows6"
+	PolicyMapSkiffPolIdentities   = "skiff_pol_identities"
+	PolicyMapSkiffPolIdentities6  = "skiff_pol_identities6"
+	PolicyMapSkiffPolNames        = "skiff_pol_names"
+	PolicyMapSkiffPolRules        = "skiff_pol_rules"
+	PolicyMapSkiffPolRules6       = "skiff_pol_rules6"
+	PolicyProgSkiffPolicyFromPod  = "skiff_policy_from_pod"
+	PolicyProgSkiffPolicyToPod    = "skiff_policy_to_pod"
+	PolicyVarSkiffFlowEventLayout = "skiff_flow_event_layout"
 )
 
 // LoadPolicy returns the embedded CollectionSpec for Policy.
@@ -174,6 +178,9 @@ type PolicyProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type PolicyMapSpecs struct {
+	SkiffFlowConfig     *ebpf.MapSpec `ebpf:"skiff_flow_config"`
+	SkiffFlowLost       *ebpf.MapSpec `ebpf:"skiff_flow_lost"`
+	SkiffFlows          *ebpf.MapSpec `ebpf:"skiff_flows"`
 	SkiffPolCidrs       *ebpf.MapSpec `ebpf:"skiff_pol_cidrs"`
 	SkiffPolCidrs6      *ebpf.MapSpec `ebpf:"skiff_pol_cidrs6"`
 	SkiffPolDrops       *ebpf.MapSpec `ebpf:"skiff_pol_drops"`
@@ -193,6 +200,7 @@ type PolicyMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type PolicyVariableSpecs struct {
+	SkiffFlowEventLayout *ebpf.VariableSpec `ebpf:"skiff_flow_event_layout"`
 }
 
 // PolicyObjects contains all objects after they have been loaded into the kernel.
@@ -215,6 +223,9 @@ func (o *PolicyObjects) Close() error {
 //
 // It can be passed to LoadPolicyObjects or ebpf.CollectionSpec.LoadAndAssign.
 type PolicyMaps struct {
+	SkiffFlowConfig     *ebpf.Map `ebpf:"skiff_flow_config"`
+	SkiffFlowLost       *ebpf.Map `ebpf:"skiff_flow_lost"`
+	SkiffFlows          *ebpf.Map `ebpf:"skiff_flows"`
 	SkiffPolCidrs       *ebpf.Map `ebpf:"skiff_pol_cidrs"`
 	SkiffPolCidrs6      *ebpf.Map `ebpf:"skiff_pol_cidrs6"`
 	SkiffPolDrops       *ebpf.Map `ebpf:"skiff_pol_drops"`
@@ -232,6 +243,9 @@ type PolicyMaps struct {
 
 func (m *PolicyMaps) Close() error {
 	return _PolicyClose(
+		m.SkiffFlowConfig,
+		m.SkiffFlowLost,
+		m.SkiffFlows,
 		m.SkiffPolCidrs,
 		m.SkiffPolCidrs6,
 		m.SkiffPolDrops,
@@ -252,6 +266,7 @@ func (m *PolicyMaps) Close() error {
 //
 // It can be passed to LoadPolicyObjects or ebpf.CollectionSpec.LoadAndAssign.
 type PolicyVariables struct {
+	SkiffFlowEventLayout *ebpf.Variable `ebpf:"skiff_flow_event_layout"`
 }
 
 // PolicyPrograms contains all programs after they have been loaded into the kernel.

@@ -95,6 +95,28 @@ type SockCtValue struct {
 	Bytes   uint64
 }
 
+type SockFlowEvent struct {
+	_        structs.HostLayout
+	TimeNs   uint64
+	Src      [4]uint32
+	Dst      [4]uint32
+	Orig     [4]uint32
+	Cgroup   uint64
+	Policy   uint32
+	PeerId   uint32
+	Sport    uint16
+	Dport    uint16
+	OrigPort uint16
+	Family   uint8
+	Proto    uint8
+	Kind     uint8
+	Verdict  uint8
+	Reason   uint8
+	Dir      uint8
+	TcpFlags uint8
+	Pad      [3]uint8
+}
+
 type SockMaglevKey struct {
 	_     structs.HostLayout
 	Id    uint32
@@ -154,29 +176,33 @@ type SockSvcValue struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	SockMapSkiffAffinity      = "skiff_affinity"
-	SockMapSkiffBackends      = "skiff_backends"
-	SockMapSkiffBackends6     = "skiff_backends6"
-	SockMapSkiffCt            = "skiff_ct"
-	SockMapSkiffCt6           = "skiff_ct6"
-	SockMapSkiffHostNetns     = "skiff_host_netns"
-	SockMapSkiffMaglev        = "skiff_maglev"
-	SockMapSkiffMeta          = "skiff_meta"
-	SockMapSkiffServices      = "skiff_services"
-	SockMapSkiffServices6     = "skiff_services6"
-	SockMapSkiffSockNat       = "skiff_sock_nat"
-	SockMapSkiffSockNat6      = "skiff_sock_nat6"
-	SockMapSkiffSvcNames      = "skiff_svc_names"
-	SockProgSkiffConnect4     = "skiff_connect4"
-	SockProgSkiffConnect6     = "skiff_connect6"
-	SockProgSkiffGetpeername4 = "skiff_getpeername4"
-	SockProgSkiffGetpeername6 = "skiff_getpeername6"
-	SockProgSkiffRecvmsg4     = "skiff_recvmsg4"
-	SockProgSkiffRecvmsg6     = "skiff_recvmsg6"
-	SockProgSkiffSendmsg4     = "skiff_sendmsg4"
-	SockProgSkiffSendmsg6     = "skiff_sendmsg6"
-	SockProgSkiffSockRelease  = "skiff_sock_release"
-	SockVarSkiffMapVersion    = "skiff_map_version"
+	SockMapSkiffAffinity        = "skiff_affinity"
+	SockMapSkiffBackends        = "skiff_backends"
+	SockMapSkiffBackends6       = "skiff_backends6"
+	SockMapSkiffCt              = "skiff_ct"
+	SockMapSkiffCt6             = "skiff_ct6"
+	SockMapSkiffFlowConfig      = "skiff_flow_config"
+	SockMapSkiffFlowLost        = "skiff_flow_lost"
+	SockMapSkiffFlows           = "skiff_flows"
+	SockMapSkiffHostNetns       = "skiff_host_netns"
+	SockMapSkiffMaglev          = "skiff_maglev"
+	SockMapSkiffMeta            = "skiff_meta"
+	SockMapSkiffServices        = "skiff_services"
+	SockMapSkiffServices6       = "skiff_services6"
+	SockMapSkiffSockNat         = "skiff_sock_nat"
+	SockMapSkiffSockNat6        = "skiff_sock_nat6"
+	SockMapSkiffSvcNames        = "skiff_svc_names"
+	SockProgSkiffConnect4       = "skiff_connect4"
+	SockProgSkiffConnect6       = "skiff_connect6"
+	SockProgSkiffGetpeername4   = "skiff_getpeername4"
+	SockProgSkiffGetpeername6   = "skiff_getpeername6"
+	SockProgSkiffRecvmsg4       = "skiff_recvmsg4"
+	SockProgSkiffRecvmsg6       = "skiff_recvmsg6"
+	SockProgSkiffSendmsg4       = "skiff_sendmsg4"
+	SockProgSkiffSendmsg6       = "skiff_sendmsg6"
+	SockProgSkiffSockRelease    = "skiff_sock_release"
+	SockVarSkiffFlowEventLayout = "skiff_flow_event_layout"
+	SockVarSkiffMapVersion      = "skiff_map_version"
 )
 
 // LoadSock returns the embedded CollectionSpec for Sock.
@@ -236,26 +262,30 @@ type SockProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SockMapSpecs struct {
-	SkiffAffinity  *ebpf.MapSpec `ebpf:"skiff_affinity"`
-	SkiffBackends  *ebpf.MapSpec `ebpf:"skiff_backends"`
-	SkiffBackends6 *ebpf.MapSpec `ebpf:"skiff_backends6"`
-	SkiffCt        *ebpf.MapSpec `ebpf:"skiff_ct"`
-	SkiffCt6       *ebpf.MapSpec `ebpf:"skiff_ct6"`
-	SkiffHostNetns *ebpf.MapSpec `ebpf:"skiff_host_netns"`
-	SkiffMaglev    *ebpf.MapSpec `ebpf:"skiff_maglev"`
-	SkiffMeta      *ebpf.MapSpec `ebpf:"skiff_meta"`
-	SkiffServices  *ebpf.MapSpec `ebpf:"skiff_services"`
-	SkiffServices6 *ebpf.MapSpec `ebpf:"skiff_services6"`
-	SkiffSockNat   *ebpf.MapSpec `ebpf:"skiff_sock_nat"`
-	SkiffSockNat6  *ebpf.MapSpec `ebpf:"skiff_sock_nat6"`
-	SkiffSvcNames  *ebpf.MapSpec `ebpf:"skiff_svc_names"`
+	SkiffAffinity   *ebpf.MapSpec `ebpf:"skiff_affinity"`
+	SkiffBackends   *ebpf.MapSpec `ebpf:"skiff_backends"`
+	SkiffBackends6  *ebpf.MapSpec `ebpf:"skiff_backends6"`
+	SkiffCt         *ebpf.MapSpec `ebpf:"skiff_ct"`
+	SkiffCt6        *ebpf.MapSpec `ebpf:"skiff_ct6"`
+	SkiffFlowConfig *ebpf.MapSpec `ebpf:"skiff_flow_config"`
+	SkiffFlowLost   *ebpf.MapSpec `ebpf:"skiff_flow_lost"`
+	SkiffFlows      *ebpf.MapSpec `ebpf:"skiff_flows"`
+	SkiffHostNetns  *ebpf.MapSpec `ebpf:"skiff_host_netns"`
+	SkiffMaglev     *ebpf.MapSpec `ebpf:"skiff_maglev"`
+	SkiffMeta       *ebpf.MapSpec `ebpf:"skiff_meta"`
+	SkiffServices   *ebpf.MapSpec `ebpf:"skiff_services"`
+	SkiffServices6  *ebpf.MapSpec `ebpf:"skiff_services6"`
+	SkiffSockNat    *ebpf.MapSpec `ebpf:"skiff_sock_nat"`
+	SkiffSockNat6   *ebpf.MapSpec `ebpf:"skiff_sock_nat6"`
+	SkiffSvcNames   *ebpf.MapSpec `ebpf:"skiff_svc_names"`
 }
 
 // SockVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SockVariableSpecs struct {
-	SkiffMapVersion *ebpf.VariableSpec `ebpf:"skiff_map_version"`
+	SkiffFlowEventLayout *ebpf.VariableSpec `ebpf:"skiff_flow_event_layout"`
+	SkiffMapVersion      *ebpf.VariableSpec `ebpf:"skiff_map_version"`
 }
 
 // SockObjects contains all objects after they have been loaded into the kernel.
@@ -278,19 +308,22 @@ func (o *SockObjects) Close() error {
 //
 // It can be passed to LoadSockObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SockMaps struct {
-	SkiffAffinity  *ebpf.Map `ebpf:"skiff_affinity"`
-	SkiffBackends  *ebpf.Map `ebpf:"skiff_backends"`
-	SkiffBackends6 *ebpf.Map `ebpf:"skiff_backends6"`
-	SkiffCt        *ebpf.Map `ebpf:"skiff_ct"`
-	SkiffCt6       *ebpf.Map `ebpf:"skiff_ct6"`
-	SkiffHostNetns *ebpf.Map `ebpf:"skiff_host_netns"`
-	SkiffMaglev    *ebpf.Map `ebpf:"skiff_maglev"`
-	SkiffMeta      *ebpf.Map `ebpf:"skiff_meta"`
-	SkiffServices  *ebpf.Map `ebpf:"skiff_services"`
-	SkiffServices6 *ebpf.Map `ebpf:"skiff_services6"`
-	SkiffSockNat   *ebpf.Map `ebpf:"skiff_sock_nat"`
-	SkiffSockNat6  *ebpf.Map `ebpf:"skiff_sock_nat6"`
-	SkiffSvcNames  *ebpf.Map `ebpf:"skiff_svc_names"`
+	SkiffAffinity   *ebpf.Map `ebpf:"skiff_affinity"`
+	SkiffBackends   *ebpf.Map `ebpf:"skiff_backends"`
+	SkiffBackends6  *ebpf.Map `ebpf:"skiff_backends6"`
+	SkiffCt         *ebpf.Map `ebpf:"skiff_ct"`
+	SkiffCt6        *ebpf.Map `ebpf:"skiff_ct6"`
+	SkiffFlowConfig *ebpf.Map `ebpf:"skiff_flow_config"`
+	SkiffFlowLost   *ebpf.Map `ebpf:"skiff_flow_lost"`
+	SkiffFlows      *ebpf.Map `ebpf:"skiff_flows"`
+	SkiffHostNetns  *ebpf.Map `ebpf:"skiff_host_netns"`
+	SkiffMaglev     *ebpf.Map `ebpf:"skiff_maglev"`
+	SkiffMeta       *ebpf.Map `ebpf:"skiff_meta"`
+	SkiffServices   *ebpf.Map `ebpf:"skiff_services"`
+	SkiffServices6  *ebpf.Map `ebpf:"skiff_services6"`
+	SkiffSockNat    *ebpf.Map `ebpf:"skiff_sock_nat"`
+	SkiffSockNat6   *ebpf.Map `ebpf:"skiff_sock_nat6"`
+	SkiffSvcNames   *ebpf.Map `ebpf:"skiff_svc_names"`
 }
 
 func (m *SockMaps) Close() error {
@@ -300,6 +333,9 @@ func (m *SockMaps) Close() error {
 		m.SkiffBackends6,
 		m.SkiffCt,
 		m.SkiffCt6,
+		m.SkiffFlowConfig,
+		m.SkiffFlowLost,
+		m.SkiffFlows,
 		m.SkiffHostNetns,
 		m.SkiffMaglev,
 		m.SkiffMeta,
@@ -315,7 +351,8 @@ func (m *SockMaps) Close() error {
 //
 // It can be passed to LoadSockObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SockVariables struct {
-	SkiffMapVersion *ebpf.Variable `ebpf:"skiff_map_version"`
+	SkiffFlowEventLayout *ebpf.Variable `ebpf:"skiff_flow_event_layout"`
+	SkiffMapVersion      *ebpf.Variable `ebpf:"skiff_map_version"`
 }
 
 // SockPrograms contains all programs after they have been loaded into the kernel.

@@ -219,8 +219,8 @@ func PolicyLatency(ctx context.Context, c kubernetes.Interface, pinDir string, p
 				return false, err
 			}
 			defer v.Close()
-			in, _, ok := v.Isolation(ip)
-			return ok && in == want, nil
+			iso, ok := v.Isolation(ip)
+			return ok && iso.Ingress == want, nil
 		}
 	}
 	timed := func(what string, want bool, change func() error) (time.Duration, error) {
