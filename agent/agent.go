@@ -50,6 +50,7 @@ import (
 	"github.com/skiff-sh/skiff/agent/stats"
 	"github.com/skiff-sh/skiff/agent/volumes"
 	"github.com/skiff-sh/skiff/bgp"
+	"github.com/skiff-sh/skiff/dataplane/flows"
 	"github.com/skiff-sh/skiff/dataplane/loader"
 	"github.com/skiff-sh/skiff/dataplane/netpol"
 	"github.com/skiff-sh/skiff/dataplane/proxy"
@@ -227,6 +228,7 @@ type nodeAgent struct {
 	proxySyncs     *prometheus.HistogramVec
 	policyEnforcer *netpol.Enforcer
 	dnsServer      *clusterdns.Server
+	flows          flows.Observer
 }
 
 // infrastructure readies what every other part stands on: the API client, the kernel (fixed
@@ -469,7 +471,7 @@ func (a *nodeAgent) workloads(conn *grpc.ClientConn) (stop func()) {
 	rt, img := runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn)
 	if o.ServingCert != "" {
 		sup.Go(supervisor.Part{Name: "agent-api", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
-			h := (&api.Server{Runtime: rt, Netns: o.Netns, Stats: &stats.Source{Runtime: rt, NodeName: o.NodeName}}).Handler()
+			h := (&api.Server{Runtime: rt, Netns: o.Netns, Stats: &stats.Source{Runtime: rt, NodeName: o.NodeName}, Flows: a.flows.Handler()}).Handler()
 			return api.Serve(ctx, o.APIAddress, o.ServingCert, o.ServingKey, o.ClientCA, h)
 		}})
 	}
@@ -497,6 +499,11 @@ func (a *nodeAgent) workloads(conn *grpc.ClientConn) (stop func()) {
 			MemoryCapacity: memoryCapacity.Value(), ClusterDNS: o.ClusterDNS, ClusterDNSService: o.DNS, ClusterDomain: o.ClusterDomain, ResolvConf: o.ResolvConf,
 			Services: a.shared.Core().V1().Services(), StartInformers: a.shared.Start,
 			Volumes: vols, PodsDir: dirs.Pods(), Allocatable: allocatable, RegistryLogins: dirs.RegistryLogins(), Pressure: a.nodeOpts.Pressure}, log)
+	// Flow events: read from the ring the eBPF programs pin, named from the policy
+	// enforcer's view, the service maps and the node's pod cgroups (`skiff observe`).
+	names := &flowNames{enforcer: a.policyEnforcer, proxy: &a.proxy, pods: pm.ActivePods, cgroupRoot: filepath.Join(cgroups.Unified(), o.CgroupRoot)}
+	a.flows.PinDir, a.flows.Node, a.flows.Names, a.flows.Log = loader.PinDir(o.NodeName), o.NodeName, names, log.With("component", "flows")
+	sup.Go(supervisor.Part{Name: "flows", Policy: supervisor.Restart, Run: a.flows.Run})
 	sup.Go(supervisor.Part{Name: "pod-resources", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
 		return (&podresources.Server{Pods: pm.ActivePods, CPUs: a.cpus}).Run(ctx, dirs.PodResourcesSocket())
 	}})
@@ -530,7 +537,7 @@ func (a *nodeAgent) workloads(conn *grpc.ClientConn) (stop func()) {
 	sup.Go(supervisor.Part{Name: "eviction", Policy: supervisor.Restart, Run: pmgr.Run})
 	if o.HealthzAddress != "" {
 		sup.Go(supervisor.Part{Name: "healthz", Policy: supervisor.Restart, Run: func(ctx context.Context) error {
-			return serveHealthz(ctx, o.HealthzAddress, a.ctr, sup, &a.speaker, proxyCollector{proxy: &a.proxy, maps: &a.mapStatus, syncs: a.proxySyncs}, a.policyEnforcer, a.dnsServer)
+			return serveHealthz(ctx, o.HealthzAddress, a.ctr, sup, &a.speaker, proxyCollector{proxy: &a.proxy, maps: &a.mapStatus, syncs: a.proxySyncs}, a.policyEnforcer, a.dnsServer, &a.flows)
 		}})
 	}
 	if o.PodManifestPath != "" {

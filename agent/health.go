@@ -17,6 +17,7 @@ import (
 	"github.com/skiff-sh/skiff/agent/clusterdns"
 	"github.com/skiff-sh/skiff/agent/runtime"
 	"github.com/skiff-sh/skiff/bgp"
+	"github.com/skiff-sh/skiff/dataplane/flows"
 	"github.com/skiff-sh/skiff/dataplane/loader"
 	"github.com/skiff-sh/skiff/dataplane/netpol"
 	"github.com/skiff-sh/skiff/dataplane/services"
@@ -28,10 +29,10 @@ import (
 // states and route counts, the service tables, each part's state) and /debug/pprof on the
 // agent's loopback address.
 func serveHealthz(ctx context.Context, addr string, ctr *runtime.Containerd, sup *supervisor.Supervisor, speaker *atomic.Pointer[bgp.Speaker],
-	proxy proxyCollector, policy *netpol.Enforcer, dnsServer *clusterdns.Server) error {
+	proxy proxyCollector, policy *netpol.Enforcer, dnsServer *clusterdns.Server, flowObserver *flows.Observer) error {
 	mux := http.NewServeMux()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(bgpCollector{speaker}, proxy, partsCollector{sup})
+	reg.MustRegister(bgpCollector{speaker}, proxy, partsCollector{sup}, flowObserver)
 	if policy != nil {
 		reg.MustRegister(policyCollector{policy})
 	}
@@ -237,7 +238,7 @@ func (c policyCollector) Collect(ch chan<- prometheus.Metric) {
 // MetricDescriptions are the agent's own metrics (beside GoBGP's bgp_* ones), described by
 // the collectors /metrics registers, for the reference docs (`make docs`).
 func MetricDescriptions() []*prometheus.Desc {
-	collectors := []prometheus.Collector{partsCollector{}, proxyCollector{syncs: newProxySyncSeconds()}, policyCollector{}}
+	collectors := []prometheus.Collector{partsCollector{}, proxyCollector{syncs: newProxySyncSeconds()}, policyCollector{}, &flows.Observer{}}
 	collectors = append(collectors, clusterdns.NewMetrics().Collectors()...)
 	ch := make(chan *prometheus.Desc)
 	go func() {

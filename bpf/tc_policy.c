@@ -11,8 +11,8 @@
  *
  * IPv6 is decided the same way with maps of its own (endpoints, identities, ipBlock prefixes,
  * rules and flows keyed by 16-byte addresses; identities are shared, so a dual-stack pod is
- * one peer in both families). Neighbour discovery always passes, and a link-local peer is the
- * node (only the host side of the veth shares the link with the pod). Extension headers are
+ * one peer in both families). Neighbour discovery and link-scope multicast always pass, and a
+ * link-local peer is the node (only the host side of the veth shares the link with the pod). Extension headers are
  * not walked: a packet with one matches rules for every protocol only.
  *
  * Policies in audit mode (policy.skiff.sh/mode: audit) isolate nothing: their rules sit beside
@@ -399,6 +399,10 @@ static __always_inline int verdict6(struct ipv6hdr *ip6, void *end, __u8 dir)
 		if (icmp->icmp6_type >= 133 && icmp->icmp6_type <= 137)
 			return TC_ACT_OK;
 	}
+	/* Link-scope multicast (ff02::/16: MLD reports, duplicate address detection, router
+	 * solicitations) never leaves the veth: it is between the pod and its node. */
+	if ((ip6->daddr.in6_u.u6_addr32[0] & bpf_htonl(0xffff0000)) == bpf_htonl(0xff020000))
+		return TC_ACT_OK;
 	struct pol_addr6 ep, peer;
 	__builtin_memcpy(&ep, dir == POL_EGRESS ? &ip6->saddr : &ip6->daddr, sizeof(ep));
 	__builtin_memcpy(&peer, dir == POL_EGRESS ? &ip6->daddr : &ip6->saddr, sizeof(peer));

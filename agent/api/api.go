@@ -1,6 +1,7 @@
 // Package api is the node agent's HTTPS API (port 10250), which the API server calls as its
 // kubelet client to stream container logs (kubectl logs), run commands (kubectl exec) and read
-// resource usage (metrics.k8s.io). Only clients with a certificate of
+// resource usage (metrics.k8s.io), and which `skiff observe` reads the node's flows from
+// (/flows, through the API server's nodes/proxy). Only clients with a certificate of
 // the cluster CA are served: the API server's apiserver-kubelet-client and administrators.
 package api
 
@@ -29,6 +30,8 @@ type Server struct {
 	Netns string
 	// Stats is the node's resource usage (/stats/summary, /metrics/resource).
 	Stats *stats.Source
+	// Flows serves the node's flow events (/flows, dataplane/flows), if set.
+	Flows http.Handler
 }
 
 // Handler routes the API.
@@ -41,6 +44,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /stats/summary", s.summary)
 	mux.HandleFunc("GET /metrics/resource", s.resourceMetrics)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
+	if s.Flows != nil {
+		mux.Handle("GET /flows", s.Flows)
+	}
 	return mux
 }
 

@@ -78,6 +78,7 @@ func newRoot() *cobra.Command {
 		withConfigFile(agentCommand()),
 		bgpCommand(),
 		bpfCommand(),
+		observeCommand(),
 		policyCommand(),
 		dnsCommand(),
 		labCommand(),

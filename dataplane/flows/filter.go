@@ -45,7 +45,11 @@ func ParseFilter(q url.Values) (Filter, error) {
 	f.Pods = nonEmpty(q["pod"])
 	f.Namespaces = nonEmpty(q["namespace"])
 	f.Services = nonEmpty(q["service"])
-	for _, s := range nonEmpty(q["label"]) {
+	// A selector has its own commas (app=web,tier in (a,b)): one per value, unsplit.
+	for _, s := range q["label"] {
+		if strings.TrimSpace(s) == "" {
+			continue
+		}
 		sel, err := labels.Parse(s)
 		if err != nil {
 			return f, fmt.Errorf("label %q: %w", s, err)

@@ -120,6 +120,7 @@ func Describe(e Event, names Names, node string, bootWall time.Time) Flow {
 			f.Policies = names.Isolating(endpoint, e.Dir, false)
 		case e.Verdict == VerdictAudit:
 			f.Policies = names.Isolating(endpoint, e.Dir, true)
+			f.Reason = "audit-mode policies would drop it (no enforced policy selects the pod)"
 		}
 	case KindTranslate, KindDrop:
 		if e.Cgroup != 0 {

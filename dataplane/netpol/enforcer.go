@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -74,6 +75,9 @@ type Enforcer struct {
 	ready   chan struct{}
 	last    *policy.Result
 	host    []netip.Addr
+	// names and views name flow events (names.go) without taking mu.
+	names atomic.Pointer[names]
+	views atomic.Pointer[podViews]
 }
 
 // NewEnforcer returns an enforcer; Run runs it.
@@ -113,6 +117,7 @@ func (e *Enforcer) Run(ctx context.Context, client kubernetes.Interface) error {
 	e.mu.Lock()
 	e.p, e.pods, e.nss, e.netpols = p, views, nss.Lister(), netpols.Lister()
 	e.mu.Unlock()
+	e.views.Store(views)
 	defer func() {
 		e.mu.Lock()
 		e.p = nil
@@ -238,6 +243,7 @@ func (e *Enforcer) syncLocked() error {
 		return err
 	}
 	e.last = res
+	e.names.Store(&names{res: res, policies: append([]string(nil), e.p.list...)})
 	return nil
 }
 
