@@ -141,4 +141,3 @@ func observeKubeconfig(flag string) string {
 	}
 	return clientcmd.RecommendedHomeFile
 }
-

@@ -146,7 +146,7 @@ spec:
 	t.Logf("a drop reached skiff observe -f %v after the datapath dropped it", dropped.at.Sub(f.Time).Round(time.Millisecond))
 	// The same, printed for people.
 	out, err := observe("--verdict", "dropped", "--pod", "web", "--last", "1")
-	if err != nil || !regexp.MustCompile(`\[` + name + `-node2\]: default/client:\d+ -> default/web:8080 policy-verdict:default/web-from-allowed INGRESS DROPPED \(TCP Flags: SYN\) no rule admits it`).MatchString(out) {
+	if err != nil || !regexp.MustCompile(`\[`+name+`-node2\]: default/client:\d+ -> default/web:8080 policy-verdict:default/web-from-allowed INGRESS DROPPED \(TCP Flags: SYN\) no rule admits it`).MatchString(out) {
 		t.Errorf("skiff observe --verdict dropped: %v\n%s", err, out)
 	}
 
@@ -191,7 +191,7 @@ spec:
 
 	// 3. The Service translation: from the client pod (its socket's cgroup) to web2.
 	out, err = observe("--type", "translation", "--service", "default/web2", "--last", "1")
-	if err != nil || !regexp.MustCompile(`\[` + name + `-node1\]: default/client -> default/web2:8080 \(default/web2 [0-9.]+:80\) translation FORWARDED \(TCP\)`).MatchString(out) {
+	if err != nil || !regexp.MustCompile(`\[`+name+`-node1\]: default/client -> default/web2:8080 \(default/web2 [0-9.]+:80\) translation FORWARDED \(TCP\)`).MatchString(out) {
 		t.Errorf("skiff observe --type translation: %v\n%s", err, out)
 	}
 
