@@ -9,6 +9,8 @@
  * the event is not written and skiff_flow_lost counts it (per CPU, no contention), so a flood
  * costs the datapath one failed reservation, and the loss is visible.
  *
+ * The reader is woken per batch, not per event (flow_end).
+ *
  * Events are written only while skiff_flow_config[0] is non-zero: the agent turns them on
  * when it starts reading (and `make bench` turns them off to measure their cost). */
 #ifndef SKIFF_FLOW_H
@@ -64,6 +66,8 @@ struct flow_event {
 const struct flow_event *skiff_flow_event_layout __attribute__((unused));
 
 #define FLOW_RING_BYTES (1 << 20)
+/* A sixteenth of the ring: about 680 events. */
+#define FLOW_WAKEUP_BYTES (FLOW_RING_BYTES / 16)
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -112,9 +116,13 @@ static __always_inline struct flow_event *flow_begin(__u8 kind, __u8 verdict, __
 	return e;
 }
 
+/* flow_end hands the event to the reader, waking it only once a batch waits: a wakeup per
+ * event would cost every new flow an interrupt and a context switch (the agent reads at
+ * least every 100 ms anyway, so an event is seen within that). */
 static __always_inline void flow_end(struct flow_event *e)
 {
-	bpf_ringbuf_submit(e, 0);
+	__u64 waiting = bpf_ringbuf_query(&skiff_flows, BPF_RB_AVAIL_DATA);
+	bpf_ringbuf_submit(e, waiting >= FLOW_WAKEUP_BYTES ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 
 /* flow_addrs4 sets an IPv4 event's addresses, ports and protocol. */

@@ -24,6 +24,10 @@ const (
 	LostMap   = "skiff_flow_lost"
 )
 
+// ReadInterval is how long an event can wait in the ring before the agent reads it (the
+// programs wake the reader early only when a batch waits).
+const ReadInterval = 100 * time.Millisecond
+
 // DefaultCapacity is how many flows a node keeps (Hubble's default ring holds 4,095).
 const DefaultCapacity = 4096
 
@@ -109,7 +113,12 @@ func (o *Observer) Run(ctx context.Context) error {
 	}
 	var rec ringbuf.Record
 	for {
+		// The programs wake the reader per batch: what waits is read at least this often.
+		rd.SetDeadline(time.Now().Add(ReadInterval))
 		if err := rd.ReadInto(&rec); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				continue
+			}
 			if errors.Is(err, os.ErrClosed) || ctx.Err() != nil {
 				return nil
 			}

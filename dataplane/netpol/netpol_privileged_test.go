@@ -78,7 +78,7 @@ func loadTestPolicy(t *testing.T) *Policy {
 }
 
 // flowEvents turns p's flow events on and reads them.
-func flowEvents(t *testing.T, p *Policy) *ringbuf.Reader {
+func flowEvents(t testing.TB, p *Policy) *ringbuf.Reader {
 	t.Helper()
 	setFlowEvents(t, p, true)
 	rd, err := ringbuf.NewReader(p.objs.SkiffFlows)
@@ -89,7 +89,7 @@ func flowEvents(t *testing.T, p *Policy) *ringbuf.Reader {
 	return rd
 }
 
-func setFlowEvents(t *testing.T, p *Policy, on bool) {
+func setFlowEvents(t testing.TB, p *Policy, on bool) {
 	t.Helper()
 	v := uint64(0)
 	if on {
@@ -101,9 +101,9 @@ func setFlowEvents(t *testing.T, p *Policy, on bool) {
 }
 
 // nextFlowEvent is the one event a program run just wrote.
-func nextFlowEvent(t *testing.T, rd *ringbuf.Reader) flows.Event {
+func nextFlowEvent(t testing.TB, rd *ringbuf.Reader) flows.Event {
 	t.Helper()
-	rd.SetDeadline(time.Now().Add(time.Second))
+	rd.SetDeadline(time.Now()) // the run was synchronous: its event waits (unwoken, as a batch's first)
 	rec, err := rd.Read()
 	if err != nil {
 		t.Fatalf("no flow event: %v", err)
@@ -635,5 +635,131 @@ func TestPolicyProgramIPv6(t *testing.T) {
 	}
 	if runProg(t, p.objs.SkiffPolicyToPod, l6packet(b6, a6, 0)) != tcxNext {
 		t.Error("b → a after the policy went: dropped")
+	}
+}
+
+// floodPolicy loads the programs with x/server isolated (nothing admitted) and returns them
+// with a packet its policy drops.
+func floodPolicy(tb testing.TB) (*Policy, []byte) {
+	tb.Helper()
+	if os.Geteuid() != 0 {
+		tb.Fatal("needs root (BPF)")
+	}
+	dir := filepath.Join(loader.BPFFS, fmt.Sprintf("skiff-flood-%d", os.Getpid()))
+	tb.Cleanup(func() { _ = os.RemoveAll(dir) })
+	p, err := LoadPolicy(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(p.Close)
+	server, client := netip.MustParseAddr("10.244.0.1"), netip.MustParseAddr("10.244.0.2")
+	pods := []policy.Pod{
+		{Namespace: "x", Name: "server", Labels: map[string]string{"app": "server"}, IPs: []netip.Addr{server}},
+		{Namespace: "x", Name: "client", Labels: map[string]string{"app": "client"}, IPs: []netip.Addr{client}},
+	}
+	deny := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "deny"}, Spec: networkingv1.NetworkPolicySpec{
+		PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "server"}}}}
+	res, _ := policy.Compile(policy.NewAllocator(), []*networkingv1.NetworkPolicy{deny}, pods, nil, nil)
+	if _, err := p.Sync(res, func(netip.Addr) bool { return true }, nil); err != nil {
+		tb.Fatal(err)
+	}
+	return p, l4packet(client, server, policy.TCP, 40000, 80)
+}
+
+// lostEvents sums the per-CPU counter of events the ring had no room for.
+func lostEvents(tb testing.TB, p *Policy) uint64 {
+	tb.Helper()
+	var perCPU []uint64
+	if err := p.objs.SkiffFlowLost.Lookup(uint32(0), &perCPU); err != nil {
+		tb.Fatal(err)
+	}
+	var n uint64
+	for _, v := range perCPU {
+		n += v
+	}
+	return n
+}
+
+// drainEvents reads every event waiting in the ring.
+func drainEvents(tb testing.TB, rd *ringbuf.Reader) int {
+	tb.Helper()
+	n := 0
+	for {
+		rd.SetDeadline(time.Now())
+		if _, err := rd.Read(); err != nil {
+			return n
+		}
+		n++
+	}
+}
+
+// A flood of dropped packets with nobody reading fills the ring and no more: every event is
+// either in the ring or counted as lost, and the packets are dropped all the same.
+func TestFlowEventsLostAreCounted(t *testing.T) {
+	p, pkt := floodPolicy(t)
+	rd := flowEvents(t, p)
+	const packets = 50000
+	ret, _, err := p.objs.SkiffPolicyToPod.Benchmark(pkt, packets, nil)
+	if err != nil || ret != tcxDrop {
+		t.Fatalf("verdict %d, %v", ret, err)
+	}
+	written, lost := drainEvents(t, rd), lostEvents(t, p)
+	if uint64(written)+lost != packets || lost == 0 || written == 0 {
+		t.Fatalf("%d events written and %d lost for %d drops: want all %d accounted for, some lost", written, lost, packets, packets)
+	}
+	t.Logf("%d drops with nobody reading: %d events in the ring, %d counted lost", packets, written, lost)
+	// Off, nothing is written or lost.
+	setFlowEvents(t, p, false)
+	if _, _, err := p.objs.SkiffPolicyToPod.Benchmark(pkt, 1000, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n, l := drainEvents(t, rd), lostEvents(t, p); n != 0 || l != lost {
+		t.Fatalf("events off: %d written, %d more lost", n, l-lost)
+	}
+}
+
+// BenchmarkFlowEventsFlood is the cost of an event on the datapath's two event paths — a
+// dropped packet (an event each) and a new connection admitted (an event once) — with events
+// off and on, and a flood's losses: 1,000,000 drops with nobody reading.
+func BenchmarkFlowEventsFlood(b *testing.B) {
+	p, drop := floodPolicy(b)
+	rd := flowEvents(b, p)
+	open := l4packet(netip.MustParseAddr("10.244.0.1"), netip.MustParseAddr("10.244.0.2"), policy.TCP, 40000, 80) // to the unpoliced client
+	perPacket := func(pkt []byte, repeat int, fresh bool) time.Duration {
+		var ds []time.Duration
+		for range 301 {
+			if fresh {
+				clearFlows(nil, p)
+			}
+			_, d, err := p.objs.SkiffPolicyToPod.Benchmark(pkt, repeat, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ds = append(ds, d)
+			drainEvents(b, rd)
+		}
+		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+		return ds[len(ds)/2]
+	}
+	for i := 0; i < b.N; i++ {
+		setFlowEvents(b, p, false)
+		dropOff, newOff := perPacket(drop, 100, false), perPacket(open, 1, true)
+		setFlowEvents(b, p, true)
+		dropOn, newOn := perPacket(drop, 100, false), perPacket(open, 1, true)
+		lostBefore := lostEvents(b, p)
+		drainEvents(b, rd)
+		const flood = 1000000
+		if _, _, err := p.objs.SkiffPolicyToPod.Benchmark(drop, flood, nil); err != nil {
+			b.Fatal(err)
+		}
+		written, lost := drainEvents(b, rd), lostEvents(b, p)-lostBefore
+		fmt.Printf("\nFlow events on the datapath (BPF_PROG_RUN, median of 301)   off         on          on/off\n")
+		fmt.Printf("  a dropped packet (an event each)                      %8v   %8v   %6.2fx\n", dropOff, dropOn, float64(dropOn)/float64(dropOff))
+		fmt.Printf("  a new connection admitted (an event once)             %8v   %8v   %6.2fx\n", newOff, newOn, float64(newOn)/float64(newOff))
+		fmt.Printf("  a flood of %d drops, nobody reading: %d events in the ring, %d counted lost (%d unaccounted)\n",
+			flood, written, lost, flood-uint64(written)-lost)
+		b.ReportMetric(float64(dropOn)/float64(dropOff), "drop-on/off")
+		b.ReportMetric(float64(newOn)/float64(newOff), "new-on/off")
+		b.ReportMetric(float64(lost), "flood-lost")
 	}
 }

@@ -1,0 +1,69 @@
+package bench
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"path/filepath"
+	"testing"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/skiff-sh/skiff/dataplane/flows"
+	"github.com/skiff-sh/skiff/dataplane/loader"
+)
+
+// BenchmarkFlowEvents measures what flow events cost the datapath (issue 45: within 5 %): in a
+// lab of two workers with NetworkPolicy on and a policy admitting the client, conn/s and
+// request p50 from a pod on node1 to one on node2 — every connection a new flow, so two
+// events (egress on node1, ingress on node2) — with events off and on, alternated three times
+// in this one run, the agents reading them as usual. (The flood — events lost when nothing
+// keeps up, counted — is BenchmarkFlowEventsFlood in dataplane/netpol.)
+func BenchmarkFlowEvents(b *testing.B) {
+	e := newPolicyLab(b, "bfe", true)
+	e.createPolicy(denyServers())
+	e.createPolicy(allowClients())
+	e.shells["client-1"].answered("the client admitted", func() string { return e.target("server-2") })
+	configs := map[string]*ebpf.Map{}
+	for _, node := range []string{"node1", "node2"} {
+		m, err := ebpf.LoadPinnedMap(filepath.Join(loader.PinDir(e.name+"-"+node), flows.ConfigMap), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer m.Close()
+		configs[node] = m
+	}
+	set := func(on bool) {
+		v := uint64(0)
+		if on {
+			v = 1
+		}
+		for node, m := range configs {
+			if err := m.Put(uint32(0), v); err != nil {
+				b.Fatalf("%s: %v", node, err)
+			}
+		}
+	}
+	defer set(true) // as the agents left them
+	var off, on []load
+	for range 3 {
+		set(false)
+		off = append(off, e.measure("client-1", "server-2"))
+		set(true)
+		on = append(on, e.measure("client-1", "server-2"))
+	}
+	mOff, mOn := medianLoad(off), medianLoad(on)
+	fmt.Printf("\nFlow events (policy verdicts on both nodes, every connection new)   conn/s        p50 µs\n")
+	fmt.Printf("  events off (baseline)                                       %10.0f    %8d\n", mOff.rate, mOff.p50)
+	fmt.Printf("  events on                                                   %10.0f    %8d\n", mOn.rate, mOn.p50)
+	fmt.Printf("  on / off                                                    %10.3fx   %8.3fx\n", mOn.rate/mOff.rate, float64(mOn.p50)/float64(mOff.p50))
+	b.ReportMetric(mOn.rate/mOff.rate, "conn/s-on/off")
+	b.ReportMetric(float64(mOn.p50)/float64(mOff.p50), "p50-on/off")
+}
+
+// medianLoad is the run with the median rate.
+func medianLoad(runs []load) load {
+	sorted := slices.Clone(runs)
+	slices.SortFunc(sorted, func(a, b load) int { return cmp.Compare(a.rate, b.rate) })
+	return sorted[len(sorted)/2]
+}
