@@ -67,8 +67,10 @@ bench: deps build kube-proxy coredns ## benchmarks: API and watch latency, HA wr
 	$(GO) test -run '^$$' -bench 'ProgramServices|ProgramChange' -benchtime 3x -timeout 20m ./dataplane/loader/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench Connect -benchtime 2000x -timeout 20m ./dataplane/loader/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench PolicyVerdict -benchtime 3x -timeout 20m ./dataplane/netpol/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench FlowEventsFlood -benchtime 1x -timeout 20m ./dataplane/netpol/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench Compile -benchtime 5x -timeout 20m ./dataplane/policy/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench NetworkPolicy -benchtime 1x -timeout 40m ./tests/bench/... | tee -a bench.out
+	$(GO) test -run '^$$' -bench FlowEvents$$ -benchtime 1x -timeout 20m ./tests/bench/... | tee -a bench.out
 	$(GO) test -run '^$$' -bench ClusterDNS -benchtime 1x -timeout 20m ./tests/bench/... | tee -a bench.out
 	$(GO) test -run '^$$' -bench LoadBalancer -benchtime 1x -timeout 20m ./tests/bench/... | tee -a bench.out
 	$(GO) test -run '^$$' -bench ServiceConnect -benchtime 1x -timeout 60m ./tests/bench/... | tee -a bench.out

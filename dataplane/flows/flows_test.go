@@ -266,3 +266,17 @@ func addr4(s string) uint32 {
 }
 
 func htons(p uint16) uint16 { return p<<8 | p>>8 }
+
+func BenchmarkIngest(b *testing.B) {
+	o := &Observer{Names: fakeNames{}, Node: "n"}
+	o.init()
+	e := ev(KindPolicy, VerdictForwarded, ReasonRule, 1)
+	e.Policy = 1
+	boot := time.Now()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		f := Describe(e, o.Names, o.Node, boot)
+		o.count(&f)
+		o.store.add(f)
+	}
+}
