@@ -50,20 +50,20 @@ func BenchmarkFlowEvents(b *testing.B) {
 	var off, on []load
 	var rates, p50s []float64
 	for round := range 5 {
-		var a, b load
+		var offRun, onRun load
 		if round%2 == 0 {
 			set(false)
-			a = e.measure("client-1", "server-2")
+			offRun = e.measure("client-1", "server-2")
 			set(true)
-			b = e.measure("client-1", "server-2")
+			onRun = e.measure("client-1", "server-2")
 		} else {
 			set(true)
-			b = e.measure("client-1", "server-2")
+			onRun = e.measure("client-1", "server-2")
 			set(false)
-			a = e.measure("client-1", "server-2")
+			offRun = e.measure("client-1", "server-2")
 		}
-		off, on = append(off, a), append(on, b)
-		rates, p50s = append(rates, b.rate/a.rate), append(p50s, float64(b.p50)/float64(a.p50))
+		off, on = append(off, offRun), append(on, onRun)
+		rates, p50s = append(rates, onRun.rate/offRun.rate), append(p50s, float64(onRun.p50)/float64(offRun.p50))
 	}
 	mOff, mOn := medianLoad(off), medianLoad(on)
 	slices.Sort(rates)
