@@ -50,6 +50,19 @@
 #define POL_AUDIT_EGRESS 8
 /* Added to a rule's dir: the rule is an audit-mode policy's (evaluated only for reporting). */
 #define POL_AUDIT 4
+/* Added to a rule's dir: a ClusterNetworkPolicy rule of the Admin or the Baseline tier, whose
+ * value is rank << 2 | action (CNP_*): the lowest value is the first rule in evaluation
+ * order, and dataplane/policy gives each entry the best of those its port prefix is covered
+ * by. The endpoint's POL_ADMIN_* and POL_BASELINE_* bits say a tier has rules for it. */
+#define POL_ADMIN 8
+#define POL_BASELINE 16
+#define POL_ADMIN_INGRESS 16
+#define POL_ADMIN_EGRESS 32
+#define POL_BASELINE_INGRESS 64
+#define POL_BASELINE_EGRESS 128
+#define CNP_ACCEPT 1
+#define CNP_DENY 2
+#define CNP_PASS 3
 
 #define POL_ID_ANY 0
 #define POL_ID_HOST 1
@@ -290,6 +303,43 @@ static __always_inline __u32 rule(__u32 ep, __u32 peer, __u32 peer_id, __u8 dir,
 	return pol;
 }
 
+/* tier_value is the rules map's value for a tier entry (0: none), the lower of the
+ * protocol's and any protocol's. */
+static __always_inline __u32 tier_value(__u32 ep, __u32 peer, __u8 dir, __u8 proto, __be16 port)
+{
+	struct pol_rule_key k = {.prefixlen = 96, .endpoint = ep, .peer = peer, .dir = dir, .proto = proto, .port = port};
+	struct pol_rule_value *v = bpf_map_lookup_elem(&skiff_pol_rules, &k);
+	__u32 best = v ? v->policy : 0;
+	k.proto = 0;
+	k.port = 0;
+	k.prefixlen = 80;
+	v = bpf_map_lookup_elem(&skiff_pol_rules, &k);
+	if (v && (!best || v->policy < best))
+		best = v->policy;
+	return best;
+}
+
+static __always_inline __u32 lower(__u32 a, __u32 b)
+{
+	if (!a)
+		return b;
+	if (!b)
+		return a;
+	return a < b ? a : b;
+}
+
+/* tier is the first rule of a tier (dir carries it) matching the peer as anyone, by its
+ * identity and by its CIDR identity: rank << 2 | action, or 0. */
+static __always_inline __u32 tier(__u32 ep, __u32 peer, __u32 peer_id, __u8 dir, __u8 proto, __be16 port)
+{
+	__u32 best = lower(tier_value(ep, POL_ID_ANY, dir, proto, port), tier_value(ep, peer_id, dir, proto, port));
+	struct pol_cidr_key ck = {.prefixlen = 32, .addr = peer};
+	__u32 *cid = bpf_map_lookup_elem(&skiff_pol_cidrs, &ck);
+	if (cid)
+		best = lower(best, tier_value(ep, *cid, dir, proto, port));
+	return best;
+}
+
 static __always_inline void count_drop(__u32 ep, __u32 dir)
 {
 	struct pol_drop_key k = {.endpoint = ep, .dir = dir};
@@ -331,6 +381,32 @@ static __always_inline __u32 rule6(const __u32 *ep, const __u32 *peer, __u32 pee
 	return pol;
 }
 
+static __always_inline __u32 tier_value6(const __u32 *ep, __u32 peer, __u8 dir, __u8 proto, __be16 port)
+{
+	struct pol_rule6_key k = {.prefixlen = 192, .peer = peer, .dir = dir, .proto = proto, .port = port};
+	__builtin_memcpy(k.endpoint, ep, 16);
+	struct pol_rule_value *v = bpf_map_lookup_elem(&skiff_pol_rules6, &k);
+	__u32 best = v ? v->policy : 0;
+	k.proto = 0;
+	k.port = 0;
+	k.prefixlen = 176;
+	v = bpf_map_lookup_elem(&skiff_pol_rules6, &k);
+	if (v && (!best || v->policy < best))
+		best = v->policy;
+	return best;
+}
+
+static __always_inline __u32 tier6(const __u32 *ep, const __u32 *peer, __u32 peer_id, __u8 dir, __u8 proto, __be16 port)
+{
+	__u32 best = lower(tier_value6(ep, POL_ID_ANY, dir, proto, port), tier_value6(ep, peer_id, dir, proto, port));
+	struct pol_cidr6_key ck = {.prefixlen = 128};
+	__builtin_memcpy(ck.addr, peer, 16);
+	__u32 *cid = bpf_map_lookup_elem(&skiff_pol_cidrs6, &ck);
+	if (cid)
+		best = lower(best, tier_value6(ep, *cid, dir, proto, port));
+	return best;
+}
+
 static __always_inline void count_drop6(const __u32 *ep, __u32 dir)
 {
 	struct pol_drop6_key k = {.dir = dir};
@@ -355,6 +431,31 @@ static __always_inline __u8 exempt(__u8 dir, __u32 peer_id, __u8 proto, __be16 p
 	if (dir == POL_EGRESS && peer_id == POL_ID_HOST && port == bpf_htons(53) && (proto == IPPROTO_UDP || proto == IPPROTO_TCP))
 		return FLOW_REASON_NODE_DNS;
 	return 0;
+}
+
+/* admin_flag and baseline_flag are an endpoint's bits for dir's tiers. */
+static __always_inline __u32 admin_flag(__u8 dir)
+{
+	return dir == POL_EGRESS ? POL_ADMIN_EGRESS : POL_ADMIN_INGRESS;
+}
+
+static __always_inline __u32 baseline_flag(__u8 dir)
+{
+	return dir == POL_EGRESS ? POL_BASELINE_EGRESS : POL_BASELINE_INGRESS;
+}
+
+/* tier_reason is a tier rule's verdict: accepted or denied (a Pass is no verdict). */
+static __always_inline __u8 tier_reason(__u32 t, __u8 accept, __u8 deny)
+{
+	if (!t || (t & 3) == CNP_PASS)
+		return 0;
+	return (t & 3) == CNP_ACCEPT ? accept : deny;
+}
+
+/* dropping says whether a reason drops the packet. */
+static __always_inline int dropping(__u8 reason)
+{
+	return reason == FLOW_REASON_POLICY || reason == FLOW_REASON_ADMIN_DENY || reason == FLOW_REASON_BASELINE_DENY;
 }
 
 /* audit_flags are an endpoint's POL_AUDIT_* bit for dir. */
@@ -450,25 +551,37 @@ static __always_inline int verdict6(struct ipv6hdr *ip6, void *end, __u8 dir)
 			peer_id = *pid;
 	}
 	__be16 port = dport;
-	/* Decided in policy.Decide's order: isolation, the node's exemptions, the rules. */
-	__u8 reason, verdict = FLOW_FORWARDED, ex = exempt(dir, peer_id, proto, port);
+	/* Decided in policy.Decide's order: the node's exemptions, the Admin tier, the
+	 * NetworkPolicies isolating the pod, the Baseline tier, audit-mode policies. */
+	__u8 reason = 0, verdict = FLOW_FORWARDED, ex = exempt(dir, peer_id, proto, port);
 	__u32 pol = 0;
-	if (!isolated) {
-		reason = FLOW_REASON_NOT_ISOLATED;
-		/* Only audit-mode policies select the pod this way: report what they would do. */
-		if (!ex && (e->flags & audit_flag(dir)) && !rule6(ep.addr, peer.addr, peer_id, dir | POL_AUDIT, proto, port))
-			verdict = FLOW_AUDIT;
-	} else if (ex) {
+	if ((isolated || (e->flags & (admin_flag(dir) | baseline_flag(dir)))) && ex) {
 		reason = ex;
 	} else {
-		pol = rule6(ep.addr, peer.addr, peer_id, dir, proto, port);
-		reason = pol ? FLOW_REASON_RULE : FLOW_REASON_POLICY;
+		if (e->flags & admin_flag(dir)) {
+			pol = tier6(ep.addr, peer.addr, peer_id, dir | POL_ADMIN, proto, port);
+			reason = tier_reason(pol, FLOW_REASON_ADMIN_ACCEPT, FLOW_REASON_ADMIN_DENY);
+		}
+		if (!reason && isolated) {
+			pol = rule6(ep.addr, peer.addr, peer_id, dir, proto, port);
+			reason = pol ? FLOW_REASON_RULE : FLOW_REASON_POLICY;
+		}
+		if (!reason && (e->flags & baseline_flag(dir))) {
+			pol = tier6(ep.addr, peer.addr, peer_id, dir | POL_BASELINE, proto, port);
+			reason = tier_reason(pol, FLOW_REASON_BASELINE_ACCEPT, FLOW_REASON_BASELINE_DENY);
+		}
+		if (!reason) {
+			reason = FLOW_REASON_NOT_ISOLATED;
+			/* Only audit-mode policies select the pod this way: report what they would do. */
+			if (!ex && (e->flags & audit_flag(dir)) && !rule6(ep.addr, peer.addr, peer_id, dir | POL_AUDIT, proto, port))
+				verdict = FLOW_AUDIT;
+		}
 	}
-	if (reason == FLOW_REASON_POLICY) {
+	if (dropping(reason)) {
 		if (seen)
 			bpf_map_delete_elem(&skiff_pol_flows6, &f);
 		count_drop6(ep.addr, dir);
-		flow_policy(6, ep.addr, peer.addr, dir, sport, dport, proto, tcp_flags, FLOW_DROPPED, reason, 0, peer_id);
+		flow_policy(6, ep.addr, peer.addr, dir, sport, dport, proto, tcp_flags, FLOW_DROPPED, reason, pol, peer_id);
 		return TC_ACT_SHOT;
 	}
 	bpf_map_update_elem(&skiff_pol_flows6, &f, &now, BPF_ANY);
@@ -541,25 +654,37 @@ static __always_inline int verdict(struct __sk_buff *skb, __u8 dir)
 	/* The rule's port is the destination's: the peer's for egress, the pod's for ingress —
 	 * the packet's destination port either way (a reply never gets here: its flow passed). */
 	__be16 port = dport;
-	/* Decided in policy.Decide's order: isolation, the node's exemptions, the rules. */
-	__u8 reason, verdict = FLOW_FORWARDED, ex = exempt(dir, peer_id, proto, port);
+	/* Decided in policy.Decide's order: the node's exemptions, the Admin tier, the
+	 * NetworkPolicies isolating the pod, the Baseline tier, audit-mode policies. */
+	__u8 reason = 0, verdict = FLOW_FORWARDED, ex = exempt(dir, peer_id, proto, port);
 	__u32 pol = 0;
-	if (!isolated) {
-		reason = FLOW_REASON_NOT_ISOLATED;
-		/* Only audit-mode policies select the pod this way: report what they would do. */
-		if (!ex && (e->flags & audit_flag(dir)) && !rule(ep, peer, peer_id, dir | POL_AUDIT, proto, port))
-			verdict = FLOW_AUDIT;
-	} else if (ex) {
+	if ((isolated || (e->flags & (admin_flag(dir) | baseline_flag(dir)))) && ex) {
 		reason = ex;
 	} else {
-		pol = rule(ep, peer, peer_id, dir, proto, port);
-		reason = pol ? FLOW_REASON_RULE : FLOW_REASON_POLICY;
+		if (e->flags & admin_flag(dir)) {
+			pol = tier(ep, peer, peer_id, dir | POL_ADMIN, proto, port);
+			reason = tier_reason(pol, FLOW_REASON_ADMIN_ACCEPT, FLOW_REASON_ADMIN_DENY);
+		}
+		if (!reason && isolated) {
+			pol = rule(ep, peer, peer_id, dir, proto, port);
+			reason = pol ? FLOW_REASON_RULE : FLOW_REASON_POLICY;
+		}
+		if (!reason && (e->flags & baseline_flag(dir))) {
+			pol = tier(ep, peer, peer_id, dir | POL_BASELINE, proto, port);
+			reason = tier_reason(pol, FLOW_REASON_BASELINE_ACCEPT, FLOW_REASON_BASELINE_DENY);
+		}
+		if (!reason) {
+			reason = FLOW_REASON_NOT_ISOLATED;
+			/* Only audit-mode policies select the pod this way: report what they would do. */
+			if (!ex && (e->flags & audit_flag(dir)) && !rule(ep, peer, peer_id, dir | POL_AUDIT, proto, port))
+				verdict = FLOW_AUDIT;
+		}
 	}
-	if (reason == FLOW_REASON_POLICY) {
+	if (dropping(reason)) {
 		if (seen)
 			bpf_map_delete_elem(&skiff_pol_flows, &f); /* what it remembered is revoked */
 		count_drop(ep, dir);
-		flow_policy(4, &ep, &peer, dir, sport, dport, proto, tcp_flags, FLOW_DROPPED, reason, 0, peer_id);
+		flow_policy(4, &ep, &peer, dir, sport, dport, proto, tcp_flags, FLOW_DROPPED, reason, pol, peer_id);
 		return TC_ACT_SHOT;
 	}
 	/* Remember the connection for its replies and its later packets. ICMP has no ports:

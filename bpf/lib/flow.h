@@ -39,6 +39,11 @@
 #define FLOW_REASON_NO_BACKEND 7    /* a Service frontend without endpoints */
 #define FLOW_REASON_CT_FULL 8       /* the connection could not be tracked */
 #define FLOW_REASON_SERVICE 9       /* a translation: frontend to backend */
+/* A ClusterNetworkPolicy rule decided (flow_event.policy is its rank << 2 | action). */
+#define FLOW_REASON_ADMIN_ACCEPT 10
+#define FLOW_REASON_ADMIN_DENY 11
+#define FLOW_REASON_BASELINE_ACCEPT 12
+#define FLOW_REASON_BASELINE_DENY 13
 
 /* One event, 88 bytes. IPv4 addresses are the first word of each address (family 4). */
 struct flow_event {
@@ -47,7 +52,7 @@ struct flow_event {
 	__u32 dst[4];
 	__u32 orig[4];   /* a translation's frontend (dst is the backend) */
 	__u64 cgroup;    /* the sending socket's cgroup (socket programs), else 0 */
-	__u32 policy;    /* the admitting rule's policy index + 1 (0: none) */
+	__u32 policy;    /* the admitting rule's policy index + 1 (0: none), or a tier rule's value */
 	__u32 peer_id;   /* the peer's identity (policy events) */
 	__u16 sport;     /* ports in network order */
 	__u16 dport;

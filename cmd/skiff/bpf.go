@@ -144,7 +144,7 @@ func bpfCommand() *cobra.Command {
 			for _, e := range eps {
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", e.Pod, e.Address, e.Identity, isolation(e.Ingress, e.AuditIngress), isolation(e.Egress, e.AuditEgress))
 				for _, r := range e.Rules {
-					fmt.Fprintf(tw, "  %s %s\t%s\tports %s\t%s\t\n", r.Direction, map[bool]string{true: "from", false: "to"}[r.Direction&^policy.Audit == policy.Ingress],
+					fmt.Fprintf(tw, "  %s %s\t%s\tports %s\t%s\t\n", r.Direction, map[bool]string{true: "from", false: "to"}[r.Direction&policy.Egress == 0],
 						r.Peer, netpol.ProtocolName(r.Protocol)+" "+r.PortRange(), r.Policy)
 				}
 			}

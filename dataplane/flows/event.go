@@ -31,6 +31,11 @@ const (
 	ReasonNoBackend   = 7
 	ReasonCTFull      = 8
 	ReasonService     = 9
+	// A ClusterNetworkPolicy rule decided; Event.Policy is its rank << 2 | action.
+	ReasonAdminAccept    = 10
+	ReasonAdminDeny      = 11
+	ReasonBaselineAccept = 12
+	ReasonBaselineDeny   = 13
 )
 
 // EventSize is the size of struct flow_event.

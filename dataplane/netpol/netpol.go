@@ -71,6 +71,10 @@ const (
 	isolatedEgress  = 2
 	auditIngress    = 4
 	auditEgress     = 8
+	adminIngress    = 16
+	adminEgress     = 32
+	baselineIngress = 64
+	baselineEgress  = 128
 )
 
 // HostIdentity is what the node's own addresses are (policy.Host).
@@ -246,6 +250,18 @@ func (p *Policy) Sync(res *policy.Result, local func(netip.Addr) bool, host []ne
 			rules6[RuleKey6(k)] = v
 		}
 	}
+	// ClusterNetworkPolicy rules: the same maps, their tier in the key, their rank and
+	// action as the value.
+	for k, v := range res.TierEntries {
+		if !local(k.Endpoint) {
+			continue
+		}
+		if k.Endpoint.Is4() {
+			rules[RuleKey(k)] = programs.PolicyPolRuleValue{Policy: uint32(v)}
+		} else {
+			rules6[RuleKey6(k)] = programs.PolicyPolRuleValue{Policy: uint32(v)}
+		}
+	}
 	// Rules before endpoints: a newly isolated endpoint has its rules when isolation starts.
 	syncMap(p, p.maps.rules, rules, put, &errs, &changes)
 	syncMap(p, p.maps.rules6, rules6, put, &errs, &changes)
@@ -285,6 +301,11 @@ func (p *Policy) Sync(res *policy.Result, local func(netip.Addr) bool, host []ne
 	for id, l := range res.Labels {
 		names[programs.PolicyPolNameKey{Kind: nameKindIdentity, Id: uint32(id)}] = polName(l)
 	}
+	for rank, r := range res.TierRules {
+		if rank > 0 {
+			names[programs.PolicyPolNameKey{Kind: nameKindTierRule, Id: uint32(rank)}] = polName(r.Policy + "/" + r.Rule)
+		}
+	}
 	for pfx, id := range res.CIDRIdentities {
 		names[programs.PolicyPolNameKey{Kind: nameKindIdentity, Id: uint32(id)}] = polName("cidr:" + pfx.String())
 	}
@@ -314,7 +335,8 @@ func endpointOf(ep policy.Endpoint) programs.PolicyPolEndpoint {
 	for _, f := range []struct {
 		set  bool
 		flag uint32
-	}{{ep.Ingress, isolatedIngress}, {ep.Egress, isolatedEgress}, {ep.AuditIngress, auditIngress}, {ep.AuditEgress, auditEgress}} {
+	}{{ep.Ingress, isolatedIngress}, {ep.Egress, isolatedEgress}, {ep.AuditIngress, auditIngress}, {ep.AuditEgress, auditEgress},
+		{ep.AdminIngress, adminIngress}, {ep.AdminEgress, adminEgress}, {ep.BaselineIngress, baselineIngress}, {ep.BaselineEgress, baselineEgress}} {
 		if f.set {
 			flags |= f.flag
 		}
@@ -325,7 +347,9 @@ func endpointOf(ep policy.Endpoint) programs.PolicyPolEndpoint {
 // isolationOf reads endpointOf's flags back.
 func isolationOf(flags uint32) policy.Isolation {
 	return policy.Isolation{Ingress: flags&isolatedIngress != 0, Egress: flags&isolatedEgress != 0,
-		AuditIngress: flags&auditIngress != 0, AuditEgress: flags&auditEgress != 0}
+		AuditIngress: flags&auditIngress != 0, AuditEgress: flags&auditEgress != 0,
+		AdminIngress: flags&adminIngress != 0, AdminEgress: flags&adminEgress != 0,
+		BaselineIngress: flags&baselineIngress != 0, BaselineEgress: flags&baselineEgress != 0}
 }
 
 // Addr6 is an IPv6 address as the IPv6 policy maps key it (programs.Addr6).
@@ -341,6 +365,8 @@ const (
 	// nameKindEndpoint6 names an IPv6 endpoint by endpoint6ID (the names map's ids are 32
 	// bits); a collision would only misname a pod in what `skiff bpf policy` prints.
 	nameKindEndpoint6 = 4
+	// nameKindTierRule names a ClusterNetworkPolicy rule by its rank: policy/rule.
+	nameKindTierRule = 5
 )
 
 // endpoint6ID is the id an IPv6 endpoint's name has in skiff_pol_names.

@@ -128,7 +128,7 @@ func (v *PolicyView) Endpoints() ([]EndpointInfo, error) {
 			continue
 		}
 		info.Rules = append(info.Rules, RuleInfo{Direction: policy.Direction(k.Dir), Peer: v.Peer(k.Peer), Protocol: k.Proto,
-			Port: programs.Port(k.Port), PortBits: uint8(k.Prefixlen - 80), Policy: v.name(nameKindPolicy, r.Policy)})
+			Port: programs.Port(k.Port), PortBits: uint8(k.Prefixlen - 80), Policy: v.ruleValueName(policy.Direction(k.Dir), r.Policy)})
 	}
 	if err := rit.Err(); err != nil {
 		return nil, err
@@ -193,7 +193,7 @@ func (v *PolicyView) endpoints6Info() ([]*EndpointInfo, error) {
 	for rit.Next(&k, &r) {
 		if info, ok := byAddr[programs.PolicyPolAddr6{Addr: k.Endpoint}]; ok {
 			info.Rules = append(info.Rules, RuleInfo{Direction: policy.Direction(k.Dir), Peer: v.Peer(k.Peer), Protocol: k.Proto,
-				Port: programs.Port(k.Port), PortBits: uint8(k.Prefixlen - 176), Policy: v.name(nameKindPolicy, r.Policy)})
+				Port: programs.Port(k.Port), PortBits: uint8(k.Prefixlen - 176), Policy: v.ruleValueName(policy.Direction(k.Dir), r.Policy)})
 		}
 	}
 	out := make([]*EndpointInfo, 0, len(byAddr))
@@ -249,10 +249,25 @@ func (v *PolicyView) Trace(src, dst netip.Addr, proto uint8, port uint16) ([]Tra
 		case policy.NoRule:
 			st.Verdict, st.Why = "denied", fmt.Sprintf("no rule admits peer %s on %s", v.Peer(uint32(d.Peer)), protoPort(proto, port))
 			allowed = false
+		case policy.AdminAccept, policy.BaselineAccept:
+			st.Why = fmt.Sprintf("clusternetworkpolicy %s accepts it (%s tier)", v.TierRuleName(d.Tier), tierOf(d.Reason))
+		case policy.AdminDeny, policy.BaselineDeny:
+			st.Verdict, st.Why = "denied", fmt.Sprintf("clusternetworkpolicy %s denies it (%s tier)", v.TierRuleName(d.Tier), tierOf(d.Reason))
+			allowed = false
+		}
+		if d.PassedBy != 0 {
+			st.Why += fmt.Sprintf("; clusternetworkpolicy %s passed it on", v.TierRuleName(d.PassedBy))
 		}
 		steps = append(steps, st)
 	}
 	return steps, allowed, nil
+}
+
+func tierOf(r policy.Reason) string {
+	if r == policy.AdminAccept || r == policy.AdminDeny {
+		return "Admin"
+	}
+	return "Baseline"
 }
 
 // endpointName is the pod an endpoint address belongs to ("" if unnamed).
@@ -316,6 +331,36 @@ func (v *PolicyView) CIDRIdentity(a netip.Addr) (policy.Identity, bool) {
 		return policy.Identity(cid), true
 	}
 	return 0, false
+}
+
+// Tier implements policy.Lookup with the rules maps' own LPM lookup of a tier's entries.
+func (v *PolicyView) Tier(ep netip.Addr, dir policy.Direction, proto uint8, peer policy.Identity, port uint16) (policy.TierValue, bool) {
+	var r programs.PolicyPolRuleValue
+	var err error
+	switch {
+	case ep.Is4():
+		err = v.rules.Lookup(programs.PolicyPolRuleKey{Prefixlen: 96, Endpoint: programs.Addr4(ep), Peer: uint32(peer), Dir: uint8(dir), Proto: proto, Port: programs.Port(port)}, &r)
+	case v.rules6 != nil:
+		err = v.rules6.Lookup(programs.PolicyPolRule6Key{Prefixlen: 192, Endpoint: programs.Addr6(ep), Peer: uint32(peer), Dir: uint8(dir), Proto: proto, Port: programs.Port(port)}, &r)
+	default:
+		return 0, false
+	}
+	return policy.TierValue(r.Policy), err == nil
+}
+
+// ruleValueName names a rule's value: a NetworkPolicy's, or a ClusterNetworkPolicy rule's
+// with its action.
+func (v *PolicyView) ruleValueName(dir policy.Direction, value uint32) string {
+	if dir&(policy.AdminTier|policy.BaselineTier) != 0 {
+		t := policy.TierValue(value)
+		return "clusternetworkpolicy " + v.TierRuleName(t) + " " + t.Action().String()
+	}
+	return v.name(nameKindPolicy, value)
+}
+
+// TierRuleName is the ClusterNetworkPolicy rule of a rank ("policy/rule").
+func (v *PolicyView) TierRuleName(t policy.TierValue) string {
+	return v.name(nameKindTierRule, t.Rank())
 }
 
 // Admits implements policy.Lookup with the rules maps' own LPM lookup.

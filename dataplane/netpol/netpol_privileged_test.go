@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/skiff-sh/skiff/dataplane/flows"
 	"github.com/skiff-sh/skiff/dataplane/loader"
@@ -75,6 +76,47 @@ func loadTestPolicy(t *testing.T) *Policy {
 	}
 	t.Cleanup(p.Close)
 	return p
+}
+
+// truthTableCNPs are ClusterNetworkPolicies over the truth table's pods: an Admin tier that
+// passes y's TCP 79-81 and UDP 50-60 to x/a on to x/a's NetworkPolicy and denies the rest, denies y's
+// TCP 80 to x/b but accepts x's TCP 81 (x/b has no NetworkPolicy on ingress), denies y/b's
+// egress to a network holding x's first pods except UDP 50-60 to x/c; a Baseline tier that,
+// where no NetworkPolicy selects a pod (x/c, x/b), accepts y on TCP 80 and denies the rest.
+func truthTableCNPs() []*policy.ClusterNetworkPolicy {
+	ns := func(name string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": name}}
+	}
+	pod := func(namespace, name string) *cnp.NamespacedPod {
+		return &cnp.NamespacedPod{NamespaceSelector: *ns(namespace), PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pod": name}}}
+	}
+	tcp := func(from, to int32) []cnp.ClusterNetworkPolicyProtocol {
+		p := &cnp.Port{Number: from}
+		if to != from {
+			p = &cnp.Port{Range: &cnp.PortRange{Start: from, End: to}}
+		}
+		return []cnp.ClusterNetworkPolicyProtocol{{TCP: &cnp.ClusterNetworkPolicyProtocolTCP{DestinationPort: p}}}
+	}
+	c := func(name string, tier cnp.Tier, prio int32, subject cnp.ClusterNetworkPolicySubject, in []cnp.ClusterNetworkPolicyIngressRule, out []cnp.ClusterNetworkPolicyEgressRule) *policy.ClusterNetworkPolicy {
+		return &policy.ClusterNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: cnp.ClusterNetworkPolicySpec{Tier: tier, Priority: prio, Subject: subject, Ingress: in, Egress: out}}
+	}
+	return []*policy.ClusterNetworkPolicy{
+		c("pass-y-to-a", cnp.AdminTier, 5, cnp.ClusterNetworkPolicySubject{Pods: pod("x", "a")}, []cnp.ClusterNetworkPolicyIngressRule{
+			{Action: cnp.ClusterNetworkPolicyRuleActionPass, From: []cnp.ClusterNetworkPolicyIngressPeer{{Namespaces: ns("y")}},
+				Protocols: append(tcp(79, 81), cnp.ClusterNetworkPolicyProtocol{UDP: &cnp.ClusterNetworkPolicyProtocolUDP{DestinationPort: &cnp.Port{Range: &cnp.PortRange{Start: 50, End: 60}}}})}}, nil),
+		c("deny-to-a", cnp.AdminTier, 20, cnp.ClusterNetworkPolicySubject{Pods: pod("x", "a")}, []cnp.ClusterNetworkPolicyIngressRule{
+			{Action: cnp.ClusterNetworkPolicyRuleActionDeny, From: []cnp.ClusterNetworkPolicyIngressPeer{{Namespaces: &metav1.LabelSelector{}}}}}, nil),
+		c("guard-b", cnp.AdminTier, 10, cnp.ClusterNetworkPolicySubject{Pods: pod("x", "b")}, []cnp.ClusterNetworkPolicyIngressRule{
+			{Name: "deny-y-80", Action: cnp.ClusterNetworkPolicyRuleActionDeny, From: []cnp.ClusterNetworkPolicyIngressPeer{{Namespaces: ns("y")}}, Protocols: tcp(80, 80)},
+			{Name: "accept-x-81", Action: cnp.ClusterNetworkPolicyRuleActionAccept, From: []cnp.ClusterNetworkPolicyIngressPeer{{Namespaces: ns("x")}}, Protocols: tcp(81, 81)}}, nil),
+		c("fence-yb", cnp.AdminTier, 10, cnp.ClusterNetworkPolicySubject{Pods: pod("y", "b")}, nil, []cnp.ClusterNetworkPolicyEgressRule{
+			{Action: cnp.ClusterNetworkPolicyRuleActionAccept, To: []cnp.ClusterNetworkPolicyEgressPeer{{Pods: pod("x", "c")}},
+				Protocols: []cnp.ClusterNetworkPolicyProtocol{{UDP: &cnp.ClusterNetworkPolicyProtocolUDP{DestinationPort: &cnp.Port{Range: &cnp.PortRange{Start: 50, End: 60}}}}}},
+			{Action: cnp.ClusterNetworkPolicyRuleActionDeny, To: []cnp.ClusterNetworkPolicyEgressPeer{{Networks: []cnp.CIDR{"10.244.0.0/30"}}}}}),
+		c("baseline", cnp.BaselineTier, 1, cnp.ClusterNetworkPolicySubject{Namespaces: ns("x")}, []cnp.ClusterNetworkPolicyIngressRule{
+			{Action: cnp.ClusterNetworkPolicyRuleActionAccept, From: []cnp.ClusterNetworkPolicyIngressPeer{{Namespaces: ns("y")}}, Protocols: tcp(80, 80)},
+			{Action: cnp.ClusterNetworkPolicyRuleActionDeny, From: []cnp.ClusterNetworkPolicyIngressPeer{{Namespaces: &metav1.LabelSelector{}}}}}, nil),
+	}
 }
 
 // flowEvents turns p's flow events on and reads them.
@@ -185,7 +227,7 @@ func TestPolicyProgramTruthTable(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "a-audit-deny", Annotations: map[string]string{policy.ModeAnnotation: "audit"}},
 			Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pod": "a"}}}},
 	}
-	res, errs := policy.Compile(policy.NewAllocator(), policies, pods, []policy.Namespace{{Name: "x"}, {Name: "y"}}, nil)
+	res, errs := policy.CompileWithCluster(policy.NewAllocator(), policies, truthTableCNPs(), pods, []policy.Namespace{{Name: "x"}, {Name: "y"}}, nil)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -216,6 +258,7 @@ func TestPolicyProgramTruthTable(t *testing.T) {
 	// policy are the decision's.
 	rd := flowEvents(t, p)
 	events := map[uint8]int{}
+	tiers := map[policy.Reason]int{}
 	checkEvent := func(d policy.Verdict, what string) {
 		t.Helper()
 		e := nextFlowEvent(t, rd)
@@ -228,16 +271,22 @@ func TestPolicyProgramTruthTable(t *testing.T) {
 			want = flows.VerdictAudit
 		}
 		reason := map[policy.Reason]uint8{policy.NotIsolated: flows.ReasonNotIsolated, policy.FromNode: flows.ReasonFromNode,
-			policy.ToNodeDNS: flows.ReasonNodeDNS, policy.Admitted: flows.ReasonRule, policy.NoRule: flows.ReasonPolicy}[d.Reason]
-		pol := ""
-		if e.Policy > 0 {
+			policy.ToNodeDNS: flows.ReasonNodeDNS, policy.Admitted: flows.ReasonRule, policy.NoRule: flows.ReasonPolicy,
+			policy.AdminAccept: flows.ReasonAdminAccept, policy.AdminDeny: flows.ReasonAdminDeny,
+			policy.BaselineAccept: flows.ReasonBaselineAccept, policy.BaselineDeny: flows.ReasonBaselineDeny}[d.Reason]
+		pol, wantPol := "", d.Policy
+		switch {
+		case d.Tier != 0:
+			pol, wantPol = fmt.Sprint(e.Policy), fmt.Sprint(uint32(d.Tier))
+		case e.Policy > 0:
 			pol = p.PolicyName(e.Policy - 1)
 		}
-		if e.Verdict != want || e.Reason != reason || pol != d.Policy || e.Kind != flows.KindPolicy {
-			t.Errorf("%s: flow event verdict %d reason %d policy %q, want verdict %d reason %d policy %q", what, e.Verdict, e.Reason, pol, want, reason, d.Policy)
+		if e.Verdict != want || e.Reason != reason || pol != wantPol || e.Kind != flows.KindPolicy {
+			t.Errorf("%s: flow event verdict %d reason %d policy %q, want verdict %d reason %d policy %q", what, e.Verdict, e.Reason, pol, want, reason, wantPol)
 		}
+		tiers[d.Reason]++
 	}
-	checked, admitted := 0, 0
+	checked, admitted, passed := 0, 0, 0
 	for _, src := range append(all, outsiders...) {
 		for _, dst := range all {
 			if src == dst {
@@ -262,7 +311,11 @@ func TestPolicyProgramTruthTable(t *testing.T) {
 				}
 				if got {
 					got = runProg(t, p.objs.SkiffPolicyToPod, pkt) == tcxNext
-					checkEvent(policy.Decide(view, dst, policy.Ingress, src, pr.proto, pr.port), what+" ingress")
+					d := policy.Decide(view, dst, policy.Ingress, src, pr.proto, pr.port)
+					if d.PassedBy != 0 {
+						passed++
+					}
+					checkEvent(d, what+" ingress")
 				}
 				clearFlows(t, p)
 				if got != want {
@@ -292,6 +345,16 @@ func TestPolicyProgramTruthTable(t *testing.T) {
 		events[flows.VerdictForwarded], events[flows.VerdictDropped], events[flows.VerdictAudit])
 	if events[flows.VerdictAudit] == 0 {
 		t.Fatal("no probe was reported as one an audit-mode policy would drop: the audit policies test nothing")
+	}
+	t.Logf("decided by ClusterNetworkPolicy: admin accept %d, admin deny %d, baseline accept %d, baseline deny %d; passed by the admin tier: %d",
+		tiers[policy.AdminAccept], tiers[policy.AdminDeny], tiers[policy.BaselineAccept], tiers[policy.BaselineDeny], passed)
+	for _, r := range []policy.Reason{policy.AdminAccept, policy.AdminDeny, policy.BaselineAccept, policy.BaselineDeny} {
+		if tiers[r] == 0 {
+			t.Errorf("no probe decided with reason %d: the ClusterNetworkPolicies test too little", r)
+		}
+	}
+	if passed == 0 {
+		t.Error("no probe passed on by an Admin-tier Pass rule")
 	}
 	setFlowEvents(t, p, false)
 

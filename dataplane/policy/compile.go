@@ -43,11 +43,16 @@ const (
 
 func (d Direction) String() string {
 	s := "egress"
-	if d&^Audit == Ingress {
+	if d&Egress == 0 {
 		s = "ingress"
 	}
-	if d&Audit != 0 {
+	switch {
+	case d&Audit != 0:
 		s += " (audit)"
+	case d&AdminTier != 0:
+		s += " (admin)"
+	case d&BaselineTier != 0:
+		s += " (baseline)"
 	}
 	return s
 }
@@ -59,14 +64,14 @@ const ModeAnnotation = "policy.skiff.sh/mode"
 
 // auditMode reads a policy's mode; a value other than audit or enforce is an error, and the
 // policy is enforced (a typo never turns enforcement off).
-func auditMode(np *networkingv1.NetworkPolicy) (bool, error) {
-	switch v := np.Annotations[ModeAnnotation]; v {
+func auditMode(annotations map[string]string, what string) (bool, error) {
+	switch v := annotations[ModeAnnotation]; v {
 	case "", "enforce":
 		return false, nil
 	case "audit":
 		return true, nil
 	default:
-		return false, fmt.Errorf("networkpolicy %s: annotation %s: %q is neither audit nor enforce; enforced", policyName(np), ModeAnnotation, v)
+		return false, fmt.Errorf("%s: annotation %s: %q is neither audit nor enforce; enforced", what, ModeAnnotation, v)
 	}
 }
 
@@ -127,6 +132,11 @@ type Endpoint struct {
 	AuditIngress, AuditEgress bool
 	AuditIngressPolicies      []string
 	AuditEgressPolicies       []string
+	// AdminIngress … BaselineEgress: ClusterNetworkPolicies of that tier select the pod in
+	// that direction (ClusterPolicies names them).
+	AdminIngress, AdminEgress       bool
+	BaselineIngress, BaselineEgress bool
+	ClusterPolicies                 []string
 }
 
 // Result is the compiled state of every map.
@@ -139,6 +149,11 @@ type Result struct {
 	Endpoints map[netip.Addr]Endpoint
 	// Entries admit traffic; the value names the policy (namespace/name) that admits it.
 	Entries map[Key]string
+	// TierEntries are ClusterNetworkPolicy rules (a Direction with AdminTier or
+	// BaselineTier): each the first rule in evaluation order matching its key (cluster.go).
+	TierEntries map[Key]TierValue
+	// TierRules names each rank of TierEntries' values (index 0: none).
+	TierRules []TierRule
 	// Labels describes each pod identity (namespace and labels), for inspection.
 	Labels map[Identity]string
 	// Pods names each pod address (namespace/name), for inspection.
@@ -201,6 +216,12 @@ type podInfo struct {
 // selects none of the node's pods costs only its podSelector's match. nil makes every pod an
 // endpoint (the cluster's whole view, for tests and tools).
 func Compile(alloc *Allocator, policies []*networkingv1.NetworkPolicy, pods []Pod, namespaces []Namespace, local func(netip.Addr) bool) (*Result, []error) {
+	return CompileWithCluster(alloc, policies, nil, pods, namespaces, local)
+}
+
+// CompileWithCluster is Compile with ClusterNetworkPolicies beside the NetworkPolicies: their
+// Admin tier decides before NetworkPolicy, their Baseline tier after it (cluster.go).
+func CompileWithCluster(alloc *Allocator, policies []*networkingv1.NetworkPolicy, cnps []*ClusterNetworkPolicy, pods []Pod, namespaces []Namespace, local func(netip.Addr) bool) (*Result, []error) {
 	res := &Result{PodIdentities: make(map[netip.Addr]Identity, len(pods)), CIDRIdentities: map[netip.Prefix]Identity{},
 		Endpoints: map[netip.Addr]Endpoint{}, Entries: map[Key]string{}, Labels: map[Identity]string{}, Pods: make(map[netip.Addr]string, len(pods))}
 	var errs []error
@@ -246,9 +267,13 @@ func Compile(alloc *Allocator, policies []*networkingv1.NetworkPolicy, pods []Po
 			res.Labels[pi.id] = d
 		}
 	}
-	// Every prefix an ipBlock names gets a CIDR identity.
+	// Every prefix an ipBlock (or a ClusterNetworkPolicy's networks) names gets a CIDR identity.
+	blocks := clusterBlocks(cnps)
 	for _, np := range policies {
-		for _, b := range ipBlocks(np) {
+		blocks = append(blocks, ipBlocks(np)...)
+	}
+	for _, b := range blocks {
+		{
 			for _, s := range append([]string{b.CIDR}, b.Except...) {
 				if p, err := netip.ParsePrefix(s); err == nil {
 					p = p.Masked()
@@ -272,7 +297,7 @@ func Compile(alloc *Allocator, policies []*networkingv1.NetworkPolicy, pods []Po
 			continue
 		}
 		ingress, egress := policyTypes(np)
-		audit, err := auditMode(np)
+		audit, err := auditMode(np.Annotations, "networkpolicy "+name)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -335,6 +360,7 @@ func Compile(alloc *Allocator, policies []*networkingv1.NetworkPolicy, pods []Po
 			}
 		}
 	}
+	errs = append(errs, compileCluster(res, x, infos, locals, cnps)...)
 	return res, dedupe(errs)
 }
 
@@ -368,16 +394,23 @@ func resolvePeers(res *Result, x *podIndex, policy, namespace string, from []net
 	return pr, errs
 }
 
-// addRule adds one rule's entries for endpoint ep.
+// addRule adds one NetworkPolicy rule's entries for endpoint ep.
 func addRule(res *Result, infos []*podInfo, policy string, ep *podInfo, dir Direction, pr peers, ports []networkingv1.NetworkPolicyPort) []error {
+	return ruleKeys(infos, "networkpolicy "+policy, ep, dir, pr, ports, func(k Key) {
+		if _, ok := res.Entries[k]; !ok {
+			res.Entries[k] = policy
+		}
+	})
+}
+
+// ruleKeys calls put with every map key of one rule at endpoint ep: its peers on its ports.
+// what names the rule's policy in errors.
+func ruleKeys(infos []*podInfo, what string, ep *podInfo, dir Direction, pr peers, ports []networkingv1.NetworkPolicyPort, put func(Key)) []error {
 	var errs []error
 	any, podPeers, cidrPeers := pr.any, pr.pods, pr.cidr
 	add := func(proto uint8, peer Identity, port uint16, bits uint8) {
 		for _, ip := range ep.IPs {
-			k := Key{Endpoint: ip, Direction: dir, Protocol: proto, Peer: peer, Port: port, PortBits: bits}
-			if _, ok := res.Entries[k]; !ok {
-				res.Entries[k] = policy
-			}
+			put(Key{Endpoint: ip, Direction: dir, Protocol: proto, Peer: peer, Port: port, PortBits: bits})
 		}
 	}
 	allPeers := func(f func(peer Identity, pi *podInfo)) {
@@ -402,7 +435,7 @@ func addRule(res *Result, infos []*podInfo, policy string, ep *podInfo, dir Dire
 		case p.Port == nil:
 			allPeers(func(peer Identity, _ *podInfo) { add(proto, peer, 0, 0) })
 		case p.Port.Type == intstr.String:
-			if dir&^Audit == Ingress {
+			if dir&Egress == 0 {
 				// The endpoint is the destination: its own port of that name.
 				if n, ok := ep.port(p.Port.StrVal, proto); ok {
 					allPeers(func(peer Identity, _ *podInfo) { add(proto, peer, n, 16) })
@@ -430,7 +463,7 @@ func addRule(res *Result, infos []*podInfo, policy string, ep *podInfo, dir Dire
 				to = int(*p.EndPort)
 			}
 			if from < 1 || from > 65535 || to < from || to > 65535 {
-				errs = append(errs, fmt.Errorf("networkpolicy %s: port range %d-%d is not within 1-65535", policy, from, to))
+				errs = append(errs, fmt.Errorf("%s: port range %d-%d is not within 1-65535", what, from, to))
 				continue
 			}
 			for _, pp := range PortPrefixes(uint16(from), uint16(to)) {

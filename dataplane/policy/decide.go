@@ -22,6 +22,9 @@ type Lookup interface {
 	// Admits is the LPM lookup on the port: the policy of the entry with the most port bits
 	// covering port that admits peer on proto in dir at endpoint.
 	Admits(endpoint netip.Addr, dir Direction, proto uint8, peer Identity, port uint16) (policy string, ok bool)
+	// Tier is the LPM lookup of a ClusterNetworkPolicy tier's entries (dir carries the
+	// tier): the first matching rule among those of the entry with the most port bits.
+	Tier(endpoint netip.Addr, dir Direction, proto uint8, peer Identity, port uint16) (TierValue, bool)
 }
 
 // Isolation is which policies select an endpoint in each direction: enforced ones isolate
@@ -29,6 +32,9 @@ type Lookup interface {
 type Isolation struct {
 	Ingress, Egress           bool
 	AuditIngress, AuditEgress bool
+	// Admin…, Baseline…: ClusterNetworkPolicies of the tier select it in that direction.
+	AdminIngress, AdminEgress       bool
+	BaselineIngress, BaselineEgress bool
 }
 
 // In says whether the endpoint is isolated in dir (with Audit: selected by audit-mode
@@ -43,6 +49,14 @@ func (i Isolation) In(dir Direction) bool {
 		return i.AuditIngress
 	case Egress | Audit:
 		return i.AuditEgress
+	case Ingress | AdminTier:
+		return i.AdminIngress
+	case Egress | AdminTier:
+		return i.AdminEgress
+	case Ingress | BaselineTier:
+		return i.BaselineIngress
+	case Egress | BaselineTier:
+		return i.BaselineEgress
 	}
 	return false
 }
@@ -52,11 +66,15 @@ type Reason uint8
 
 // Reasons.
 const (
-	NotIsolated Reason = iota // no policy selects the endpoint in that direction
-	FromNode                  // ingress from the node itself
-	ToNodeDNS                 // egress to the node's own cluster DNS resolver
-	Admitted                  // a rule admits the peer
-	NoRule                    // isolated, and no rule admits the peer
+	NotIsolated    Reason = iota // no policy selects the endpoint in that direction
+	FromNode                     // ingress from the node itself
+	ToNodeDNS                    // egress to the node's own cluster DNS resolver
+	Admitted                     // a rule admits the peer
+	NoRule                       // isolated, and no rule admits the peer
+	AdminAccept                  // an Admin-tier ClusterNetworkPolicy rule accepts it
+	AdminDeny                    // an Admin-tier rule denies it
+	BaselineAccept               // a Baseline-tier rule accepts it (no NetworkPolicy selects the pod)
+	BaselineDeny                 // a Baseline-tier rule denies it
 )
 
 // Verdict is a decision and what made it.
@@ -72,6 +90,9 @@ type Verdict struct {
 	// Audited: allowed, and the audit-mode policies selecting the endpoint (it is not
 	// isolated by enforced ones) would have dropped it.
 	Audited bool
+	// Tier is the ClusterNetworkPolicy rule that decided (Reason Admin… or Baseline…), and
+	// PassedBy an Admin-tier rule that passed it on to the next tier.
+	Tier, PassedBy TierValue
 }
 
 // Decide is the datapath's decision on a new connection, in Go: would endpoint admit, in
@@ -82,27 +103,82 @@ func Decide(l Lookup, endpoint netip.Addr, dir Direction, peer netip.Addr, proto
 	if !ok {
 		return Verdict{Allowed: true, Reason: NotIsolated}
 	}
-	if !iso.In(dir) {
-		v := Verdict{Allowed: true, Reason: NotIsolated}
-		// Audit-mode policies alone select it: would they have dropped this?
-		if iso.In(dir | Audit) {
-			v.Audited = !decideIsolated(l, endpoint, dir|Audit, peer, proto, port).Allowed
+	id := l.PeerIdentity(peer)
+	// The node's own traffic passes whatever any policy says.
+	if iso.In(dir) || iso.In(dir|AdminTier) || iso.In(dir|BaselineTier) {
+		if r := exemption(dir, id, proto, port); r != NotIsolated {
+			return Verdict{Allowed: true, Isolated: iso.In(dir), Reason: r, Peer: id}
 		}
+	}
+	var passed TierValue
+	if iso.In(dir | AdminTier) {
+		if v, ok := tierLookup(l, endpoint, dir|AdminTier, peer, id, proto, port); ok {
+			switch v.Action() {
+			case Accept:
+				return Verdict{Allowed: true, Isolated: iso.In(dir), Reason: AdminAccept, Tier: v, Peer: id}
+			case Deny:
+				return Verdict{Isolated: iso.In(dir), Reason: AdminDeny, Tier: v, Peer: id}
+			default:
+				passed = v
+			}
+		}
+	}
+	if iso.In(dir) {
+		v := decideIsolated(l, endpoint, dir, peer, proto, port)
+		v.PassedBy = passed
 		return v
 	}
-	return decideIsolated(l, endpoint, dir, peer, proto, port)
+	if iso.In(dir | BaselineTier) {
+		if v, ok := tierLookup(l, endpoint, dir|BaselineTier, peer, id, proto, port); ok {
+			if v.Action() == Accept {
+				return Verdict{Allowed: true, Reason: BaselineAccept, Tier: v, Peer: id, PassedBy: passed}
+			}
+			return Verdict{Reason: BaselineDeny, Tier: v, Peer: id, PassedBy: passed}
+		}
+	}
+	v := Verdict{Allowed: true, Reason: NotIsolated, PassedBy: passed}
+	// Audit-mode policies alone select it: would they have dropped this?
+	if iso.In(dir|Audit) && exemption(dir, id, proto, port) == NotIsolated {
+		v.Audited = !decideIsolated(l, endpoint, dir|Audit, peer, proto, port).Allowed
+	}
+	return v
+}
+
+// exemption is why the node's traffic passes (NotIsolated: it is not the node's): ingress
+// from the node itself, egress to its DNS resolver.
+func exemption(dir Direction, id Identity, proto uint8, port uint16) Reason {
+	switch {
+	case dir&Egress == 0 && id == Host:
+		return FromNode
+	case dir&Egress != 0 && id == Host && port == DNSPort && (proto == TCP || proto == UDP):
+		return ToNodeDNS
+	}
+	return NotIsolated
+}
+
+// tierLookup is the first rule of a tier matching the peer (as anyone, by its pod identity,
+// by its CIDR identity) on proto and port: the lowest value of the six lookups the program
+// makes.
+func tierLookup(l Lookup, endpoint netip.Addr, dir Direction, peer netip.Addr, id Identity, proto uint8, port uint16) (TierValue, bool) {
+	peers := []Identity{AnyPeer, id}
+	if cid, ok := l.CIDRIdentity(peer); ok {
+		peers = append(peers, cid)
+	}
+	var best TierValue
+	for _, p := range peers {
+		for _, pr := range []uint8{proto, AnyProtocol} {
+			if v, ok := l.Tier(endpoint, dir, pr, p, port); ok && (best == 0 || v < best) {
+				best = v
+			}
+		}
+	}
+	return best, best != 0
 }
 
 // decideIsolated decides for an endpoint isolated in dir (with Audit: by the audit-mode
 // policies' rules).
 func decideIsolated(l Lookup, endpoint netip.Addr, dir Direction, peer netip.Addr, proto uint8, port uint16) Verdict {
 	id := l.PeerIdentity(peer)
-	switch {
-	case dir&^Audit == Ingress && id == Host:
-		return Verdict{Allowed: true, Isolated: true, Reason: FromNode, Peer: id}
-	case dir&^Audit == Egress && id == Host && port == DNSPort && (proto == TCP || proto == UDP):
-		return Verdict{Allowed: true, Isolated: true, Reason: ToNodeDNS, Peer: id}
-	}
 	peers := []Identity{AnyPeer, id}
 	if cid, ok := l.CIDRIdentity(peer); ok {
 		peers = append(peers, cid)
@@ -125,7 +201,25 @@ func (r *Result) Decide(endpoint netip.Addr, dir Direction, peer netip.Addr, pro
 // Isolation implements Lookup.
 func (r *Result) Isolation(endpoint netip.Addr) (Isolation, bool) {
 	ep, ok := r.Endpoints[endpoint]
-	return Isolation{Ingress: ep.Ingress, Egress: ep.Egress, AuditIngress: ep.AuditIngress, AuditEgress: ep.AuditEgress}, ok
+	return Isolation{Ingress: ep.Ingress, Egress: ep.Egress, AuditIngress: ep.AuditIngress, AuditEgress: ep.AuditEgress,
+		AdminIngress: ep.AdminIngress, AdminEgress: ep.AdminEgress, BaselineIngress: ep.BaselineIngress, BaselineEgress: ep.BaselineEgress}, ok
+}
+
+// Tier implements Lookup: the LPM lookup on the port over the compiled tier entries.
+func (r *Result) Tier(endpoint netip.Addr, dir Direction, proto uint8, peer Identity, port uint16) (TierValue, bool) {
+	for bits := 16; bits >= 0; bits-- {
+		pp := PortPrefix{Port: port, Bits: uint8(bits)}
+		if bits < 16 {
+			pp.Port = port &^ (uint16(1)<<(16-bits) - 1)
+		}
+		if bits == 0 {
+			pp.Port = 0
+		}
+		if v, ok := r.TierEntries[Key{Endpoint: endpoint, Direction: dir, Protocol: proto, Peer: peer, Port: pp.Port, PortBits: pp.Bits}]; ok {
+			return v, true
+		}
+	}
+	return 0, false
 }
 
 // PeerIdentity is the pod identity of addr, World if it is no pod's (the compiler does not
