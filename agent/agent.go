@@ -206,7 +206,8 @@ type nodeAgent struct {
 	dirs layout.Agent
 
 	// infrastructure
-	client kubernetes.Interface
+	client     kubernetes.Interface
+	restConfig *rest.Config
 	cpus   *cpumanager.Manager
 	ctr    *runtime.Containerd
 	pinned map[string]bool // images image GC never removes
@@ -245,7 +246,7 @@ func (a *nodeAgent) infrastructure(ctx context.Context, cfg *rest.Config) error 
 	if err != nil {
 		return err
 	}
-	a.client = client
+	a.client, a.restConfig = client, cfg
 	// As the kubelet (--oom-score-adj -999): the kernel's OOM killer takes pods before the
 	// agent and its containerd (which inherits this), where the agent may lower its score.
 	if runtime.CanLowerOOMScores() {
@@ -422,9 +423,13 @@ func (a *nodeAgent) datapath(ctx context.Context, podCIDRs []string) error {
 				host = append(host, addr)
 			}
 		}
+		informers := netpol.Informers{Pods: a.shared.Core().V1().Pods(), Namespaces: a.shared.Core().V1().Namespaces(),
+			NetworkPolicies: a.shared.Networking().V1().NetworkPolicies(), Start: a.shared.Start}
+		if err := clusterNetworkPolicies(ctx, a.restConfig, client, &informers); err != nil {
+			log.Warn("ClusterNetworkPolicies are not enforced", "err", err)
+		}
 		enf := netpol.NewEnforcer(netpol.EnforcerOptions{PinDir: loader.PinDir(o.NodeName), Local: local, Host: host,
-			Netns: o.Netns, Node: o.NodeName, Informers: netpol.Informers{Pods: a.shared.Core().V1().Pods(),
-				Namespaces: a.shared.Core().V1().Namespaces(), NetworkPolicies: a.shared.Networking().V1().NetworkPolicies(), Start: a.shared.Start}}, log.With("component", "network-policy"))
+			Netns: o.Netns, Node: o.NodeName, Informers: informers}, log.With("component", "network-policy"))
 		cni.Policy = enf
 		a.policyEnforcer = enf
 		a.sup.Go(supervisor.Part{Name: "network-policy", Policy: supervisor.Restart, Run: func(ctx context.Context) error {

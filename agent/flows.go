@@ -66,6 +66,13 @@ func (n *flowNames) Isolating(endpoint netip.Addr, dir uint8, audit bool) []stri
 	return n.enforcer.Isolating(endpoint, policy.Direction(dir), audit)
 }
 
+func (n *flowNames) TierRule(rank uint32) (string, string) {
+	if n.enforcer == nil {
+		return "", ""
+	}
+	return n.enforcer.TierRule(rank)
+}
+
 // Service reads the frontend's name from the service maps, remembered for a minute (a
 // translation is an event per connection).
 func (n *flowNames) Service(frontend netip.AddrPort, proto uint8) string {

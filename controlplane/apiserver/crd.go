@@ -1,19 +1,26 @@
 package apiserver
 
 import (
+	"context"
+	"fmt"
+	"time"
+
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsv1beta1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1beta1"
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apiextensionsoptions "k8s.io/apiextensions-apiserver/pkg/cmd/server/options"
 	openapiv3controller "k8s.io/apiextensions-apiserver/pkg/controller/openapiv3"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	discoveryendpoint "k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/options"
 	"k8s.io/apiserver/pkg/util/webhook"
 	"k8s.io/client-go/informers"
 
+	"github.com/skiff-sh/skiff/controlplane/apiserver/builtincrds"
 	"github.com/skiff-sh/skiff/controlplane/storage"
 )
 
@@ -56,6 +63,26 @@ func newCRDServer(cfg *genericapiserver.Config, etcdOpts *options.EtcdOptions, l
 		},
 	}
 	return c.Complete().New(genericapiserver.NewEmptyDelegate())
+}
+
+// installBuiltinCRDs creates the CRDs skiff serves out of the box (builtincrds) once the
+// server listens; /readyz waits for them, so a client that sees the server ready finds
+// ClusterNetworkPolicy served.
+func installBuiltinCRDs(srv *genericapiserver.GenericAPIServer) {
+	srv.AddPostStartHookOrDie("skiff-builtin-crds", func(hc genericapiserver.PostStartHookContext) error {
+		client, err := apiextensionsclient.NewForConfig(hc.LoopbackClientConfig)
+		if err != nil {
+			return err
+		}
+		var last error
+		if err := wait.PollUntilContextTimeout(hc, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			last = builtincrds.Ensure(ctx, client)
+			return last == nil, nil
+		}); err != nil {
+			return fmt.Errorf("built-in CRDs: %w (last: %v)", err, last)
+		}
+		return nil
+	})
 }
 
 // runCRDOpenAPI keeps the main server's OpenAPI v3 documents up to date with every CRD's schema

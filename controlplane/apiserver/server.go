@@ -581,6 +581,7 @@ func newServer(o Options, log *slog.Logger, layout pki.Layout, etcdTLS storageba
 		return nil, nil, nil, err
 	}
 	runCRDOpenAPI(srv, crds)
+	installBuiltinCRDs(srv)
 	repair := &ipRepair{services: stores[corev1.SchemeGroupVersion]["services"].(rest.Lister),
 		addrs:  stores[networkingv1.SchemeGroupVersion]["ipaddresses"].(rest.Lister),
 		writer: stores[networkingv1.SchemeGroupVersion]["ipaddresses"].(ipAddressWriter),

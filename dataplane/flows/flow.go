@@ -84,6 +84,8 @@ type Names interface {
 	Isolating(endpoint netip.Addr, dir uint8, audit bool) []string
 	// Service is the Service of a frontend ("namespace/name").
 	Service(frontend netip.AddrPort, proto uint8) string
+	// TierRule is the ClusterNetworkPolicy and rule of a tier rule's rank.
+	TierRule(rank uint32) (policy, rule string)
 }
 
 // Describe turns an event into a Flow: bootWall is the wall time CLOCK_MONOTONIC started at.
@@ -118,6 +120,12 @@ func Describe(e Event, names Names, node string, bootWall time.Time) Flow {
 			f.Policies = []string{names.Policy(e.Policy - 1)}
 		case e.Verdict == VerdictDropped && e.Reason == ReasonPolicy:
 			f.Policies = names.Isolating(endpoint, e.Dir, false)
+		case e.Reason >= ReasonAdminAccept && e.Reason <= ReasonBaselineDeny:
+			pol, rule := names.TierRule(e.Policy >> 2)
+			if pol != "" {
+				f.Policies = []string{pol}
+				f.Reason += " (rule " + rule + ")"
+			}
 		case e.Verdict == VerdictAudit:
 			f.Policies = names.Isolating(endpoint, e.Dir, true)
 			f.Reason = "audit-mode policies would drop it (no enforced policy selects the pod)"
@@ -204,6 +212,14 @@ func reasonText(r uint8) string {
 		return "connection tracking table full"
 	case ReasonService:
 		return "Service frontend to backend"
+	case ReasonAdminAccept:
+		return "an Admin-tier ClusterNetworkPolicy accepts it"
+	case ReasonAdminDeny:
+		return "an Admin-tier ClusterNetworkPolicy denies it"
+	case ReasonBaselineAccept:
+		return "a Baseline-tier ClusterNetworkPolicy accepts it"
+	case ReasonBaselineDeny:
+		return "a Baseline-tier ClusterNetworkPolicy denies it"
 	}
 	return "reason " + strconv.Itoa(int(r))
 }
@@ -214,7 +230,7 @@ func dropReason(e Event) string {
 		return ""
 	}
 	switch e.Reason {
-	case ReasonPolicy:
+	case ReasonPolicy, ReasonAdminDeny, ReasonBaselineDeny:
 		return "POLICY_DENIED"
 	case ReasonNoEndpoint:
 		return "UNKNOWN_ENDPOINT"

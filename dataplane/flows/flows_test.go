@@ -105,6 +105,12 @@ func (fakeNames) Isolating(ep netip.Addr, dir uint8, audit bool) []string {
 	}
 	return []string{"default/deny-all"}
 }
+func (fakeNames) TierRule(rank uint32) (string, string) {
+	if rank == 3 {
+		return "guard", "deny-y-80"
+	}
+	return "", ""
+}
 func (fakeNames) Service(fe netip.AddrPort, proto uint8) string {
 	if fe.String() == "10.96.0.12:80" && proto == 6 {
 		return "default/web"
@@ -136,6 +142,12 @@ func TestDescribe(t *testing.T) {
 	audit := Describe(ev(KindPolicy, VerdictAudit, ReasonNotIsolated, 1), fakeNames{}, "node2", boot)
 	if audit.Verdict != "AUDIT" || !slices.Equal(audit.Policies, []string{"default/staged"}) {
 		t.Fatalf("audit flow described as %+v", audit)
+	}
+	admin := ev(KindPolicy, VerdictDropped, ReasonAdminDeny, 1)
+	admin.Policy = 3<<2 | 2
+	if f := Describe(admin, fakeNames{}, "node2", boot); !slices.Equal(f.Policies, []string{"guard"}) || f.DropReason != "POLICY_DENIED" ||
+		f.Reason != "an Admin-tier ClusterNetworkPolicy denies it (rule deny-y-80)" {
+		t.Fatalf("admin deny described as %+v", f)
 	}
 	egress := Describe(ev(KindPolicy, VerdictDropped, ReasonPolicy, 2), fakeNames{}, "node1", boot)
 	if egress.Direction != "EGRESS" || egress.Destination.Identity != 300 || len(egress.Policies) != 0 {

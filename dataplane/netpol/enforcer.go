@@ -36,6 +36,11 @@ type Informers struct {
 	NetworkPolicies networkinginformers.NetworkPolicyInformer
 	// Start starts the informers asked for so far (sharedinformers.Shared.Start).
 	Start func()
+	// ClusterNetworkPolicies, if set, is an informer of policy.networking.k8s.io v1beta1
+	// ClusterNetworkPolicies, started by StartCluster (nil when the API server does not
+	// serve them).
+	ClusterNetworkPolicies cache.SharedIndexInformer
+	StartCluster           func()
 }
 
 // EnforcerOptions configure a node's NetworkPolicy enforcement.
@@ -72,6 +77,7 @@ type Enforcer struct {
 	pods    *podViews
 	nss     corelisters.NamespaceLister
 	netpols networkinglisters.NetworkPolicyLister
+	cnps    cache.Store // ClusterNetworkPolicies (nil: none)
 	ready   chan struct{}
 	last    *policy.Result
 	host    []netip.Addr
@@ -101,6 +107,11 @@ func (e *Enforcer) Run(ctx context.Context, client kubernetes.Interface) error {
 	pods, nss, netpols := e.o.Informers.Pods, e.o.Informers.Namespaces, e.o.Informers.NetworkPolicies
 	kick := make(chan struct{}, 1)
 	watched := []cache.SharedIndexInformer{nss.Informer(), netpols.Informer()}
+	if cnps := e.o.Informers.ClusterNetworkPolicies; cnps != nil {
+		watched = append(watched, cnps)
+		e.cnps = cnps.GetStore()
+		e.o.Informers.StartCluster()
+	}
 	podInf := pods.Informer()
 	e.o.Informers.Start() // after asking for the informers: Start starts only those asked for
 	views := &podViews{m: map[PodRef]policy.Pod{}, node: e.o.Node, full: true, ips: map[netip.Addr]string{}, owner: map[netip.Addr]PodRef{}}
@@ -200,7 +211,15 @@ func (e *Enforcer) syncLocked() error {
 		return fmt.Errorf("network policy enforcement is not running")
 	}
 	netpols, _ := e.netpols.List(labels.Everything())
-	e.pods.rekey(policy.SelectorKeys(netpols))
+	var cnps []*policy.ClusterNetworkPolicy
+	if e.cnps != nil {
+		for _, obj := range e.cnps.List() {
+			if c, ok := obj.(*policy.ClusterNetworkPolicy); ok {
+				cnps = append(cnps, c)
+			}
+		}
+	}
+	e.pods.rekey(policy.ClusterSelectorKeys(cnps, policy.SelectorKeys(netpols)))
 	local := e.o.Local()
 	byPod := map[PodRef][]netip.Addr{} // a dual-stack pod has an address per family
 	for ip, ref := range local {
@@ -228,7 +247,7 @@ func (e *Enforcer) syncLocked() error {
 	isLocal := func(a netip.Addr) bool { _, ok := local[a]; return ok }
 	// Only this node's pods are endpoints: the rules compiled are the node's, whatever the
 	// cluster's size (every pod still gets an identity: peers are anywhere).
-	res, errs := policy.Compile(e.alloc, netpols, pods, nss, isLocal)
+	res, errs := policy.CompileWithCluster(e.alloc, netpols, cnps, pods, nss, isLocal)
 	for _, err := range errs {
 		e.log.Warn("network policy", "err", err)
 	}

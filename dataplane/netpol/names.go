@@ -66,6 +66,16 @@ func (e *Enforcer) Isolating(endpoint netip.Addr, dir policy.Direction, audit bo
 	}
 }
 
+// TierRule is the ClusterNetworkPolicy and rule of a tier rule's rank ("" if unknown).
+func (e *Enforcer) TierRule(rank uint32) (policyName, rule string) {
+	n := e.names.Load()
+	if n == nil || int(rank) >= len(n.res.TierRules) {
+		return "", ""
+	}
+	r := n.res.TierRules[rank]
+	return r.Policy, r.Rule
+}
+
 func parseRef(name string) PodRef {
 	ns, n, _ := strings.Cut(name, "/")
 	return PodRef{Namespace: ns, Name: n}

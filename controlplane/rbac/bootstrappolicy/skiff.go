@@ -35,13 +35,14 @@ func SkiffClusterRoles() []rbacv1.ClusterRole {
 		clusterRole(skiffEndpointsRole,
 			rule("create", "update", "delete", "get", "list", "watch").groups(core).resources("endpoints"),
 		),
-		// Each agent enforces NetworkPolicy for its pods (Calico's and Cilium's agents read
-		// the same): every policy, every namespace's labels and every pod's labels and
+		// Each agent enforces NetworkPolicy and ClusterNetworkPolicy for its pods (Calico's
+		// and Cilium's agents read the same): every policy, every namespace's labels and every pod's labels and
 		// addresses, since a peer may be any pod. Read-only; the Node authorizer still keeps
 		// a node from any pod's Secrets and from writing other nodes' pods.
 		clusterRole(skiffNodePolicyRole,
 			rule(read...).groups(core).resources("pods", "namespaces"),
 			rule(read...).groups("networking.k8s.io").resources("networkpolicies"),
+			rule(read...).groups("policy.networking.k8s.io").resources("clusternetworkpolicies"),
 		),
 		// The cluster DNS controller keeps kube-system/kube-dns and one EndpointSlice per
 		// node from the nodes' dns.skiff.sh/address annotations.
