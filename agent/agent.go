@@ -208,10 +208,10 @@ type nodeAgent struct {
 	// infrastructure
 	client     kubernetes.Interface
 	restConfig *rest.Config
-	cpus   *cpumanager.Manager
-	ctr    *runtime.Containerd
-	pinned map[string]bool // images image GC never removes
-	socket string          // where skiff-cni reaches the agent
+	cpus       *cpumanager.Manager
+	ctr        *runtime.Containerd
+	pinned     map[string]bool // images image GC never removes
+	socket     string          // where skiff-cni reaches the agent
 
 	sup    *supervisor.Supervisor
 	shared *sharedinformers.Shared

@@ -3,8 +3,8 @@ package bench
 import (
 	"cmp"
 	"fmt"
-	"slices"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/cilium/ebpf"
