@@ -107,9 +107,10 @@ func (e *Enforcer) Run(ctx context.Context, client kubernetes.Interface) error {
 	pods, nss, netpols := e.o.Informers.Pods, e.o.Informers.Namespaces, e.o.Informers.NetworkPolicies
 	kick := make(chan struct{}, 1)
 	watched := []cache.SharedIndexInformer{nss.Informer(), netpols.Informer()}
+	var cnpStore cache.Store
 	if cnps := e.o.Informers.ClusterNetworkPolicies; cnps != nil {
 		watched = append(watched, cnps)
-		e.cnps = cnps.GetStore()
+		cnpStore = cnps.GetStore()
 		e.o.Informers.StartCluster()
 	}
 	podInf := pods.Informer()
@@ -126,7 +127,7 @@ func (e *Enforcer) Run(ctx context.Context, client kubernetes.Interface) error {
 	}
 	defer releasePods()
 	e.mu.Lock()
-	e.p, e.pods, e.nss, e.netpols = p, views, nss.Lister(), netpols.Lister()
+	e.p, e.pods, e.nss, e.netpols, e.cnps = p, views, nss.Lister(), netpols.Lister(), cnpStore
 	e.mu.Unlock()
 	e.views.Store(views)
 	defer func() {
