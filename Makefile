@@ -18,7 +18,7 @@ LDFLAGS := -s -w \
 BIN := bin/skiff
 export SKIFF_BIN := $(CURDIR)/$(BIN)
 
-.PHONY: help deps build run test unit e2e bench scale scale-upstream kwok kube-proxy coredns conformance conformance-smoke conformance-bin generate lint docs verify clean
+.PHONY: help deps build run test unit e2e bench scale scale-upstream kwok kube-proxy coredns conformance conformance-smoke conformance-bin npapi-conformance generate lint docs verify clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -176,6 +176,20 @@ conformance: deps build conformance-bin ## upstream's [Conformance] specs agains
 
 conformance-smoke: deps build conformance-bin ## the conformance specs in tests/conformance/smoke.txt (fast, passing today); fails unless all pass
 	$(CONFORMANCE_RUN) --smoke tests/conformance/smoke.txt --procs 4 --lab csmoke --work $(E2E_DIR)/smoke
+
+# The ClusterNetworkPolicy conformance suite of sigs.k8s.io/network-policy-api, as its README
+# runs it (go test ./conformance -run TestConformanceProfiles), in a copy of that module (its
+# own go.mod; never skiff's) against a lab with the suite's agnhost image imported.
+NPAPI_WORK := tests/conformance/npapi/work
+NPAPI_FEATURES ?= ClusterNetworkPolicy,ClusterNetworkPolicyNamedPorts
+npapi-conformance: deps build conformance-bin ## network-policy-api's ClusterNetworkPolicy conformance profile against a lab (NPAPI_FEATURES=); writes tests/conformance/npapi/report.yaml and run.log
+	$(CONFORMANCE_RUN) --lab npapi --work $(E2E_DIR)/npapi --images registry.k8s.io/e2e-test-images/agnhost:2.45
+	rm -rf $(NPAPI_WORK) && mkdir -p $(NPAPI_WORK) && cp -r "$$($(GO) list -m -f '{{.Dir}}' sigs.k8s.io/network-policy-api)/." $(NPAPI_WORK) && chmod -R u+w $(NPAPI_WORK)
+	cd $(NPAPI_WORK) && KUBECONFIG=/var/lib/skiff/lab/npapi/admin.kubeconfig GOFLAGS=-mod=mod $(GO) test ./conformance -run TestConformanceProfiles -count=1 -timeout 60m -v -args \
+		-conformance-profiles=ClusterNetworkPolicy -supported-features=$(NPAPI_FEATURES) -organization=skiff-sh -project=skiff \
+		-url=https://github.com/skiff-sh/skiff -version=$$(git rev-parse --short HEAD) -contact=skiff \
+		-report-output=$(CURDIR)/tests/conformance/npapi/report.yaml > $(CURDIR)/tests/conformance/npapi/run.log 2>&1; \
+		status=$$?; $(CURDIR)/bin/skiff lab down --name npapi; grep -E '^(---|===|ok|FAIL|PASS)' $(CURDIR)/tests/conformance/npapi/run.log | tail -80; exit $$status
 
 generate: ## regenerate committed generated code (OpenAPI definitions)
 	$(GO) generate ./...

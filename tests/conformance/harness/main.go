@@ -38,6 +38,9 @@ type options struct {
 	reportOnly                                            bool
 	base                                                  string
 	duration, commit                                      string
+	// images, if set, lists the only images to build: the lab is brought up with them
+	// imported and left up for another suite (make npapi-conformance), no spec is run.
+	images string
 }
 
 func main() {
@@ -65,6 +68,7 @@ func main() {
 	flag.StringVar(&o.duration, "duration", "", "with --report-only: the run's duration to record")
 	flag.StringVar(&o.base, "base", "", "results.json of an earlier run: specs this run does not select keep their result from it (marked as carried over)")
 	flag.StringVar(&o.commit, "commit", "", "with --report-only: the skiff commit the run tested (default: this checkout's)")
+	flag.StringVar(&o.images, "images", "", "comma-separated image references: build only these, bring the lab up with them imported and leave it up (for another suite), run no spec")
 	flag.Parse()
 	if o.reportOnly {
 		if err := report(o); err != nil {
@@ -109,13 +113,16 @@ func run(o options) error {
 		o.focus = focus
 	}
 
+	src := Sources{Agnhost: filepath.Join(o.binDir, "agnhost"), KubeSrc: o.kubeSrc, Busybox: o.busybox, Pause: o.pause,
+		SampleAPIServer: filepath.Join(o.binDir, "sample-apiserver"), Etcd: o.etcd, Nonewprivs: filepath.Join(o.binDir, "nnp")}
+	if o.images != "" {
+		return imagesOnly(ctx, o, src)
+	}
 	// Images under the references the binary asks for.
 	listed, err := exec.CommandContext(ctx, e2e, "--list-images").Output()
 	if err != nil {
 		return fmt.Errorf("e2e.test --list-images: %w", err)
 	}
-	src := Sources{Agnhost: filepath.Join(o.binDir, "agnhost"), KubeSrc: o.kubeSrc, Busybox: o.busybox, Pause: o.pause,
-		SampleAPIServer: filepath.Join(o.binDir, "sample-apiserver"), Etcd: o.etcd, Nonewprivs: filepath.Join(o.binDir, "nnp")}
 	archives, notBuilt, err := BuildImages(src, strings.Fields(string(listed)), filepath.Join(o.work, "images"))
 	if err != nil {
 		return err
@@ -145,36 +152,11 @@ func run(o options) error {
 	logf("%d of %d specs selected", len(selected), total)
 
 	// The lab, taken down whatever happens next.
-	skiff := func(args ...string) error {
-		cmd := exec.Command(o.skiff, append([]string{"lab"}, args...)...)
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		return cmd.Run()
+	labDir, down, err := labWithImages(ctx, o, archives)
+	defer down()
+	if err != nil {
+		return err
 	}
-	_ = skiff("down", "--name", o.lab)
-	defer func() {
-		logf("taking lab %s down", o.lab)
-		if err := skiff("down", "--name", o.lab); err != nil {
-			logf("lab down: %v", err)
-		}
-	}()
-	up := exec.CommandContext(ctx, o.skiff, "lab", "up", "--name", o.lab, "--nodes", fmt.Sprint(o.nodes), "--tor", "frr", "--timeout", "5m", "--ip-family", o.ipFamily)
-	up.Stdout, up.Stderr = os.Stdout, os.Stderr
-	if err := up.Run(); err != nil {
-		return fmt.Errorf("lab up: %w", err)
-	}
-	labDir := filepath.Join("/var/lib/skiff/lab", o.lab)
-	agents := []string{filepath.Join(labDir, "master", "agent")}
-	for i := 1; i <= o.nodes; i++ {
-		agents = append(agents, filepath.Join(labDir, fmt.Sprintf("node%d", i)))
-	}
-	for _, dir := range agents {
-		cmd := exec.CommandContext(ctx, o.skiff, append([]string{"images", "import", "--agent-data-dir", dir}, archives...)...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("importing images into %s: %v: %s", dir, err, tail(out, 2000))
-		}
-	}
-	logf("images imported into %d nodes' containerd", len(agents))
-
 	kubeconfig := filepath.Join(labDir, "admin.kubeconfig")
 	e2eArgs := []string{"--provider=skeleton", "--kubeconfig=" + kubeconfig, "--kubectl-path=" + o.kubectl,
 		"--non-blocking-taints=node-role.kubernetes.io/control-plane", "--dump-logs-on-failure=false", "--disable-log-dump",
@@ -470,4 +452,57 @@ func tail(b []byte, n int) string {
 		b = b[len(b)-n:]
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// labWithImages brings the lab up and imports the image archives into every node's
+// containerd; down takes it down again.
+func labWithImages(ctx context.Context, o options, archives []string) (labDir string, down func(), err error) {
+	skiff := func(args ...string) error {
+		cmd := exec.Command(o.skiff, append([]string{"lab"}, args...)...)
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		return cmd.Run()
+	}
+	_ = skiff("down", "--name", o.lab)
+	down = func() {
+		logf("taking lab %s down", o.lab)
+		if err := skiff("down", "--name", o.lab); err != nil {
+			logf("lab down: %v", err)
+		}
+	}
+	up := exec.CommandContext(ctx, o.skiff, "lab", "up", "--name", o.lab, "--nodes", fmt.Sprint(o.nodes), "--tor", "frr", "--timeout", "5m", "--ip-family", o.ipFamily)
+	up.Stdout, up.Stderr = os.Stdout, os.Stderr
+	if err := up.Run(); err != nil {
+		return "", down, fmt.Errorf("lab up: %w", err)
+	}
+	labDir = filepath.Join("/var/lib/skiff/lab", o.lab)
+	agents := []string{filepath.Join(labDir, "master", "agent")}
+	for i := 1; i <= o.nodes; i++ {
+		agents = append(agents, filepath.Join(labDir, fmt.Sprintf("node%d", i)))
+	}
+	for _, dir := range agents {
+		cmd := exec.CommandContext(ctx, o.skiff, append([]string{"images", "import", "--agent-data-dir", dir}, archives...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return labDir, down, fmt.Errorf("importing images into %s: %v: %s", dir, err, tail(out, 2000))
+		}
+	}
+	logf("images imported into %d nodes' containerd", len(agents))
+	return labDir, down, nil
+}
+
+// imagesOnly builds the images o.images lists and leaves the lab up with them.
+func imagesOnly(ctx context.Context, o options, src Sources) error {
+	archives, notBuilt, err := BuildImages(src, strings.Split(o.images, ","), filepath.Join(o.work, "images"))
+	if err != nil {
+		return err
+	}
+	if len(notBuilt) > 0 {
+		return fmt.Errorf("no builder for %s", strings.Join(notBuilt, " "))
+	}
+	labDir, down, err := labWithImages(ctx, o, archives)
+	if err != nil {
+		down()
+		return err
+	}
+	logf("lab %s is up with %d images; its kubeconfig: %s", o.lab, len(archives), filepath.Join(labDir, "admin.kubeconfig"))
+	return nil
 }
