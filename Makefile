@@ -185,6 +185,7 @@ NPAPI_FEATURES ?= ClusterNetworkPolicy,ClusterNetworkPolicyNamedPorts
 npapi-conformance: deps build conformance-bin ## network-policy-api's ClusterNetworkPolicy conformance profile against a lab (NPAPI_FEATURES=); writes tests/conformance/npapi/report.yaml and run.log
 	$(CONFORMANCE_RUN) --lab npapi --work $(E2E_DIR)/npapi --images registry.k8s.io/e2e-test-images/agnhost:2.45
 	rm -rf $(NPAPI_WORK) && mkdir -p $(NPAPI_WORK) && cp -r "$$($(GO) list -m -f '{{.Dir}}' sigs.k8s.io/network-policy-api)/." $(NPAPI_WORK) && chmod -R u+w $(NPAPI_WORK)
+	$(GO) run ./tests/conformance/npapi/sctpless $(NPAPI_WORK)
 	cd $(NPAPI_WORK) && KUBECONFIG=/var/lib/skiff/lab/npapi/admin.kubeconfig GOFLAGS=-mod=mod $(GO) test ./conformance -run TestConformanceProfiles -count=1 -timeout 60m -v -args \
 		-conformance-profiles=ClusterNetworkPolicy -supported-features=$(NPAPI_FEATURES) -organization=skiff-sh -project=skiff \
 		-url=https://github.com/skiff-sh/skiff -version=$$(git rev-parse --short HEAD) -contact=skiff \
