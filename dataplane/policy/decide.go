@@ -207,19 +207,26 @@ func (r *Result) Isolation(endpoint netip.Addr) (Isolation, bool) {
 
 // Tier implements Lookup: the LPM lookup on the port over the compiled tier entries.
 func (r *Result) Tier(endpoint netip.Addr, dir Direction, proto uint8, peer Identity, port uint16) (TierValue, bool) {
+	return longestPrefix(r.TierEntries, Key{Endpoint: endpoint, Direction: dir, Protocol: proto, Peer: peer}, port)
+}
+
+// longestPrefix is the entry of m for key with the most port bits covering port, as the
+// programs' LPM lookups find it.
+func longestPrefix[V any](m map[Key]V, key Key, port uint16) (V, bool) {
 	for bits := 16; bits >= 0; bits-- {
-		pp := PortPrefix{Port: port, Bits: uint8(bits)}
+		key.Port, key.PortBits = port, uint8(bits)
 		if bits < 16 {
-			pp.Port = port &^ (uint16(1)<<(16-bits) - 1)
+			key.Port = port &^ (uint16(1)<<(16-bits) - 1)
 		}
 		if bits == 0 {
-			pp.Port = 0
+			key.Port = 0
 		}
-		if v, ok := r.TierEntries[Key{Endpoint: endpoint, Direction: dir, Protocol: proto, Peer: peer, Port: pp.Port, PortBits: pp.Bits}]; ok {
+		if v, ok := m[key]; ok {
 			return v, true
 		}
 	}
-	return 0, false
+	var none V
+	return none, false
 }
 
 // PeerIdentity is the pod identity of addr, World if it is no pod's (the compiler does not
@@ -244,17 +251,5 @@ func (r *Result) CIDRIdentity(addr netip.Addr) (Identity, bool) {
 
 // Admits implements Lookup: the LPM lookup on the port over the compiled entries.
 func (r *Result) Admits(endpoint netip.Addr, dir Direction, proto uint8, peer Identity, port uint16) (string, bool) {
-	for bits := 16; bits >= 0; bits-- {
-		pp := PortPrefix{Port: port, Bits: uint8(bits)}
-		if bits < 16 {
-			pp.Port = port &^ (uint16(1)<<(16-bits) - 1)
-		}
-		if bits == 0 {
-			pp.Port = 0
-		}
-		if policy, ok := r.Entries[Key{Endpoint: endpoint, Direction: dir, Protocol: proto, Peer: peer, Port: pp.Port, PortBits: pp.Bits}]; ok {
-			return policy, true
-		}
-	}
-	return "", false
+	return longestPrefix(r.Entries, Key{Endpoint: endpoint, Direction: dir, Protocol: proto, Peer: peer}, port)
 }

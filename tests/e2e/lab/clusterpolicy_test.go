@@ -1,16 +1,10 @@
 package lab
 
 import (
-	"context"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	skifflab "github.com/skiff-sh/skiff/lab"
 	"github.com/skiff-sh/skiff/tests/e2e/framework"
@@ -23,24 +17,7 @@ import (
 // skiff policy trace name the policies that decide.
 func TestLabClusterNetworkPolicy(t *testing.T) {
 	const name = "e2ecnp"
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
-	l := &lab{t: t, name: name, bin: framework.Binary(t), ctx: ctx}
-	downAtCleanup(t, name, l.bin, "master", "node1", "node2")
-	l.skiff("up", "--nodes", "2", "--tor", "none", "--timeout", "4m")
-	cfg, err := clientcmd.BuildConfigFromFlags("", skifflab.Kubeconfig(name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.client = kubernetes.NewForConfigOrDie(cfg)
-	apply := func(yaml string) {
-		t.Helper()
-		f := filepath.Join(t.TempDir(), "manifest.yaml")
-		if err := os.WriteFile(f, []byte(yaml), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		l.kubectl("apply", "-f", f)
-	}
+	l, apply := twoWorkers(t, name, 6*time.Minute)
 	// Served at start, in both versions.
 	if out := l.kubectl("api-resources", "--api-group", "policy.networking.k8s.io"); !strings.Contains(out, "clusternetworkpolicies") || !strings.Contains(out, "cnp") {
 		t.Fatalf("kubectl api-resources:\n%s", out)

@@ -29,24 +29,8 @@ import (
 // flows in their metrics; bad filters are refused, and a view-only user may not read flows.
 func TestLabObserve(t *testing.T) {
 	const name = "e2eobs"
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	l := &lab{t: t, name: name, bin: framework.Binary(t), ctx: ctx}
-	downAtCleanup(t, name, l.bin, "master", "node1", "node2")
-	l.skiff("up", "--nodes", "2", "--tor", "none", "--timeout", "4m")
-	cfg, err := clientcmd.BuildConfigFromFlags("", skifflab.Kubeconfig(name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.client = kubernetes.NewForConfigOrDie(cfg)
-	apply := func(yaml string) {
-		t.Helper()
-		f := filepath.Join(t.TempDir(), "manifest.yaml")
-		if err := os.WriteFile(f, []byte(yaml), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		l.kubectl("apply", "-f", f)
-	}
+	l, apply := twoWorkers(t, name, 8*time.Minute)
+	ctx := l.ctx
 	apply(`apiVersion: v1
 kind: Pod
 metadata: {name: web, labels: {app: web}}
@@ -228,6 +212,30 @@ spec:
 	vout, verr := exec.CommandContext(ctx, l.bin, "observe", "--kubeconfig", viewer, "--node", name+"-node2").CombinedOutput()
 	if verr == nil || !strings.Contains(string(vout), "forbidden") || !strings.Contains(string(vout), "nodes/proxy") {
 		t.Errorf("a view-only user reading flows: %v\n%s", verr, vout)
+	}
+}
+
+// twoWorkers brings up a lab of two workers without a ToR for one test (taken down after it)
+// and returns it with apply, which applies a manifest with the real kubectl.
+func twoWorkers(t *testing.T, name string, timeout time.Duration) (*lab, func(yaml string)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	l := &lab{t: t, name: name, bin: framework.Binary(t), ctx: ctx}
+	downAtCleanup(t, name, l.bin, "master", "node1", "node2")
+	l.skiff("up", "--nodes", "2", "--tor", "none", "--timeout", "4m")
+	cfg, err := clientcmd.BuildConfigFromFlags("", skifflab.Kubeconfig(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.client = kubernetes.NewForConfigOrDie(cfg)
+	return l, func(yaml string) {
+		t.Helper()
+		f := filepath.Join(t.TempDir(), "manifest.yaml")
+		if err := os.WriteFile(f, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		l.kubectl("apply", "-f", f)
 	}
 }
 
