@@ -335,6 +335,12 @@ func (v *PolicyView) CIDRIdentity(a netip.Addr) (policy.Identity, bool) {
 
 // Tier implements policy.Lookup with the rules maps' own LPM lookup of a tier's entries.
 func (v *PolicyView) Tier(ep netip.Addr, dir policy.Direction, proto uint8, peer policy.Identity, port uint16) (policy.TierValue, bool) {
+	value, ok := v.lookupRule(ep, dir, proto, peer, port)
+	return policy.TierValue(value), ok
+}
+
+// lookupRule is the value of the rules maps' longest-prefix entry for a packet's key.
+func (v *PolicyView) lookupRule(ep netip.Addr, dir policy.Direction, proto uint8, peer policy.Identity, port uint16) (uint32, bool) {
 	var r programs.PolicyPolRuleValue
 	var err error
 	switch {
@@ -345,7 +351,7 @@ func (v *PolicyView) Tier(ep netip.Addr, dir policy.Direction, proto uint8, peer
 	default:
 		return 0, false
 	}
-	return policy.TierValue(r.Policy), err == nil
+	return r.Policy, err == nil
 }
 
 // ruleValueName names a rule's value: a NetworkPolicy's, or a ClusterNetworkPolicy rule's
@@ -365,20 +371,11 @@ func (v *PolicyView) TierRuleName(t policy.TierValue) string {
 
 // Admits implements policy.Lookup with the rules maps' own LPM lookup.
 func (v *PolicyView) Admits(ep netip.Addr, dir policy.Direction, proto uint8, peer policy.Identity, port uint16) (string, bool) {
-	var r programs.PolicyPolRuleValue
-	var err error
-	switch {
-	case ep.Is4():
-		err = v.rules.Lookup(programs.PolicyPolRuleKey{Prefixlen: 96, Endpoint: programs.Addr4(ep), Peer: uint32(peer), Dir: uint8(dir), Proto: proto, Port: programs.Port(port)}, &r)
-	case v.rules6 != nil:
-		err = v.rules6.Lookup(programs.PolicyPolRule6Key{Prefixlen: 192, Endpoint: programs.Addr6(ep), Peer: uint32(peer), Dir: uint8(dir), Proto: proto, Port: programs.Port(port)}, &r)
-	default:
+	value, ok := v.lookupRule(ep, dir, proto, peer, port)
+	if !ok {
 		return "", false
 	}
-	if err == nil {
-		return v.name(nameKindPolicy, r.Policy), true
-	}
-	return "", false
+	return v.name(nameKindPolicy, value), true
 }
 
 // ProtocolName is "TCP", "UDP", "SCTP", "any" or the number.

@@ -66,10 +66,7 @@ spec:
 		t.Fatalf("client → web answered %q", got)
 	}
 	kubeconfig := skifflab.Kubeconfig(name)
-	observe := func(args ...string) (string, error) {
-		out, err := exec.CommandContext(ctx, l.bin, append([]string{"observe", "--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
-		return string(out), err
-	}
+	observe := func(args ...string) (string, error) { return observeLab(l, args...) }
 
 	// 1. A dropped connection, followed live.
 	follow := exec.CommandContext(ctx, l.bin, "observe", "--kubeconfig", kubeconfig, "-f", "-o", "json", "--verdict", "dropped", "--pod", "default/web")
